@@ -1,0 +1,130 @@
+// The Backend is the only part of lmtrain that knows about a device.  Its operations are coarse
+// (a GEMM, a SYRK, a factorization, one elementwise kernel over a whole batch), so the virtual
+// call costs nothing next to the work.  Every pointer argument is a *device* pointer from the
+// backend's own MemoryResource unless its name says `host`; only scalars (losses, norms,
+// factorization status) come back to the host.
+//
+// Conventions: matrices are dense row-major with an explicit leading dimension (elements between
+// consecutive rows).  The normal matrix A (n × n) is symmetric; SYRK writes its upper triangle in
+// row-major order, which is the lower triangle in LAPACK's column-major view — factorization
+// routines below are told so, and callers never read the other triangle.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "lmtrain/core/activation.h"
+#include "lmtrain/core/buffer.h"
+#include "lmtrain/core/loss_kind.h"
+
+namespace lmtrain {
+
+enum class DeviceKind { kCpu, kCuda };
+
+enum class Trans { kNo, kYes };
+
+template <typename T>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Human-readable device description, e.g. "cpu (OpenBLAS 0.3.21, 2 threads)".
+  virtual std::string name() const = 0;
+  virtual DeviceKind device_kind() const = 0;
+  virtual MemoryResource& memory() = 0;
+  // Bytes the memory planner may consider free on this device right now.
+  virtual std::size_t available_memory_bytes() const = 0;
+  // Blocks until all queued work is done (a no-op on the CPU); called before timers close.
+  virtual void synchronize() = 0;
+
+  DeviceBuffer<T> allocate(std::size_t count) { return DeviceBuffer<T>(memory(), count); }
+
+  // ---- transfers and fills ------------------------------------------------------------------
+  virtual void copy_from_host(const T* host, T* dst, std::size_t n) = 0;
+  virtual void copy_to_host(const T* src, T* host, std::size_t n) = 0;
+  virtual void copy(const T* src, T* dst, std::size_t n) = 0;
+  virtual void fill(T* x, std::size_t n, T value) = 0;
+  // dst[i, :] = src[rows_host[i], :] for a row-major src with `cols` columns.
+  virtual void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
+                           T* dst) = 0;
+
+  // ---- level 1 (reductions return a host scalar, accumulated in double) -------------------------
+  virtual void axpy(std::size_t n, T alpha, const T* x, T* y) = 0;  // y += αx
+  // z = x + αy (z may alias x or y).
+  virtual void add_scaled(std::size_t n, const T* x, T alpha, const T* y, T* z) = 0;
+  virtual double dot(std::size_t n, const T* x, const T* y) = 0;
+  virtual double max_abs(std::size_t n, const T* x) = 0;
+  virtual bool all_finite(std::size_t n, const T* x) = 0;
+  // y_i = x_i * s_i (or x_i / s_i when `divide`).
+  virtual void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) = 0;
+
+  // y_i = 1 / √x_i.
+  virtual void inverse_sqrt(std::size_t n, const T* x, T* y) = 0;
+
+  // ---- level 2 / 3 ------------------------------------------------------------------------------
+  // C(m×n) = α op(A) op(B) + β C, row-major.
+  virtual void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                    const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+                    std::size_t ldc) = 0;
+  // y = α op(A) x + β y with A (m × n) row-major.
+  virtual void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
+                    const T* x, T beta, T* y) = 0;
+  // Upper triangle (row-major) of C(n×n) = α JᵀJ + β C, J (k × n) row-major.  The SYRK of A += JₛᵀJₛ.
+  virtual void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
+                        T* c) = 0;
+  // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
+  virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
+                        T* c) = 0;
+  // Copies the upper triangle (row-major) into the lower one.
+  virtual void symmetrize_upper(std::size_t n, T* a) = 0;
+
+  // ---- dense factorizations on the upper triangle (row-major) -----------------------------------
+  // Cholesky in place; returns 0 on success, k > 0 if the leading minor of order k is not
+  // positive definite (a recoverable event: the LM step raises λ).
+  virtual int potrf(std::size_t n, T* a) = 0;
+  // Solves (LLᵀ) x = b in place on b with the factor from potrf.
+  virtual void potrs(std::size_t n, const T* factor, T* b) = 0;
+  // Symmetric eigendecomposition in place: a ← eigenvectors as *rows* (a[i, :] is the i-th
+  // eigenvector), w ← eigenvalues ascending.  Returns 0 on success.
+  virtual int syevd(std::size_t n, T* a, T* w) = 0;
+  // a_ii += λ d_i (d == nullptr: d ≡ 1).
+  virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
+  // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).
+  virtual void scale_symmetric(std::size_t n, T* a, const T* s) = 0;
+  // d_i = clamp(a_ii, lo, hi).
+  virtual void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) = 0;
+
+  // ---- neural-network kernels -------------------------------------------------------------------
+  // z[r, :] += bias for r < rows.
+  virtual void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) = 0;
+  virtual void activation_forward(Activation f, std::size_t n, const T* z, T* a) = 0;
+  // d = φ'(z), given z and a = φ(z) (kernels use whichever is cheaper).
+  virtual void activation_derivative(Activation f, std::size_t n, const T* z, const T* a,
+                                     T* d) = 0;
+  // g[r, c] *= d[r / group, c]: seeds of `group` residual rows per sample times a per-sample factor.
+  virtual void scale_row_groups(std::size_t rows, std::size_t cols, std::size_t group, const T* d,
+                                T* g) = 0;
+  // Dense layer's block of a Jacobian slice.  For each row r (sample r / group):
+  //   J[r, o·in + i] = g_out[r, o] · a_in[r / group, i]     (weights, PyTorch's (out, in) order)
+  //   J[r, out·in + o] = g_out[r, o]                         (bias)
+  virtual void dense_jacobian(std::size_t rows, std::size_t out, std::size_t in, std::size_t group,
+                              const T* g_out, const T* a_in, T* j, std::size_t ldj) = 0;
+
+  // ---- losses (see core/loss_kind.h for the formulas) --------------------------------------------
+  // Objective F (double) of `batch` samples with C outputs.
+  virtual double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                const T* z, const T* y) = 0;
+  // Residuals r (batch·R) and seeds S (batch·R × C) with S[b·R + k, :] = ∂r_{b,k}/∂z_b (for the
+  // exact cross-entropy the row of the GGN factor L).  Returns F as loss_objective would.
+  virtual double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                const T* z, const T* y, T* r, T* seeds) = 0;
+};
+
+// The CPU backend: OpenBLAS + LAPACKE + OpenMP.
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend();
+
+}  // namespace lmtrain

@@ -1,0 +1,75 @@
+// Loss functions as residuals.  Each loss defines
+//   * its residual rows per sample R and the residual vector r (what LM squares),
+//   * the objective F whose gradient is Jᵀr and whose (generalized) Gauss–Newton Hessian is JᵀJ,
+//   * the reported loss, which matches PyTorch's definition (reduction = "mean").
+// Per sample b with network output z ∈ R^C and target y ∈ R^C (e = z − y):
+//
+//  mse                 r_c = √w_c e_c                      R = C, F = ½Σr²
+//                      reported = (1/BC) Σ w_c e_c²        (nn.MSELoss when w ≡ 1)
+//  cross_entropy       p = softmax(z), y a probability vector (one-hot for class labels).
+//                      Exact generalized Gauss–Newton: with s = √p, L = diag(s)(I − 1pᵀ) satisfies
+//                      LᵀL = diag(p) − ppᵀ (the softmax Hessian of CE), and r_c = (p_c − y_c)/s_c
+//                      satisfies Lᵀr = p − y = ∇_z CE.  The Jacobian rows are L·∂z/∂θ, so JᵀJ is
+//                      the true GGN and Jᵀr the true gradient.      R = C, F = Σ_b CE_b
+//                      reported = (1/B) Σ_b −Σ_c y_c log p_c   (nn.CrossEntropyLoss)
+//  cross_entropy_sqrt  r = √CE_b (what cuPyLMA and torch-levenberg-marquardt do)
+//                      R = 1, F = ½Σr², reported = (1/B) Σ CE_b
+//  bce                 on logits (nn.BCEWithLogitsLoss): ℓ = softplus(z) − y z, y ∈ [0, 1]
+//                      r_c = √(2ℓ_c), R = C, F = Σℓ, reported = (1/BC) Σ ℓ
+//  huber               ℓ = ½e² for |e| ≤ δ, δ(|e| − ½δ) otherwise (nn.HuberLoss, δ = 1)
+//                      r_c = sign(e)√(2ℓ) (= e in the quadratic zone), R = C, F = Σℓ,
+//                      reported = (1/BC) Σ ℓ
+//  l1                  ℓ = |e|, r_c = sign(e)√(2|e|), R = C, F = Σℓ, reported = (1/BC) Σ ℓ
+//
+// Every square root is guarded: ∂r/∂z = ℓ'/r is evaluated with r ≥ √kSqrtGuard so a residual at
+// (or near) zero gives a large but finite Jacobian row instead of a NaN.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace lmtrain {
+
+enum class LossKind { kMse, kCrossEntropy, kCrossEntropySqrt, kBce, kHuber, kL1 };
+
+inline constexpr std::array<std::pair<LossKind, std::string_view>, 6> kLossNames = {{
+    {LossKind::kMse, "mse"},
+    {LossKind::kCrossEntropy, "cross_entropy"},
+    {LossKind::kCrossEntropySqrt, "cross_entropy_sqrt"},
+    {LossKind::kBce, "bce"},
+    {LossKind::kHuber, "huber"},
+    {LossKind::kL1, "l1"},
+}};
+
+constexpr std::string_view to_string(LossKind k) {
+  for (const auto& [kind, name] : kLossNames)
+    if (kind == k) return name;
+  return "unknown";
+}
+
+inline std::optional<LossKind> parse_loss(std::string_view name) {
+  for (const auto& [kind, n] : kLossNames)
+    if (n == name) return kind;
+  return std::nullopt;
+}
+
+// Floor under the quantity inside a residual's square root when it is used as a divisor.
+inline constexpr double kSqrtGuard = 1e-30;
+// Floor under softmax probabilities used as divisors in the exact cross-entropy residual.
+inline constexpr double kProbabilityGuard = 1e-30;
+
+// What a backend kernel needs to evaluate a loss.  `weights` is a device pointer to C per-output
+// weights (mse only) or null for all ones.
+template <typename T>
+struct LossParams {
+  LossKind kind = LossKind::kMse;
+  double huber_delta = 1.0;
+  const T* weights = nullptr;
+};
+
+constexpr std::size_t residuals_per_sample(LossKind kind, std::size_t outputs) {
+  return kind == LossKind::kCrossEntropySqrt ? 1 : outputs;
+}
+
+}  // namespace lmtrain

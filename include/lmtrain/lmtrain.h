@@ -1,0 +1,11 @@
+// Umbrella header of lmtrain's C++ API.
+#pragma once
+
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/nn/loss.h"
+#include "lmtrain/nn/model_spec.h"
+#include "lmtrain/nn/sequential.h"
+#include "lmtrain/solve/solver_options.h"
+#include "lmtrain/solve/summary.h"
+#include "lmtrain/train/trainer.h"

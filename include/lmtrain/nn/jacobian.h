@@ -1,0 +1,57 @@
+// The Jacobian engine: one forward pass that keeps activations, residuals and seeds for a batch,
+// then exact Jacobian rows for any slice of its samples by structural reverse mode.
+// Row b·R + k of J is ∂r_{b,k}/∂θ (for the exact cross-entropy, row k of the GGN factor L times
+// ∂z_b/∂θ); columns follow the flat parameter order.
+#pragma once
+
+#include "lmtrain/core/timer.h"
+#include "lmtrain/nn/loss.h"
+#include "lmtrain/nn/sequential.h"
+
+namespace lmtrain {
+
+template <typename T>
+class JacobianEngine {
+ public:
+  JacobianEngine(const Sequential<T>& model, const Loss<T>& loss);
+
+  std::size_t num_params() const { return model_.num_params(); }
+  Backend<T>& model_backend() const { return backend_; }
+  const Sequential<T>& model() const { return model_; }
+  const Loss<T>& loss() const { return loss_; }
+  std::size_t residuals_per_sample() const { return loss_.residuals_per_sample(); }
+
+  // Sizes the buffers for batches of up to `batch` samples and slices of up to `slice` samples.
+  void reserve(std::size_t batch, std::size_t slice);
+
+  // Forward pass, residuals and seeds of a batch (x: batch × inputs, y: batch × outputs, both
+  // device pointers that must stay valid until the next call).  Returns the objective F.
+  double linearize(const T* params, const T* x, const T* y, std::size_t batch);
+
+  std::size_t batch() const { return batch_; }
+  // Residuals of the current batch (batch·R), valid after linearize.
+  const T* residuals() const { return residuals_.data(); }
+  // Writes rows of samples [first, first + count) of the current batch into j (count·R × n,
+  // leading dimension ldj ≥ n).
+  void jacobian_rows(const T* params, std::size_t first, std::size_t count, T* j, std::size_t ldj);
+
+  // Objective F at other parameters on the current batch (a trial step): forward only.
+  double objective(const T* params);
+
+ private:
+  const Sequential<T>& model_;
+  const Loss<T>& loss_;
+  Backend<T>& backend_;
+  ForwardState<T> state_;
+  ForwardState<T> trial_state_;
+  DeviceBuffer<T> residuals_;
+  DeviceBuffer<T> seeds_;
+  DeviceBuffer<T> g_a_;
+  DeviceBuffer<T> g_b_;
+  std::size_t slice_capacity_ = 0;
+  const T* x_ = nullptr;
+  const T* y_ = nullptr;
+  std::size_t batch_ = 0;
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,51 @@
+// A loss bound to a backend: residual definition, objective and reported value.  The formulas are
+// in core/loss_kind.h.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/loss_kind.h"
+
+namespace lmtrain {
+
+struct LossOptions {
+  LossKind kind = LossKind::kMse;
+  // Per-output weights of mse (empty: all ones).  Must be positive and finite.
+  std::vector<double> output_weights;
+  // Transition point δ of huber (PyTorch default 1).
+  double huber_delta = 1.0;
+  // Throws InvalidArgument naming the field and the constraint.
+  void validate(std::size_t outputs) const;
+};
+
+template <typename T>
+class Loss {
+ public:
+  Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend);
+
+  LossKind kind() const { return params_.kind; }
+  std::size_t outputs() const { return outputs_; }
+  std::size_t residuals_per_sample() const { return lmtrain::residuals_per_sample(params_.kind, outputs_); }
+  const LossParams<T>& params() const { return params_; }
+
+  // Objective F of a batch (see core/loss_kind.h).
+  double objective(std::size_t batch, const T* z, const T* y) const {
+    return backend_.loss_objective(params_, batch, outputs_, z, y);
+  }
+  // Residuals, seed rows and F of a batch.
+  double linearize(std::size_t batch, const T* z, const T* y, T* r, T* seeds) const {
+    return backend_.loss_linearize(params_, batch, outputs_, z, y, r, seeds);
+  }
+  // The loss users read (PyTorch's mean reduction) from the objective of `batch` samples.
+  double reported(double objective, std::size_t batch) const;
+
+ private:
+  std::size_t outputs_;
+  Backend<T>& backend_;
+  DeviceBuffer<T> weights_;
+  LossParams<T> params_;
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,30 @@
+// Solvers of the damped system (A + λD)δ = g of one LM step.  prepare() runs once per step
+// (after A and g are built); solve() once per λ retry and never rebuilds A or g.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "lmtrain/solve/normal_equations.h"
+#include "lmtrain/solve/solver_options.h"
+
+namespace lmtrain {
+
+template <typename T>
+class LinearSolver {
+ public:
+  virtual ~LinearSolver() = default;
+  virtual LinearSolverType type() const = 0;
+  // `d` is the damping diagonal (device, n values) or nullptr for D = I; it must stay valid until
+  // the next prepare().  Returns false when the system cannot be prepared (an eigensolver that
+  // did not converge), which makes every attempt of the step invalid.
+  virtual bool prepare(const NormalEquations<T>& ne, const T* d) = 0;
+  // Writes δ; returns false on a failed factorization (a recoverable, invalid step).
+  virtual bool solve(double lambda, T* delta) = 0;
+
+  // `type` must be resolved (not kAuto).  `n` parameters, up to `max_residuals` rows (dual).
+  static std::unique_ptr<LinearSolver> create(LinearSolverType type, Backend<T>& backend,
+                                              std::size_t n, std::size_t max_residuals);
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,94 @@
+// Options of the Levenberg–Marquardt step.  Every field has its default in-class and states its
+// meaning; validate() names the field, its value and the constraint it violates.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lmtrain {
+
+// How (JᵀJ + λD)δ = Jᵀr is solved.
+enum class LinearSolverType {
+  // dual when the batch has fewer residuals than parameters and D = I, else cholesky.
+  kAuto,
+  // Dense Cholesky of A + λD (LAPACK potrf/potrs); each λ retry refactors: n³/3 flops.
+  kCholesky,
+  // δ = Jᵀ(JJᵀ + λI)⁻¹r with J stored whole: an m × m system, for m < n (D = I only).
+  kDual,
+  // One symmetric eigendecomposition D^{-½}AD^{-½} = QΛQᵀ per step (4n³/3·c flops); each λ retry
+  // then costs O(n²): δ = D^{-½}Q(Λ + λI)⁻¹QᵀD^{-½}g.  Pays off when retries are frequent.
+  kEigen,
+};
+
+enum class DampingType {
+  // λ ← λ·decrease on success, λ·increase on failure (cuPyLMA, torch-levenberg-marquardt,
+  // MATLAB trainlm defaults: λ₀ = 1e-3, ×10 up, ×0.1 down).
+  kMultiplicative,
+  // Nielsen (1999), as in Madsen, Nielsen & Tingleff, "Methods for non-linear least squares
+  // problems" (2004) §3.2: on success λ ← λ·max(1/3, 1 − (2ρ − 1)³), ν ← 2; on failure
+  // λ ← λ·ν, ν ← 2ν.  ρ = actual / predicted reduction of the objective.
+  kNielsen,
+};
+
+enum class DampingMatrix {
+  kIdentity,   // D = I (Levenberg)
+  kMarquardt,  // D = clamp(diag(A), marquardt_min, marquardt_max) (Marquardt; scale invariant)
+};
+
+std::string_view to_string(LinearSolverType t);
+std::string_view to_string(DampingType t);
+std::string_view to_string(DampingMatrix t);
+std::optional<LinearSolverType> parse_linear_solver(std::string_view s);
+std::optional<DampingType> parse_damping(std::string_view s);
+std::optional<DampingMatrix> parse_damping_matrix(std::string_view s);
+
+struct SolverOptions {
+  LinearSolverType linear_solver = LinearSolverType::kAuto;
+  DampingType damping = DampingType::kMultiplicative;
+  DampingMatrix damping_matrix = DampingMatrix::kIdentity;
+
+  // Initial λ and its clamp.  λ is kept in [lambda_min, lambda_max]; a rejection with λ already
+  // at lambda_max ends training (MATLAB trainlm's mu_max criterion).
+  double lambda_initial = 1e-3;
+  double lambda_min = 1e-10;
+  double lambda_max = 1e10;
+  // Multiplicative damping factors (increase > 1 > decrease > 0).
+  double lambda_increase = 10.0;
+  double lambda_decrease = 0.1;
+
+  // Bounds of the Marquardt diagonal: D_ii = clamp(A_ii, marquardt_min, marquardt_max).
+  double marquardt_min = 1e-6;
+  double marquardt_max = 1e32;
+
+  // θ ← θ − learning_rate·δ.  1 is the classic LM step.
+  double learning_rate = 1.0;
+  // Solves per LM step (λ retries, invalid steps included) before the step is given up and
+  // training moves on to the next batch with the raised λ.
+  int max_attempts = 10;
+
+  // Convergence tolerances on the current batch (0 disables; the peers train for a fixed number
+  // of epochs, so they are off by default).  With F the objective and θ the parameters:
+  //   gradient:  ‖Jᵀr‖∞ ≤ gradient_tolerance
+  //   function:  |F_old − F_new| ≤ function_tolerance · F_old   (after an accepted step)
+  //   parameter: ‖Δθ‖₂ ≤ parameter_tolerance · (‖θ‖₂ + parameter_tolerance)   (Ceres' definition)
+  double gradient_tolerance = 0.0;
+  double function_tolerance = 0.0;
+  double parameter_tolerance = 0.0;
+
+  // Memory planner: bytes the LM step may use on its device.  0 means memory_fraction of the
+  // memory available when training starts.
+  std::size_t memory_budget_bytes = 0;
+  double memory_fraction = 0.5;
+  // Optional cap on the samples per Jacobian slice (0: as many as the budget allows).
+  std::size_t max_slice_samples = 0;
+
+  // True if every field is in range; otherwise false with `error` naming the field, its value and
+  // the violated constraint.
+  bool is_valid(std::string* error) const;
+  // Throws InvalidArgument with is_valid's message.
+  void validate() const;
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,83 @@
+// What happened during training, in the spirit of Ceres' Solver::Summary: sizes, the options as
+// given next to the options as used (so every fallback is visible, with its reason), losses, step
+// counts, the termination reason and a per-phase time table.  full_report() is what a user pastes
+// into a bug report.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "lmtrain/core/timer.h"
+#include "lmtrain/solve/solver_options.h"
+#include "lmtrain/solve/termination.h"
+
+namespace lmtrain {
+
+struct EpochRecord {
+  int epoch = 0;
+  double training_loss = 0;  // reported loss on all training samples after the epoch
+  double validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double lambda = 0;         // λ at the end of the epoch
+  int accepted = 0;
+  int rejected = 0;
+  int invalid = 0;
+  double gradient_max_norm = 0;  // of the epoch's last step
+  double step_norm = 0;          // of the epoch's last accepted step
+  double seconds = 0;            // wall clock since training started
+};
+
+struct Summary {
+  // Problem.
+  std::string model;
+  std::string loss;
+  std::string precision;
+  std::string device;
+  std::size_t num_params = 0;
+  std::size_t training_samples = 0;
+  std::size_t validation_samples = 0;
+  std::size_t batch_size = 0;
+  std::size_t residuals_per_sample = 0;
+  std::size_t batches_per_epoch = 0;
+
+  // Options given vs used.
+  LinearSolverType linear_solver_given = LinearSolverType::kAuto;
+  LinearSolverType linear_solver_used = LinearSolverType::kCholesky;
+  std::string linear_solver_reason;
+  DampingType damping = DampingType::kMultiplicative;
+  DampingMatrix damping_matrix = DampingMatrix::kIdentity;
+  std::size_t memory_budget_given = 0;  // 0: automatic
+  std::size_t max_slice_samples_given = 0;
+  std::string memory_plan;
+  std::size_t slice_samples = 0;
+
+  // Progress.
+  double initial_loss = 0;
+  double final_loss = 0;
+  double initial_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double final_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double best_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  int best_epoch = 0;
+  bool restored_best = false;
+  int epochs = 0;
+  int steps = 0;
+  int accepted_steps = 0;
+  int rejected_steps = 0;  // valid trials that did not lower the loss
+  int invalid_steps = 0;   // failed factorizations or non-finite steps
+  int abandoned_steps = 0; // steps whose attempts all failed
+  double final_lambda = 0;
+
+  TerminationReason termination = TerminationReason::kNone;
+  std::string message;  // details of the termination
+
+  PhaseTimes times;
+  double total_seconds = 0;
+  std::vector<EpochRecord> history;
+
+  bool converged() const { return is_convergence(termination); }
+  std::string brief_report() const;
+  std::string full_report() const;
+};
+
+}  // namespace lmtrain

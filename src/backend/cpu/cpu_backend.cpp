@@ -1,0 +1,269 @@
+// CPU backend: OpenBLAS (OpenMP build) for GEMM/SYRK, LAPACKE for potrf/potrs/syevd, OpenMP
+// loops for the elementwise and Jacobian-assembly kernels.
+#include <cblas.h>
+#include <fmt/format.h>
+#include <lapacke.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "../activation_math.h"
+#include "../loss_math.h"
+#include "cpu_memory.h"
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace {
+
+// Below this many elements an OpenMP region costs more than it saves.
+constexpr std::size_t kParallelThreshold = 1 << 14;
+
+CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
+blasint bi(std::size_t v) { return static_cast<blasint>(v); }
+lapack_int li(std::size_t v) { return static_cast<lapack_int>(v); }
+
+// Thin typed wrappers so the backend is written once for float and double.
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float al,
+               const float* a, blasint lda, const float* b, blasint ldb, float be, float* c,
+               blasint ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double al,
+               const double* a, blasint lda, const double* b, blasint ldb, double be, double* c,
+               blasint ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+}
+void blas_gemv(CBLAS_TRANSPOSE t, blasint m, blasint n, float al, const float* a, blasint lda,
+               const float* x, float be, float* y) {
+  cblas_sgemv(CblasRowMajor, t, m, n, al, a, lda, x, 1, be, y, 1);
+}
+void blas_gemv(CBLAS_TRANSPOSE t, blasint m, blasint n, double al, const double* a, blasint lda,
+               const double* x, double be, double* y) {
+  cblas_dgemv(CblasRowMajor, t, m, n, al, a, lda, x, 1, be, y, 1);
+}
+void blas_syrk(CBLAS_TRANSPOSE t, blasint n, blasint k, float al, const float* a, blasint lda,
+               float be, float* c) {
+  cblas_ssyrk(CblasRowMajor, CblasUpper, t, n, k, al, a, lda, be, c, n);
+}
+void blas_syrk(CBLAS_TRANSPOSE t, blasint n, blasint k, double al, const double* a, blasint lda,
+               double be, double* c) {
+  cblas_dsyrk(CblasRowMajor, CblasUpper, t, n, k, al, a, lda, be, c, n);
+}
+// Row-major upper == column-major lower on the same memory: no transposed copies in LAPACKE.
+lapack_int lapack_potrf(lapack_int n, float* a) {
+  return LAPACKE_spotrf(LAPACK_COL_MAJOR, 'L', n, a, n);
+}
+lapack_int lapack_potrf(lapack_int n, double* a) {
+  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, a, n);
+}
+lapack_int lapack_potrs(lapack_int n, const float* a, float* b) {
+  return LAPACKE_spotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
+}
+lapack_int lapack_potrs(lapack_int n, const double* a, double* b) {
+  return LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
+}
+lapack_int lapack_syevd(lapack_int n, float* a, float* w) {
+  return LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, n, w);
+}
+lapack_int lapack_syevd(lapack_int n, double* a, double* w) {
+  return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, n, w);
+}
+
+template <typename T>
+class CpuBackend final : public Backend<T> {
+ public:
+  std::string name() const override {
+    return fmt::format("cpu ({}, {} threads)", openblas_get_config(), omp_get_max_threads());
+  }
+  DeviceKind device_kind() const override { return DeviceKind::kCpu; }
+  MemoryResource& memory() override { return memory_; }
+  std::size_t available_memory_bytes() const override {
+    return cpu::available_host_memory_bytes();
+  }
+  void synchronize() override {}
+
+  void copy_from_host(const T* host, T* dst, std::size_t n) override { copy(host, dst, n); }
+  void copy_to_host(const T* src, T* host, std::size_t n) override { copy(src, host, n); }
+  void copy(const T* src, T* dst, std::size_t n) override {
+    if (n > 0 && src != dst) std::memmove(dst, src, n * sizeof(T));
+  }
+  void fill(T* x, std::size_t n, T value) override { std::fill(x, x + n, value); }
+  void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows,
+                   T* dst) override {
+    const std::size_t count = rows.size();
+#pragma omp parallel for if (count * cols > kParallelThreshold)
+    for (std::size_t i = 0; i < count; ++i)
+      std::memcpy(dst + i * cols, src + static_cast<std::size_t>(rows[i]) * cols,
+                  cols * sizeof(T));
+  }
+
+  void axpy(std::size_t n, T alpha, const T* x, T* y) override {
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  }
+  void add_scaled(std::size_t n, const T* x, T alpha, const T* y, T* z) override {
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) z[i] = x[i] + alpha * y[i];
+  }
+  double dot(std::size_t n, const T* x, const T* y) override {
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(y[i]);
+    return s;
+  }
+  double max_abs(std::size_t n, const T* x) override {
+    double m = 0;
+#pragma omp parallel for reduction(max : m) if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
+    return m;
+  }
+  bool all_finite(std::size_t n, const T* x) override {
+    int bad = 0;
+#pragma omp parallel for reduction(| : bad) if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) bad |= std::isfinite(x[i]) ? 0 : 1;
+    return bad == 0;
+  }
+  void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
+    if (divide) {
+      for (std::size_t i = 0; i < n; ++i) y[i] = x[i] / s[i];
+    } else {
+      for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * s[i];
+    }
+  }
+
+  void inverse_sqrt(std::size_t n, const T* x, T* y) override {
+    for (std::size_t i = 0; i < n; ++i) y[i] = T(1) / std::sqrt(x[i]);
+  }
+
+  void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+            std::size_t ldc) override {
+    if (m == 0 || n == 0) return;
+    blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb),
+              beta, c, bi(ldc));
+  }
+  void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
+            const T* x, T beta, T* y) override {
+    if (m == 0 || n == 0) return;
+    blas_gemv(cblas_trans(ta), bi(m), bi(n), alpha, a, bi(lda), x, beta, y);
+  }
+  void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
+                T* c) override {
+    blas_syrk(CblasTrans, bi(n), bi(k), alpha, j, bi(ldj), beta, c);
+  }
+  void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
+                T* c) override {
+    blas_syrk(CblasNoTrans, bi(m), bi(n), alpha, j, bi(ldj), beta, c);
+  }
+  void symmetrize_upper(std::size_t n, T* a) override {
+#pragma omp parallel for if (n * n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < i; ++j) a[i * n + j] = a[j * n + i];
+  }
+
+  int potrf(std::size_t n, T* a) override {
+    const lapack_int info = lapack_potrf(li(n), a);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE potrf: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  void potrs(std::size_t n, const T* factor, T* b) override {
+    const lapack_int info = lapack_potrs(li(n), factor, b);
+    if (info != 0) throw BackendError(fmt::format("LAPACKE potrs failed with info {}", info));
+  }
+  int syevd(std::size_t n, T* a, T* w) override {
+    const lapack_int info = lapack_syevd(li(n), a, w);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
+    for (std::size_t i = 0; i < n; ++i) a[i * n + i] += lambda * (d ? d[i] : T(1));
+  }
+  void scale_symmetric(std::size_t n, T* a, const T* s) override {
+#pragma omp parallel for if (n * n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = i; j < n; ++j) a[i * n + j] *= s[i] * s[j];
+  }
+  void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
+    for (std::size_t i = 0; i < n; ++i) d[i] = std::clamp(a[i * n + i], lo, hi);
+  }
+
+  void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) override {
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) z[r * cols + c] += bias[c];
+  }
+  void activation_forward(Activation f, std::size_t n, const T* z, T* a) override {
+#pragma omp parallel for if (n > kParallelThreshold / 8)
+    for (std::size_t i = 0; i < n; ++i) a[i] = kernels::activate(f, z[i]);
+  }
+  void activation_derivative(Activation f, std::size_t n, const T* z, const T* a,
+                             T* d) override {
+#pragma omp parallel for if (n > kParallelThreshold / 8)
+    for (std::size_t i = 0; i < n; ++i) d[i] = kernels::activate_derivative(f, z[i], a[i]);
+  }
+  void scale_row_groups(std::size_t rows, std::size_t cols, std::size_t group, const T* d,
+                        T* g) override {
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* dr = d + (r / group) * cols;
+      T* gr = g + r * cols;
+      for (std::size_t c = 0; c < cols; ++c) gr[c] *= dr[c];
+    }
+  }
+  void dense_jacobian(std::size_t rows, std::size_t out, std::size_t in, std::size_t group,
+                      const T* g_out, const T* a_in, T* j, std::size_t ldj) override {
+#pragma omp parallel for if (rows * out * in > kParallelThreshold)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* gr = g_out + r * out;
+      const T* ar = a_in + (r / group) * in;
+      T* jr = j + r * ldj;
+      for (std::size_t o = 0; o < out; ++o) {
+        const T go = gr[o];
+        T* jw = jr + o * in;
+        for (std::size_t i = 0; i < in; ++i) jw[i] = go * ar[i];
+      }
+      std::memcpy(jr + out * in, gr, out * sizeof(T));
+    }
+  }
+
+  double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y) override {
+    double f = 0;
+#pragma omp parallel for reduction(+ : f) if (batch * c > kParallelThreshold / 8)
+    for (std::size_t b = 0; b < batch; ++b) f += kernels::sample_objective(loss, c, z + b * c, y + b * c);
+    return f;
+  }
+  double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y, T* r, T* seeds) override {
+    const std::size_t rows = residuals_per_sample(loss.kind, c);
+    double f = 0;
+#pragma omp parallel reduction(+ : f) if (batch * c > kParallelThreshold / 8)
+    {
+      std::vector<double> scratch(c);
+#pragma omp for
+      for (std::size_t b = 0; b < batch; ++b)
+        f += kernels::sample_linearize(loss, c, z + b * c, y + b * c, r + b * rows,
+                                       seeds + b * rows * c, scratch.data());
+    }
+    return f;
+  }
+
+ private:
+  cpu::HostMemory memory_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend() {
+  return std::make_unique<CpuBackend<T>>();
+}
+
+template std::unique_ptr<Backend<float>> make_cpu_backend<float>();
+template std::unique_ptr<Backend<double>> make_cpu_backend<double>();
+
+}  // namespace lmtrain

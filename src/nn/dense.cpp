@@ -1,0 +1,68 @@
+#include "lmtrain/nn/dense.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace lmtrain {
+
+template <typename T>
+std::string Dense<T>::describe() const {
+  return fmt::format("dense {}→{}", in_, out_);
+}
+
+template <typename T>
+void Dense<T>::initialize(std::span<T> params, Init init, Rng& rng) const {
+  const double fan_in = static_cast<double>(in_), fan_out = static_cast<double>(out_);
+  T* w = params.data();
+  T* b = w + out_ * in_;
+  switch (init) {
+    case Init::kTorch: {
+      const double bound = 1.0 / std::sqrt(fan_in);
+      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(rng.uniform(-bound, bound));
+      for (std::size_t o = 0; o < out_; ++o) b[o] = static_cast<T>(rng.uniform(-bound, bound));
+      break;
+    }
+    case Init::kGlorot: {
+      const double bound = std::sqrt(6.0 / (fan_in + fan_out));
+      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(rng.uniform(-bound, bound));
+      for (std::size_t o = 0; o < out_; ++o) b[o] = T(0);
+      break;
+    }
+    case Init::kHe: {
+      const double stddev = std::sqrt(2.0 / fan_in);
+      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(stddev * rng.normal());
+      for (std::size_t o = 0; o < out_; ++o) b[o] = T(0);
+      break;
+    }
+  }
+}
+
+template <typename T>
+void Dense<T>::forward(Backend<T>& backend, const T* params, const T* in, std::size_t batch, T* out,
+                       T* /*saved*/) const {
+  const T* w = params;
+  const T* b = params + out_ * in_;
+  backend.gemm(Trans::kNo, Trans::kYes, batch, out_, in_, T(1), in, in_, w, in_, T(0), out, out_);
+  backend.add_bias_rows(batch, out_, b, out);
+}
+
+template <typename T>
+T* Dense<T>::backward(Backend<T>& backend, const T* params, const T* /*saved*/, std::size_t samples,
+                      std::size_t group, T* g_out, T* g_in) const {
+  // G_in = G_out W: each residual row's sensitivity to this layer's input.
+  backend.gemm(Trans::kNo, Trans::kNo, samples * group, in_, out_, T(1), g_out, out_, params, in_,
+               T(0), g_in, in_);
+  return g_in;
+}
+
+template <typename T>
+void Dense<T>::assemble_jacobian(Backend<T>& backend, const T* in, std::size_t samples,
+                                 std::size_t group, const T* g_out, T* j, std::size_t ldj) const {
+  backend.dense_jacobian(samples * group, out_, in_, group, g_out, in, j + this->param_offset(), ldj);
+}
+
+template class Dense<float>;
+template class Dense<double>;
+
+}  // namespace lmtrain

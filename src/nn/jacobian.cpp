@@ -1,0 +1,65 @@
+#include "lmtrain/nn/jacobian.h"
+
+#include <algorithm>
+
+namespace lmtrain {
+
+template <typename T>
+JacobianEngine<T>::JacobianEngine(const Sequential<T>& model, const Loss<T>& loss)
+    : model_(model), loss_(loss), backend_(model.backend()) {}
+
+template <typename T>
+void JacobianEngine<T>::reserve(std::size_t batch, std::size_t slice) {
+  const std::size_t rows = loss_.residuals_per_sample();
+  model_.reserve(state_, batch);
+  model_.reserve(trial_state_, batch);
+  residuals_.reserve(backend_.memory(), batch * rows);
+  seeds_.reserve(backend_.memory(), batch * rows * model_.outputs());
+  g_a_.reserve(backend_.memory(), slice * rows * model_.max_width());
+  g_b_.reserve(backend_.memory(), slice * rows * model_.max_width());
+  slice_capacity_ = std::max(slice_capacity_, slice);
+}
+
+template <typename T>
+double JacobianEngine<T>::linearize(const T* params, const T* x, const T* y, std::size_t batch) {
+  reserve(batch, std::max<std::size_t>(slice_capacity_, 1));
+  x_ = x;
+  y_ = y;
+  batch_ = batch;
+  const T* z = model_.forward(params, x, batch, state_, /*keep_for_backward=*/true);
+  return loss_.linearize(batch, z, y, residuals_.data(), seeds_.data());
+}
+
+template <typename T>
+void JacobianEngine<T>::jacobian_rows(const T* params, std::size_t first, std::size_t count, T* j,
+                                      std::size_t ldj) {
+  reserve(batch_, count);
+  const std::size_t group = loss_.residuals_per_sample();
+  const auto& layers = model_.layers();
+  // Seeds of the slice: rows first·R … (first + count)·R of S.
+  T* g = g_a_.data();
+  T* spare = g_b_.data();
+  backend_.copy(seeds_.data() + first * group * model_.outputs(), g,
+                count * group * model_.outputs());
+  for (std::size_t i = layers.size(); i-- > 0;) {
+    const Layer<T>& l = *layers[i];
+    const T* in = i == 0 ? x_ : state_.outputs[i - 1].data();
+    in += first * l.inputs();
+    if (l.num_params() > 0) l.assemble_jacobian(backend_, in, count, group, g, j, ldj);
+    if (i == 0) break;  // seeds w.r.t. the network input are not needed
+    const T* saved = state_.saved[i].data() + first * l.saved_per_sample();
+    T* result = l.backward(backend_, params + l.param_offset(), saved, count, group, g, spare);
+    if (result == spare) std::swap(g, spare);
+  }
+}
+
+template <typename T>
+double JacobianEngine<T>::objective(const T* params) {
+  const T* z = model_.forward(params, x_, batch_, trial_state_, /*keep_for_backward=*/false);
+  return loss_.objective(batch_, z, y_);
+}
+
+template class JacobianEngine<float>;
+template class JacobianEngine<double>;
+
+}  // namespace lmtrain

@@ -1,0 +1,68 @@
+#include "lmtrain/nn/loss.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+
+void LossOptions::validate(std::size_t outputs) const {
+  if (!output_weights.empty()) {
+    if (kind != LossKind::kMse)
+      throw InvalidArgument(fmt::format(
+          "loss.output_weights is set but loss = \"{}\"; per-output weights apply to \"mse\" only",
+          to_string(kind)));
+    if (output_weights.size() != outputs)
+      throw InvalidArgument(fmt::format(
+          "loss.output_weights has {} values but the model has {} outputs; give one weight per output",
+          output_weights.size(), outputs));
+    for (std::size_t i = 0; i < output_weights.size(); ++i)
+      if (!(output_weights[i] > 0) || !std::isfinite(output_weights[i]))
+        throw InvalidArgument(fmt::format(
+            "loss.output_weights[{}] = {}; weights must be positive and finite", i,
+            output_weights[i]));
+  }
+  if (kind == LossKind::kHuber && (!(huber_delta > 0) || !std::isfinite(huber_delta)))
+    throw InvalidArgument(
+        fmt::format("loss.huber_delta = {}; it must be positive and finite", huber_delta));
+  if ((kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt) && outputs < 2)
+    throw InvalidArgument(fmt::format(
+        "loss = \"{}\" needs at least 2 outputs (one logit per class) but the model has {}; for a "
+        "binary target with one output use loss = \"bce\"",
+        to_string(kind), outputs));
+}
+
+template <typename T>
+Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend)
+    : outputs_(outputs), backend_(backend) {
+  options.validate(outputs);
+  params_.kind = options.kind;
+  params_.huber_delta = options.huber_delta;
+  if (!options.output_weights.empty()) {
+    std::vector<T> w(options.output_weights.begin(), options.output_weights.end());
+    weights_ = backend.allocate(w.size());
+    backend.copy_from_host(w.data(), weights_.data(), w.size());
+    params_.weights = weights_.data();
+  }
+}
+
+template <typename T>
+double Loss<T>::reported(double objective, std::size_t batch) const {
+  const double b = static_cast<double>(batch), c = static_cast<double>(outputs_);
+  switch (params_.kind) {
+    case LossKind::kMse: return 2.0 * objective / (b * c);
+    case LossKind::kCrossEntropy: return objective / b;
+    case LossKind::kCrossEntropySqrt: return 2.0 * objective / b;
+    case LossKind::kBce:
+    case LossKind::kHuber:
+    case LossKind::kL1: return objective / (b * c);
+  }
+  return objective;
+}
+
+template class Loss<float>;
+template class Loss<double>;
+
+}  // namespace lmtrain

@@ -1,0 +1,94 @@
+#include "lmtrain/solve/solver_options.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+
+std::string_view to_string(LinearSolverType t) {
+  switch (t) {
+    case LinearSolverType::kAuto: return "auto";
+    case LinearSolverType::kCholesky: return "cholesky";
+    case LinearSolverType::kDual: return "dual";
+    case LinearSolverType::kEigen: return "eigen";
+  }
+  return "unknown";
+}
+std::string_view to_string(DampingType t) {
+  return t == DampingType::kMultiplicative ? "multiplicative" : "nielsen";
+}
+std::string_view to_string(DampingMatrix t) {
+  return t == DampingMatrix::kIdentity ? "identity" : "marquardt";
+}
+std::optional<LinearSolverType> parse_linear_solver(std::string_view s) {
+  for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
+                 LinearSolverType::kEigen})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+std::optional<DampingType> parse_damping(std::string_view s) {
+  for (auto t : {DampingType::kMultiplicative, DampingType::kNielsen})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+std::optional<DampingMatrix> parse_damping_matrix(std::string_view s) {
+  for (auto t : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+
+namespace {
+
+// Records the first violated constraint.
+struct Checker {
+  std::string* error;
+  bool ok = true;
+  void require(bool condition, std::string_view field, double value, std::string_view constraint) {
+    if (ok && !condition) {
+      ok = false;
+      if (error) *error = fmt::format("solver.{} = {} violates: {}", field, value, constraint);
+    }
+  }
+};
+
+}  // namespace
+
+bool SolverOptions::is_valid(std::string* error) const {
+  Checker c{error};
+  auto finite = [](double v) { return std::isfinite(v); };
+  c.require(lambda_min > 0 && finite(lambda_min), "lambda_min", lambda_min, "0 < lambda_min < ∞");
+  c.require(lambda_max > lambda_min && finite(lambda_max), "lambda_max", lambda_max,
+            "lambda_min < lambda_max < ∞");
+  c.require(lambda_initial >= lambda_min && lambda_initial <= lambda_max, "lambda_initial",
+            lambda_initial, "lambda_min ≤ lambda_initial ≤ lambda_max");
+  c.require(lambda_increase > 1 && finite(lambda_increase), "lambda_increase", lambda_increase,
+            "lambda_increase > 1");
+  c.require(lambda_decrease > 0 && lambda_decrease < 1, "lambda_decrease", lambda_decrease,
+            "0 < lambda_decrease < 1");
+  c.require(marquardt_min > 0 && finite(marquardt_min), "marquardt_min", marquardt_min,
+            "0 < marquardt_min < ∞");
+  c.require(marquardt_max >= marquardt_min && finite(marquardt_max), "marquardt_max",
+            marquardt_max, "marquardt_min ≤ marquardt_max < ∞");
+  c.require(learning_rate > 0 && learning_rate <= 1, "learning_rate", learning_rate,
+            "0 < learning_rate ≤ 1");
+  c.require(max_attempts >= 1, "max_attempts", max_attempts, "max_attempts ≥ 1");
+  c.require(gradient_tolerance >= 0 && finite(gradient_tolerance), "gradient_tolerance",
+            gradient_tolerance, "gradient_tolerance ≥ 0 (0 disables)");
+  c.require(function_tolerance >= 0 && function_tolerance < 1, "function_tolerance",
+            function_tolerance, "0 ≤ function_tolerance < 1 (0 disables)");
+  c.require(parameter_tolerance >= 0 && finite(parameter_tolerance), "parameter_tolerance",
+            parameter_tolerance, "parameter_tolerance ≥ 0 (0 disables)");
+  c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
+            "0 < memory_fraction ≤ 1");
+  return c.ok;
+}
+
+void SolverOptions::validate() const {
+  std::string error;
+  if (!is_valid(&error)) throw InvalidArgument(error);
+}
+
+}  // namespace lmtrain

@@ -1,0 +1,88 @@
+#include "lmtrain/solve/summary.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace lmtrain {
+
+std::string Summary::brief_report() const {
+  return fmt::format("lmtrain: {} epochs, loss {:.6e} → {:.6e}, termination: {}", epochs,
+                     initial_loss, final_loss, to_string(termination));
+}
+
+std::string Summary::full_report() const {
+  std::string s;
+  auto line = [&s](std::string_view key, const std::string& value) {
+    s += fmt::format("{:<34}{}\n", key, value);
+  };
+  auto given_used = [&s](std::string_view key, const std::string& given, const std::string& used) {
+    s += fmt::format("{:<34}{:<22}{}\n", key, given, used);
+  };
+  s += "\nlmtrain report\n==============\n\n";
+  line("Model", model);
+  line("Loss", loss);
+  line("Precision", precision);
+  line("Device", device);
+  line("Parameters", fmt::format("{}", num_params));
+  line("Training samples", fmt::format("{}", training_samples));
+  if (validation_samples > 0) line("Validation samples", fmt::format("{}", validation_samples));
+  line("Residuals per sample", fmt::format("{}", residuals_per_sample));
+  line("Batch size", fmt::format("{} samples, {} residual rows, {} batches per epoch", batch_size,
+                                 batch_size * residuals_per_sample, batches_per_epoch));
+
+  s += fmt::format("\n{:<34}{:<22}{}\n", "", "Given", "Used");
+  given_used("Linear solver", std::string(to_string(linear_solver_given)),
+             std::string(to_string(linear_solver_used)));
+  if (!linear_solver_reason.empty()) line("  because", linear_solver_reason);
+  given_used("Damping", std::string(to_string(damping)), std::string(to_string(damping)));
+  given_used("Damping matrix", std::string(to_string(damping_matrix)),
+             std::string(to_string(damping_matrix)));
+  given_used("Slice (samples)",
+             max_slice_samples_given == 0 ? "auto" : fmt::format("≤ {}", max_slice_samples_given),
+             fmt::format("{}", slice_samples));
+  given_used("Memory budget", memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
+             "see plan");
+  line("Memory plan", memory_plan);
+
+  s += "\n";
+  line("Initial training loss", fmt::format("{:.6e}", initial_loss));
+  line("Final training loss", fmt::format("{:.6e}", final_loss));
+  if (validation_samples > 0) {
+    line("Initial validation loss", fmt::format("{:.6e}", initial_validation_loss));
+    line("Final validation loss", fmt::format("{:.6e}", final_validation_loss));
+    line("Best validation loss", fmt::format("{:.6e} (epoch {}){}", best_validation_loss,
+                                             best_epoch, restored_best ? ", restored" : ""));
+  }
+  line("Epochs", fmt::format("{}", epochs));
+  line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)", steps,
+                               accepted_steps, abandoned_steps));
+  line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
+                             rejected_steps, invalid_steps));
+  line("Final lambda", fmt::format("{:.3e}", final_lambda));
+
+  s += "\nTime                              Seconds     Share\n";
+  const double total = total_seconds > 0 ? total_seconds : 1.0;
+  double accounted = 0;
+  for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p) {
+    const auto phase = static_cast<Phase>(p);
+    if (phase == Phase::kOther) continue;
+    accounted += times[phase];
+    if (times[phase] == 0) continue;
+    s += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", phase_name(phase), times[phase],
+                     100.0 * times[phase] / total);
+  }
+  const double other = std::max(0.0, total_seconds - accounted);
+  s += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", "other (batching, bookkeeping)", other,
+                   100.0 * other / total);
+  s += fmt::format("  {:<32}{:>7.3f}\n", "total", total_seconds);
+  if (steps > 0)
+    s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
+
+  s += "\n";
+  line("Termination", fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
+  if (!message.empty()) line("", message);
+  return s;
+}
+
+}  // namespace lmtrain

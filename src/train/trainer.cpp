@@ -1,0 +1,384 @@
+#include "lmtrain/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "lmtrain/core/error.h"
+#include "lmtrain/nn/memory_plan.h"
+
+namespace lmtrain {
+
+bool TrainerOptions::is_valid(std::string* error) const {
+  auto fail = [error](const std::string& msg) {
+    if (error) *error = msg;
+    return false;
+  };
+  if (max_epochs < 1) return fail(fmt::format("trainer.max_epochs = {} violates: max_epochs ≥ 1", max_epochs));
+  if (!(max_time_seconds > 0))
+    return fail(fmt::format("trainer.max_time_seconds = {} violates: max_time_seconds > 0", max_time_seconds));
+  if (max_validation_failures < 1)
+    return fail(fmt::format("trainer.max_validation_failures = {} violates: ≥ 1",
+                            max_validation_failures));
+  if (!std::isfinite(loss_goal) || loss_goal < 0)
+    return fail(fmt::format("trainer.loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
+  return true;
+}
+
+void TrainerOptions::validate() const {
+  std::string error;
+  if (!is_valid(&error)) throw InvalidArgument(error);
+}
+
+namespace {
+
+template <typename T>
+struct DeviceData {
+  DeviceBuffer<T> x, y;
+  std::size_t samples = 0;
+  DeviceData(Backend<T>& backend, const Dataset<T>& d) : samples(d.samples) {
+    x = backend.allocate(d.x.size());
+    y = backend.allocate(d.y.size());
+    backend.copy_from_host(d.x.data(), x.data(), d.x.size());
+    backend.copy_from_host(d.y.data(), y.data(), d.y.size());
+  }
+};
+
+// Objective F over a whole data set, forward passes of `chunk` samples.
+template <typename T>
+double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
+                       const DeviceData<T>& data, std::size_t chunk, ForwardState<T>& state) {
+  double f = 0;
+  const std::size_t in = model.inputs(), out = model.outputs();
+  for (std::size_t first = 0; first < data.samples; first += chunk) {
+    const std::size_t count = std::min(chunk, data.samples - first);
+    const T* z = model.forward(params, data.x.data() + first * in, count, state, false);
+    f += loss.objective(count, z, data.y.data() + first * out);
+  }
+  return f;
+}
+
+const char* precision_name(float*) { return "float32"; }
+const char* precision_name(double*) { return "float64"; }
+
+}  // namespace
+
+template <typename T>
+Trainer<T>::Trainer(ModelSpec model, LossOptions loss, SolverOptions solver, TrainerOptions trainer,
+                    Backend<T>& backend)
+    : spec_(std::move(model)),
+      loss_options_(std::move(loss)),
+      solver_options_(solver),
+      trainer_options_(trainer),
+      backend_(backend) {
+  spec_.validate();
+  loss_options_.validate(spec_.outputs());
+  solver_options_.validate();
+  trainer_options_.validate();
+}
+
+template <typename T>
+Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
+                        const Dataset<T>* validation) {
+  const auto start = Clock::now();
+  Sequential<T> model(spec_, backend_);
+  Loss<T> loss(loss_options_, model.outputs(), backend_);
+  const std::size_t n = model.num_params();
+  if (params.size() != n)
+    throw InvalidArgument(fmt::format("fit: {} initial parameters given, the model {} has {}",
+                                      params.size(), spec_.describe(), n));
+  train.validate("training data");
+  if (train.inputs != model.inputs() || train.outputs != model.outputs())
+    throw InvalidArgument(fmt::format(
+        "training data has {} inputs and {} outputs per sample but the model {} expects {} and {}",
+        train.inputs, train.outputs, spec_.describe(), model.inputs(), model.outputs()));
+  if (validation != nullptr) {
+    validation->validate("validation data");
+    if (validation->inputs != model.inputs() || validation->outputs != model.outputs())
+      throw InvalidArgument(fmt::format(
+          "validation data has {} inputs and {} outputs per sample but the model expects {} and {}",
+          validation->inputs, validation->outputs, model.inputs(), model.outputs()));
+  }
+
+  const TrainerOptions& topt = trainer_options_;
+  const SolverOptions& sopt = solver_options_;
+  const std::size_t batch = topt.batch_size == 0 ? train.samples : std::min(topt.batch_size, train.samples);
+  const std::size_t R = loss.residuals_per_sample();
+
+  Summary summary;
+  summary.model = spec_.describe();
+  summary.loss = std::string(to_string(loss.kind()));
+  summary.precision = precision_name(static_cast<T*>(nullptr));
+  summary.device = backend_.name();
+  summary.num_params = n;
+  summary.training_samples = train.samples;
+  summary.validation_samples = validation ? validation->samples : 0;
+  summary.batch_size = batch;
+  summary.residuals_per_sample = R;
+  summary.batches_per_epoch = (train.samples + batch - 1) / batch;
+  summary.linear_solver_given = sopt.linear_solver;
+  summary.damping = sopt.damping;
+  summary.damping_matrix = sopt.damping_matrix;
+  summary.memory_budget_given = sopt.memory_budget_bytes;
+  summary.max_slice_samples_given = sopt.max_slice_samples;
+
+  // Resolve the linear solver: the dual form when the batch has fewer residuals than parameters.
+  const std::size_t m = batch * R;
+  LinearSolverType solver_type = sopt.linear_solver;
+  if (solver_type == LinearSolverType::kAuto) {
+    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity) {
+      solver_type = LinearSolverType::kDual;
+      summary.linear_solver_reason =
+          fmt::format("auto: {} residual rows per batch < {} parameters, so the m×m dual system is "
+                      "smaller than A",
+                      m, n);
+    } else {
+      solver_type = LinearSolverType::kCholesky;
+      summary.linear_solver_reason =
+          m < n ? "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ"
+                : fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n);
+    }
+  } else if (solver_type == LinearSolverType::kDual &&
+             sopt.damping_matrix != DampingMatrix::kIdentity) {
+    solver_type = LinearSolverType::kCholesky;
+    summary.linear_solver_reason =
+        "dual requested but damping_matrix = marquardt; the dual form solves (JJᵀ + λI) only, so "
+        "cholesky on the primal system is used";
+  }
+  summary.linear_solver_used = solver_type;
+
+  // Memory plan.
+  MemoryPlanInput plan_in;
+  plan_in.num_params = n;
+  plan_in.batch = batch;
+  plan_in.residuals_per_sample = R;
+  plan_in.inputs = model.inputs();
+  plan_in.outputs = model.outputs();
+  plan_in.activation_floats_per_sample = model.activation_floats_per_sample();
+  plan_in.max_width = model.max_width();
+  plan_in.element_size = sizeof(T);
+  plan_in.solver = solver_type == LinearSolverType::kDual    ? SolverWorkspace::kDual
+                   : solver_type == LinearSolverType::kEigen ? SolverWorkspace::kEigen
+                                                             : SolverWorkspace::kCholesky;
+  plan_in.budget_bytes =
+      sopt.memory_budget_bytes > 0
+          ? sopt.memory_budget_bytes
+          : static_cast<std::size_t>(sopt.memory_fraction *
+                                     static_cast<double>(backend_.available_memory_bytes()));
+  plan_in.max_slice_samples = sopt.max_slice_samples;
+  const MemoryPlan plan = plan_memory(plan_in);
+  summary.memory_plan = plan.describe();
+  summary.slice_samples = plan.slice_samples;
+
+  JacobianEngine<T> engine(model, loss);
+  LevenbergMarquardtStep<T> lm(sopt, solver_type, engine, plan.slice_samples, batch);
+
+  DeviceData<T> train_dev(backend_, train);
+  std::unique_ptr<DeviceData<T>> valid_dev;
+  if (validation) valid_dev = std::make_unique<DeviceData<T>>(backend_, *validation);
+  DeviceBuffer<T> theta = backend_.allocate(n);
+  DeviceBuffer<T> best = backend_.allocate(n);
+  backend_.copy_from_host(params.data(), theta.data(), n);
+  DeviceBuffer<T> xb = backend_.allocate(batch * model.inputs());
+  DeviceBuffer<T> yb = backend_.allocate(batch * model.outputs());
+  ForwardState<T> eval_state;
+
+  auto training_loss = [&] {
+    ScopedPhase timer(summary.times, Phase::kValidation);
+    return loss.reported(total_objective(model, loss, theta.data(), train_dev, batch, eval_state),
+                         train.samples);
+  };
+  auto validation_loss = [&] {
+    ScopedPhase timer(summary.times, Phase::kValidation);
+    return loss.reported(
+        total_objective(model, loss, theta.data(), *valid_dev, batch, eval_state),
+        valid_dev->samples);
+  };
+
+  summary.initial_loss = summary.final_loss = training_loss();
+  if (valid_dev) {
+    summary.initial_validation_loss = summary.best_validation_loss = validation_loss();
+    backend_.copy(theta.data(), best.data(), n);
+  }
+  if (!std::isfinite(summary.initial_loss)) {
+    summary.termination = TerminationReason::kNonFiniteObjective;
+    summary.message = fmt::format(
+        "the initial training loss is {}; check the data scale and the initialization",
+        summary.initial_loss);
+  }
+
+  std::vector<std::int64_t> order(train.samples);
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(topt.seed);
+  int validation_failures = 0;
+  int step_count = 0;
+
+  for (int epoch = 1; epoch <= topt.max_epochs &&
+                      summary.termination == TerminationReason::kNone;
+       ++epoch) {
+    if (topt.shuffle && batch < train.samples) rng.shuffle(std::span<std::int64_t>(order));
+    EpochRecord record;
+    record.epoch = epoch;
+    for (std::size_t b = 0; b * batch < train.samples; ++b) {
+      const std::size_t first = b * batch;
+      const std::size_t count = std::min(batch, train.samples - first);
+      const std::span<const std::int64_t> rows(order.data() + first, count);
+      const T* x = train_dev.x.data();
+      const T* y = train_dev.y.data();
+      if (batch < train.samples) {
+        ScopedPhase timer(summary.times, Phase::kOther);
+        backend_.gather_rows(train_dev.x.data(), model.inputs(), rows, xb.data());
+        backend_.gather_rows(train_dev.y.data(), model.outputs(), rows, yb.data());
+        x = xb.data();
+        y = yb.data();
+      }
+      const StepReport rep = lm.step(theta.data(), x, y, count, summary.times);
+      ++step_count;
+      ++summary.steps;
+      summary.accepted_steps += rep.accepted ? 1 : 0;
+      summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
+      summary.rejected_steps += rep.rejected;
+      summary.invalid_steps += rep.invalid;
+      record.accepted += rep.accepted ? 1 : 0;
+      record.rejected += rep.rejected;
+      record.invalid += rep.invalid;
+      record.gradient_max_norm = rep.gradient_max_norm;
+      if (rep.accepted) record.step_norm = rep.step_norm;
+
+      if (rep.termination != TerminationReason::kNone) {
+        summary.termination = rep.termination;
+        switch (rep.termination) {
+          case TerminationReason::kNonFiniteObjective:
+            summary.message = fmt::format(
+                "the loss of batch {} in epoch {} is not finite; parameters are the last finite "
+                "ones. Check the data for extreme values, or lower learning_rate",
+                b, epoch);
+            break;
+          case TerminationReason::kLambdaAboveMax:
+            summary.message = fmt::format(
+                "no trial step lowered the loss with λ at lambda_max = {:.3e} (epoch {}, batch {})",
+                sopt.lambda_max, epoch, b);
+            break;
+          case TerminationReason::kGradientTolerance:
+            summary.message = fmt::format("‖Jᵀr‖∞ = {:.3e} ≤ gradient_tolerance = {:.3e}",
+                                          rep.gradient_max_norm, sopt.gradient_tolerance);
+            break;
+          case TerminationReason::kFunctionTolerance:
+            summary.message = fmt::format(
+                "relative decrease {:.3e} ≤ function_tolerance = {:.3e}",
+                (rep.objective_before - rep.objective_after) / rep.objective_before,
+                sopt.function_tolerance);
+            break;
+          case TerminationReason::kParameterTolerance:
+            summary.message = fmt::format("step norm {:.3e} ≤ parameter_tolerance·(‖θ‖ + tol)",
+                                          rep.step_norm);
+            break;
+          default: break;
+        }
+      }
+
+      IterationSummary it;
+      it.epoch = epoch;
+      it.batch = b;
+      it.step = step_count;
+      it.batch_loss = loss.reported(rep.objective_after, count);
+      it.lambda = lm.damping().lambda();
+      it.elapsed_seconds = seconds_since(start);
+      it.report = rep;
+      for (const auto& cb : callbacks_) {
+        if (cb(it) == CallbackResult::kStop && summary.termination == TerminationReason::kNone) {
+          summary.termination = TerminationReason::kUserCallback;
+          summary.message = fmt::format("stopped by the iteration callback after step {}", step_count);
+        }
+      }
+      if (summary.termination == TerminationReason::kNone &&
+          it.elapsed_seconds >= topt.max_time_seconds) {
+        summary.termination = TerminationReason::kTimeBudget;
+        summary.message = fmt::format("{:.2f} s elapsed ≥ max_time_seconds = {}",
+                                      it.elapsed_seconds, topt.max_time_seconds);
+      }
+      if (summary.termination != TerminationReason::kNone) break;
+    }
+
+    summary.epochs = epoch;
+    record.training_loss = summary.final_loss = training_loss();
+    record.lambda = lm.damping().lambda();
+    if (valid_dev) {
+      record.validation_loss = summary.final_validation_loss = validation_loss();
+      if (record.validation_loss < summary.best_validation_loss) {
+        summary.best_validation_loss = record.validation_loss;
+        summary.best_epoch = epoch;
+        validation_failures = 0;
+        backend_.copy(theta.data(), best.data(), n);
+      } else if (++validation_failures >= topt.max_validation_failures &&
+                 summary.termination == TerminationReason::kNone) {
+        summary.termination = TerminationReason::kValidationMaxFail;
+        summary.message = fmt::format(
+            "validation loss did not improve on {:.6e} (epoch {}) for {} epochs",
+            summary.best_validation_loss, summary.best_epoch, validation_failures);
+      }
+    }
+    record.seconds = seconds_since(start);
+    summary.history.push_back(record);
+    if (summary.termination == TerminationReason::kNone && record.training_loss <= topt.loss_goal) {
+      summary.termination = TerminationReason::kLossGoal;
+      summary.message = fmt::format("training loss {:.6e} ≤ loss_goal = {:.6e}",
+                                    record.training_loss, topt.loss_goal);
+    }
+  }
+  if (summary.termination == TerminationReason::kNone) {
+    summary.termination = TerminationReason::kMaxEpochs;
+    summary.message = fmt::format("{} epochs done", summary.epochs);
+  }
+
+  if (valid_dev && topt.restore_best && summary.best_epoch > 0 &&
+      summary.best_validation_loss < summary.final_validation_loss) {
+    backend_.copy(best.data(), theta.data(), n);
+    summary.restored_best = true;
+    summary.final_loss = training_loss();
+  }
+  summary.final_lambda = lm.damping().lambda();
+  backend_.copy_to_host(theta.data(), params.data(), n);
+  backend_.synchronize();
+  summary.total_seconds = seconds_since(start);
+  return summary;
+}
+
+template <typename T>
+double Trainer<T>::evaluate(const std::vector<T>& params, const Dataset<T>& data) {
+  Sequential<T> model(spec_, backend_);
+  Loss<T> loss(loss_options_, model.outputs(), backend_);
+  data.validate("evaluation data");
+  DeviceData<T> dev(backend_, data);
+  DeviceBuffer<T> theta = backend_.allocate(params.size());
+  backend_.copy_from_host(params.data(), theta.data(), params.size());
+  ForwardState<T> state;
+  const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
+  return loss.reported(total_objective(model, loss, theta.data(), dev, chunk, state), data.samples);
+}
+
+template <typename T>
+std::vector<T> Trainer<T>::predict(const std::vector<T>& params, const std::vector<T>& x) {
+  Sequential<T> model(spec_, backend_);
+  const std::size_t samples = x.size() / model.inputs();
+  DeviceBuffer<T> xd = backend_.allocate(x.size());
+  backend_.copy_from_host(x.data(), xd.data(), x.size());
+  DeviceBuffer<T> theta = backend_.allocate(params.size());
+  backend_.copy_from_host(params.data(), theta.data(), params.size());
+  ForwardState<T> state;
+  std::vector<T> out(samples * model.outputs());
+  const std::size_t chunk = 4096;
+  for (std::size_t first = 0; first < samples; first += chunk) {
+    const std::size_t count = std::min(chunk, samples - first);
+    const T* z = model.forward(theta.data(), xd.data() + first * model.inputs(), count, state, false);
+    backend_.copy_to_host(z, out.data() + first * model.outputs(), count * model.outputs());
+  }
+  return out;
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
+
+}  // namespace lmtrain
