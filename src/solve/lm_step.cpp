@@ -36,7 +36,7 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
     return report;
   }
   report.gradient_max_norm = backend_.max_abs(n, ne_.g.data());
-  if (report.gradient_max_norm <= options_.gradient_tolerance) {
+  if (options_.gradient_tolerance > 0 && report.gradient_max_norm <= options_.gradient_tolerance) {
     report.termination = TerminationReason::kGradientTolerance;
     return report;
   }

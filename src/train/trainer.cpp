@@ -205,7 +205,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   if (!std::isfinite(summary.initial_loss)) {
     summary.termination = TerminationReason::kNonFiniteObjective;
     summary.message = fmt::format(
-        "the initial training loss is {}; check the data scale and the initialization",
+        "the initial training loss is not finite ({}); check the data scale and the "
+        "initialization",
         summary.initial_loss);
   }
 
@@ -333,7 +334,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.message = fmt::format("{} epochs done", summary.epochs);
   }
 
-  if (valid_dev && topt.restore_best && summary.best_epoch > 0 &&
+  if (valid_dev && topt.restore_best &&
       summary.best_validation_loss < summary.final_validation_loss) {
     backend_.copy(best.data(), theta.data(), n);
     summary.restored_best = true;

@@ -1,0 +1,180 @@
+// Linear solvers of the LM step against independent references: LAPACK least squares for one
+// Gauss–Newton step, the primal against the dual form, eigen against Cholesky, and sliced
+// against one-slice accumulation.
+#include <gtest/gtest.h>
+#include <lapacke.h>
+
+#include "lmtrain/solve/lm_step.h"
+#include "support/reference.h"
+
+namespace lmtrain::testing {
+namespace {
+
+// Builds the normal equations of `p` at θ with the given slice and form.
+template <typename T>
+void build(Problem<T>& p, const std::vector<double>& theta, std::size_t slice, bool dual,
+           NormalEquations<T>& ne) {
+  NormalEquationsBuilder<T> builder(*p.engine, slice, p.batch, dual);
+  PhaseTimes times;
+  p.set_params(theta);
+  builder.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+}
+
+template <typename T>
+std::vector<double> solve(Problem<T>& p, LinearSolverType type, const NormalEquations<T>& ne,
+                          double lambda, const T* d = nullptr) {
+  auto solver = LinearSolver<T>::create(type, *p.backend, ne.n, ne.m);
+  EXPECT_TRUE(solver->prepare(ne, d));
+  DeviceBuffer<T> delta = p.backend->allocate(ne.n);
+  EXPECT_TRUE(solver->solve(lambda, delta.data()));
+  return p.download(delta.data(), ne.n);
+}
+
+TEST(GaussNewton, NoHiddenLayerMseIsSolvedInOneStepToLapackLeastSquares) {
+  const std::size_t batch = 40, in = 5, out = 2, n = out * in + out;
+  Rng rng(21);
+  const auto x = random_vector(batch * in, rng), y = random_vector(batch * out, rng, 3.0);
+  Problem<double> p(ModelSpec(in).dense(out), LossOptions{}, x, y, batch);
+  const auto theta0 = random_vector(n, rng);
+
+  // Reference: min ‖[X 1] B − Y‖ by LAPACK's QR least squares (dgels).
+  std::vector<double> design(batch * (in + 1)), rhs(y);
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t i = 0; i < in; ++i) design[b * (in + 1) + i] = x[b * in + i];
+    design[b * (in + 1) + in] = 1.0;
+  }
+  ASSERT_EQ(LAPACKE_dgels(LAPACK_ROW_MAJOR, 'N', batch, in + 1, out, design.data(), in + 1,
+                          rhs.data(), out),
+            0);
+  std::vector<double> expected(n);
+  for (std::size_t o = 0; o < out; ++o) {
+    for (std::size_t i = 0; i < in; ++i) expected[o * in + i] = rhs[i * out + o];
+    expected[out * in + o] = rhs[in * out + o];
+  }
+
+  NormalEquations<double> ne;
+  build(p, theta0, batch, false, ne);
+  const auto delta = solve(p, LinearSolverType::kCholesky, ne, 0.0);
+  std::vector<double> theta1(n);
+  for (std::size_t k = 0; k < n; ++k) theta1[k] = theta0[k] - delta[k];
+  EXPECT_LE(relative_error(theta1, expected), 1e-10);
+
+  // The same through a whole LM step with a negligible λ.
+  SolverOptions o;
+  o.lambda_min = 1e-14;
+  o.lambda_initial = 1e-14;
+  LevenbergMarquardtStep<double> step(o, LinearSolverType::kCholesky, *p.engine, batch, batch);
+  p.set_params(theta0);
+  PhaseTimes times;
+  const StepReport report = step.step(p.params.data(), p.x.data(), p.y.data(), batch, times);
+  EXPECT_TRUE(report.accepted);
+  EXPECT_LE(relative_error(p.download(p.params.data(), n), expected), 1e-10);
+  // Linear model: the Gauss–Newton model is exact, so the gain ratio is 1.
+  EXPECT_NEAR(report.gain_ratio, 1.0, 1e-8);
+}
+
+struct Sizes {
+  std::size_t batch, hidden;
+};
+
+class PrimalDual : public ::testing::TestWithParam<Sizes> {};
+
+TEST_P(PrimalDual, GiveTheSameStep) {
+  const auto [batch, hidden] = GetParam();
+  Rng rng(batch * 7 + hidden);
+  const auto spec = ModelSpec::mlp(2, {hidden}, 2, Activation::kTanh);
+  const auto x = random_vector(batch * 2, rng), y = random_vector(batch * 2, rng);
+  Problem<double> p(spec, LossOptions{}, x, y, batch);
+  const auto theta = random_vector(spec.num_params(), rng, 0.5);
+  NormalEquations<double> primal, dual;
+  build(p, theta, batch, false, primal);
+  build(p, theta, 3, true, dual);
+  for (double lambda : {1e-3, 0.7, 50.0}) {
+    const auto a = solve(p, LinearSolverType::kCholesky, primal, lambda);
+    const auto b = solve(p, LinearSolverType::kDual, dual, lambda);
+    EXPECT_LE(relative_error(b, a), 1e-9) << "λ = " << lambda << " m = " << primal.m
+                                          << " n = " << primal.n;
+  }
+}
+
+// m < n (the dual's regime) and m > n.
+INSTANTIATE_TEST_SUITE_P(Shapes, PrimalDual, ::testing::Values(Sizes{6, 8}, Sizes{40, 3}));
+
+TEST(NormalEquations, SlicedAccumulationEqualsOneSlice) {
+  Rng rng(5);
+  const std::size_t batch = 23;
+  const auto spec = ModelSpec::mlp(3, {6, 4}, 2, Activation::kSigmoid);
+  const auto x = random_vector(batch * 3, rng), y = random_vector(batch * 2, rng);
+  Problem<double> p(spec, LossOptions{}, x, y, batch);
+  const auto theta = random_vector(spec.num_params(), rng, 0.5);
+  NormalEquations<double> whole;
+  build(p, theta, batch, false, whole);
+  const std::size_t n = whole.n;
+  const auto a_whole = p.download(whole.a.data(), n * n);
+  const auto g_whole = p.download(whole.g.data(), n);
+  // Reference A, g from the explicit Jacobian (upper triangle).
+  const auto j = p.jacobian(theta);
+  const auto r = p.residuals(theta);
+  std::vector<double> a_ref(n * n, 0.0), g_ref(n, 0.0);
+  for (std::size_t row = 0; row < whole.m; ++row)
+    for (std::size_t i = 0; i < n; ++i) {
+      g_ref[i] += j[row * n + i] * r[row];
+      for (std::size_t k = i; k < n; ++k) a_ref[i * n + k] += j[row * n + i] * j[row * n + k];
+    }
+  auto upper = [n](std::vector<double> m) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < i; ++k) m[i * n + k] = 0;
+    return m;
+  };
+  EXPECT_LE(relative_error(upper(a_whole), a_ref), 1e-13);
+  EXPECT_LE(relative_error(g_whole, g_ref), 1e-13);
+  for (std::size_t slice : {1u, 4u, 7u}) {
+    NormalEquations<double> sliced;
+    build(p, theta, slice, false, sliced);
+    EXPECT_LE(relative_error(upper(p.download(sliced.a.data(), n * n)), upper(a_whole)), 1e-13);
+    EXPECT_LE(relative_error(p.download(sliced.g.data(), n), g_whole), 1e-13);
+  }
+}
+
+TEST(EigenSolver, GivesTheCholeskyStepForIdentityAndMarquardtDamping) {
+  Rng rng(9);
+  const std::size_t batch = 30;
+  const auto spec = ModelSpec::mlp(2, {5}, 1, Activation::kTanh);
+  const auto x = random_vector(batch * 2, rng), y = random_vector(batch, rng);
+  Problem<double> p(spec, LossOptions{}, x, y, batch);
+  const auto theta = random_vector(spec.num_params(), rng, 0.8);
+  NormalEquations<double> ne;
+  build(p, theta, batch, false, ne);
+  DeviceBuffer<double> d = p.backend->allocate(ne.n);
+  p.backend->clamped_diagonal(ne.n, ne.a.data(), 1e-6, 1e32, d.data());
+  for (const double* damping : {static_cast<const double*>(nullptr), static_cast<const double*>(d.data())}) {
+    // One eigen solver serves several λ after a single prepare().
+    auto eigen = LinearSolver<double>::create(LinearSolverType::kEigen, *p.backend, ne.n, ne.m);
+    ASSERT_TRUE(eigen->prepare(ne, damping));
+    for (double lambda : {1e-4, 1e-2, 1.0, 100.0}) {
+      DeviceBuffer<double> delta = p.backend->allocate(ne.n);
+      ASSERT_TRUE(eigen->solve(lambda, delta.data()));
+      const auto expected = solve(p, LinearSolverType::kCholesky, ne, lambda, damping);
+      EXPECT_LE(relative_error(p.download(delta.data(), ne.n), expected), 1e-8)
+          << "λ = " << lambda << (damping ? " marquardt" : " identity");
+    }
+  }
+}
+
+TEST(CholeskySolver, IndefiniteSystemIsAnInvalidStepNotACrash) {
+  Rng rng(2);
+  const std::size_t batch = 10;
+  Problem<double> p(ModelSpec(3).dense(1), LossOptions{}, random_vector(30, rng),
+                    random_vector(10, rng), batch);
+  NormalEquations<double> ne;
+  build(p, random_vector(4, rng), batch, false, ne);
+  for (auto type : {LinearSolverType::kCholesky, LinearSolverType::kEigen}) {
+    auto solver = LinearSolver<double>::create(type, *p.backend, ne.n, ne.m);
+    ASSERT_TRUE(solver->prepare(ne, nullptr));
+    DeviceBuffer<double> delta = p.backend->allocate(ne.n);
+    EXPECT_FALSE(solver->solve(-1e6, delta.data())) << to_string(type);
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain::testing

@@ -1,0 +1,117 @@
+// Options validation: every violated constraint is reported with the field, its value and the
+// constraint, and valid defaults pass.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "lmtrain/lmtrain.h"
+
+namespace lmtrain {
+namespace {
+
+struct BadSolverField {
+  std::string field;
+  std::function<void(SolverOptions&)> spoil;
+  std::string value_text;
+};
+
+class SolverOptionsValidation : public ::testing::TestWithParam<BadSolverField> {};
+
+TEST_P(SolverOptionsValidation, MessageNamesFieldValueAndConstraint) {
+  SolverOptions o;
+  GetParam().spoil(o);
+  std::string error;
+  EXPECT_FALSE(o.is_valid(&error));
+  EXPECT_NE(error.find("solver." + GetParam().field + " = " + GetParam().value_text),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("violates"), std::string::npos) << error;
+  EXPECT_THROW(o.validate(), InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachField, SolverOptionsValidation,
+    ::testing::Values(
+        BadSolverField{"lambda_min", [](SolverOptions& o) { o.lambda_min = -1; }, "-1"},
+        BadSolverField{"lambda_max", [](SolverOptions& o) { o.lambda_max = 1e-12; }, "1e-12"},
+        BadSolverField{"lambda_initial", [](SolverOptions& o) { o.lambda_initial = 1e11; }, "100000000000"},
+        BadSolverField{"lambda_increase", [](SolverOptions& o) { o.lambda_increase = 0.5; }, "0.5"},
+        BadSolverField{"lambda_decrease", [](SolverOptions& o) { o.lambda_decrease = 2; }, "2"},
+        BadSolverField{"marquardt_min", [](SolverOptions& o) { o.marquardt_min = 0; }, "0"},
+        BadSolverField{"learning_rate", [](SolverOptions& o) { o.learning_rate = 1.5; }, "1.5"},
+        BadSolverField{"max_attempts", [](SolverOptions& o) { o.max_attempts = 0; }, "0"},
+        BadSolverField{"gradient_tolerance", [](SolverOptions& o) { o.gradient_tolerance = -1; }, "-1"},
+        BadSolverField{"function_tolerance", [](SolverOptions& o) { o.function_tolerance = 1; }, "1"},
+        BadSolverField{"memory_fraction", [](SolverOptions& o) { o.memory_fraction = 0; }, "0"}),
+    [](const auto& test_param) { return test_param.param.field; });
+
+TEST(SolverOptions, DefaultsAreValidAndThePeersDefaults) {
+  SolverOptions o;
+  EXPECT_TRUE(o.is_valid(nullptr));
+  EXPECT_EQ(o.lambda_initial, 1e-3);
+  EXPECT_EQ(o.lambda_increase, 10.0);
+  EXPECT_EQ(o.lambda_decrease, 0.1);
+  EXPECT_EQ(o.lambda_min, 1e-10);
+  EXPECT_EQ(o.lambda_max, 1e10);
+}
+
+TEST(SolverOptions, NamesRoundTrip) {
+  for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
+                 LinearSolverType::kEigen})
+    EXPECT_EQ(parse_linear_solver(to_string(t)), t);
+  for (auto t : {DampingType::kMultiplicative, DampingType::kNielsen})
+    EXPECT_EQ(parse_damping(to_string(t)), t);
+  for (auto t : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt})
+    EXPECT_EQ(parse_damping_matrix(to_string(t)), t);
+  EXPECT_FALSE(parse_linear_solver("choleski").has_value());
+}
+
+TEST(TrainerOptions, MessageNamesFieldAndValue) {
+  TrainerOptions t;
+  t.max_epochs = 0;
+  std::string error;
+  EXPECT_FALSE(t.is_valid(&error));
+  EXPECT_NE(error.find("trainer.max_epochs = 0"), std::string::npos) << error;
+  t = TrainerOptions{};
+  t.max_time_seconds = -3;
+  EXPECT_THROW(t.validate(), InvalidArgument);
+}
+
+TEST(Damping, NielsenFollowsTheGainRatioFormula) {
+  SolverOptions o;
+  o.damping = DampingType::kNielsen;
+  o.lambda_initial = 1.0;
+  auto d = DampingStrategy::create(o);
+  d->accept(0.9);  // λ·max(1/3, 1 − 0.8³) = 0.488
+  EXPECT_NEAR(d->lambda(), 1.0 - 0.512, 1e-15);
+  d->accept(1.0);  // max(1/3, 0) = 1/3
+  EXPECT_NEAR(d->lambda(), 0.488 / 3.0, 1e-15);
+  const double l = d->lambda();
+  EXPECT_TRUE(d->reject());  // ×ν = 2
+  EXPECT_NEAR(d->lambda(), 2 * l, 1e-15);
+  EXPECT_TRUE(d->reject());  // ×ν = 4
+  EXPECT_NEAR(d->lambda(), 8 * l, 1e-15);
+  d->accept(0.5);  // ×max(1/3, 1) = 1, ν reset
+  EXPECT_NEAR(d->lambda(), 8 * l, 1e-15);
+  EXPECT_TRUE(d->reject());
+  EXPECT_NEAR(d->lambda(), 16 * l, 1e-15);
+}
+
+TEST(Damping, MultiplicativeClampsAndReportsTheCeiling) {
+  SolverOptions o;
+  o.lambda_initial = 1e-9;
+  o.lambda_max = 1e-7;
+  auto d = DampingStrategy::create(o);
+  d->accept(1.0);
+  EXPECT_DOUBLE_EQ(d->lambda(), 1e-10);  // clamped at lambda_min
+  d->accept(1.0);
+  EXPECT_DOUBLE_EQ(d->lambda(), 1e-10);
+  EXPECT_TRUE(d->reject());
+  EXPECT_TRUE(d->reject());
+  EXPECT_TRUE(d->reject());
+  EXPECT_DOUBLE_EQ(d->lambda(), 1e-7);
+  EXPECT_FALSE(d->reject());  // already at lambda_max
+}
+
+}  // namespace
+}  // namespace lmtrain
