@@ -70,14 +70,8 @@ int run(const Args& args) {
 
   auto backend = lmtrain::make_cpu_backend<T>();
   lmtrain::Trainer<T> train(spec, lmtrain::LossOptions{}, solver, trainer, *backend);
-  train.add_callback([](const lmtrain::IterationSummary& it) {
-    (void)it;
-    return lmtrain::CallbackResult::kContinue;
-  });
-  std::vector<T> params = train.model().num_params() > 0
-                              ? lmtrain::Sequential<T>(spec, *backend).initial_parameters(
-                                    lmtrain::Init::kTorch, args.seed)
-                              : std::vector<T>{};
+  std::vector<T> params =
+      lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);
   const lmtrain::Summary summary = train.fit(params, data);
   fmt::print("{:>6} {:>14} {:>11} {:>9} {:>9}\n", "epoch", "train MSE", "lambda", "accepted",
              "seconds");

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages lmtrain needs to build, test and run its examples.
+# Idempotent: packages already present are skipped, and apt-get runs only when something is
+# missing.  Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config
+  libopenblas-openmp-dev liblapacke-dev   # BLAS (OpenMP build) and LAPACKE
+  libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy                   # reference implementation and Python-side checks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
