@@ -26,8 +26,10 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace lmtrain {
 

@@ -1,0 +1,35 @@
+// The CUDA backend: cuBLAS and cuSOLVER (64-bit APIs) for the dense algebra, lmtrain's own
+// kernels for everything elementwise, the loss and the Jacobian assembly.  All work of one
+// backend is queued on one CUDA stream of one device; only scalars (losses, norms, factorization
+// status) come back to the host.
+//
+// These declarations exist in every build.  When lmtrain was built without CUDA
+// (LMTRAIN_HAVE_CUDA undefined, or -DLMTRAIN_CUDA=OFF) cuda_device_count() returns 0 and the
+// other functions throw lmtrain::BackendError saying so, so callers need no #ifdef.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lmtrain/backend/backend.h"
+
+namespace lmtrain {
+
+// True when this build of lmtrain contains the CUDA backend.
+bool cuda_backend_built() noexcept;
+
+// Number of CUDA devices visible to this process (honours CUDA_VISIBLE_DEVICES); 0 when lmtrain
+// was built without CUDA, when no driver is installed, or when no device is visible.  Never throws.
+int cuda_device_count() noexcept;
+
+// e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)".  Throws BackendError for a device
+// index outside [0, cuda_device_count()).
+std::string cuda_device_description(int device);
+
+// A backend bound to `device` (an index among the visible devices) with its own stream, cuBLAS
+// and cuSOLVER handles.  Throws BackendError when the device does not exist or cannot be
+// initialized.  Instantiated for float and double.
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int device = 0);
+
+}  // namespace lmtrain

@@ -1,0 +1,469 @@
+// CUDA backend: cuBLAS (64-bit API) for GEMM/GEMV/SYRK, cuSOLVER's 64-bit generic API
+// (cusolverDnXpotrf/Xpotrs/Xsyevd) for the factorizations, lmtrain's kernels (kernels.h) for
+// the rest.  Everything is queued on the backend's one stream; the host waits only where a
+// scalar comes back (reductions, factorization status) or data is copied to the host.
+//
+// Row-major ↔ column-major: the memory of a row-major m × n matrix with leading dimension ld is
+// the column-major n × m matrix (its transpose) with the same ld.  So row-major C = op(A) op(B)
+// is column-major Cᵀ = op(B)ᵀ op(A)ᵀ — the operands swap, the transpose flags do not — and the
+// row-major upper triangle of a symmetric matrix is the column-major lower triangle
+// (CUBLAS_FILL_MODE_LOWER below), exactly as the CPU backend tells LAPACKE.
+#include "lmtrain/backend/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cusolverDn.h>
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "cuda_check.h"
+#include "device_memory.h"
+#include "kernels.h"
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace cuda {
+namespace {
+
+// ---- RAII owners of the stream and the library handles ------------------------------------------
+// Destruction failures are ignored: they only happen when the context is already gone (process
+// exit), and a destructor cannot report them.
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const noexcept { (void)cudaStreamDestroy(s); }
+};
+struct CublasDeleter {
+  void operator()(cublasHandle_t h) const noexcept { (void)cublasDestroy(h); }
+};
+struct CusolverDeleter {
+  void operator()(cusolverDnHandle_t h) const noexcept { (void)cusolverDnDestroy(h); }
+};
+struct CusolverParamsDeleter {
+  void operator()(cusolverDnParams_t p) const noexcept { (void)cusolverDnDestroyParams(p); }
+};
+using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
+using CusolverHandle = std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDeleter>;
+using CusolverParams =
+    std::unique_ptr<std::remove_pointer_t<cusolverDnParams_t>, CusolverParamsDeleter>;
+
+// Creates the stream on `device` (made current), which also fixes the device of the handles
+// created after it.
+StreamHandle make_stream(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  // Non-blocking: no implicit ordering with the legacy default stream that other libraries in
+  // the process may use.
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return StreamHandle(s);
+}
+
+CublasHandle make_cublas(cudaStream_t stream) {
+  cublasHandle_t h = nullptr;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CublasHandle handle(h);
+  CUBLAS_CHECK(cublasSetStream(h, stream));
+  // α and β are host scalars.  Default math: true fp32 (no TF32), the precision the CPU path has.
+  CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  return handle;
+}
+
+CusolverHandle make_cusolver(cudaStream_t stream) {
+  cusolverDnHandle_t h = nullptr;
+  CUSOLVER_CHECK(cusolverDnCreate(&h));
+  CusolverHandle handle(h);
+  CUSOLVER_CHECK(cusolverDnSetStream(h, stream));
+  return handle;
+}
+
+CusolverParams make_cusolver_params() {
+  cusolverDnParams_t p = nullptr;
+  CUSOLVER_CHECK(cusolverDnCreateParams(&p));
+  return CusolverParams(p);
+}
+
+// ---- typed cuBLAS entry points
+// -------------------------------------------------------------------
+cublasOperation_t op(Trans t) {
+  return t == Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+std::int64_t i64(std::size_t v) {
+  return static_cast<std::int64_t>(v);
+}
+
+template <typename T>
+constexpr cudaDataType kDataType = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_64F;
+
+cublasStatus_t blas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                         std::int64_t m, std::int64_t n, std::int64_t k, const float* alpha,
+                         const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                         const float* beta, float* c, std::int64_t ldc) {
+  return cublasSgemm_64(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+cublasStatus_t blas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                         std::int64_t m, std::int64_t n, std::int64_t k, const double* alpha,
+                         const double* a, std::int64_t lda, const double* b, std::int64_t ldb,
+                         const double* beta, double* c, std::int64_t ldc) {
+  return cublasDgemm_64(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+cublasStatus_t blas_gemv(cublasHandle_t h, cublasOperation_t t, std::int64_t m, std::int64_t n,
+                         const float* alpha, const float* a, std::int64_t lda, const float* x,
+                         const float* beta, float* y) {
+  return cublasSgemv_64(h, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
+}
+cublasStatus_t blas_gemv(cublasHandle_t h, cublasOperation_t t, std::int64_t m, std::int64_t n,
+                         const double* alpha, const double* a, std::int64_t lda, const double* x,
+                         const double* beta, double* y) {
+  return cublasDgemv_64(h, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
+}
+cublasStatus_t blas_syrk(cublasHandle_t h, cublasOperation_t t, std::int64_t n, std::int64_t k,
+                         const float* alpha, const float* a, std::int64_t lda, const float* beta,
+                         float* c, std::int64_t ldc) {
+  return cublasSsyrk_64(h, CUBLAS_FILL_MODE_LOWER, t, n, k, alpha, a, lda, beta, c, ldc);
+}
+cublasStatus_t blas_syrk(cublasHandle_t h, cublasOperation_t t, std::int64_t n, std::int64_t k,
+                         const double* alpha, const double* a, std::int64_t lda, const double* beta,
+                         double* c, std::int64_t ldc) {
+  return cublasDsyrk_64(h, CUBLAS_FILL_MODE_LOWER, t, n, k, alpha, a, lda, beta, c, ldc);
+}
+
+std::string runtime_versions() {
+  int runtime = 0;
+  int driver = 0;
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  return fmt::format("CUDA runtime {}.{}, driver {}.{}", runtime / 1000, runtime % 1000 / 10,
+                     driver / 1000, driver % 1000 / 10);
+}
+
+template <typename T>
+class CudaBackend final : public Backend<T> {
+ public:
+  explicit CudaBackend(int device)
+      : device_(device),
+        memory_(device),
+        stream_(make_stream(device)),
+        cublas_(make_cublas(stream_.get())),
+        cusolver_(make_cusolver(stream_.get())),
+        solver_params_(make_cusolver_params()),
+        reduction_(memory_, kReductionBlocks + 1),
+        info_(memory_, 1),
+        name_(fmt::format("cuda:{} ({}, {})", device, cuda_device_description(device),
+                          runtime_versions())) {}
+
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  // Members are released in reverse order with this device current: buffers (cudaFree waits for
+  // the device), then the library handles, then the stream.
+  ~CudaBackend() override { (void)cudaSetDevice(device_); }
+
+  std::string name() const override { return name_; }
+  DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  MemoryResource& memory() override { return memory_; }
+  std::size_t available_memory_bytes() const override {
+    return device_memory_info(device_).free_bytes;
+  }
+  void synchronize() override {
+    bind(device_);
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  // ---- transfers and fills ------------------------------------------------------------------
+  // Host memory here is pageable, so cudaMemcpyAsync stages it before returning: the caller may
+  // reuse `host` at once.
+  void copy_from_host(const T* host, T* dst, std::size_t n) override {
+    if (n == 0) return;
+    bind(device_);
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
+  }
+  void copy_to_host(const T* src, T* host, std::size_t n) override {
+    if (n == 0) return;
+    bind(device_);
+    CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  // Overlapping ranges are allowed (memmove semantics, as on the CPU): cudaMemcpy's are not, so
+  // they go through a temporary.
+  void copy(const T* src, T* dst, std::size_t n) override {
+    if (n == 0 || src == dst) return;
+    bind(device_);
+    const std::size_t bytes = n * sizeof(T);
+    if (src < dst + n && dst < src + n) {
+      DeviceBuffer<T> staging(memory_, n);
+      CUDA_CHECK(cudaMemcpyAsync(staging.data(), src, bytes, cudaMemcpyDeviceToDevice, stream()));
+      CUDA_CHECK(cudaMemcpyAsync(dst, staging.data(), bytes, cudaMemcpyDeviceToDevice, stream()));
+      CUDA_CHECK(cudaStreamSynchronize(stream()));  // before `staging` is freed
+      return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+  }
+  void fill(T* x, std::size_t n, T value) override {
+    bind(device_);
+    cuda::fill(stream(), x, n, value);
+  }
+  void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
+                   T* dst) override {
+    if (rows_host.empty() || cols == 0) return;
+    bind(device_);
+    // Grow-only; a reallocation frees the old indices with cudaFree, which waits for any kernel
+    // still reading them.
+    row_indices_.reserve(memory_, rows_host.size());
+    CUDA_CHECK(cudaMemcpyAsync(row_indices_.data(), rows_host.data(),
+                               rows_host.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
+                               stream()));
+    cuda::gather_rows(stream(), src, cols, row_indices_.data(), rows_host.size(), dst);
+  }
+
+  // ---- level 1 --------------------------------------------------------------------------------
+  void axpy(std::size_t n, T alpha, const T* x, T* y) override {
+    bind(device_);
+    cuda::axpy(stream(), n, alpha, x, y);
+  }
+  void add_scaled(std::size_t n, const T* x, T alpha, const T* y, T* z) override {
+    bind(device_);
+    cuda::add_scaled(stream(), n, x, alpha, y, z);
+  }
+  double dot(std::size_t n, const T* x, const T* y) override {
+    if (n == 0) return 0.0;
+    bind(device_);
+    cuda::dot(stream(), n, x, y, reduction_.data());
+    return reduction_result();
+  }
+  double max_abs(std::size_t n, const T* x) override {
+    if (n == 0) return 0.0;
+    bind(device_);
+    cuda::max_abs(stream(), n, x, reduction_.data());
+    return reduction_result();
+  }
+  bool all_finite(std::size_t n, const T* x) override {
+    if (n == 0) return true;
+    bind(device_);
+    cuda::count_nonfinite(stream(), n, x, reduction_.data());
+    return reduction_result() == 0.0;
+  }
+  void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
+    bind(device_);
+    cuda::scale_elementwise(stream(), n, x, s, divide, y);
+  }
+  void inverse_sqrt(std::size_t n, const T* x, T* y) override {
+    bind(device_);
+    cuda::inverse_sqrt(stream(), n, x, y);
+  }
+
+  // ---- level 2 / 3 ------------------------------------------------------------------------------
+  void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) override {
+    if (m == 0 || n == 0) return;
+    bind(device_);
+    CUBLAS_CHECK(blas_gemm(cublas(), op(tb), op(ta), i64(n), i64(m), i64(k), &alpha, b, i64(ldb), a,
+                           i64(lda), &beta, c, i64(ldc)));
+  }
+  // Row-major A (m × n) is column-major Aᵀ (n × m): A x is a transposed GEMV on it, Aᵀx a plain
+  // one.
+  void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
+            const T* x, T beta, T* y) override {
+    if (m == 0 || n == 0) return;
+    bind(device_);
+    const cublasOperation_t t = ta == Trans::kNo ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(blas_gemv(cublas(), t, i64(n), i64(m), &alpha, a, i64(lda), x, &beta, y));
+  }
+  // Row-major J (k × n) is column-major M = Jᵀ (n × k), and JᵀJ = M Mᵀ: a non-transposed SYRK.
+  void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
+                T* c) override {
+    if (n == 0) return;
+    bind(device_);
+    CUBLAS_CHECK(
+        blas_syrk(cublas(), CUBLAS_OP_N, i64(n), i64(k), &alpha, j, i64(ldj), &beta, c, i64(n)));
+  }
+  // Row-major J (m × n) is column-major M = Jᵀ (n × m), and JJᵀ = MᵀM: a transposed SYRK.
+  void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
+                T* c) override {
+    if (m == 0) return;
+    bind(device_);
+    CUBLAS_CHECK(
+        blas_syrk(cublas(), CUBLAS_OP_T, i64(m), i64(n), &alpha, j, i64(ldj), &beta, c, i64(m)));
+  }
+  void symmetrize_upper(std::size_t n, T* a) override {
+    bind(device_);
+    cuda::symmetrize_upper(stream(), n, a);
+  }
+
+  // ---- factorizations ---------------------------------------------------------------------------
+  int potrf(std::size_t n, T* a) override {
+    if (n == 0) return 0;
+    bind(device_);
+    std::size_t device_bytes = 0;
+    std::size_t host_bytes = 0;
+    CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER,
+                                               i64(n), kDataType<T>, a, i64(n), kDataType<T>,
+                                               &device_bytes, &host_bytes));
+    reserve_solver_workspace(device_bytes, host_bytes);
+    CUSOLVER_CHECK(cusolverDnXpotrf(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                    kDataType<T>, a, i64(n), kDataType<T>, device_workspace_.data(),
+                                    device_bytes, host_workspace_.data(), host_bytes,
+                                    info_.data()));
+    const int info = factorization_info();
+    if (info < 0)
+      throw BackendError(fmt::format("cusolverDnXpotrf: argument {} invalid (n = {})", -info, n));
+    return info;
+  }
+  void potrs(std::size_t n, const T* factor, T* b) override {
+    if (n == 0) return;
+    bind(device_);
+    CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n), 1,
+                                    kDataType<T>, factor, i64(n), kDataType<T>, b, i64(n),
+                                    info_.data()));
+    const int info = factorization_info();
+    if (info != 0)
+      throw BackendError(fmt::format("cusolverDnXpotrs failed with info {} (n = {})", info, n));
+  }
+  // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
+  // `a` — the layout backend.h promises.
+  int syevd(std::size_t n, T* a, T* w) override {
+    if (n == 0) return 0;
+    bind(device_);
+    std::size_t device_bytes = 0;
+    std::size_t host_bytes = 0;
+    CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
+        cusolver(), solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, i64(n),
+        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
+    reserve_solver_workspace(device_bytes, host_bytes);
+    CUSOLVER_CHECK(cusolverDnXsyevd(
+        cusolver(), solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, i64(n),
+        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
+        device_bytes, host_workspace_.data(), host_bytes, info_.data()));
+    const int info = factorization_info();
+    if (info < 0)
+      throw BackendError(fmt::format("cusolverDnXsyevd: argument {} invalid (n = {})", -info, n));
+    return info;
+  }
+  void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
+    bind(device_);
+    cuda::add_diagonal(stream(), n, a, lambda, d);
+  }
+  void scale_symmetric(std::size_t n, T* a, const T* s) override {
+    bind(device_);
+    cuda::scale_symmetric(stream(), n, a, s);
+  }
+  void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
+    bind(device_);
+    cuda::clamped_diagonal(stream(), n, a, lo, hi, d);
+  }
+
+  // ---- neural-network kernels -------------------------------------------------------------------
+  void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) override {
+    bind(device_);
+    cuda::add_bias_rows(stream(), rows, cols, bias, z);
+  }
+  void activation_forward(Activation f, std::size_t n, const T* z, T* a) override {
+    bind(device_);
+    cuda::activation_forward(stream(), f, n, z, a);
+  }
+  void activation_derivative(Activation f, std::size_t n, const T* z, const T* a, T* d) override {
+    bind(device_);
+    cuda::activation_derivative(stream(), f, n, z, a, d);
+  }
+  void scale_row_groups(std::size_t rows, std::size_t cols, std::size_t group, const T* d,
+                        T* g) override {
+    bind(device_);
+    cuda::scale_row_groups(stream(), rows, cols, group, d, g);
+  }
+  void dense_jacobian(std::size_t rows, std::size_t out, std::size_t in, std::size_t group,
+                      const T* g_out, const T* a_in, T* j, std::size_t ldj) override {
+    bind(device_);
+    cuda::dense_jacobian(stream(), rows, out, in, group, g_out, a_in, j, ldj);
+  }
+
+  // ---- losses -----------------------------------------------------------------------------------
+  double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y) override {
+    if (batch == 0) return 0.0;
+    bind(device_);
+    cuda::loss_objective(stream(), loss, batch, c, z, y, reduction_.data());
+    return reduction_result();
+  }
+  double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y, T* r, T* seeds) override {
+    if (batch == 0) return 0.0;
+    bind(device_);
+    double* scratch = nullptr;
+    if (loss_needs_scratch(loss.kind)) {
+      loss_scratch_.reserve(memory_, batch * c);  // grow-only
+      scratch = loss_scratch_.data();
+    }
+    cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data());
+    return reduction_result();
+  }
+
+ private:
+  // Makes `device` current on the calling thread (cheap when it already is), so that several
+  // backends on several devices can be driven from one thread.
+  static void bind(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+
+  cudaStream_t stream() const noexcept { return stream_.get(); }
+  cublasHandle_t cublas() const noexcept { return cublas_.get(); }
+  cusolverDnHandle_t cusolver() const noexcept { return cusolver_.get(); }
+  cusolverDnParams_t solver_params() const noexcept { return solver_params_.get(); }
+
+  // Waits for the queued reduction and copies its one double to the host.
+  double reduction_result() {
+    double value = 0.0;
+    CUDA_CHECK(cudaMemcpyAsync(&value, reduction_.data() + kReductionBlocks, sizeof(double),
+                               cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    return value;
+  }
+
+  int factorization_info() {
+    int info = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&info, info_.data(), sizeof(int), cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+    return info;
+  }
+
+  // Grow-only, so repeated factorizations of the same size (every λ retry) allocate nothing.
+  void reserve_solver_workspace(std::size_t device_bytes, std::size_t host_bytes) {
+    if (device_bytes > 0) device_workspace_.reserve(memory_, device_bytes);
+    if (host_bytes > host_workspace_.size()) host_workspace_.resize(host_bytes);
+  }
+
+  int device_;
+  DeviceMemory memory_;
+  StreamHandle stream_;
+  CublasHandle cublas_;
+  CusolverHandle cusolver_;
+  CusolverParams solver_params_;
+  DeviceBuffer<double> reduction_;  // kReductionBlocks partials + the result
+  DeviceBuffer<int> info_;          // cuSOLVER's status
+  DeviceBuffer<std::byte> device_workspace_;
+  std::vector<std::byte> host_workspace_;
+  DeviceBuffer<double> loss_scratch_;
+  DeviceBuffer<std::int64_t> row_indices_;
+  std::string name_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int device) {
+  if (cuda_device_count() == 0) {
+    throw BackendError(
+        "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
+        "them; `nvidia-smi` shows what the driver sees); use the cpu backend");
+  }
+  (void)cuda_device_description(device);  // validates the index with an actionable message
+  return std::make_unique<cuda::CudaBackend<T>>(device);
+}
+
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
+
+}  // namespace lmtrain

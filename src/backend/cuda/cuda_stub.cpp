@@ -1,0 +1,39 @@
+// Compiled instead of the CUDA backend when lmtrain is built without CUDA, so that
+// lmtrain/backend/cuda_backend.h has the same meaning in every build.
+#include <string>
+
+#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace {
+
+[[noreturn]] void throw_not_built() {
+  throw BackendError(
+      "lmtrain was built without CUDA; reconfigure with -DLMTRAIN_CUDA=ON on a machine with the "
+      "CUDA toolkit (nvcc, cuBLAS, cuSOLVER) to use a GPU, or use the cpu backend");
+}
+
+}  // namespace
+
+bool cuda_backend_built() noexcept {
+  return false;
+}
+
+int cuda_device_count() noexcept {
+  return 0;
+}
+
+std::string cuda_device_description(int /*device*/) {
+  throw_not_built();
+}
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/) {
+  throw_not_built();
+}
+
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
+
+}  // namespace lmtrain

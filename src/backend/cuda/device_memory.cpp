@@ -1,0 +1,47 @@
+#include "device_memory.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "cuda_check.h"
+#include "lmtrain/core/error.h"
+
+namespace lmtrain::cuda {
+namespace {
+
+double mib(std::size_t bytes) {
+  return static_cast<double>(bytes) / (1 << 20);
+}
+
+}  // namespace
+
+void* DeviceMemory::allocate(std::size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status == cudaSuccess) return p;
+  (void)cudaGetLastError();  // clear the (non-sticky) error so later checks do not see it
+  if (status == cudaErrorMemoryAllocation) {
+    const DeviceMemoryInfo info = device_memory_info(device_);
+    throw MemoryPlanError(fmt::format(
+        "CUDA allocation of {:.1f} MiB on device {} failed ({:.1f} MiB free of {:.1f} MiB); "
+        "lower memory_budget_bytes or the batch size, use precision = \"float\", or train on "
+        "more devices",
+        mib(bytes), device_, mib(info.free_bytes), mib(info.total_bytes)));
+  }
+  throw_cuda_error(status, "cudaMalloc", __FILE__, __LINE__);
+}
+
+void DeviceMemory::deallocate(void* p, std::size_t /*bytes*/) noexcept {
+  if (p == nullptr) return;
+  if (cudaSetDevice(device_) != cudaSuccess || cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
+DeviceMemoryInfo device_memory_info(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  DeviceMemoryInfo info;
+  CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
+}  // namespace lmtrain::cuda

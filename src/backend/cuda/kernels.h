@@ -1,0 +1,92 @@
+// Host-side launchers of lmtrain's own CUDA kernels.  Each one enqueues its work on `stream` and
+// returns at once; a bad launch throws BackendError (cuda_check.h).  Pointers are device
+// pointers.  Defined, and explicitly instantiated for float and double, in the .cu files named
+// beside each group, so that cuda_backend.cpp is plain C++ compiled with the project's warnings.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lmtrain/core/activation.h"
+#include "lmtrain/core/loss_kind.h"
+
+namespace lmtrain::cuda {
+
+// Reductions run in two deterministic passes (per-block partial sums, then one block over the
+// partials) so a result does not depend on thread scheduling: the same inputs give the same bits,
+// which the multi-rank invariant of DESIGN.md §6 relies on.  `partials` holds
+// kReductionBlocks + 1 doubles; the result is left in partials[kReductionBlocks].
+inline constexpr unsigned kReductionBlocks = 1024;
+
+// ---- elementwise_kernels.cu ---------------------------------------------------------------------
+template <typename T>
+void fill(cudaStream_t stream, T* x, std::size_t n, T value);
+template <typename T>
+void axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y);
+template <typename T>
+void add_scaled(cudaStream_t stream, std::size_t n, const T* x, T alpha, const T* y, T* z);
+template <typename T>
+void scale_elementwise(cudaStream_t stream, std::size_t n, const T* x, const T* s, bool divide,
+                       T* y);
+template <typename T>
+void inverse_sqrt(cudaStream_t stream, std::size_t n, const T* x, T* y);
+template <typename T>
+void activation_forward(cudaStream_t stream, Activation f, std::size_t n, const T* z, T* a);
+template <typename T>
+void activation_derivative(cudaStream_t stream, Activation f, std::size_t n, const T* z, const T* a,
+                           T* d);
+
+// ---- layer_kernels.cu ---------------------------------------------------------------------------
+// `rows` is a device array of `count` row indices.
+template <typename T>
+void gather_rows(cudaStream_t stream, const T* src, std::size_t cols, const std::int64_t* rows,
+                 std::size_t count, T* dst);
+template <typename T>
+void add_bias_rows(cudaStream_t stream, std::size_t rows, std::size_t cols, const T* bias, T* z);
+template <typename T>
+void scale_row_groups(cudaStream_t stream, std::size_t rows, std::size_t cols, std::size_t group,
+                      const T* d, T* g);
+template <typename T>
+void dense_jacobian(cudaStream_t stream, std::size_t rows, std::size_t out, std::size_t in,
+                    std::size_t group, const T* g_out, const T* a_in, T* j, std::size_t ldj);
+
+// ---- matrix_kernels.cu (n × n row-major, upper triangle as in backend.h)
+// -------------------------
+template <typename T>
+void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a);
+template <typename T>
+void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
+template <typename T>
+void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s);
+template <typename T>
+void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi, T* d);
+
+// ---- reduction_kernels.cu (n > 0)
+// ----------------------------------------------------------------
+template <typename T>
+void dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partials);
+template <typename T>
+void max_abs(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+// Number of elements that are NaN or ±inf.
+template <typename T>
+void count_nonfinite(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+
+// ---- loss_kernels.cu (batch > 0): one thread per sample running the shared per-sample code of
+// backend/loss_math.h; the objective F is reduced like the reductions above. ----------------------
+template <typename T>
+void loss_objective(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
+                    std::size_t c, const T* z, const T* y, double* partials);
+// `scratch` holds batch·c doubles for the cross-entropy kinds (null for the others).
+template <typename T>
+void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
+                    std::size_t c, const T* z, const T* y, T* r, T* seeds, double* scratch,
+                    double* partials);
+
+// True when loss_linearize needs its per-sample scratch (softmax probabilities).
+constexpr bool loss_needs_scratch(LossKind kind) {
+  return kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt;
+}
+
+}  // namespace lmtrain::cuda

@@ -1,0 +1,104 @@
+// Kernels on the n × n normal matrix (row-major; only the upper triangle is meaningful, see
+// backend.h).
+#include "launch.h"
+
+namespace lmtrain::cuda {
+namespace {
+
+constexpr unsigned kTile = 32;
+constexpr unsigned kTileRows = 8;  // a 32 × 8 block moves a 32 × 32 tile, 4 rows per thread
+
+// Lower tile (tr, tc), tc ≤ tr, is the transpose of upper tile (tc, tr).  The upper tile is read
+// with coalesced row loads into shared memory and written back transposed with coalesced row
+// stores (the +1 column avoids shared-memory bank conflicts).  On a diagonal tile only the strict
+// lower part is written, and only upper elements are read, so no element is both read and
+// written.
+template <typename T>
+__global__ void __launch_bounds__(kTile* kTileRows) symmetrize_upper_kernel(std::size_t n, T* a) {
+  __shared__ T tile[kTile][kTile + 1];
+  const std::size_t tiles = (n + kTile - 1) / kTile;
+  for (std::size_t tr = blockIdx.y; tr < tiles; tr += gridDim.y) {
+    for (std::size_t tc = blockIdx.x; tc <= tr; tc += gridDim.x) {
+      for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
+        const std::size_t row = tc * kTile + k;
+        const std::size_t col = tr * kTile + threadIdx.x;
+        if (row < n && col < n) tile[k][threadIdx.x] = a[row * n + col];
+      }
+      __syncthreads();
+      for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
+        const std::size_t i = tr * kTile + k;
+        const std::size_t j = tc * kTile + threadIdx.x;
+        if (i < n && j < i) a[i * n + j] = tile[threadIdx.x][k];
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <typename T>
+__global__ void add_diagonal_kernel(std::size_t n, T* a, T lambda, const T* d) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size())
+    a[i * n + i] += lambda * (d != nullptr ? d[i] : T(1));
+}
+
+template <typename T>
+__global__ void scale_symmetric_kernel(std::size_t n, T* a, const T* s) {
+  const std::size_t count = n * n;
+  for (std::size_t idx = thread_index(); idx < count; idx += grid_size()) {
+    const std::size_t i = idx / n;
+    const std::size_t j = idx - i * n;
+    if (j >= i) a[idx] *= s[i] * s[j];
+  }
+}
+
+// Same comparisons as std::clamp, so a NaN diagonal passes through as on the CPU.
+template <typename T>
+__global__ void clamped_diagonal_kernel(std::size_t n, const T* a, T lo, T hi, T* d) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size()) {
+    const T v = a[i * n + i];
+    d[i] = v < lo ? lo : (hi < v ? hi : v);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a) {
+  if (n < 2) return;
+  const std::size_t tiles = (n + kTile - 1) / kTile;
+  const unsigned g = tiles < 65535 ? static_cast<unsigned>(tiles) : 65535u;
+  symmetrize_upper_kernel<<<dim3(g, g), dim3(kTile, kTileRows), 0, stream>>>(n, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d) {
+  if (n == 0) return;
+  add_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, lambda, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s) {
+  if (n == 0) return;
+  scale_symmetric_kernel<<<blocks_for(n * n), kThreads, 0, stream>>>(n, a, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi, T* d) {
+  if (n == 0) return;
+  clamped_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, lo, hi, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define LMTRAIN_INSTANTIATE(T)                                               \
+  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);          \
+  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*); \
+  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*); \
+  template void clamped_diagonal<T>(cudaStream_t, std::size_t, const T*, T, T, T*);
+LMTRAIN_INSTANTIATE(float)
+LMTRAIN_INSTANTIATE(double)
+#undef LMTRAIN_INSTANTIATE
+
+}  // namespace lmtrain::cuda

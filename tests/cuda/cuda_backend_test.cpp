@@ -1,0 +1,584 @@
+// Every operation of the CUDA backend against the CPU backend in double precision, for float and
+// double, on random inputs away from zero.  A float result is compared with the fp64 CPU result
+// on the same (float-rounded) inputs; errors are normwise: max|got − want| / max|want|.
+// The symmetric eigendecomposition is checked by its own residual and orthonormality, which do
+// not depend on how eigenvectors are signed or how close eigenvalues are.
+#include "lmtrain/backend/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace {
+
+template <typename T>
+constexpr double kTolerance = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0.0;
+  double scale = 0.0;
+  for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    diff = std::max(diff, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+double relative_error(double got, double want) {
+  return std::fabs(got - want) / std::max(std::fabs(want), std::numeric_limits<double>::min());
+}
+
+// The upper triangle (row-major) of an n × n matrix, the only part SYRK and potrf define.
+std::vector<double> upper(const std::vector<double>& a, std::size_t n) {
+  std::vector<double> u;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i; j < n; ++j) u.push_back(a[i * n + j]);
+  return u;
+}
+
+template <typename T>
+class CudaBackendTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+    gpu_ = make_cuda_backend<T>(0);
+    cpu_ = make_cpu_backend<double>();
+  }
+
+  // Magnitudes in [lo, hi] with random signs.
+  std::vector<T> random(std::size_t n, double lo = 0.1, double hi = 1.0) {
+    std::uniform_real_distribution<double> magnitude(lo, hi);
+    std::bernoulli_distribution negative(0.5);
+    std::vector<T> v(n);
+    for (T& x : v) {
+      const double m = magnitude(rng_);
+      x = static_cast<T>(negative(rng_) ? -m : m);
+    }
+    return v;
+  }
+  std::vector<T> uniform(std::size_t n, double lo, double hi) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<T> v(n);
+    for (T& x : v) x = static_cast<T>(dist(rng_));
+    return v;
+  }
+
+  DeviceBuffer<T> upload(const std::vector<T>& host) {
+    DeviceBuffer<T> d = gpu_->allocate(host.size());
+    gpu_->copy_from_host(host.data(), d.data(), host.size());
+    return d;
+  }
+  std::vector<double> download(const T* device, std::size_t n) {
+    std::vector<T> host(n);
+    gpu_->copy_to_host(device, host.data(), n);
+    return widen(host);
+  }
+  std::vector<double> download(const DeviceBuffer<T>& d) { return download(d.data(), d.size()); }
+  static std::vector<double> widen(const std::vector<T>& v) {
+    return std::vector<double>(v.begin(), v.end());
+  }
+
+  std::mt19937_64 rng_{20240611};
+  std::unique_ptr<Backend<T>> gpu_;
+  std::unique_ptr<Backend<double>> cpu_;
+};
+
+struct PrecisionName {
+  template <typename T>
+  static std::string GetName(int /*index*/) {
+    return std::is_same_v<T, float> ? "float" : "double";
+  }
+};
+
+using Precisions = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(CudaBackendTest, Precisions, PrecisionName);
+
+TYPED_TEST(CudaBackendTest, DescribesItsDevice) {
+  auto& gpu = *this->gpu_;
+  EXPECT_EQ(gpu.device_kind(), DeviceKind::kCuda);
+  EXPECT_NE(gpu.name().find("cuda:0"), std::string::npos) << gpu.name();
+  EXPECT_GT(gpu.available_memory_bytes(), std::size_t{0});
+  EXPECT_TRUE(cuda_backend_built());
+  EXPECT_FALSE(cuda_device_description(0).empty());
+  const int count = cuda_device_count();
+  EXPECT_THROW((void)cuda_device_description(count), BackendError);
+  EXPECT_THROW((void)make_cuda_backend<TypeParam>(count), BackendError);
+  EXPECT_THROW((void)make_cuda_backend<TypeParam>(-1), BackendError);
+}
+
+TYPED_TEST(CudaBackendTest, FailedAllocationIsAMemoryPlanErrorAndRecoverable) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  EXPECT_THROW((void)gpu.allocate((std::size_t{1} << 60) / sizeof(T)), MemoryPlanError);
+  // The failure must not poison later work.
+  const std::vector<T> x = this->random(1000);
+  DeviceBuffer<T> d = this->upload(x);
+  EXPECT_EQ(this->download(d), this->widen(x));
+}
+
+TYPED_TEST(CudaBackendTest, TransfersCopiesAndFill) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  const std::size_t n = 100003;
+  std::vector<T> x = this->random(n);
+  DeviceBuffer<T> a = this->upload(x);
+  DeviceBuffer<T> b = gpu.allocate(n);
+  gpu.copy(a.data(), b.data(), n);
+  EXPECT_EQ(this->download(b), this->widen(x));
+
+  // Overlapping ranges behave like memmove, as on the CPU.
+  gpu.copy(a.data(), a.data() + 7, n - 7);
+  std::memmove(x.data() + 7, x.data(), (n - 7) * sizeof(T));
+  EXPECT_EQ(this->download(a), this->widen(x));
+  gpu.copy(a.data() + 5, a.data(), n - 5);
+  std::memmove(x.data(), x.data() + 5, (n - 5) * sizeof(T));
+  EXPECT_EQ(this->download(a), this->widen(x));
+
+  gpu.fill(b.data(), n, T(-2.5));
+  EXPECT_EQ(this->download(b), std::vector<double>(n, -2.5));
+}
+
+TYPED_TEST(CudaBackendTest, GatherRows) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t rows = 50, cols = 7, count = 23;
+  const std::vector<T> src = this->random(rows * cols);
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(rows) - 1);
+  std::vector<std::int64_t> index(count);
+  for (auto& i : index) i = pick(this->rng_);
+  index[3] = index[11];  // a repeat
+  DeviceBuffer<T> d_src = this->upload(src);
+  DeviceBuffer<T> d_dst = gpu.allocate(count * cols);
+  gpu.gather_rows(d_src.data(), cols, index, d_dst.data());
+  std::vector<double> want(count * cols);
+  const std::vector<double> src64 = this->widen(src);
+  cpu.gather_rows(src64.data(), cols, index, want.data());
+  EXPECT_EQ(this->download(d_dst), want);
+}
+
+TYPED_TEST(CudaBackendTest, ElementwiseLevel1) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  const std::size_t n = 100003;
+  const std::vector<T> x = this->random(n), y = this->random(n);
+  const std::vector<T> positive = this->uniform(n, 0.2, 5.0);
+  const std::vector<double> x64 = this->widen(x), y64 = this->widen(y);
+  const std::vector<double> p64 = this->widen(positive);
+  DeviceBuffer<T> dx = this->upload(x), dy = this->upload(y), dp = this->upload(positive);
+  DeviceBuffer<T> dz = gpu.allocate(n);
+  std::vector<double> want(n);
+
+  gpu.axpy(n, T(0.75), dx.data(), dy.data());
+  want = y64;
+  cpu.axpy(n, 0.75, x64.data(), want.data());
+  EXPECT_LE(relative_error(this->download(dy), want), tol) << "axpy";
+
+  gpu.copy_from_host(y.data(), dy.data(), n);
+  gpu.add_scaled(n, dx.data(), T(-1.25), dy.data(), dz.data());
+  cpu.add_scaled(n, x64.data(), -1.25, y64.data(), want.data());
+  EXPECT_LE(relative_error(this->download(dz), want), tol) << "add_scaled";
+  gpu.add_scaled(n, dx.data(), T(-1.25), dy.data(), dy.data());  // z aliases y
+  EXPECT_LE(relative_error(this->download(dy), want), tol) << "add_scaled in place";
+
+  for (const bool divide : {false, true}) {
+    gpu.scale_elementwise(n, dx.data(), dp.data(), divide, dz.data());
+    cpu.scale_elementwise(n, x64.data(), p64.data(), divide, want.data());
+    EXPECT_LE(relative_error(this->download(dz), want), tol) << "scale_elementwise " << divide;
+  }
+
+  gpu.inverse_sqrt(n, dp.data(), dz.data());
+  cpu.inverse_sqrt(n, p64.data(), want.data());
+  EXPECT_LE(relative_error(this->download(dz), want), tol) << "inverse_sqrt";
+}
+
+TYPED_TEST(CudaBackendTest, Reductions) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  // One element, one block, and more elements than the reduction grid has threads.
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1000}, (std::size_t{1} << 20) + 17}) {
+    SCOPED_TRACE(n);
+    std::vector<T> x = this->random(n), y = this->random(n);
+    x[n / 2] = T(3.5);  // a unique maximum
+    const std::vector<double> x64 = this->widen(x), y64 = this->widen(y);
+    DeviceBuffer<T> dx = this->upload(x), dy = this->upload(y);
+    EXPECT_LE(relative_error(gpu.dot(n, dx.data(), dy.data()), cpu.dot(n, x64.data(), y64.data())),
+              tol);
+    EXPECT_EQ(gpu.max_abs(n, dx.data()), cpu.max_abs(n, x64.data()));
+    EXPECT_TRUE(gpu.all_finite(n, dx.data()));
+    for (const T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity()}) {
+      std::vector<T> z = x;
+      z[n - 1] = bad;
+      gpu.copy_from_host(z.data(), dx.data(), n);
+      EXPECT_FALSE(gpu.all_finite(n, dx.data())) << bad;
+    }
+  }
+  EXPECT_EQ(gpu.dot(0, nullptr, nullptr), 0.0);
+  EXPECT_TRUE(gpu.all_finite(0, nullptr));
+}
+
+TYPED_TEST(CudaBackendTest, Gemm) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t m = 37, n = 29, k = 41;
+  for (const Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (const Trans tb : {Trans::kNo, Trans::kYes}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "ta=" << (ta == Trans::kYes) << " tb=" << (tb == Trans::kYes));
+      // Stored shapes, with padded leading dimensions.
+      const std::size_t a_rows = ta == Trans::kNo ? m : k, a_cols = ta == Trans::kNo ? k : m;
+      const std::size_t b_rows = tb == Trans::kNo ? k : n, b_cols = tb == Trans::kNo ? n : k;
+      const std::size_t lda = a_cols + 3, ldb = b_cols + 2, ldc = n + 5;
+      const std::vector<T> a = this->random(a_rows * lda), b = this->random(b_rows * ldb);
+      const std::vector<T> c = this->random(m * ldc);
+      DeviceBuffer<T> da = this->upload(a), db = this->upload(b), dc = this->upload(c);
+      gpu.gemm(ta, tb, m, n, k, T(0.7), da.data(), lda, db.data(), ldb, T(-0.3), dc.data(), ldc);
+      const std::vector<double> a64 = this->widen(a), b64 = this->widen(b);
+      std::vector<double> want = this->widen(c);
+      cpu.gemm(ta, tb, m, n, k, 0.7, a64.data(), lda, b64.data(), ldb, -0.3, want.data(), ldc);
+      EXPECT_LE(relative_error(this->download(dc), want), kTolerance<T>);
+    }
+  }
+}
+
+TYPED_TEST(CudaBackendTest, Gemv) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t m = 53, n = 31, lda = n + 2;
+  const std::vector<T> a = this->random(m * lda);
+  const std::vector<double> a64 = this->widen(a);
+  DeviceBuffer<T> da = this->upload(a);
+  for (const Trans ta : {Trans::kNo, Trans::kYes}) {
+    const std::size_t x_len = ta == Trans::kNo ? n : m, y_len = ta == Trans::kNo ? m : n;
+    const std::vector<T> x = this->random(x_len), y = this->random(y_len);
+    DeviceBuffer<T> dx = this->upload(x), dy = this->upload(y);
+    gpu.gemv(ta, m, n, T(1.5), da.data(), lda, dx.data(), T(0.25), dy.data());
+    const std::vector<double> x64 = this->widen(x);
+    std::vector<double> want = this->widen(y);
+    cpu.gemv(ta, m, n, 1.5, a64.data(), lda, x64.data(), 0.25, want.data());
+    EXPECT_LE(relative_error(this->download(dy), want), kTolerance<T>) << (ta == Trans::kYes);
+  }
+}
+
+TYPED_TEST(CudaBackendTest, SyrkAtaAndAat) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  {  // A = 1.3 JᵀJ + 0.5 A, J (67 × 23) with ldj = 27
+    const std::size_t k = 67, n = 23, ldj = n + 4;
+    const std::vector<T> j = this->random(k * ldj), c = this->random(n * n);
+    DeviceBuffer<T> dj = this->upload(j), dc = this->upload(c);
+    gpu.syrk_ata(n, k, T(1.3), dj.data(), ldj, T(0.5), dc.data());
+    const std::vector<double> j64 = this->widen(j);
+    std::vector<double> want = this->widen(c);
+    cpu.syrk_ata(n, k, 1.3, j64.data(), ldj, 0.5, want.data());
+    EXPECT_LE(relative_error(upper(this->download(dc), n), upper(want, n)), kTolerance<T>)
+        << "syrk_ata";
+  }
+  {  // G = 0.8 JJᵀ − 0.2 G, J (19 × 45) with ldj = 47
+    const std::size_t m = 19, n = 45, ldj = n + 2;
+    const std::vector<T> j = this->random(m * ldj), c = this->random(m * m);
+    DeviceBuffer<T> dj = this->upload(j), dc = this->upload(c);
+    gpu.syrk_aat(m, n, T(0.8), dj.data(), ldj, T(-0.2), dc.data());
+    const std::vector<double> j64 = this->widen(j);
+    std::vector<double> want = this->widen(c);
+    cpu.syrk_aat(m, n, 0.8, j64.data(), ldj, -0.2, want.data());
+    EXPECT_LE(relative_error(upper(this->download(dc), m), upper(want, m)), kTolerance<T>)
+        << "syrk_aat";
+  }
+}
+
+TYPED_TEST(CudaBackendTest, SymmetrizeUpper) {
+  using T = TypeParam;
+  auto& cpu = *this->cpu_;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{70}}) {
+    const std::vector<T> a = this->random(n * n);
+    DeviceBuffer<T> da = this->upload(a);
+    this->gpu_->symmetrize_upper(n, da.data());
+    std::vector<double> want = this->widen(a);
+    cpu.symmetrize_upper(n, want.data());
+    EXPECT_EQ(this->download(da), want) << n;
+  }
+}
+
+// A = JᵀJ / rows + I (well conditioned), both triangles filled.
+template <typename T>
+std::vector<T> spd_matrix(const std::vector<T>& j, std::size_t rows, std::size_t n) {
+  std::vector<T> a(n * n);
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < n; ++q) {
+      double s = p == q ? 1.0 : 0.0;
+      for (std::size_t r = 0; r < rows; ++r)
+        s += static_cast<double>(j[r * n + p]) * static_cast<double>(j[r * n + q]) /
+             static_cast<double>(rows);
+      a[p * n + q] = static_cast<T>(s);
+    }
+  return a;
+}
+
+TYPED_TEST(CudaBackendTest, CholeskyFactorAndSolve) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t n = 40, rows = 60;
+  const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
+  const std::vector<T> b = this->random(n);
+  DeviceBuffer<T> da = this->upload(a), db = this->upload(b);
+  std::vector<double> factor = this->widen(a), x = this->widen(b);
+
+  ASSERT_EQ(gpu.potrf(n, da.data()), 0);
+  ASSERT_EQ(cpu.potrf(n, factor.data()), 0);
+  EXPECT_LE(relative_error(upper(this->download(da), n), upper(factor, n)), kTolerance<T>);
+
+  gpu.potrs(n, da.data(), db.data());
+  cpu.potrs(n, factor.data(), x.data());
+  EXPECT_LE(relative_error(this->download(db), x), kTolerance<T>);
+
+  // Repeated factorizations (every λ retry) reuse the workspace.
+  gpu.copy_from_host(a.data(), da.data(), n * n);
+  EXPECT_EQ(gpu.potrf(n, da.data()), 0);
+}
+
+TYPED_TEST(CudaBackendTest, CholeskyReportsTheFailingLeadingMinor) {
+  using T = TypeParam;
+  const std::size_t n = 8;
+  std::vector<T> a(n * n);
+  const std::vector<T> off = this->random(n * n, 0.001, 0.01);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      a[i * n + j] = i == j ? static_cast<T>(i == 3 ? -1.0 : 2.0 + static_cast<double>(i))
+                            : off[std::min(i, j) * n + std::max(i, j)];
+  DeviceBuffer<T> da = this->upload(a);
+  std::vector<double> want = this->widen(a);
+  const int cpu_info = this->cpu_->potrf(n, want.data());
+  EXPECT_EQ(cpu_info, 4);
+  EXPECT_EQ(this->gpu_->potrf(n, da.data()), cpu_info);
+}
+
+TYPED_TEST(CudaBackendTest, SymmetricEigendecomposition) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  const std::size_t n = 30;
+  const std::vector<T> r = this->random(n * n);
+  std::vector<T> a(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) a[i * n + j] = (r[i * n + j] + r[j * n + i]) / T(2);
+  DeviceBuffer<T> da = this->upload(a);
+  DeviceBuffer<T> dw = gpu.allocate(n);
+  ASSERT_EQ(gpu.syevd(n, da.data(), dw.data()), 0);
+  std::vector<double> cpu_vectors = this->widen(a), cpu_values(n);
+  ASSERT_EQ(cpu.syevd(n, cpu_vectors.data(), cpu_values.data()), 0);
+
+  const std::vector<double> w = this->download(dw);
+  EXPECT_LE(relative_error(w, cpu_values), tol) << "eigenvalues";
+  EXPECT_TRUE(std::is_sorted(w.begin(), w.end()));
+
+  // Rows of the result are eigenvectors: |A v − λ v| and |V Vᵀ − I| small relative to |A|.
+  const std::vector<double> v = this->download(da);
+  const std::vector<double> a64 = this->widen(a);
+  const double norm_a = std::max(std::fabs(w.front()), std::fabs(w.back()));
+  double residual = 0.0, orthogonality = 0.0;
+  for (std::size_t e = 0; e < n; ++e) {
+    for (std::size_t i = 0; i < n; ++i) {
+      double av = 0.0;
+      for (std::size_t j = 0; j < n; ++j) av += a64[i * n + j] * v[e * n + j];
+      residual = std::max(residual, std::fabs(av - w[e] * v[e * n + i]));
+    }
+    for (std::size_t f = 0; f < n; ++f) {
+      double d = 0.0;
+      for (std::size_t i = 0; i < n; ++i) d += v[e * n + i] * v[f * n + i];
+      orthogonality = std::max(orthogonality, std::fabs(d - (e == f ? 1.0 : 0.0)));
+    }
+  }
+  EXPECT_LE(residual / norm_a, tol);
+  EXPECT_LE(orthogonality, tol);
+}
+
+TYPED_TEST(CudaBackendTest, DiagonalAndScalingOfTheNormalMatrix) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  const std::size_t n = 45;
+  const std::vector<T> a = this->random(n * n, 0.1, 3.0);
+  const std::vector<T> d = this->uniform(n, 0.5, 2.0), s = this->uniform(n, 0.3, 3.0);
+  const std::vector<double> d64 = this->widen(d), s64 = this->widen(s);
+  DeviceBuffer<T> da = this->upload(a), dd = this->upload(d), ds = this->upload(s);
+  std::vector<double> want = this->widen(a);
+
+  gpu.add_diagonal(n, da.data(), T(0.37), dd.data());
+  cpu.add_diagonal(n, want.data(), 0.37, d64.data());
+  EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(d)";
+  gpu.add_diagonal(n, da.data(), T(-1.5), nullptr);
+  cpu.add_diagonal(n, want.data(), -1.5, nullptr);
+  EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(I)";
+
+  gpu.scale_symmetric(n, da.data(), ds.data());
+  cpu.scale_symmetric(n, want.data(), s64.data());
+  EXPECT_LE(relative_error(this->download(da), want), tol) << "scale_symmetric";
+
+  DeviceBuffer<T> dclamped = gpu.allocate(n);
+  std::vector<double> clamped(n);
+  gpu.clamped_diagonal(n, da.data(), T(-0.5), T(1.0), dclamped.data());
+  cpu.clamped_diagonal(n, want.data(), -0.5, 1.0, clamped.data());
+  EXPECT_LE(relative_error(this->download(dclamped), clamped), tol) << "clamped_diagonal";
+}
+
+TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  {
+    const std::size_t rows = 33, cols = 17;
+    const std::vector<T> z = this->random(rows * cols), bias = this->random(cols);
+    DeviceBuffer<T> dz = this->upload(z), db = this->upload(bias);
+    gpu.add_bias_rows(rows, cols, db.data(), dz.data());
+    std::vector<double> want = this->widen(z);
+    const std::vector<double> b64 = this->widen(bias);
+    cpu.add_bias_rows(rows, cols, b64.data(), want.data());
+    EXPECT_LE(relative_error(this->download(dz), want), tol) << "add_bias_rows";
+  }
+  {
+    const std::size_t group = 3, samples = 8, rows = group * samples, cols = 11;
+    const std::vector<T> g = this->random(rows * cols), d = this->random(samples * cols);
+    DeviceBuffer<T> dg = this->upload(g), dd = this->upload(d);
+    gpu.scale_row_groups(rows, cols, group, dd.data(), dg.data());
+    std::vector<double> want = this->widen(g);
+    const std::vector<double> d64 = this->widen(d);
+    cpu.scale_row_groups(rows, cols, group, d64.data(), want.data());
+    EXPECT_LE(relative_error(this->download(dg), want), tol) << "scale_row_groups";
+  }
+}
+
+TYPED_TEST(CudaBackendTest, DenseJacobianBlock) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t group = 4, samples = 5, rows = group * samples, out = 5, in = 7;
+  const std::size_t offset = 3, ldj = offset + out * (in + 1) + 6;  // the block sits inside J
+  const std::vector<T> g = this->random(rows * out), a = this->random(samples * in);
+  const std::vector<T> j = this->random(rows * ldj);  // columns outside the block must survive
+  DeviceBuffer<T> dg = this->upload(g), da = this->upload(a), dj = this->upload(j);
+  gpu.dense_jacobian(rows, out, in, group, dg.data(), da.data(), dj.data() + offset, ldj);
+  const std::vector<double> g64 = this->widen(g), a64 = this->widen(a);
+  std::vector<double> want = this->widen(j);
+  cpu.dense_jacobian(rows, out, in, group, g64.data(), a64.data(), want.data() + offset, ldj);
+  EXPECT_LE(relative_error(this->download(dj), want), kTolerance<T>);
+}
+
+TYPED_TEST(CudaBackendTest, EveryActivationAndItsDerivative) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t n = 5001;
+  const std::vector<T> z = this->random(n, 0.05, 3.0);
+  const std::vector<double> z64 = this->widen(z);
+  DeviceBuffer<T> dz = this->upload(z), da = gpu.allocate(n), dd = gpu.allocate(n);
+  std::vector<double> a(n), d(n);
+  for (const auto& [f, name] : kActivationNames) {
+    SCOPED_TRACE(std::string(name));
+    gpu.activation_forward(f, n, dz.data(), da.data());
+    cpu.activation_forward(f, n, z64.data(), a.data());
+    EXPECT_LE(relative_error(this->download(da), a), kTolerance<T>) << "forward";
+    gpu.activation_derivative(f, n, dz.data(), da.data(), dd.data());
+    cpu.activation_derivative(f, n, z64.data(), a.data(), d.data());
+    EXPECT_LE(relative_error(this->download(dd), d), kTolerance<T>) << "derivative";
+  }
+}
+
+// Targets that suit each loss: probability vectors for the cross-entropies, [0.1, 0.9] for bce,
+// and z plus an offset of at least 0.05 (so no residual sits at its guarded zero) otherwise.
+template <typename T, typename Fixture>
+std::vector<T> loss_targets(Fixture& fixture, LossKind kind, const std::vector<T>& z,
+                            std::size_t batch, std::size_t c) {
+  if (kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt) {
+    std::vector<T> y = fixture.random(batch * c, 0.1, 2.0);
+    for (std::size_t b = 0; b < batch; ++b) {
+      double sum = 0.0;
+      for (std::size_t k = 0; k < c; ++k) sum += std::exp(static_cast<double>(y[b * c + k]));
+      for (std::size_t k = 0; k < c; ++k)
+        y[b * c + k] = static_cast<T>(std::exp(static_cast<double>(y[b * c + k])) / sum);
+    }
+    return y;
+  }
+  if (kind == LossKind::kBce) return fixture.uniform(batch * c, 0.1, 0.9);
+  std::vector<T> y = fixture.random(batch * c, 0.05, 2.0);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<T>(y[i] + z[i]);
+  return y;
+}
+
+TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  // A small batch, and one larger than the reduction grid (grid-stride loop, grown scratch).
+  for (const std::size_t batch : {std::size_t{37}, std::size_t{300001}}) {
+    const std::size_t c = batch > 1000 ? 3 : 6;
+    for (const auto& [kind, name] : kLossNames) {
+      for (const bool weighted : {false, true}) {
+        if (weighted && kind != LossKind::kMse) continue;
+        SCOPED_TRACE(::testing::Message()
+                     << name << (weighted ? " weighted" : "") << " batch " << batch);
+        const std::vector<T> z = this->random(batch * c, 0.1, 2.5);
+        const std::vector<T> y = loss_targets(*this, kind, z, batch, c);
+        const std::vector<T> w = this->uniform(c, 0.5, 2.0);
+        const std::vector<double> z64 = this->widen(z), y64 = this->widen(y);
+        const std::vector<double> w64 = this->widen(w);
+        DeviceBuffer<T> dz = this->upload(z), dy = this->upload(y), dw = this->upload(w);
+
+        LossParams<T> loss;
+        loss.kind = kind;
+        loss.huber_delta = 0.8;  // errors span both of Huber's zones
+        loss.weights = weighted ? dw.data() : nullptr;
+        LossParams<double> loss64;
+        loss64.kind = kind;
+        loss64.huber_delta = 0.8;
+        loss64.weights = weighted ? w64.data() : nullptr;
+
+        const double f_cpu = cpu.loss_objective(loss64, batch, c, z64.data(), y64.data());
+        EXPECT_LE(relative_error(gpu.loss_objective(loss, batch, c, dz.data(), dy.data()), f_cpu),
+                  tol)
+            << "objective";
+
+        const std::size_t rows = batch * residuals_per_sample(kind, c);
+        DeviceBuffer<T> dr = gpu.allocate(rows), ds = gpu.allocate(rows * c);
+        std::vector<double> r(rows), s(rows * c);
+        const double f_gpu =
+            gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data());
+        const double f_lin =
+            cpu.loss_linearize(loss64, batch, c, z64.data(), y64.data(), r.data(), s.data());
+        EXPECT_LE(relative_error(f_gpu, f_lin), tol) << "linearize F";
+        EXPECT_LE(relative_error(this->download(dr), r), tol) << "residuals";
+        EXPECT_LE(relative_error(this->download(ds), s), tol) << "seeds";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain
