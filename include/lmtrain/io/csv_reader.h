@@ -1,0 +1,50 @@
+// Reading numeric CSV files (RFC 4180 quoting, plus the habits of real files: '#' comment lines,
+// blank lines, CRLF line ends, spaces around fields, gzip compression).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lmtrain/io/column_ref.h"
+#include "lmtrain/io/numeric_table.h"
+
+namespace lmtrain::io {
+
+enum class CsvHeader {
+  // The first record is a header when one of its fields is neither empty nor a number.
+  kAuto,
+  kPresent,  // the first record names the columns
+  kAbsent,   // every record is data
+};
+
+struct CsvOptions {
+  // Field separator: ',' (default), ';', '\t', ' ', '|' …  Runs of the delimiter are not merged:
+  // "1,,2" has an empty middle field (an error in a selected column).
+  char delimiter = ',';
+  CsvHeader header = CsvHeader::kAuto;
+  // Lines whose first non-blank character is this one are skipped; '\0' disables comments.
+  char comment = '#';
+  // Columns to read, in the order wanted.  Empty: every column.  Only selected columns must be
+  // numeric, so a text column (an id, a date) can be left out.
+  std::vector<ColumnRef> columns;
+  // NaN and ±Inf cells ("nan", "inf", "-Infinity") are errors unless allowed here: a non-finite
+  // value in training data silently poisons JᵀJ.
+  bool allow_non_finite = false;
+};
+
+// Reads `path` (gzip-compressed or plain).  Every row has the same number of fields; each
+// selected cell must be a number.  The result holds the selected columns, their header names
+// (when there is a header) and the line each row starts on.
+//
+// Throws InvalidArgument naming the file, the line, the field and what was found, for: a file
+// that cannot be opened or read (with the system's reason), a ragged row, a non-numeric or empty
+// cell, a non-finite cell (unless allowed), a number out of double's range, an unterminated
+// quote, an unknown column name (with the closest header name), a file without data rows.
+NumericTable read_csv(const std::string& path, const CsvOptions& options = {});
+
+// The same on text already in memory; `source` names it in messages and in the result.
+NumericTable parse_csv(std::string_view text, const std::string& source,
+                       const CsvOptions& options = {});
+
+}  // namespace lmtrain::io

@@ -1,0 +1,260 @@
+#include "lmtrain/io/csv_reader.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <deque>
+#include <numeric>
+
+#include "file_contents.h"
+#include "lmtrain/core/error.h"
+#include "number_token.h"
+
+namespace lmtrain::io {
+namespace {
+
+std::string delimiter_name(char c) {
+  switch (c) {
+    case '\t':
+      return "'\\t' (tab)";
+    case ' ':
+      return "' ' (space)";
+    default:
+      return fmt::format("'{}'", c);
+  }
+}
+
+// A cell as quoted in messages: long cells are cut so that one bad cell cannot flood a log.
+std::string quote_cell(std::string_view cell) {
+  constexpr std::size_t kShown = 40;
+  if (cell.size() <= kShown) return fmt::format("\"{}\"", cell);
+  return fmt::format("\"{}…\" ({} characters)", cell.substr(0, kShown), cell.size());
+}
+
+// Splits CSV text into records.  A record starts on a line that is neither blank nor a comment
+// and ends at the first newline outside quotes; quoted fields may hold the delimiter, newlines
+// and doubled quotes ("" for ").  Fields are views into the text, or into `unescaped_` for quoted
+// fields whose doubled quotes had to be collapsed.
+class RecordScanner {
+ public:
+  RecordScanner(std::string_view text, const CsvOptions& options, const std::string& source)
+      : text_(text), delimiter_(options.delimiter), comment_(options.comment), source_(source) {}
+
+  // Reads the next record into `fields` and the 1-based line it starts on into `line`;
+  // false when the text is exhausted.
+  bool next(std::vector<std::string_view>& fields, std::size_t& line) {
+    fields.clear();
+    unescaped_.clear();
+    if (!skip_blank_and_comment_lines()) return false;
+    line = line_;
+    for (;;) {
+      skip_padding();
+      if (pos_ < text_.size() && text_[pos_] == '"') {
+        fields.push_back(quoted_field(fields.size() + 1));
+        skip_padding();
+        if (pos_ < text_.size() && text_[pos_] != delimiter_ && text_[pos_] != '\n')
+          throw InvalidArgument(fmt::format(
+              "{}:{}: unexpected '{}' after the closing quote of field {}; a quoted field must be "
+              "followed by the delimiter {} or the end of the line (write \"\" for a quote inside "
+              "quotes)",
+              source_, line_, text_[pos_], fields.size(), delimiter_name(delimiter_)));
+      } else {
+        const std::size_t start = pos_;
+        while (pos_ < text_.size() && text_[pos_] != delimiter_ && text_[pos_] != '\n') ++pos_;
+        std::size_t end = pos_;
+        while (end > start && is_padding(text_[end - 1])) --end;
+        fields.push_back(text_.substr(start, end - start));
+      }
+      if (pos_ < text_.size() && text_[pos_] == delimiter_) {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < text_.size()) {  // at '\n'
+        ++pos_;
+        ++line_;
+      }
+      return true;
+    }
+  }
+
+ private:
+  // Spaces, tabs and the '\r' of CRLF surround fields; the delimiter itself never is padding.
+  bool is_padding(char c) const { return (c == ' ' || c == '\t' || c == '\r') && c != delimiter_; }
+  void skip_padding() {
+    while (pos_ < text_.size() && is_padding(text_[pos_])) ++pos_;
+  }
+
+  bool skip_blank_and_comment_lines() {
+    while (pos_ < text_.size()) {
+      std::size_t p = pos_;
+      while (p < text_.size() && (text_[p] == ' ' || text_[p] == '\t' || text_[p] == '\r')) ++p;
+      const bool blank = p == text_.size() || text_[p] == '\n';
+      const bool comment = !blank && comment_ != '\0' && text_[p] == comment_;
+      if (!blank && !comment) return true;
+      while (p < text_.size() && text_[p] != '\n') ++p;
+      if (p == text_.size()) {
+        pos_ = p;
+        return false;
+      }
+      pos_ = p + 1;
+      ++line_;
+    }
+    return false;
+  }
+
+  std::string_view quoted_field(std::size_t field_number) {
+    const std::size_t open_line = line_;
+    ++pos_;  // the opening quote
+    const std::size_t start = pos_;
+    std::string* collapsed = nullptr;
+    for (;;) {
+      if (pos_ >= text_.size())
+        throw InvalidArgument(fmt::format(
+            "{}:{}: the quote opened in field {} on line {} is never closed; close it, or write "
+            "\"\" for a quote character inside a quoted field",
+            source_, open_line, field_number, open_line));
+      const char c = text_[pos_];
+      if (c == '"') {
+        if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
+          if (!collapsed) collapsed = &unescaped_.emplace_back(text_.substr(start, pos_ - start));
+          collapsed->push_back('"');
+          pos_ += 2;
+          continue;
+        }
+        const std::size_t end = pos_++;
+        return collapsed ? std::string_view(*collapsed) : text_.substr(start, end - start);
+      }
+      if (c == '\n') ++line_;
+      if (collapsed) collapsed->push_back(c);
+      ++pos_;
+    }
+  }
+
+  std::string_view text_;
+  char delimiter_;
+  char comment_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+  std::size_t line_ = 1;
+  std::deque<std::string> unescaped_;  // a deque: growing it leaves earlier strings in place
+};
+
+bool looks_like_header(const std::vector<std::string_view>& fields) {
+  for (std::string_view field : fields) {
+    double ignored = 0.0;
+    const detail::NumberToken kind = detail::parse_number(field, ignored);
+    if (kind == detail::NumberToken::kNotANumber) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+NumericTable parse_csv(std::string_view text, const std::string& source,
+                       const CsvOptions& options) {
+  const char d = options.delimiter;
+  if (d == '"' || d == '\n' || d == '\r' || d == '\0' || (d != ' ' && d == options.comment))
+    throw InvalidArgument(fmt::format(
+        "{}: CSV delimiter {} cannot be used (it is a quote, a line end, NUL or the comment "
+        "character); use ',', ';', '\\t', ' ' or '|'",
+        source, delimiter_name(d)));
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // UTF-8 byte-order mark
+
+  RecordScanner scanner(text, options, source);
+  std::vector<std::string_view> fields;
+  std::size_t line = 0;
+  if (!scanner.next(fields, line))
+    throw InvalidArgument(fmt::format(
+        "{}: no data: the file is empty or holds only comments and blank lines", source));
+
+  const bool has_header = options.header == CsvHeader::kPresent ||
+                          (options.header == CsvHeader::kAuto && looks_like_header(fields));
+  const std::size_t field_count = fields.size();
+  const std::size_t width_line = line;  // the header's line, or the first data row's
+  std::vector<std::string> header;
+  if (has_header) {
+    header.assign(fields.begin(), fields.end());
+    if (!scanner.next(fields, line))
+      throw InvalidArgument(fmt::format(
+          "{}: no data rows: the header on line {} is followed by nothing but comments and blank "
+          "lines{}",
+          source, width_line,
+          options.header == CsvHeader::kAuto
+              ? " (the first row was taken as a header because it is not all numbers)"
+              : ""));
+  }
+
+  std::vector<std::size_t> selected(field_count);
+  if (options.columns.empty())
+    std::iota(selected.begin(), selected.end(), std::size_t{0});
+  else
+    selected =
+        resolve_columns(options.columns, header, field_count, source, has_header ? width_line : 0);
+
+  NumericTable table;
+  table.source = source;
+  table.cols = selected.size();
+  if (has_header)
+    for (std::size_t index : selected) table.column_names.push_back(header[index]);
+
+  const auto column_of = [&](std::size_t index) {
+    return has_header ? fmt::format(" (column \"{}\")", header[index]) : std::string();
+  };
+  do {
+    if (fields.size() != field_count)
+      throw InvalidArgument(fmt::format(
+          "{}:{}: line {} has {} field{}, the {} has {} (line {}); every row needs the same number "
+          "of fields: look for a missing or extra delimiter {} or an unquoted {} inside a value",
+          source, line, line, fields.size(), fields.size() == 1 ? "" : "s",
+          has_header ? "header" : "first row", field_count, width_line, delimiter_name(d),
+          delimiter_name(d)));
+    for (std::size_t index : selected) {
+      const std::string_view cell = fields[index];
+      double value = 0.0;
+      const auto where = [&] {
+        return fmt::format("{}:{}: line {}, field {} of {}{}", source, line, line, index + 1,
+                           field_count, column_of(index));
+      };
+      switch (detail::parse_number(cell, value)) {
+        case detail::NumberToken::kOk:
+          break;
+        case detail::NumberToken::kEmpty:
+          throw InvalidArgument(fmt::format(
+              "{} is empty, expected a number; fill in the value, drop the row, or leave the "
+              "column out with the `columns` option",
+              where()));
+        case detail::NumberToken::kNotANumber:
+          throw InvalidArgument(fmt::format(
+              "{} is {}, expected a number; fix the cell, or leave the column out with the "
+              "`columns` option{}",
+              where(), quote_cell(cell),
+              !has_header && line == width_line
+                  ? " (if this first row is a header, set the header option to present)"
+                  : ""));
+        case detail::NumberToken::kOutOfRange:
+          throw InvalidArgument(fmt::format(
+              "{} is {}, a number outside the range of double (it overflows to ±inf or underflows "
+              "to 0); rescale the column",
+              where(), quote_cell(cell)));
+      }
+      if (!options.allow_non_finite && !std::isfinite(value))
+        throw InvalidArgument(fmt::format(
+            "{} is {}, which is not finite; remove or impute the value (a NaN or ±Inf in training "
+            "data makes every step invalid), or set allow_non_finite to read it anyway",
+            where(), quote_cell(cell)));
+      table.values.push_back(value);
+    }
+    table.source_lines.push_back(line);
+    ++table.rows;
+  } while (scanner.next(fields, line));
+
+  table.shape = {table.rows, table.cols};
+  return table;
+}
+
+NumericTable read_csv(const std::string& path, const CsvOptions& options) {
+  const std::string text = detail::read_file_contents(path);
+  return parse_csv(text, path, options);
+}
+
+}  // namespace lmtrain::io
