@@ -173,7 +173,10 @@ NumericTable parse_csv(std::string_view text, const std::string& source,
   const std::size_t width_line = line;  // the header's line, or the first data row's
   std::vector<std::string> header;
   if (has_header) {
-    header.assign(fields.begin(), fields.end());
+    // A loop rather than assign(): GCC 12's -Wnull-dereference misfires inside
+    // vector<string>::assign from string_view iterators at -O3.
+    header.reserve(fields.size());
+    for (const std::string_view f : fields) header.emplace_back(f);
     if (!scanner.next(fields, line))
       throw InvalidArgument(fmt::format(
           "{}: no data rows: the header on line {} is followed by nothing but comments and blank "

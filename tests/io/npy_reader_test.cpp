@@ -1,5 +1,6 @@
 #include "lmtrain/io/npy_reader.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -86,7 +87,7 @@ void check_dtype(NpyReaderTest& test, const std::string& descr, std::uint64_t se
   int version = 1;
   for (std::size_t align : {64u, 16u}) {
     for (int major : {1, 2, 3}) {
-      const std::string p = test.write("a" + std::to_string(++version) + ".npy",
+      const std::string p = test.write(fmt::format("a{}.npy", ++version),
                                        npy_file(dict(descr, "(23, 7)"), a.bytes, major, align));
       const NumericTable table = read_npy(p);
       ASSERT_EQ(table.rows, 23u);
