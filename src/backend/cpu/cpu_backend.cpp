@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../activation_math.h"
 #include "../loss_math.h"
+#include "activation_loops.h"
 #include "cpu_memory.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
@@ -19,8 +21,27 @@
 namespace lmtrain {
 namespace {
 
-// Below this many elements an OpenMP region costs more than it saves.
-constexpr std::size_t kParallelThreshold = 1 << 14;
+// Below this many elements an OpenMP region costs more than it saves.  Set high on purpose: a
+// region's barrier waits for every thread, and on a loaded machine (another process on the same
+// cores) each wait can cost a scheduler time slice; small networks run best on one thread.
+constexpr std::size_t kParallelThreshold = 1 << 17;
+
+// Splits [0, n) into one contiguous chunk per OpenMP thread (when n is large enough).
+template <typename Body>
+void parallel_chunks(std::size_t n, std::size_t threshold, Body body) {
+  if (n < threshold) {
+    body(std::size_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const auto threads = static_cast<std::size_t>(omp_get_num_threads());
+    const auto id = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t chunk = (n + threads - 1) / threads;
+    const std::size_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
+    body(begin, end);
+  }
+}
 
 CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
 blasint bi(std::size_t v) { return static_cast<blasint>(v); }
@@ -197,13 +218,15 @@ class CpuBackend final : public Backend<T> {
       for (std::size_t c = 0; c < cols; ++c) z[r * cols + c] += bias[c];
   }
   void activation_forward(Activation f, std::size_t n, const T* z, T* a) override {
-#pragma omp parallel for if (n > kParallelThreshold / 8)
-    for (std::size_t i = 0; i < n; ++i) a[i] = kernels::activate(f, z[i]);
+    parallel_chunks(n, kParallelThreshold, [&](std::size_t begin, std::size_t end) {
+      cpu::activation_forward(f, begin, end, z, a);
+    });
   }
   void activation_derivative(Activation f, std::size_t n, const T* z, const T* a,
                              T* d) override {
-#pragma omp parallel for if (n > kParallelThreshold / 8)
-    for (std::size_t i = 0; i < n; ++i) d[i] = kernels::activate_derivative(f, z[i], a[i]);
+    parallel_chunks(n, kParallelThreshold, [&](std::size_t begin, std::size_t end) {
+      cpu::activation_derivative(f, begin, end, z, a, d);
+    });
   }
   void scale_row_groups(std::size_t rows, std::size_t cols, std::size_t group, const T* d,
                         T* g) override {

@@ -1,0 +1,58 @@
+// The vectorizable float32 exp/tanh/sigmoid of the CPU backend against double-precision libm,
+// on a dense grid covering every branch (and the branch boundaries).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/fast_math.h"
+
+namespace lmtrain::cpu {
+namespace {
+
+// Error in units of the float spacing at the true value.
+double ulps(double approx, double exact) {
+  const auto f = static_cast<float>(exact);
+  const double spacing = std::max(
+      static_cast<double>(std::fabs(std::nextafter(f, std::numeric_limits<float>::infinity()) - f)),
+      static_cast<double>(std::numeric_limits<float>::denorm_min()));
+  return std::fabs(approx - exact) / spacing;
+}
+
+TEST(FastMath, TanhWithinThreeUlpsEverywhere) {
+  double worst = 0;
+  for (double x = -12.0; x <= 12.0; x += 1.0 / 4096) {
+    const auto xf = static_cast<float>(x);
+    worst = std::max(worst, ulps(fast_tanh(xf), std::tanh(static_cast<double>(xf))));
+  }
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-20f, 0.25f, 0.2499999f, 0.2500001f, 9.0f, 40.0f, -1e30f}) {
+    worst = std::max(worst, ulps(fast_tanh(x), std::tanh(static_cast<double>(x))));
+  }
+  EXPECT_LE(worst, 3.0);
+  EXPECT_EQ(fast_tanh(1e30f), 1.0f);
+  EXPECT_EQ(fast_tanh(-1e30f), -1.0f);
+}
+
+TEST(FastMath, SigmoidWithinThreeUlpsWhereItIsNotTiny) {
+  double worst = 0;
+  for (double x = -30.0; x <= 30.0; x += 1.0 / 2048) {
+    const auto xf = static_cast<float>(x);
+    const double exact = 1.0 / (1.0 + std::exp(-static_cast<double>(xf)));
+    worst = std::max(worst, ulps(fast_sigmoid(xf), exact));
+  }
+  EXPECT_LE(worst, 3.0);
+  EXPECT_EQ(fast_sigmoid(200.0f), 1.0f);
+  EXPECT_GE(fast_sigmoid(-200.0f), 0.0f);
+}
+
+TEST(FastMath, ExpRelativeErrorBelowTwoUlps) {
+  double worst = 0;
+  for (double x = -80.0; x <= 80.0; x += 1.0 / 1024) {
+    const auto xf = static_cast<float>(x);
+    worst = std::max(worst, ulps(fast_exp(xf), std::exp(static_cast<double>(xf))));
+  }
+  EXPECT_LE(worst, 2.0);
+}
+
+}  // namespace
+}  // namespace lmtrain::cpu
