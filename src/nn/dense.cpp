@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include "parameter_init.h"
 
 namespace lmtrain {
 
@@ -13,29 +13,8 @@ std::string Dense<T>::describe() const {
 
 template <typename T>
 void Dense<T>::initialize(std::span<T> params, Init init, Rng& rng) const {
-  const double fan_in = static_cast<double>(in_), fan_out = static_cast<double>(out_);
-  T* w = params.data();
-  T* b = w + out_ * in_;
-  switch (init) {
-    case Init::kTorch: {
-      const double bound = 1.0 / std::sqrt(fan_in);
-      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(rng.uniform(-bound, bound));
-      for (std::size_t o = 0; o < out_; ++o) b[o] = static_cast<T>(rng.uniform(-bound, bound));
-      break;
-    }
-    case Init::kGlorot: {
-      const double bound = std::sqrt(6.0 / (fan_in + fan_out));
-      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(rng.uniform(-bound, bound));
-      for (std::size_t o = 0; o < out_; ++o) b[o] = T(0);
-      break;
-    }
-    case Init::kHe: {
-      const double stddev = std::sqrt(2.0 / fan_in);
-      for (std::size_t i = 0; i < out_ * in_; ++i) w[i] = static_cast<T>(stddev * rng.normal());
-      for (std::size_t o = 0; o < out_; ++o) b[o] = T(0);
-      break;
-    }
-  }
+  initialize_weights_and_bias(params.first(out_ * in_), params.subspan(out_ * in_, out_),
+                              static_cast<double>(in_), static_cast<double>(out_), init, rng);
 }
 
 template <typename T>

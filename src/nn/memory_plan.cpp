@@ -40,7 +40,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   const std::size_t a_bytes = in.solver == SolverWorkspace::kDual ? 0 : (n * n + n) * s;
   const std::size_t batch_bytes =
       in.batch * (in.inputs + in.outputs + in.activation_floats_per_sample + R * in.outputs + R) * s;
-  plan.fixed_bytes = 6 * n * s + a_bytes + solver_bytes + batch_bytes;
+  plan.fixed_bytes =
+      6 * n * s + a_bytes + solver_bytes + batch_bytes + in.workspace_elements * s;
   // With the dual form J is stored whole (in solver_bytes), so a slice only needs seeds.
   const std::size_t j_row_bytes = in.solver == SolverWorkspace::kDual ? 0 : R * n * s;
   plan.bytes_per_slice_sample = j_row_bytes + 2 * R * in.max_width * s;

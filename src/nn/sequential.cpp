@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "lmtrain/nn/activation_layer.h"
+#include "lmtrain/nn/conv2d.h"
 #include "lmtrain/nn/dense.h"
+#include "lmtrain/nn/flatten.h"
+#include "lmtrain/nn/pool2d.h"
 
 namespace lmtrain {
 
@@ -11,19 +14,43 @@ template <typename T>
 Sequential<T>::Sequential(const ModelSpec& spec, Backend<T>& backend)
     : spec_(spec), backend_(backend) {
   spec_.validate();
-  std::size_t width = spec_.inputs();
-  max_width_ = width;
-  for (const auto& l : spec_.layers()) {
-    if (l.kind == LayerSpec::Kind::kDense) {
-      layers_.push_back(std::make_unique<Dense<T>>(width, l.units));
-      width = l.units;
-    } else {
-      layers_.push_back(std::make_unique<ActivationLayer<T>>(l.activation, width));
+  const std::vector<ImageShape> shapes = spec_.output_shapes();
+  ImageShape shape = spec_.input_shape();
+  max_width_ = shape.size();
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const LayerSpec& l = spec_.layers()[i];
+    switch (l.kind) {
+      case LayerSpec::Kind::kDense:
+        layers_.push_back(std::make_unique<Dense<T>>(shape.size(), l.units));
+        break;
+      case LayerSpec::Kind::kActivation:
+        layers_.push_back(std::make_unique<ActivationLayer<T>>(l.activation, shape.size()));
+        break;
+      case LayerSpec::Kind::kConv2d:
+        layers_.push_back(std::make_unique<Conv2d<T>>(shape, l.channels, l.window, l.bias));
+        break;
+      case LayerSpec::Kind::kMaxPool2d:
+        layers_.push_back(std::make_unique<Pool2d<T>>(PoolKind::kMax, shape, l.window));
+        break;
+      case LayerSpec::Kind::kAvgPool2d:
+        layers_.push_back(std::make_unique<Pool2d<T>>(PoolKind::kAverage, shape, l.window));
+        break;
+      case LayerSpec::Kind::kFlatten:
+        layers_.push_back(std::make_unique<Flatten<T>>(shape.size()));
+        break;
     }
+    shape = shapes[i];
     layers_.back()->set_param_offset(num_params_);
     num_params_ += layers_.back()->num_params();
-    max_width_ = std::max(max_width_, width);
+    max_width_ = std::max(max_width_, layers_.back()->outputs());
   }
+}
+
+template <typename T>
+std::size_t Sequential<T>::workspace_elements() const {
+  std::size_t elements = 0;
+  for (const auto& l : layers_) elements += l->workspace_elements();
+  return elements;
 }
 
 template <typename T>

@@ -158,6 +158,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   plan_in.outputs = model.outputs();
   plan_in.activation_floats_per_sample = model.activation_floats_per_sample();
   plan_in.max_width = model.max_width();
+  plan_in.workspace_elements = model.workspace_elements();
   plan_in.element_size = sizeof(T);
   plan_in.solver = solver_type == LinearSolverType::kDual    ? SolverWorkspace::kDual
                    : solver_type == LinearSolverType::kEigen ? SolverWorkspace::kEigen

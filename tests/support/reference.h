@@ -66,7 +66,11 @@ struct Problem {
 
   Problem(const ModelSpec& spec, const LossOptions& loss_options, const std::vector<double>& xs,
           const std::vector<double>& ys, std::size_t batch_size)
-      : backend(make_cpu_backend<T>()), batch(batch_size) {
+      : Problem(make_cpu_backend<T>(), spec, loss_options, xs, ys, batch_size) {}
+  // The same on another backend (the CUDA tests compare it with the CPU one).
+  Problem(std::unique_ptr<Backend<T>> on, const ModelSpec& spec, const LossOptions& loss_options,
+          const std::vector<double>& xs, const std::vector<double>& ys, std::size_t batch_size)
+      : backend(std::move(on)), batch(batch_size) {
     model = std::make_unique<Sequential<T>>(spec, *backend);
     loss = std::make_unique<Loss<T>>(loss_options, model->outputs(), *backend);
     engine = std::make_unique<JacobianEngine<T>>(*model, *loss);

@@ -18,6 +18,7 @@
 
 #include "lmtrain/core/activation.h"
 #include "lmtrain/core/buffer.h"
+#include "lmtrain/core/image_shape.h"
 #include "lmtrain/core/loss_kind.h"
 
 namespace lmtrain {
@@ -112,6 +113,44 @@ class Backend {
   //   J[r, out·in + o] = g_out[r, o]                         (bias)
   virtual void dense_jacobian(std::size_t rows, std::size_t out, std::size_t in, std::size_t group,
                               const T* g_out, const T* a_in, T* j, std::size_t ldj) = 0;
+
+  // ---- convolution and pooling (NCHW: sample s starts at s·C·H·W; see core/image_shape.h) ------
+  // Batched C_b = α op(A_b) op(B_b) + β C_b for b < count, X_b = x + b·stride_x (row-major as
+  // gemm).  A stride of 0 shares one matrix across the batch (a layer's weights).
+  virtual void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n,
+                                    std::size_t k, T alpha, const T* a, std::size_t lda,
+                                    std::size_t stride_a, const T* b, std::size_t ldb,
+                                    std::size_t stride_b, T beta, T* c, std::size_t ldc,
+                                    std::size_t stride_c, std::size_t count) = 0;
+  // Patches of `samples` inputs x (each C × H × W) as columns: cols_s (K × P row-major,
+  // K = C·kh·kw, P = Ho·Wo, cols_s at cols + s·K·P) with
+  //   cols_s[(c·kh + i)·kw + j, oy·Wo + ox] = x_s[c, oy·sh − ph + i, ox·sw − pw + j]  (0 in padding)
+  virtual void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) = 0;
+  // The adjoint of im2col: x_s[c, y, x] = Σ of the cols_s entries im2col copies from (c, y, x).
+  // Overwrites x (samples × C·H·W).
+  virtual void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) = 0;
+  // z[s, c·spatial + p] += bias[c]: a convolution's per-channel bias.
+  virtual void add_channel_bias(std::size_t samples, std::size_t channels, std::size_t spatial,
+                                const T* bias, T* z) = 0;
+  // J[r, c] = Σ_p g_out[r, c·spatial + p] for r < rows (row r of J at j + r·ldj): a
+  // convolution's bias columns of a Jacobian slice.
+  virtual void channel_sums(std::size_t rows, std::size_t channels, std::size_t spatial,
+                            const T* g_out, T* j, std::size_t ldj) = 0;
+  // Max pooling of `samples` inputs: y_s[c, oy, ox] = max over the window (padding is −∞).
+  // When argmax is not null it receives, per output, the flat index (c·H + y)·W + x within the
+  // sample of the first maximum, stored as T (exact: a float holds integers up to 2²⁴).
+  virtual void max_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y,
+                                T* argmax) = 0;
+  // Seeds through max pooling for `rows` = samples·group rows (sample r / group):
+  //   g_in[r, i] = Σ_{o : argmax[r / group, o] = i} g_out[r, o]     (overwrites g_in)
+  virtual void max_pool_backward(const WindowGeometry& g, std::size_t rows, std::size_t group,
+                                 const T* argmax, const T* g_out, T* g_in) = 0;
+  // Average pooling; padding counts as zeros, the divisor is kh·kw (count_include_pad).
+  virtual void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x,
+                                T* y) = 0;
+  // g_in[r, (c, y, x)] = Σ_{windows covering (y, x)} g_out[r, (c, oy, ox)] / (kh·kw).
+  virtual void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out,
+                                 T* g_in) = 0;
 
   // ---- losses (see core/loss_kind.h for the formulas) --------------------------------------------
   // Objective F (double) of `batch` samples with C outputs.

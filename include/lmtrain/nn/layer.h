@@ -39,6 +39,10 @@ class Layer {
   // Elements per sample the forward pass keeps for backward (e.g. φ'(z) of an activation).
   virtual std::size_t saved_per_sample() const { return 0; }
 
+  // Device elements of scratch the layer allocates for itself at most (im2col columns of a
+  // convolution), whatever the batch: a fixed cost for the memory planner.
+  virtual std::size_t workspace_elements() const { return 0; }
+
   // out (batch × outputs) from in (batch × inputs).  `params` points at this layer's first
   // parameter.  When `saved` is not null, also stores what backward needs.
   virtual void forward(Backend<T>& backend, const T* params, const T* in, std::size_t batch,

@@ -6,6 +6,7 @@
 //              A = JᵀJ and g                                             (n² + n)·s
 //              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m
 //              batch data, activations, residuals and seeds of a batch  batch·(in + out + act + R·C + R)·s
+//              layers' own scratch (convolution columns, bounded)        workspace·s
 //   per slice sample   Jacobian rows R·n plus two seed buffers 2·R·w_max  (·s)
 // slice = min(batch, (budget − fixed) / per-sample, cap).  If not even one sample fits, planning
 // fails before training with the sizes and the ways out.
@@ -26,6 +27,7 @@ struct MemoryPlanInput {
   std::size_t outputs = 0;
   std::size_t activation_floats_per_sample = 0;
   std::size_t max_width = 0;
+  std::size_t workspace_elements = 0;   // Sequential::workspace_elements()
   std::size_t element_size = 4;
   SolverWorkspace solver = SolverWorkspace::kCholesky;
   std::size_t budget_bytes = 0;

@@ -30,10 +30,13 @@ class Sequential {
   std::size_t num_params() const { return num_params_; }
   std::size_t inputs() const { return spec_.inputs(); }
   std::size_t outputs() const { return spec_.outputs(); }
-  // Widest layer input or output (sizes the seed buffers of backward).
+  // Widest layer input or output, per sample (sizes the seed buffers of backward).
   std::size_t max_width() const { return max_width_; }
   // Floats a forward pass keeps per sample (layer outputs + saved), for the memory planner.
   std::size_t activation_floats_per_sample() const;
+  // Scratch elements the layers allocate for themselves at most (convolution columns), whatever
+  // the batch, for the memory planner.
+  std::size_t workspace_elements() const;
   const std::vector<std::unique_ptr<Layer<T>>>& layers() const { return layers_; }
 
   // Seeded initial parameters (host), layer by layer in the flat order.

@@ -13,8 +13,9 @@
 
 #include "../activation_math.h"
 #include "../loss_math.h"
-#include "activation_loops.h"
+#include "conv_kernels.h"
 #include "cpu_memory.h"
+#include "activation_loops.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 
@@ -41,6 +42,37 @@ void parallel_chunks(std::size_t n, std::size_t threshold, Body body) {
     const std::size_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
     body(begin, end);
   }
+}
+
+// OpenBLAS threads a GEMM/SYRK/potrf from a few hundred thousand flops on.  Its threads meet at
+// barriers, and when another process holds one of the cores each barrier can wait a scheduler
+// time slice: on a loaded 2-core machine W1's 61×61×1000 SYRK took 10 ms instead of 0.1 ms and
+// kin32fm's n = 545 Cholesky 500 ms instead of 6 ms.  Below this many multiply-adds (about
+// 0.1 s on one core) a call runs on one thread, where the most a second thread could have saved
+// is small; the setting is restored afterwards.
+constexpr double kSerialBlasWork = 1 << 28;
+
+class SerialBlasScope {
+ public:
+  explicit SerialBlasScope(double work) : active_(work < kSerialBlasWork) {
+    if (active_) {
+      saved_ = openblas_get_num_threads();
+      if (saved_ > 1) openblas_set_num_threads(1);
+    }
+  }
+  SerialBlasScope(const SerialBlasScope&) = delete;
+  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
+  ~SerialBlasScope() {
+    if (active_ && saved_ > 1) openblas_set_num_threads(saved_);
+  }
+
+ private:
+  bool active_;
+  int saved_ = 1;
+};
+
+double work(std::size_t a, std::size_t b, std::size_t c) {
+  return static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c);
 }
 
 CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
@@ -164,20 +196,24 @@ class CpuBackend final : public Backend<T> {
             std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
             std::size_t ldc) override {
     if (m == 0 || n == 0) return;
+    SerialBlasScope serial(work(m, n, k));
     blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb),
               beta, c, bi(ldc));
   }
   void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
             const T* x, T beta, T* y) override {
     if (m == 0 || n == 0) return;
+    SerialBlasScope serial(work(m, n, 1));
     blas_gemv(cblas_trans(ta), bi(m), bi(n), alpha, a, bi(lda), x, beta, y);
   }
   void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
+    SerialBlasScope serial(work(n, n, k) / 2);
     blas_syrk(CblasTrans, bi(n), bi(k), alpha, j, bi(ldj), beta, c);
   }
   void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
+    SerialBlasScope serial(work(m, m, n) / 2);
     blas_syrk(CblasNoTrans, bi(m), bi(n), alpha, j, bi(ldj), beta, c);
   }
   void symmetrize_upper(std::size_t n, T* a) override {
@@ -187,15 +223,18 @@ class CpuBackend final : public Backend<T> {
   }
 
   int potrf(std::size_t n, T* a) override {
+    SerialBlasScope serial(work(n, n, n) / 3);
     const lapack_int info = lapack_potrf(li(n), a);
     if (info < 0) throw BackendError(fmt::format("LAPACKE potrf: argument {} invalid", -info));
     return static_cast<int>(info);
   }
   void potrs(std::size_t n, const T* factor, T* b) override {
+    SerialBlasScope serial(work(n, n, 2));
     const lapack_int info = lapack_potrs(li(n), factor, b);
     if (info != 0) throw BackendError(fmt::format("LAPACKE potrs failed with info {}", info));
   }
   int syevd(std::size_t n, T* a, T* w) override {
+    SerialBlasScope serial(work(n, n, n) * 4 / 3);
     const lapack_int info = lapack_syevd(li(n), a, w);
     if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
     return static_cast<int>(info);
@@ -251,6 +290,44 @@ class CpuBackend final : public Backend<T> {
       }
       std::memcpy(jr + out * in, gr, out * sizeof(T));
     }
+  }
+
+  // Convolution and pooling: cpu_conv.cpp.
+  void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                            T alpha, const T* a, std::size_t lda, std::size_t stride_a, const T* b,
+                            std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
+                            std::size_t stride_c, std::size_t count) override {
+    cpu::gemm_strided_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                              ldc, stride_c, count);
+  }
+  void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) override {
+    cpu::im2col(g, samples, x, cols);
+  }
+  void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) override {
+    cpu::col2im(g, samples, cols, x);
+  }
+  void add_channel_bias(std::size_t samples, std::size_t channels, std::size_t spatial,
+                        const T* bias, T* z) override {
+    cpu::add_channel_bias(samples, channels, spatial, bias, z);
+  }
+  void channel_sums(std::size_t rows, std::size_t channels, std::size_t spatial, const T* g_out,
+                    T* j, std::size_t ldj) override {
+    cpu::channel_sums(rows, channels, spatial, g_out, j, ldj);
+  }
+  void max_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y,
+                        T* argmax) override {
+    cpu::max_pool_forward(g, samples, x, y, argmax);
+  }
+  void max_pool_backward(const WindowGeometry& g, std::size_t rows, std::size_t group,
+                         const T* argmax, const T* g_out, T* g_in) override {
+    cpu::max_pool_backward(g, rows, group, argmax, g_out, g_in);
+  }
+  void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y) override {
+    cpu::avg_pool_forward(g, samples, x, y);
+  }
+  void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out,
+                         T* g_in) override {
+    cpu::avg_pool_backward(g, rows, g_out, g_in);
   }
 
   double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,

@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "batched_gemm.h"
+#include "conv_kernels.h"
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "kernels.h"
@@ -379,6 +381,53 @@ class CudaBackend final : public Backend<T> {
                       const T* g_out, const T* a_in, T* j, std::size_t ldj) override {
     bind(device_);
     cuda::dense_jacobian(stream(), rows, out, in, group, g_out, a_in, j, ldj);
+  }
+
+  // ---- convolution and pooling (batched_gemm.cpp, conv_kernels.cu) -----------------------------
+  void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                            T alpha, const T* a, std::size_t lda, std::size_t stride_a, const T* b,
+                            std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
+                            std::size_t stride_c, std::size_t count) override {
+    bind(device_);
+    cuda::gemm_strided_batched(cublas(), ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                               stride_b, beta, c, ldc, stride_c, count);
+  }
+  void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) override {
+    bind(device_);
+    cuda::im2col(stream(), g, samples, x, cols);
+  }
+  void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) override {
+    bind(device_);
+    cuda::col2im(stream(), g, samples, cols, x);
+  }
+  void add_channel_bias(std::size_t samples, std::size_t channels, std::size_t spatial,
+                        const T* bias, T* z) override {
+    bind(device_);
+    cuda::add_channel_bias(stream(), samples, channels, spatial, bias, z);
+  }
+  void channel_sums(std::size_t rows, std::size_t channels, std::size_t spatial, const T* g_out,
+                    T* j, std::size_t ldj) override {
+    bind(device_);
+    cuda::channel_sums(stream(), rows, channels, spatial, g_out, j, ldj);
+  }
+  void max_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y,
+                        T* argmax) override {
+    bind(device_);
+    cuda::max_pool_forward(stream(), g, samples, x, y, argmax);
+  }
+  void max_pool_backward(const WindowGeometry& g, std::size_t rows, std::size_t group,
+                         const T* argmax, const T* g_out, T* g_in) override {
+    bind(device_);
+    cuda::max_pool_backward(stream(), g, rows, group, argmax, g_out, g_in);
+  }
+  void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y) override {
+    bind(device_);
+    cuda::avg_pool_forward(stream(), g, samples, x, y);
+  }
+  void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out,
+                         T* g_in) override {
+    bind(device_);
+    cuda::avg_pool_backward(stream(), g, rows, g_out, g_in);
   }
 
   // ---- losses -----------------------------------------------------------------------------------

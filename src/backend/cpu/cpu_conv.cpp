@@ -1,0 +1,200 @@
+// CPU convolution and pooling kernels (conv_kernels.h).  The index formulas live in
+// backend/conv_math.h so the CUDA kernels compute exactly the same thing; here they run inside
+// OpenMP loops over (sample, channel) pairs, the natural unit of independent work.
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstddef>
+
+#include "../conv_math.h"
+#include "conv_kernels.h"
+
+namespace lmtrain::cpu {
+namespace {
+
+// Below this many elements an OpenMP region costs more than it saves.
+constexpr std::size_t kParallelThreshold = 1 << 14;
+// A GEMM below this many multiply-adds gains nothing from OpenBLAS's own threads, so a batch of
+// them is spread over OpenMP threads instead (OpenBLAS runs single-threaded inside a parallel
+// region) — when the whole batch is worth a parallel region at all.
+constexpr std::size_t kSmallGemm = 1 << 18;
+constexpr std::size_t kParallelGemmWork = 1 << 17;
+
+CBLAS_TRANSPOSE cblas_trans(Trans t) {
+  return t == Trans::kYes ? CblasTrans : CblasNoTrans;
+}
+blasint bi(std::size_t v) {
+  return static_cast<blasint>(v);
+}
+
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float al,
+               const float* a, blasint lda, const float* b, blasint ldb, float be, float* c,
+               blasint ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double al,
+               const double* a, blasint lda, const double* b, blasint ldb, double be, double* c,
+               blasint ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                          const T* a, std::size_t lda, std::size_t stride_a, const T* b,
+                          std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
+                          std::size_t stride_c, std::size_t count) {
+  if (m == 0 || n == 0 || count == 0) return;
+  const std::size_t work = m * n * k;
+  const bool across_batch =
+      count > 1 && count * work > kParallelGemmWork &&
+      (count >= static_cast<std::size_t>(omp_get_max_threads()) || work <= kSmallGemm);
+#pragma omp parallel for schedule(static) if (across_batch)
+  for (std::size_t i = 0; i < count; ++i)
+    blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a + i * stride_a,
+              bi(lda), b + i * stride_b, bi(ldb), beta, c + i * stride_c, bi(ldc));
+}
+
+template <typename T>
+void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
+  const std::size_t C = g.channels, in = g.in_size(), K = g.patch_size(), P = g.out_spatial();
+  const std::size_t pairs = samples * C;
+#pragma omp parallel for if (samples * K * P > kParallelThreshold)
+  for (std::size_t sc = 0; sc < pairs; ++sc) {
+    const std::size_t s = sc / C, c = sc - s * C;
+    const T* xs = x + s * in;
+    T* row = cols + s * K * P + c * g.kernel_h * g.kernel_w * P;
+    for (std::size_t i = 0; i < g.kernel_h; ++i)
+      for (std::size_t j = 0; j < g.kernel_w; ++j, row += P)
+        for (std::size_t oy = 0; oy < g.out_height; ++oy)
+          for (std::size_t ox = 0; ox < g.out_width; ++ox)
+            row[oy * g.out_width + ox] = kernels::im2col_entry(g, xs, c, i, j, oy, ox);
+  }
+}
+
+template <typename T>
+void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) {
+  const std::size_t C = g.channels, in = g.in_size(), K = g.patch_size(), P = g.out_spatial();
+  const std::size_t pairs = samples * C;
+#pragma omp parallel for if (samples * K * P > kParallelThreshold)
+  for (std::size_t sc = 0; sc < pairs; ++sc) {
+    const std::size_t s = sc / C, c = sc - s * C;
+    const T* cs = cols + s * K * P;
+    T* xc = x + s * in + c * g.height * g.width;
+    for (std::size_t y = 0; y < g.height; ++y)
+      for (std::size_t xx = 0; xx < g.width; ++xx)
+        xc[y * g.width + xx] = kernels::col2im_entry(g, cs, c, y, xx);
+  }
+}
+
+template <typename T>
+void add_channel_bias(std::size_t samples, std::size_t channels, std::size_t spatial, const T* bias,
+                      T* z) {
+  const std::size_t pairs = samples * channels;
+#pragma omp parallel for if (pairs * spatial > kParallelThreshold)
+  for (std::size_t sc = 0; sc < pairs; ++sc) {
+    const T b = bias[sc % channels];
+    T* zc = z + sc * spatial;
+    for (std::size_t p = 0; p < spatial; ++p) zc[p] += b;
+  }
+}
+
+template <typename T>
+void channel_sums(std::size_t rows, std::size_t channels, std::size_t spatial, const T* g_out, T* j,
+                  std::size_t ldj) {
+#pragma omp parallel for if (rows * channels * spatial > kParallelThreshold)
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* gr = g_out + r * channels * spatial;
+    T* jr = j + r * ldj;
+    for (std::size_t c = 0; c < channels; ++c) {
+      T sum = T(0);
+      for (std::size_t p = 0; p < spatial; ++p) sum += gr[c * spatial + p];
+      jr[c] = sum;
+    }
+  }
+}
+
+template <typename T>
+void max_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y, T* argmax) {
+  const std::size_t C = g.channels, in = g.in_size(), P = g.out_spatial();
+  const std::size_t pairs = samples * C;
+#pragma omp parallel for if (pairs * P * g.kernel_h * g.kernel_w > kParallelThreshold)
+  for (std::size_t sc = 0; sc < pairs; ++sc) {
+    const std::size_t s = sc / C, c = sc - s * C;
+    const T* xs = x + s * in;
+    for (std::size_t oy = 0; oy < g.out_height; ++oy)
+      for (std::size_t ox = 0; ox < g.out_width; ++ox) {
+        const std::size_t o = sc * P + oy * g.out_width + ox;
+        std::size_t index = 0;
+        y[o] = kernels::max_pool_entry(g, xs, c, oy, ox, &index);
+        if (argmax != nullptr) argmax[o] = static_cast<T>(index);
+      }
+  }
+}
+
+template <typename T>
+void max_pool_backward(const WindowGeometry& g, std::size_t rows, std::size_t group,
+                       const T* argmax, const T* g_out, T* g_in) {
+  const std::size_t C = g.channels, in = g.in_size(), out = C * g.out_spatial();
+  const std::size_t pairs = rows * C;
+#pragma omp parallel for if (rows * in > kParallelThreshold)
+  for (std::size_t rc = 0; rc < pairs; ++rc) {
+    const std::size_t r = rc / C, c = rc - r * C;
+    const T* am = argmax + (r / group) * out;
+    const T* go = g_out + r * out;
+    T* gi = g_in + r * in;
+    for (std::size_t y = 0; y < g.height; ++y)
+      for (std::size_t xx = 0; xx < g.width; ++xx)
+        gi[(c * g.height + y) * g.width + xx] =
+            kernels::max_pool_backward_entry(g, am, go, c, y, xx);
+  }
+}
+
+template <typename T>
+void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y) {
+  const std::size_t C = g.channels, in = g.in_size(), P = g.out_spatial();
+  const std::size_t pairs = samples * C;
+#pragma omp parallel for if (pairs * P * g.kernel_h * g.kernel_w > kParallelThreshold)
+  for (std::size_t sc = 0; sc < pairs; ++sc) {
+    const std::size_t s = sc / C, c = sc - s * C;
+    const T* xs = x + s * in;
+    for (std::size_t oy = 0; oy < g.out_height; ++oy)
+      for (std::size_t ox = 0; ox < g.out_width; ++ox)
+        y[sc * P + oy * g.out_width + ox] = kernels::avg_pool_entry(g, xs, c, oy, ox);
+  }
+}
+
+template <typename T>
+void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out, T* g_in) {
+  const std::size_t C = g.channels, in = g.in_size(), out = C * g.out_spatial();
+  const std::size_t pairs = rows * C;
+#pragma omp parallel for if (rows * in > kParallelThreshold)
+  for (std::size_t rc = 0; rc < pairs; ++rc) {
+    const std::size_t r = rc / C, c = rc - r * C;
+    const T* go = g_out + r * out;
+    T* gi = g_in + r * in;
+    for (std::size_t y = 0; y < g.height; ++y)
+      for (std::size_t xx = 0; xx < g.width; ++xx)
+        gi[(c * g.height + y) * g.width + xx] = kernels::avg_pool_backward_entry(g, go, c, y, xx);
+  }
+}
+
+#define LMTRAIN_INSTANTIATE(T)                                                                     \
+  template void gemm_strided_batched<T>(                                                           \
+      Trans, Trans, std::size_t, std::size_t, std::size_t, T, const T*, std::size_t, std::size_t,  \
+      const T*, std::size_t, std::size_t, T, T*, std::size_t, std::size_t, std::size_t);           \
+  template void im2col<T>(const WindowGeometry&, std::size_t, const T*, T*);                       \
+  template void col2im<T>(const WindowGeometry&, std::size_t, const T*, T*);                       \
+  template void add_channel_bias<T>(std::size_t, std::size_t, std::size_t, const T*, T*);          \
+  template void channel_sums<T>(std::size_t, std::size_t, std::size_t, const T*, T*, std::size_t); \
+  template void max_pool_forward<T>(const WindowGeometry&, std::size_t, const T*, T*, T*);         \
+  template void max_pool_backward<T>(const WindowGeometry&, std::size_t, std::size_t, const T*,    \
+                                     const T*, T*);                                                \
+  template void avg_pool_forward<T>(const WindowGeometry&, std::size_t, const T*, T*);             \
+  template void avg_pool_backward<T>(const WindowGeometry&, std::size_t, const T*, T*);
+LMTRAIN_INSTANTIATE(float)
+LMTRAIN_INSTANTIATE(double)
+#undef LMTRAIN_INSTANTIATE
+
+}  // namespace lmtrain::cpu
