@@ -81,7 +81,7 @@ Trainer<T>::Trainer(ModelSpec model, LossOptions loss, SolverOptions solver, Tra
 
 template <typename T>
 Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
-                        const Dataset<T>* validation) {
+                        const Dataset<T>* validation, const TrainingState<T>* resume) {
   const auto start = Clock::now();
   Sequential<T> model(spec_, backend_);
   Loss<T> loss(loss_options_, model.outputs(), backend_);
@@ -181,7 +181,6 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   if (validation) valid_dev = std::make_unique<DeviceData<T>>(backend_, *validation);
   DeviceBuffer<T> theta = backend_.allocate(n);
   DeviceBuffer<T> best = backend_.allocate(n);
-  backend_.copy_from_host(params.data(), theta.data(), n);
   DeviceBuffer<T> xb = backend_.allocate(batch * model.inputs());
   DeviceBuffer<T> yb = backend_.allocate(batch * model.outputs());
   ForwardState<T> eval_state;
@@ -198,32 +197,94 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         valid_dev->samples);
   };
 
-  summary.initial_loss = summary.final_loss = training_loss();
-  if (valid_dev) {
-    summary.initial_validation_loss = summary.best_validation_loss = validation_loss();
-    backend_.copy(theta.data(), best.data(), n);
-  }
-  if (!std::isfinite(summary.initial_loss)) {
-    summary.termination = TerminationReason::kNonFiniteObjective;
-    summary.message = fmt::format(
-        "the initial training loss is not finite ({}); check the data scale and the "
-        "initialization",
-        summary.initial_loss);
-  }
-
-  std::vector<std::int64_t> order(train.samples);
-  std::iota(order.begin(), order.end(), 0);
   Rng rng(topt.seed);
   int validation_failures = 0;
-  int step_count = 0;
+  int first_epoch = 1;
+  std::size_t first_batch = 0;
+  EpochRecord partial;
+  if (resume != nullptr) {
+    if (resume->params.size() != n || (!resume->best_params.empty() && resume->best_params.size() != n))
+      throw InvalidArgument(fmt::format("resume: the checkpoint holds {} parameters, the model {} has {}",
+                                        resume->params.size(), spec_.describe(), n));
+    params = resume->params;
+    const Summary& r = resume->summary;
+    summary.initial_loss = r.initial_loss;
+    summary.final_loss = r.final_loss;
+    summary.initial_validation_loss = r.initial_validation_loss;
+    summary.final_validation_loss = r.final_validation_loss;
+    summary.best_validation_loss = r.best_validation_loss;
+    summary.best_epoch = r.best_epoch;
+    summary.epochs = r.epochs;
+    summary.steps = r.steps;
+    summary.accepted_steps = r.accepted_steps;
+    summary.rejected_steps = r.rejected_steps;
+    summary.invalid_steps = r.invalid_steps;
+    summary.abandoned_steps = r.abandoned_steps;
+    summary.history = r.history;
+    lm.damping().set_state(resume->damping);
+    rng.set_state(resume->epoch_rng);
+    validation_failures = resume->validation_failures;
+    first_epoch = resume->epochs_done + 1;
+    first_batch = resume->batches_done;
+    partial = resume->partial_epoch;
+    backend_.copy_from_host(params.data(), theta.data(), n);
+    if (valid_dev) {
+      const std::vector<T>& b = resume->best_params.empty() ? params : resume->best_params;
+      backend_.copy_from_host(b.data(), best.data(), n);
+    }
+  } else {
+    backend_.copy_from_host(params.data(), theta.data(), n);
+    summary.initial_loss = summary.final_loss = training_loss();
+    if (valid_dev) {
+      summary.initial_validation_loss = summary.best_validation_loss = validation_loss();
+      backend_.copy(theta.data(), best.data(), n);
+    }
+    if (!std::isfinite(summary.initial_loss)) {
+      summary.termination = TerminationReason::kNonFiniteObjective;
+      summary.message = fmt::format(
+          "the initial training loss is not finite ({}); check the data scale and the "
+          "initialization",
+          summary.initial_loss);
+    }
+  }
 
-  for (int epoch = 1; epoch <= topt.max_epochs &&
-                      summary.termination == TerminationReason::kNone;
+  // The state a checkpoint stores; `epoch_rng` is the RNG before the current epoch's shuffle.
+  std::array<std::uint64_t, 4> epoch_rng = rng.state();
+  auto make_state = [&](int epochs_done, std::size_t batches_done, const EpochRecord& current) {
+    TrainingState<T> state;
+    state.epochs_done = epochs_done;
+    state.batches_done = batches_done;
+    state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
+    state.damping = lm.damping().state();
+    state.params.resize(n);
+    backend_.copy_to_host(theta.data(), state.params.data(), n);
+    if (valid_dev) {
+      state.best_params.resize(n);
+      backend_.copy_to_host(best.data(), state.best_params.data(), n);
+    }
+    state.validation_failures = validation_failures;
+    state.partial_epoch = current;
+    state.summary = summary;
+    return state;
+  };
+
+  std::vector<std::int64_t> order(train.samples);
+  for (int epoch = first_epoch; epoch <= topt.max_epochs &&
+                                summary.termination == TerminationReason::kNone;
        ++epoch) {
+    // Each epoch's permutation depends only on the RNG state at its start, so a checkpoint needs
+    // that state and nothing of the order itself.
+    epoch_rng = rng.state();
+    std::iota(order.begin(), order.end(), 0);
     if (topt.shuffle && batch < train.samples) rng.shuffle(std::span<std::int64_t>(order));
     EpochRecord record;
     record.epoch = epoch;
-    for (std::size_t b = 0; b * batch < train.samples; ++b) {
+    std::size_t b = 0;
+    if (epoch == first_epoch && first_batch > 0) {
+      record = partial;
+      b = first_batch;
+    }
+    for (; b * batch < train.samples; ++b) {
       const std::size_t first = b * batch;
       const std::size_t count = std::min(batch, train.samples - first);
       const std::span<const std::int64_t> rows(order.data() + first, count);
@@ -237,7 +298,6 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         y = yb.data();
       }
       const StepReport rep = lm.step(theta.data(), x, y, count, summary.times);
-      ++step_count;
       ++summary.steps;
       summary.accepted_steps += rep.accepted ? 1 : 0;
       summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
@@ -284,7 +344,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       IterationSummary it;
       it.epoch = epoch;
       it.batch = b;
-      it.step = step_count;
+      it.step = summary.steps;
       it.batch_loss = loss.reported(rep.objective_after, count);
       it.lambda = lm.damping().lambda();
       it.elapsed_seconds = seconds_since(start);
@@ -292,7 +352,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       for (const auto& cb : callbacks_) {
         if (cb(it) == CallbackResult::kStop && summary.termination == TerminationReason::kNone) {
           summary.termination = TerminationReason::kUserCallback;
-          summary.message = fmt::format("stopped by the iteration callback after step {}", step_count);
+          summary.message = fmt::format("stopped by the iteration callback after step {}", summary.steps);
         }
       }
       if (summary.termination == TerminationReason::kNone &&
@@ -301,8 +361,17 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         summary.message = fmt::format("{:.2f} s elapsed ≥ max_time_seconds = {}",
                                       it.elapsed_seconds, topt.max_time_seconds);
       }
+      if (summary.termination == TerminationReason::kNone && stop_flag_ != nullptr &&
+          stop_flag_->load(std::memory_order_relaxed)) {
+        summary.termination = TerminationReason::kInterrupted;
+        summary.message = fmt::format("interrupted in epoch {} after batch {}", epoch, b);
+        const bool epoch_complete = (b + 1) * batch >= train.samples;
+        if (checkpoint_ && !epoch_complete) checkpoint_(make_state(epoch - 1, b + 1, record));
+        if (epoch_complete) ++b;  // finish the epoch's bookkeeping below, then checkpoint
+      }
       if (summary.termination != TerminationReason::kNone) break;
     }
+    if (summary.termination == TerminationReason::kInterrupted && b * batch < train.samples) break;
 
     summary.epochs = epoch;
     record.training_loss = summary.final_loss = training_loss();
@@ -324,11 +393,16 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     }
     record.seconds = seconds_since(start);
     summary.history.push_back(record);
+    if (epoch_callback_) epoch_callback_(record);
     if (summary.termination == TerminationReason::kNone && record.training_loss <= topt.loss_goal) {
       summary.termination = TerminationReason::kLossGoal;
       summary.message = fmt::format("training loss {:.6e} ≤ loss_goal = {:.6e}",
                                     record.training_loss, topt.loss_goal);
     }
+    const bool periodic = checkpoint_every_ > 0 && epoch % checkpoint_every_ == 0;
+    if (checkpoint_ && (periodic || summary.termination == TerminationReason::kInterrupted) &&
+        summary.termination != TerminationReason::kNonFiniteObjective)
+      checkpoint_(make_state(epoch, 0, EpochRecord{}));
   }
   if (summary.termination == TerminationReason::kNone) {
     summary.termination = TerminationReason::kMaxEpochs;

@@ -17,6 +17,7 @@ enum class TerminationReason {
   kValidationMaxFail,   // validation loss did not improve for trainer.max_validation_failures epochs
   kUserCallback,        // the iteration callback asked to stop
   kNonFiniteObjective,  // the loss at the current parameters is NaN or ±∞
+  kInterrupted,         // the stop flag was raised (SIGINT/SIGTERM in the command-line tool)
 };
 
 constexpr std::string_view to_string(TerminationReason r) {
@@ -32,6 +33,7 @@ constexpr std::string_view to_string(TerminationReason r) {
     case TerminationReason::kValidationMaxFail: return "validation_max_fail";
     case TerminationReason::kUserCallback: return "user_callback";
     case TerminationReason::kNonFiniteObjective: return "non_finite_objective";
+    case TerminationReason::kInterrupted: return "interrupted";
   }
   return "unknown";
 }

@@ -3,6 +3,8 @@
 // the termination criteria of solver_options.h and an iteration callback.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -50,6 +52,22 @@ struct IterationSummary {
 };
 
 enum class CallbackResult { kContinue, kStop };
+
+// Everything needed to continue a run exactly where it stopped: a checkpoint.  Taken at an epoch
+// boundary (batches_done = 0) or, on interruption, after any step.  Resuming from it with the
+// same data, options and thread count reproduces the uninterrupted run bit for bit.
+template <typename T>
+struct TrainingState {
+  int epochs_done = 0;           // completed epochs
+  std::size_t batches_done = 0;  // completed batches of epoch epochs_done + 1
+  std::array<std::uint64_t, 4> epoch_rng{};  // shuffling RNG before that epoch's permutation
+  DampingStrategy::State damping;
+  std::vector<T> params;
+  std::vector<T> best_params;    // best validation model (empty without validation)
+  int validation_failures = 0;
+  EpochRecord partial_epoch;     // counts of the unfinished epoch
+  Summary summary;               // counters, losses and history so far
+};
 using IterationCallback = std::function<CallbackResult(const IterationSummary&)>;
 
 template <typename T>
@@ -60,10 +78,26 @@ class Trainer {
 
   void add_callback(IterationCallback callback) { callbacks_.push_back(std::move(callback)); }
 
+  // Called with the state after every `every_epochs` epochs (0: never at epoch ends) and when
+  // training stops on the stop flag.  The handler writes the checkpoint; it must not throw.
+  using CheckpointHandler = std::function<void(const TrainingState<T>&)>;
+  void set_checkpoint_handler(CheckpointHandler handler, int every_epochs) {
+    checkpoint_ = std::move(handler);
+    checkpoint_every_ = every_epochs;
+  }
+  // Polled after every step; when it reads true, training stops with kInterrupted after a
+  // checkpoint.  Async-signal-safe to set from a signal handler.
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_flag_ = flag; }
+  // Called after every completed epoch with its record (losses over all samples).
+  void set_epoch_callback(std::function<void(const EpochRecord&)> callback) {
+    epoch_callback_ = std::move(callback);
+  }
+
   // Trains `params` (host, model.num_params() values) in place.  Returns the Summary; on a
-  // non-finite loss the parameters are the last finite ones and the Summary says so.
+  // non-finite loss the parameters are the last finite ones and the Summary says so.  With
+  // `resume`, continues that state (its params replace `params`).
   Summary fit(std::vector<T>& params, const Dataset<T>& train,
-              const Dataset<T>* validation = nullptr);
+              const Dataset<T>* validation = nullptr, const TrainingState<T>* resume = nullptr);
 
   // Reported loss of `params` on `data` (forward passes in batches).
   double evaluate(const std::vector<T>& params, const Dataset<T>& data);
@@ -79,6 +113,10 @@ class Trainer {
   TrainerOptions trainer_options_;
   Backend<T>& backend_;
   std::vector<IterationCallback> callbacks_;
+  CheckpointHandler checkpoint_;
+  int checkpoint_every_ = 0;
+  const std::atomic<bool>* stop_flag_ = nullptr;
+  std::function<void(const EpochRecord&)> epoch_callback_;
 };
 
 }  // namespace lmtrain

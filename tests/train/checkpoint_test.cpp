@@ -1,0 +1,99 @@
+// Resuming from a TrainingState reproduces the uninterrupted run bit for bit: from an epoch
+// boundary and from the middle of an epoch, with and without validation.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <numbers>
+#include <optional>
+
+#include "support/reference.h"
+
+namespace lmtrain::testing {
+namespace {
+
+Dataset<double> noisy_sinc(std::size_t samples, std::uint64_t seed) {
+  Dataset<double> d(samples, 1, 1);
+  Rng rng(seed);
+  for (std::size_t i = 0; i < samples; ++i) {
+    const double x = rng.uniform(-1, 1), t = std::numbers::pi * 4 * x;
+    d.x[i] = x;
+    d.y[i] = (t == 0 ? 1.0 : std::sin(t) / t) + 0.05 * rng.normal();
+  }
+  return d;
+}
+
+const ModelSpec kNet = ModelSpec::mlp(1, {10}, 1, Activation::kTanh);
+
+struct Outcome {
+  std::vector<double> params;
+  Summary summary;
+  std::optional<TrainingState<double>> state;  // the last checkpoint handed out
+};
+
+// Trains from scratch (or from `resume`); raises the stop flag after `stop_after_step` steps.
+Outcome run(const Dataset<double>& train, const Dataset<double>* validation,
+            const TrainingState<double>* resume, int stop_after_step, int checkpoint_every) {
+  auto backend = make_cpu_backend<double>();
+  SolverOptions solver;
+  solver.damping = DampingType::kNielsen;
+  TrainerOptions trainer;
+  trainer.max_epochs = 7;
+  trainer.batch_size = 30;
+  trainer.seed = 42;
+  trainer.max_validation_failures = 100;
+  Trainer<double> t(kNet, LossOptions{}, solver, trainer, *backend);
+  std::atomic<bool> stop{false};
+  Outcome out;
+  t.set_stop_flag(&stop);
+  t.set_checkpoint_handler([&out](const TrainingState<double>& s) { out.state = s; },
+                           checkpoint_every);
+  t.add_callback([&](const IterationSummary& it) {
+    if (it.step == stop_after_step) stop = true;
+    return CallbackResult::kContinue;
+  });
+  out.params = Sequential<double>(kNet, *backend).initial_parameters(Init::kTorch, 3);
+  out.summary = t.fit(out.params, train, validation, resume);
+  return out;
+}
+
+class Resume : public ::testing::TestWithParam<int> {};
+
+TEST_P(Resume, ContinuesBitIdenticallyToTheUninterruptedRun) {
+  const int stop_step = GetParam();  // 4 batches per epoch: 8 is an epoch end, 10 mid-epoch
+  const Dataset<double> train = noisy_sinc(120, 1), validation = noisy_sinc(40, 2);
+  for (const Dataset<double>* valid : {static_cast<const Dataset<double>*>(nullptr), &validation}) {
+    const Outcome straight = run(train, valid, nullptr, -1, 0);
+    const Outcome interrupted = run(train, valid, nullptr, stop_step, 0);
+    ASSERT_EQ(interrupted.summary.termination, TerminationReason::kInterrupted);
+    ASSERT_TRUE(interrupted.state.has_value());
+    EXPECT_EQ(interrupted.summary.steps, stop_step);
+    const Outcome resumed = run(train, valid, &*interrupted.state, -1, 0);
+    EXPECT_EQ(resumed.summary.termination, TerminationReason::kMaxEpochs);
+    EXPECT_EQ(resumed.params, straight.params);  // bit for bit
+    EXPECT_EQ(resumed.summary.steps, straight.summary.steps);
+    EXPECT_EQ(resumed.summary.accepted_steps, straight.summary.accepted_steps);
+    EXPECT_EQ(resumed.summary.rejected_steps, straight.summary.rejected_steps);
+    ASSERT_EQ(resumed.summary.history.size(), straight.summary.history.size());
+    for (std::size_t e = 0; e < straight.summary.history.size(); ++e) {
+      EXPECT_EQ(resumed.summary.history[e].training_loss, straight.summary.history[e].training_loss);
+      EXPECT_EQ(resumed.summary.history[e].accepted, straight.summary.history[e].accepted);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StopPoints, Resume, ::testing::Values(3, 8, 10));
+
+TEST(Checkpoints, PeriodicCheckpointsAreEpochBoundaries) {
+  const Dataset<double> train = noisy_sinc(120, 1);
+  const Outcome straight = run(train, nullptr, nullptr, -1, 3);
+  ASSERT_TRUE(straight.state.has_value());
+  EXPECT_EQ(straight.state->epochs_done, 6);  // epochs 3 and 6 of 7
+  EXPECT_EQ(straight.state->batches_done, 0u);
+  const Outcome resumed = run(train, nullptr, &*straight.state, -1, 0);
+  EXPECT_EQ(resumed.params, straight.params);
+  EXPECT_EQ(resumed.summary.epochs, 7);
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
