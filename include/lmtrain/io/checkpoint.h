@@ -1,0 +1,26 @@
+// Checkpoints: a TrainingState (train/trainer.h) in a safetensors file, written atomically
+// (temp file, fsync, rename), so a crash at any moment leaves the previous checkpoint intact.
+//   tensors   "params", "best_params" (F32 or F64 as the training precision)
+//   metadata  "lmtrain.checkpoint": JSON with the position (epochs_done, batches_done), the
+//             shuffling RNG state, the damping state, validation bookkeeping, the Summary
+//             counters and history, and a fingerprint of what must not change on resume
+//             (architecture, seed, batch size, precision).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lmtrain/train/trainer.h"
+
+namespace lmtrain::io {
+
+template <typename T>
+void write_checkpoint(const std::string& path, const TrainingState<T>& state,
+                      const nlohmann::json& fingerprint);
+
+// Throws InvalidArgument naming the file when it is not a checkpoint of this precision, or when
+// its fingerprint differs from `fingerprint` (naming the field that differs).
+template <typename T>
+TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& fingerprint);
+
+}  // namespace lmtrain::io
