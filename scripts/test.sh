@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds lmtrain and runs every test:
-#   1. the optimized build (all tests, including the W1 convergence runs), then
-#   2. the AddressSanitizer + UndefinedBehaviorSanitizer build (all but the convergence runs,
-#      which take minutes under the sanitizers).
+#   1. the optimized build: every test (unit, W1 convergence, the lmtrain binary end to end);
+#   2. the AddressSanitizer + UndefinedBehaviorSanitizer build: every test except the W1
+#      convergence runs, which take minutes under the sanitizers;
+#   3. the libFuzzer targets of the file readers (clang), each for a fixed short time.
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+fuzz_seconds=${LMTRAIN_FUZZ_SECONDS:-20}
 
 scripts/install-deps.sh
 
@@ -19,3 +21,15 @@ echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs" -LE convergence
+
+echo "== fuzzing the file readers (${fuzz_seconds} s each)"
+fuzzers=(csv npy idx fann safetensors run_config)
+cmake --preset fuzz
+cmake --build --preset fuzz -j "$jobs" --target "${fuzzers[@]/#/lmtrain_fuzz_}"
+for name in "${fuzzers[@]}"; do
+  target=build/fuzz/fuzz/lmtrain_fuzz_$name
+  corpus=$(mktemp -d)
+  "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" 2>&1 | tail -n 2
+  rm -rf "$corpus"
+  echo "fuzz: $(basename "$target") ran ${fuzz_seconds} s with no crash"
+done

@@ -1,0 +1,40 @@
+// The subcommands of the `lmtrain` tool.  Each returns the process exit code:
+//   0 success, 2 bad input (config, data, model file), 3 training failed (non-finite loss),
+//   130 interrupted (SIGINT/SIGTERM; a checkpoint was written).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lmtrain::cli {
+
+struct FitArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume_dir;
+  bool quiet = false;
+};
+int run_fit(const FitArgs& args);
+
+struct PredictArgs {
+  std::string model;
+  std::string data;
+  std::string out;
+  std::vector<std::string> columns;  // csv input columns (names or indices)
+};
+int run_predict(const PredictArgs& args);
+
+struct EvalArgs {
+  std::string model;
+  std::string data;
+  std::string targets;               // npy / idx targets file
+  std::vector<std::string> columns;  // csv input columns
+  std::vector<std::string> target_columns;
+};
+int run_eval(const EvalArgs& args);
+
+int run_info(const std::string& model);
+int run_devices();
+int run_plot(const std::string& run_dir);
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,290 @@
+// `lmtrain fit RUN.toml [--set key=value …] [--resume DIR]`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <numeric>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "data_loading.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/io/atomic_write.h"
+#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/io/model_file.h"
+#include "lmtrain/lmtrain.h"
+#include "metrics.h"
+#include "plots.h"
+#include "progress.h"
+#include "run_config.h"
+
+namespace lmtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_stop{false};
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_signal(int signal) {
+  g_signal = signal;
+  g_stop.store(true);
+}
+
+// One row per LM step.
+struct StepRow {
+  int epoch;
+  std::size_t batch;
+  double loss, lambda;
+  int attempts;
+  double gradient_norm, step_norm, seconds;
+};
+
+// history.csv: one row per step; the validation loss sits on the last step of its epoch.
+// `earlier` holds the rows of a run this one resumes (already formatted).
+std::string history_csv(const std::vector<std::string>& earlier, const std::vector<StepRow>& rows,
+                        const std::vector<EpochRecord>& epochs) {
+  std::string s = "epoch,batch,loss,validation_loss,lambda,attempts,gradient_norm,step_norm,seconds\n";
+  for (const auto& line : earlier) s += line + "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const StepRow& r = rows[i];
+    std::string validation;
+    const bool last_of_epoch = i + 1 == rows.size() || rows[i + 1].epoch != r.epoch;
+    if (last_of_epoch)
+      for (const auto& e : epochs)
+        if (e.epoch == r.epoch && !std::isnan(e.validation_loss))
+          validation = fmt::format("{:.9e}", e.validation_loss);
+    s += fmt::format("{},{},{:.9e},{},{:.6e},{},{:.6e},{:.6e},{:.4f}\n", r.epoch, r.batch, r.loss,
+                     validation, r.lambda, r.attempts, r.gradient_norm, r.step_norm, r.seconds);
+  }
+  return s;
+}
+
+// Rows of an earlier history.csv before the resume position (epoch, batch).
+std::vector<std::string> earlier_history(const fs::path& path, int epoch, std::size_t batch) {
+  std::vector<std::string> kept;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    int e = 0;
+    std::size_t b = 0;
+    if (std::sscanf(line.c_str(), "%d,%zu", &e, &b) != 2) continue;
+    if (e < epoch || (e == epoch && b < batch)) kept.push_back(line);
+  }
+  return kept;
+}
+
+std::string epochs_csv(const std::vector<EpochRecord>& epochs) {
+  std::string s = "epoch,training_loss,validation_loss,lambda,accepted,rejected,invalid,gradient_norm,step_norm,seconds\n";
+  for (const auto& e : epochs)
+    s += fmt::format("{},{:.9e},{},{:.6e},{},{},{},{:.6e},{:.6e},{:.4f}\n", e.epoch, e.training_loss,
+                     std::isnan(e.validation_loss) ? std::string() : fmt::format("{:.9e}", e.validation_loss),
+                     e.lambda, e.accepted, e.rejected, e.invalid, e.gradient_max_norm, e.step_norm,
+                     e.seconds);
+  return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Network outputs for a table's inputs (already normalized), in the targets' original units.
+template <typename T>
+std::vector<double> predict_original_units(Trainer<T>& trainer, const std::vector<T>& params,
+                                           const LabeledTable& table, const PreparedData& data) {
+  const Dataset<T> d = to_dataset<T>(table);
+  const std::vector<T> out = trainer.predict(params, d.x);
+  std::vector<double> values(out.begin(), out.end());
+  data.target_norm.invert(values, table.targets.cols);
+  return values;
+}
+
+std::vector<double> original_targets(const LabeledTable& table, const PreparedData& data) {
+  std::vector<double> values = table.targets.values;
+  data.target_norm.invert(values, table.targets.cols);
+  return values;
+}
+
+template <typename T>
+int fit(const RunConfig& config, const FitArgs& args) {
+  const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
+  const PreparedData data = prepare_data(config, expected_inputs);
+  const ModelSpec spec = config.model_spec(data.train.inputs.cols);
+  spec.validate();
+  if (spec.outputs() != data.train.targets.cols)
+    throw InvalidArgument(fmt::format(
+        "{}: the model's last layer has {} outputs but the training data has {} target {} — set "
+        "the last dense layer's units to {}",
+        config.config_path, spec.outputs(), data.train.targets.cols,
+        config.data.task == Task::kClassification ? "classes" : "columns",
+        data.train.targets.cols));
+
+  const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
+  fs::create_directories(out_dir);
+  const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
+  if (args.resume_dir.empty())
+    io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
+
+  auto backend = make_cpu_backend<T>();
+  Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
+  const Dataset<T> train = to_dataset<T>(data.train);
+  std::optional<Dataset<T>> validation;
+  if (data.validation) validation = to_dataset<T>(*data.validation);
+  const std::size_t batch = config.trainer.batch_size == 0 ? train.samples
+                                                           : std::min(config.trainer.batch_size, train.samples);
+
+  const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
+                                      {"seed", config.seed},
+                                      {"batch_size", batch},
+                                      {"precision", std::string(to_string(config.precision))},
+                                      {"loss", std::string(to_string(config.loss.kind))}};
+  std::optional<TrainingState<T>> resume;
+  if (!args.resume_dir.empty()) {
+    if (!fs::exists(checkpoint_path))
+      throw InvalidArgument(fmt::format("--resume {}: no checkpoint.safetensors there; give the "
+                                        "output directory of an earlier `lmtrain fit`",
+                                        args.resume_dir));
+    resume = io::read_checkpoint<T>(checkpoint_path.string(), fingerprint);
+    if (!args.quiet)
+      fmt::print("resuming {} from epoch {}, batch {}\n", out_dir.string(), resume->epochs_done,
+                 resume->batches_done);
+  }
+
+  std::vector<StepRow> steps;
+  std::vector<EpochRecord> epochs = resume ? resume->summary.history : std::vector<EpochRecord>{};
+  const std::vector<std::string> earlier =
+      resume ? earlier_history(out_dir / "history.csv", resume->epochs_done + 1, resume->batches_done)
+             : std::vector<std::string>{};
+  Progress progress(config.trainer.max_epochs, (train.samples + batch - 1) / batch, !args.quiet);
+  trainer.add_callback([&](const IterationSummary& it) {
+    steps.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
+                     it.report.gradient_max_norm, it.report.step_norm, it.elapsed_seconds});
+    progress.on_step(it);
+    return CallbackResult::kContinue;
+  });
+  trainer.set_epoch_callback([&](const EpochRecord& e) {
+    epochs.push_back(e);
+    progress.on_epoch(e);
+    io::write_file_atomically((out_dir / "history.csv").string(), history_csv(earlier, steps, epochs));
+    io::write_file_atomically((out_dir / "epochs.csv").string(), epochs_csv(epochs));
+  });
+  trainer.set_checkpoint_handler(
+      [&](const TrainingState<T>& state) {
+        io::write_checkpoint(checkpoint_path.string(), state, fingerprint);
+      },
+      config.checkpoint_every);
+  g_stop = false;
+  trainer.set_stop_flag(&g_stop);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  std::vector<T> params =
+      Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
+  const Summary summary =
+      trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  progress.finish();
+
+  if (summary.termination == TerminationReason::kInterrupted) {
+    fmt::print(stderr,
+               "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
+               "  lmtrain fit {} --resume {}\n",
+               static_cast<int>(g_signal), checkpoint_path.string(), config.config_path, out_dir.string());
+    return 130;
+  }
+  if (summary.termination == TerminationReason::kNonFiniteObjective) {
+    fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
+               summary.message, checkpoint_path.string());
+    io::write_file_atomically((out_dir / "summary.txt").string(), summary.full_report());
+    return 3;
+  }
+
+  // Test-set figures in the data's own units.
+  std::string test_report;
+  nlohmann::json provenance = io::make_provenance();
+  if (data.test) {
+    const double test_loss = trainer.evaluate(params, to_dataset<T>(*data.test));
+    const Metrics m = compute_metrics(predict_original_units(trainer, params, *data.test, data),
+                                      original_targets(*data.test, data), data.test->targets.cols,
+                                      config.data.task == Task::kClassification);
+    test_report = fmt::format("\nTest set: {}\n  loss {:.6e}, {}\n{}", data.test->description,
+                              test_loss, m.describe(), m.confusion_table());
+    provenance["test_loss"] = test_loss;
+    if (m.classification) {
+      provenance["test_accuracy"] = m.accuracy;
+      std::string csv;
+      for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
+      io::write_file_atomically((out_dir / "confusion.csv").string(), csv);
+    } else {
+      provenance["test_mse"] = m.mse;
+      provenance["test_r2"] = m.r2;
+    }
+  }
+  // 1-D regression: the curve over the training inputs, for the fit plot.
+  if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1) {
+    std::vector<double> x = data.train.inputs.values;
+    const std::vector<double> y = original_targets(data.train, data);
+    const std::vector<double> prediction = predict_original_units(trainer, params, data.train, data);
+    if (!data.input_norm.empty()) data.input_norm.invert(x, 1);
+    std::vector<std::size_t> order(x.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
+    std::string csv = "x,y,prediction\n";
+    for (std::size_t i : order) csv += fmt::format("{:.9g},{:.9g},{:.9g}\n", x[i], y[i], prediction[i]);
+    io::write_file_atomically((out_dir / "fit.csv").string(), csv);
+  }
+
+  io::ModelFile model;
+  model.architecture = spec;
+  model.parameters.assign(params.begin(), params.end());
+  model.normalization.input_mean = data.input_norm.mean;
+  model.normalization.input_std = data.input_norm.scale;
+  model.normalization.target_mean = data.target_norm.mean;
+  model.normalization.target_std = data.target_norm.scale;
+  model.loss = std::string(to_string(config.loss.kind));
+  model.task = config.data.task == Task::kClassification ? io::Task::kClassification : io::Task::kRegression;
+  model.num_classes = data.classes;
+  provenance["seed"] = config.seed;
+  provenance["epochs"] = summary.epochs;
+  provenance["final_loss"] = summary.final_loss;
+  if (!std::isnan(summary.final_validation_loss)) provenance["final_validation_loss"] = summary.final_validation_loss;
+  provenance["termination"] = std::string(to_string(summary.termination));
+  provenance["config"] = fs::path(config.config_path).filename().string();
+  model.provenance = provenance;
+  io::write_model_file<T>((out_dir / "model.safetensors").string(), model);
+
+  const std::string report = summary.full_report() + test_report;
+  io::write_file_atomically((out_dir / "summary.txt").string(), report);
+  std::string warning;
+  const auto pngs = make_plots(out_dir.string(), &warning);
+  if (!args.quiet) {
+    fmt::print("{}", report);
+    fmt::print("\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
+               "checkpoint.safetensors{}\n",
+               out_dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
+  }
+  if (!warning.empty()) fmt::print(stderr, "lmtrain: warning: {}\n", warning);
+  return 0;
+}
+
+}  // namespace
+
+int run_fit(const FitArgs& args) {
+  const RunConfig config = load_run_config(args.config, args.overrides);
+  if (config.device != "cpu" && config.device != "auto")
+    throw InvalidArgument(fmt::format("{}: device = \"{}\": the lmtrain command runs on the CPU in "
+                                      "this version; use device = \"cpu\"",
+                                      args.config, config.device));
+  return config.precision == Precision::kFloat32 ? fit<float>(config, args) : fit<double>(config, args);
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,79 @@
+// The `lmtrain` command-line tool.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <exception>
+
+#include "commands.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/io/model_file.h"
+
+int main(int argc, char** argv) {
+  using namespace lmtrain::cli;
+  CLI::App app{"lmtrain: train neural networks with the Levenberg–Marquardt algorithm"};
+  app.set_version_flag("--version", std::string(lmtrain::io::lmtrain_version()));
+  app.require_subcommand(1);
+
+  FitArgs fit;
+  CLI::App* fit_cmd = app.add_subcommand("fit", "Train the model a run configuration describes");
+  fit_cmd->add_option("config", fit.config, "Run configuration (TOML)")->required()->check(CLI::ExistingFile);
+  fit_cmd->add_option("--set", fit.overrides, "Override a configuration key: --set trainer.max_epochs=100")
+      ->take_all();
+  fit_cmd->add_option("--resume", fit.resume_dir, "Continue the run whose output directory this is");
+  fit_cmd->add_flag("--quiet,-q", fit.quiet, "Print only errors and warnings");
+
+  PredictArgs predict;
+  CLI::App* predict_cmd = app.add_subcommand("predict", "Write a model's predictions for a data file");
+  predict_cmd->add_option("model", predict.model, "model.safetensors")->required();
+  predict_cmd->add_option("--data", predict.data, "Inputs: CSV, NPY, IDX(.gz) or FANN")->required();
+  predict_cmd->add_option("--out", predict.out, "Predictions: .csv or .npy (written atomically)")->required();
+  predict_cmd->add_option("--columns", predict.columns, "CSV input columns (names or 0-based indices)")
+      ->delimiter(',');
+
+  EvalArgs eval;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Loss and accuracy / MSE and R² of a model on labelled data");
+  eval_cmd->add_option("model", eval.model, "model.safetensors")->required();
+  eval_cmd->add_option("--data", eval.data, "CSV or FANN with targets, or NPY/IDX inputs")->required();
+  eval_cmd->add_option("--targets", eval.targets, "NPY/IDX targets (or labels) for --data");
+  eval_cmd->add_option("--columns", eval.columns, "CSV input columns")->delimiter(',');
+  eval_cmd->add_option("--target-columns", eval.target_columns, "CSV target columns (default: the last)")
+      ->delimiter(',');
+
+  std::string info_model;
+  bool devices = false;
+  CLI::App* info_cmd = app.add_subcommand("info", "Describe a model file, or list devices");
+  info_cmd->add_option("model", info_model, "model.safetensors");
+  info_cmd->add_flag("--devices", devices, "List the CPU and the visible CUDA devices");
+
+  std::string run_dir;
+  CLI::App* plot_cmd = app.add_subcommand("plot", "Regenerate the PNG plots of a run directory");
+  plot_cmd->add_option("run_dir", run_dir, "Output directory of `lmtrain fit`")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*fit_cmd) return run_fit(fit);
+    if (*predict_cmd) return run_predict(predict);
+    if (*eval_cmd) return run_eval(eval);
+    if (*info_cmd) {
+      if (devices) return run_devices();
+      if (info_model.empty()) {
+        fmt::print(stderr, "lmtrain info: give a model file or --devices\n");
+        return 2;
+      }
+      return run_info(info_model);
+    }
+    if (*plot_cmd) return run_plot(run_dir);
+  } catch (const lmtrain::Error& e) {
+    fmt::print(stderr, "lmtrain: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "lmtrain: error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

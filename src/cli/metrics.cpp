@@ -1,0 +1,63 @@
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace lmtrain::cli {
+
+Metrics compute_metrics(const std::vector<double>& outputs, const std::vector<double>& targets,
+                        std::size_t cols, bool classification) {
+  Metrics m;
+  m.classification = classification;
+  m.samples = cols ? outputs.size() / cols : 0;
+  if (m.samples == 0) return m;
+  if (classification) {
+    m.confusion.assign(cols, std::vector<std::size_t>(cols, 0));
+    std::size_t correct = 0;
+    for (std::size_t s = 0; s < m.samples; ++s) {
+      const auto row = [&](const std::vector<double>& v) {
+        const auto begin = v.begin() + static_cast<long>(s * cols);
+        return static_cast<std::size_t>(std::distance(begin, std::max_element(begin, begin + static_cast<long>(cols))));
+      };
+      const std::size_t truth = row(targets), predicted = row(outputs);
+      ++m.confusion[truth][predicted];
+      correct += truth == predicted ? 1 : 0;
+    }
+    m.accuracy = static_cast<double>(correct) / static_cast<double>(m.samples);
+    return m;
+  }
+  std::vector<double> mean(cols, 0.0);
+  for (std::size_t i = 0; i < targets.size(); ++i) mean[i % cols] += targets[i];
+  for (auto& v : mean) v /= static_cast<double>(m.samples);
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    ss_res += (outputs[i] - targets[i]) * (outputs[i] - targets[i]);
+    ss_tot += (targets[i] - mean[i % cols]) * (targets[i] - mean[i % cols]);
+  }
+  m.mse = ss_res / static_cast<double>(targets.size());
+  m.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 0.0;
+  return m;
+}
+
+std::string Metrics::describe() const {
+  if (classification)
+    return fmt::format("accuracy {:.4f} ({} samples)", accuracy, samples);
+  return fmt::format("MSE {:.6e}, R² {:.6f} ({} samples)", mse, r2, samples);
+}
+
+std::string Metrics::confusion_table() const {
+  if (!classification) return {};
+  std::string s = "confusion matrix (rows: true class, columns: predicted)\n      ";
+  for (std::size_t c = 0; c < confusion.size(); ++c) s += fmt::format("{:>7}", c);
+  s += "\n";
+  for (std::size_t r = 0; r < confusion.size(); ++r) {
+    s += fmt::format("{:>6}", r);
+    for (std::size_t c = 0; c < confusion.size(); ++c) s += fmt::format("{:>7}", confusion[r][c]);
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace lmtrain::cli

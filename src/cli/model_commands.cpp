@@ -1,0 +1,229 @@
+// `lmtrain predict`, `eval`, `info`, `info --devices` and `plot`: everything that starts from a
+// model file or a run directory.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+
+#include "commands.h"
+#include "data_loading.h"
+#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/io/atomic_write.h"
+#include "lmtrain/io/csv_reader.h"
+#include "lmtrain/io/fann_reader.h"
+#include "lmtrain/io/idx_reader.h"
+#include "lmtrain/io/model_file.h"
+#include "lmtrain/io/npy_reader.h"
+#include "lmtrain/io/npy_writer.h"
+#include "lmtrain/lmtrain.h"
+#include "metrics.h"
+#include "plots.h"
+
+namespace lmtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+io::ModelFile load_model(const std::string& path) {
+  if (!fs::exists(path))
+    throw InvalidArgument(fmt::format("{}: no such model file; give the model.safetensors of a "
+                                      "run directory",
+                                      path));
+  return io::read_model_file(path);
+}
+
+// Network outputs (samples × outputs, normalized units) for normalized inputs, in the model's
+// stored precision.
+template <typename T>
+std::vector<double> forward(const io::ModelFile& model, const std::vector<double>& x) {
+  auto backend = make_cpu_backend<T>();
+  Sequential<T> net(model.architecture, *backend);
+  const std::vector<T> params(model.parameters.begin(), model.parameters.end());
+  const std::vector<T> inputs(x.begin(), x.end());
+  Trainer<T> runner(model.architecture, LossOptions{}, SolverOptions{}, TrainerOptions{}, *backend);
+  const std::vector<T> out = runner.predict(params, inputs);
+  return std::vector<double>(out.begin(), out.end());
+}
+
+std::vector<double> network_outputs(const io::ModelFile& model, std::vector<double> x) {
+  io::apply_input_normalization<double>(model.normalization, x);
+  return model.parameter_dtype == io::ParameterDtype::kF32 ? forward<float>(model, x)
+                                                           : forward<double>(model, x);
+}
+
+void softmax_rows(std::vector<double>& z, std::size_t cols) {
+  for (std::size_t r = 0; r * cols < z.size(); ++r) {
+    double* row = z.data() + r * cols;
+    const double m = *std::max_element(row, row + cols);
+    double sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) sum += row[c] = std::exp(row[c] - m);
+    for (std::size_t c = 0; c < cols; ++c) row[c] /= sum;
+  }
+}
+
+// Inputs of a data file for a model with `inputs` features.
+io::NumericTable read_inputs(const std::string& path, const std::vector<std::string>& columns,
+                             std::size_t inputs) {
+  if (!fs::exists(path)) throw InvalidArgument(fmt::format("--data {}: no such file", path));
+  DataSource source;
+  source.key = "--data";
+  source.path = path;
+  source.inputs = columns;
+  // Reuse the training readers; targets are irrelevant here, so name the last column as the
+  // (ignored) target only for CSV files that carry one more column than the model needs.
+  std::string name = fs::path(path).filename().string();
+  if (name.ends_with(".gz")) name.resize(name.size() - 3);
+  const std::string ext = fs::path(name).extension().string();
+  io::NumericTable table;
+  if (ext == ".npy") {
+    table = io::read_npy(path);
+  } else if (name.find("idx") != std::string::npos) {
+    table = io::read_idx(path);
+  } else if (ext == ".data" || ext == ".train" || ext == ".test" || ext == ".fann") {
+    table = io::read_fann(path).inputs;
+  } else {
+    io::CsvOptions options;
+    for (const auto& c : columns) {
+      std::size_t index = 0;
+      const auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), index);
+      options.columns.push_back(ec == std::errc{} && p == c.data() + c.size()
+                                    ? io::ColumnRef::by_index(index)
+                                    : io::ColumnRef::by_name(c));
+    }
+    table = io::read_csv(path, options);
+    if (columns.empty() && table.cols > inputs) {
+      // The first `inputs` columns, as the model was trained on (targets usually come last).
+      io::NumericTable first;
+      first.rows = table.rows;
+      first.cols = inputs;
+      first.source = table.source;
+      for (std::size_t r = 0; r < table.rows; ++r)
+        for (std::size_t c = 0; c < inputs; ++c) first.values.push_back(table(r, c));
+      table = std::move(first);
+    }
+  }
+  if (table.cols != inputs)
+    throw InvalidArgument(fmt::format("{} has {} input columns but the model takes {}; choose the "
+                                      "columns with --columns",
+                                      path, table.cols, inputs));
+  return table;
+}
+
+}  // namespace
+
+int run_predict(const PredictArgs& args) {
+  const io::ModelFile model = load_model(args.model);
+  const io::NumericTable inputs = read_inputs(args.data, args.columns, model.architecture.inputs());
+  std::vector<double> out = network_outputs(model, inputs.values);
+  const std::size_t k = model.architecture.outputs();
+  io::NumericTable result;
+  result.rows = inputs.rows;
+  if (model.task == io::Task::kClassification) {
+    softmax_rows(out, k);
+    result.cols = k + 1;
+    result.column_names.push_back("class");
+    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("p{}", c));
+    for (std::size_t r = 0; r < inputs.rows; ++r) {
+      const auto row = out.begin() + static_cast<long>(r * k);
+      result.values.push_back(static_cast<double>(std::max_element(row, row + static_cast<long>(k)) - row));
+      result.values.insert(result.values.end(), row, row + static_cast<long>(k));
+    }
+  } else {
+    io::undo_target_normalization<double>(model.normalization, out);
+    result.cols = k;
+    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("y{}", c));
+    result.values = std::move(out);
+  }
+  if (args.out.ends_with(".npy")) {
+    io::write_npy(args.out, result);
+  } else {
+    std::string csv = fmt::format("{}\n", fmt::join(result.column_names, ","));
+    for (std::size_t r = 0; r < result.rows; ++r) {
+      for (std::size_t c = 0; c < result.cols; ++c)
+        csv += fmt::format("{:.9g}{}", result(r, c), c + 1 < result.cols ? ',' : '\n');
+    }
+    io::write_file_atomically(args.out, csv);
+  }
+  fmt::print("wrote {} predictions to {}\n", result.rows, args.out);
+  return 0;
+}
+
+int run_eval(const EvalArgs& args) {
+  const io::ModelFile model = load_model(args.model);
+  const bool classification = model.task == io::Task::kClassification;
+  DataSource source;
+  source.key = "--data";
+  source.path = args.data;
+  source.targets_path = args.targets;
+  source.inputs = args.columns;
+  source.targets = args.target_columns;
+  LabeledTable table = load_source(source, classification ? Task::kClassification : Task::kRegression,
+                                   model.num_classes);
+  if (table.inputs.cols != model.architecture.inputs() || table.targets.cols != model.architecture.outputs())
+    throw InvalidArgument(fmt::format(
+        "{} gives {} inputs and {} targets per row; the model takes {} and produces {}", args.data,
+        table.inputs.cols, table.targets.cols, model.architecture.inputs(), model.architecture.outputs()));
+  std::vector<double> z = network_outputs(model, table.inputs.values);
+  // The loss as training reported it: on normalized targets.
+  std::vector<double> normalized_targets = table.targets.values;
+  if (model.normalization.normalizes_targets())
+    for (std::size_t i = 0; i < normalized_targets.size(); ++i) {
+      const std::size_t c = i % table.targets.cols;
+      normalized_targets[i] = (normalized_targets[i] - model.normalization.target_mean[c]) /
+                              model.normalization.target_std[c];
+    }
+  auto backend = make_cpu_backend<double>();
+  LossOptions loss_options;
+  loss_options.kind = *parse_loss(model.loss);
+  Loss<double> loss(loss_options, table.targets.cols, *backend);
+  const double value = loss.reported(loss.objective(table.inputs.rows, z.data(), normalized_targets.data()),
+                                     table.inputs.rows);
+  std::vector<double> outputs = z;
+  if (!classification) io::undo_target_normalization<double>(model.normalization, outputs);
+  const Metrics m = compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
+  fmt::print("{}\nloss ({}) {:.6e}\n{}\n{}", table.description, model.loss, value, m.describe(),
+             m.confusion_table());
+  return 0;
+}
+
+int run_info(const std::string& path) {
+  const io::ModelFile model = load_model(path);
+  fmt::print("model          {}\n", model.architecture.describe());
+  fmt::print("parameters     {} ({})\n", model.architecture.num_params(), to_string(model.parameter_dtype));
+  fmt::print("task           {}{}\n", to_string(model.task),
+             model.task == io::Task::kClassification ? fmt::format(", {} classes", model.num_classes) : "");
+  fmt::print("loss           {}\n", model.loss);
+  fmt::print("normalization  inputs: {}, targets: {}\n",
+             model.normalization.normalizes_inputs() ? "standardized" : "none",
+             model.normalization.normalizes_targets() ? "standardized" : "none");
+  fmt::print("provenance     {}\n", model.provenance.dump(2));
+  return 0;
+}
+
+int run_devices() {
+  auto cpu = make_cpu_backend<float>();
+  fmt::print("cpu       {}\n", cpu->name());
+  const int count = cuda_device_count();
+  if (count == 0) fmt::print("cuda      no device visible{}\n", cuda_backend_built() ? "" : " (built without CUDA)");
+  for (int i = 0; i < count; ++i) fmt::print("cuda:{}    {}\n", i, cuda_device_description(i));
+  return 0;
+}
+
+int run_plot(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir))
+    throw InvalidArgument(fmt::format("{}: not a directory; give the output_dir of a run", run_dir));
+  std::string warning;
+  const auto made = make_plots(run_dir, &warning);
+  for (const auto& p : made) fmt::print("wrote {}\n", p);
+  if (!warning.empty()) {
+    fmt::print(stderr, "lmtrain: {}\n", warning);
+    return 2;
+  }
+  if (made.empty()) fmt::print(stderr, "lmtrain: nothing to plot in {} (no epochs.csv)\n", run_dir);
+  return made.empty() ? 2 : 0;
+}
+
+}  // namespace lmtrain::cli

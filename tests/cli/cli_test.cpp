@@ -1,0 +1,266 @@
+// Integration tests of the `lmtrain` binary: fit → predict → eval on generated data, resume after
+// kill -9, and every kind of bad input (exit code, message, no output file left behind).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lmtrain/core/rng.h"
+#include "lmtrain/io/csv_reader.h"
+#include "lmtrain/io/model_file.h"
+
+namespace lmtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(LMTRAIN_CLI_PATH) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) r.output += buffer;
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+class Scratch {
+ public:
+  Scratch() {
+    std::string templ = (fs::temp_directory_path() / "lmtrain-cli-XXXXXX").string();
+    dir_ = mkdtemp(templ.data());
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name).string();
+  }
+  // Files in the directory (recursively), to check nothing was left behind.
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir_))
+      if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir_).string());
+    return out;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// y = sin(2x₁) + 0.5·x₂² on random points.
+std::string regression_csv(std::size_t rows, std::uint64_t seed) {
+  Rng rng(seed);
+  std::ostringstream s;
+  s << "x1,x2,y\n";
+  s.precision(17);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double a = rng.uniform(-1.5, 1.5), b = rng.uniform(-1, 1);
+    s << a << "," << b << "," << std::sin(2 * a) + 0.5 * b * b << "\n";
+  }
+  return s.str();
+}
+
+std::string regression_config(const std::string& extra_trainer = "", int epochs = 30) {
+  return "seed = 3\noutput_dir = \"out\"\n"
+         "[model]\nlayers = [{ type = \"dense\", units = 12 }, { type = \"tanh\" }, { type = \"dense\", units = 1 }]\n"
+         "[data]\ntest_fraction = 0.2\n[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n"
+         "[trainer]\nmax_epochs = " + std::to_string(epochs) + "\nbatch_size = 100\n" + extra_trainer;
+}
+
+TEST(Cli, VersionAndHelp) {
+  const Result v = run("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.output.find(std::string(io::lmtrain_version())), std::string::npos) << v.output;
+  for (const char* cmd : {"fit", "predict", "eval", "info", "plot"}) {
+    const Result h = run(std::string(cmd) + " --help");
+    EXPECT_EQ(h.exit_code, 0) << cmd;
+    EXPECT_NE(h.output.find("Usage"), std::string::npos) << cmd << ": " << h.output;
+  }
+}
+
+TEST(Cli, FitPredictEvalRoundTrip) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 1));
+  const std::string config = s.write("run.toml", regression_config());
+  const Result fit = run("fit " + config + " --quiet");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  for (const char* f : {"model.safetensors", "summary.txt", "history.csv", "epochs.csv",
+                        "checkpoint.safetensors", "run.toml"})
+    EXPECT_TRUE(fs::exists(s.path("out") / f)) << f;
+
+  // predict on the training CSV (its first two columns are the inputs).
+  const std::string model = (s.path("out") / "model.safetensors").string();
+  const Result predict = run("predict " + model + " --data " + s.path("data.csv").string() +
+                             " --out " + s.path("pred.csv").string());
+  ASSERT_EQ(predict.exit_code, 0) << predict.output;
+  const io::NumericTable data = io::read_csv(s.path("data.csv").string());
+  const io::NumericTable pred = io::read_csv(s.path("pred.csv").string());
+  ASSERT_EQ(pred.rows, data.rows);
+  double sse = 0, sst = 0, mean = 0;
+  for (std::size_t r = 0; r < data.rows; ++r) mean += data(r, 2) / static_cast<double>(data.rows);
+  for (std::size_t r = 0; r < data.rows; ++r) {
+    sse += (pred(r, 0) - data(r, 2)) * (pred(r, 0) - data(r, 2));
+    sst += (data(r, 2) - mean) * (data(r, 2) - mean);
+  }
+  const double mse = sse / static_cast<double>(data.rows);
+  EXPECT_LT(mse, 0.01) << "the network should fit this smooth function";
+
+  // eval reports the same MSE as the predictions give (printed with 6 significant digits).
+  const Result eval = run("eval " + model + " --data " + s.path("data.csv").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const auto at = eval.output.find("MSE ");
+  ASSERT_NE(at, std::string::npos) << eval.output;
+  EXPECT_NEAR(std::stod(eval.output.substr(at + 4)), mse, 1e-5 * mse) << eval.output;
+  const auto r2 = eval.output.find("R² ");
+  ASSERT_NE(r2, std::string::npos);
+  EXPECT_NEAR(std::stod(eval.output.substr(r2 + 4)), 1 - sse / sst, 1e-5);
+
+  const Result info = run("info " + model);
+  EXPECT_EQ(info.exit_code, 0);
+  EXPECT_NE(info.output.find("2-12-1 tanh (49 parameters)"), std::string::npos) << info.output;
+}
+
+// Final parameters of a run directory's model file.
+std::vector<double> final_parameters(const fs::path& dir) {
+  return io::read_model_file((dir / "model.safetensors").string()).parameters;
+}
+
+TEST(Cli, ResumeAfterKillNineIsBitIdentical) {
+  Scratch s;
+  s.write("data.csv", regression_csv(4000, 2));
+  const std::string config = s.write("run.toml", regression_config("checkpoint_every = 1\n", 60));
+  // The uninterrupted run.
+  ASSERT_EQ(run("fit " + config + " --quiet --set output_dir=\"straight\"").exit_code, 0);
+
+  // The same run, killed with SIGKILL once its second checkpoint exists.
+  const fs::path out = s.path("killed");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string set = "output_dir=\"" + out.string() + "\"";
+    execl(LMTRAIN_CLI_PATH, LMTRAIN_CLI_PATH, "fit", config.c_str(), "--quiet", "--set", set.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool killed = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream epochs(out / "epochs.csv");
+    std::string line;
+    int lines = 0;
+    while (std::getline(epochs, line)) ++lines;
+    if (lines >= 3 && fs::exists(out / "checkpoint.safetensors")) {
+      kill(child, SIGKILL);
+      killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(killed) << "the run ended before it could be killed";
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+
+  const Result resumed = run("fit " + config + " --quiet --resume " + out.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(final_parameters(out), final_parameters(s.path("straight")));
+}
+
+struct BadInput {
+  std::string name;
+  std::string data_file;      // name → content written into the scratch directory
+  std::string data_content;
+  std::string config_tail;    // appended to a valid config with [data.train] path = data_file
+  std::string expected;       // fragment of the message
+  std::string model_extra = {};  // extra keys of [model]
+};
+
+class BadInputs : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputs, ExitNonZeroWithOneClearMessageAndNoOutput) {
+  const BadInput& b = GetParam();
+  Scratch s;
+  if (!b.data_file.empty()) s.write(b.data_file, b.data_content);
+  const std::string config = s.write(
+      "run.toml", "output_dir = \"out\"\n"
+                  "[model]\n" + b.model_extra +
+                      "layers = [{ type = \"dense\", units = 4 }, { type = \"tanh\" }, { type = \"dense\", units = 1 }]\n" +
+                      b.config_tail);
+  const Result r = run("fit " + config + " --quiet");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(b.expected), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lmtrain: error:"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("out"))) << "an output directory was left behind";
+}
+
+const std::string kTrain = "[data.train]\npath = \"d.csv\"\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadInputs,
+    ::testing::Values(
+        BadInput{"MissingFile", "", "", kTrain, "d.csv: no such file"},
+        BadInput{"UnreadableFile", "d.csv/x", "", kTrain, "d.csv"},
+        BadInput{"RaggedRow", "d.csv", "a,b\n1,2\n3\n4,5\n", kTrain, "line 3"},
+        BadInput{"NonNumericCell", "d.csv", "a,b\n1,2\n3,abc\n", kTrain, "abc"},
+        BadInput{"NaNInData", "d.csv", "a,b\n1,2\nnan,3\n", kTrain, "line 3"},
+        BadInput{"TruncatedNpy", "x.npy", std::string("\x93NUMPY\x01\x00\x10\x00{'descr'", 18),
+                 "[data.train]\npath = \"x.npy\"\ntargets_path = \"x.npy\"\n", "x.npy"},
+        BadInput{"WrongIdxMagic", "x-idx3-ubyte", std::string("\x01\x02\x08\x01\x00\x00\x00\x01\x05", 9),
+                 "[data.train]\npath = \"x-idx3-ubyte\"\ntargets_path = \"x-idx3-ubyte\"\n", "magic"},
+        BadInput{"FannHeaderDisagrees", "d.train", "3 1 1\n0.1\n0.2\n0.3\n0.4\n",
+                 "[data.train]\npath = \"d.train\"\n", "d.train"},
+        BadInput{"FeatureCountDisagrees", "d.csv", "a,b,c\n1,2,3\n4,5,6\n", kTrain,
+                 "has 2 input columns but the model's input layer takes 5", "inputs = 5\n"},
+        BadInput{"TargetCountDisagrees", "d.csv", "a,b,c\n1,2,3\n4,5,6\n",
+                 "[data.train]\npath = \"d.csv\"\ntargets = [\"b\", \"c\"]\n",
+                 "the model's last layer has 1 outputs but the training data has 2 target columns"},
+        BadInput{"ShapeNotAList", "d.csv", "a,b\n1,2\n", kTrain, "model.input_shape must be",
+                 "input_shape = \"big\"\n"},
+        BadInput{"LabelOutOfRange", "d.csv", "a,label\n1,0\n2,1\n3,7\n",
+                 "[data]\ntask = \"classification\"\nclasses = 3\n" + kTrain, "7"},
+        BadInput{"WrongType", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[trainer]\nmax_epochs = \"ten\"\n", "trainer.max_epochs has the wrong type"},
+        BadInput{"OutOfRange", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[solver]\nlambda_decrease = 3.0\n", "solver.lambda_decrease = 3"},
+        BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
+    [](const auto& test_param) { return test_param.param.name; });
+
+TEST(Cli, PredictWithBadDataLeavesNoOutputFile) {
+  Scratch s;
+  s.write("data.csv", regression_csv(200, 4));
+  const std::string config = s.write("run.toml", regression_config("", 3));
+  ASSERT_EQ(run("fit " + config + " --quiet").exit_code, 0);
+  s.write("bad.csv", "x1,x2\n1,2\n3,oops\n");
+  const Result r = run("predict " + (s.path("out") / "model.safetensors").string() + " --data " +
+                       s.path("bad.csv").string() + " --out " + s.path("pred.csv").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("oops"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("pred.csv")));
+}
+
+}  // namespace
+}  // namespace lmtrain::cli
