@@ -9,6 +9,7 @@ packages=(
   libopenblas-openmp-dev liblapacke-dev   # BLAS (OpenMP build) and LAPACKE
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin              # data-parallel ranks (mpirun)
   gnuplot-nox                             # PNG plots of training runs
   clang libclang-rt-14-dev libomp-dev     # libFuzzer targets of the file readers
   python3 python3-numpy                   # reference implementation and Python-side checks

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lmtrain/dist/communicator.h"
+
 namespace lmtrain::cli {
 
 struct FitArgs {
@@ -13,6 +15,8 @@ struct FitArgs {
   std::vector<std::string> overrides;
   std::string resume_dir;
   bool quiet = false;
+  // The ranks of an mpirun/srun launch (DESIGN.md §6); only rank 0 prints and writes files.
+  dist::Communicator* comm = nullptr;
 };
 int run_fit(const FitArgs& args);
 

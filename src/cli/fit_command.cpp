@@ -127,14 +127,19 @@ int fit(const RunConfig& config, const FitArgs& args) {
         config.data.task == Task::kClassification ? "classes" : "columns",
         data.train.targets.cols));
 
+  const bool root = args.comm == nullptr || args.comm->is_root();
+  const bool quiet = args.quiet || !root;
   const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
-  fs::create_directories(out_dir);
   const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
-  if (args.resume_dir.empty())
-    io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
+  if (root) {
+    fs::create_directories(out_dir);
+    if (args.resume_dir.empty())
+      io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
+  }
 
   auto backend = make_cpu_backend<T>();
   Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
+  trainer.set_communicator(args.comm);
   const Dataset<T> train = to_dataset<T>(data.train);
   std::optional<Dataset<T>> validation;
   if (data.validation) validation = to_dataset<T>(*data.validation);
@@ -153,7 +158,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
                                         "output directory of an earlier `lmtrain fit`",
                                         args.resume_dir));
     resume = io::read_checkpoint<T>(checkpoint_path.string(), fingerprint);
-    if (!args.quiet)
+    if (!quiet)
       fmt::print("resuming {} from epoch {}, batch {}\n", out_dir.string(), resume->epochs_done,
                  resume->batches_done);
   }
@@ -163,7 +168,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const std::vector<std::string> earlier =
       resume ? earlier_history(out_dir / "history.csv", resume->epochs_done + 1, resume->batches_done)
              : std::vector<std::string>{};
-  Progress progress(config.trainer.max_epochs, (train.samples + batch - 1) / batch, !args.quiet);
+  Progress progress(config.trainer.max_epochs, (train.samples + batch - 1) / batch, !quiet);
   trainer.add_callback([&](const IterationSummary& it) {
     steps.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
                      it.report.gradient_max_norm, it.report.step_norm, it.elapsed_seconds});
@@ -173,12 +178,13 @@ int fit(const RunConfig& config, const FitArgs& args) {
   trainer.set_epoch_callback([&](const EpochRecord& e) {
     epochs.push_back(e);
     progress.on_epoch(e);
+    if (!root) return;
     io::write_file_atomically((out_dir / "history.csv").string(), history_csv(earlier, steps, epochs));
     io::write_file_atomically((out_dir / "epochs.csv").string(), epochs_csv(epochs));
   });
   trainer.set_checkpoint_handler(
       [&](const TrainingState<T>& state) {
-        io::write_checkpoint(checkpoint_path.string(), state, fingerprint);
+        if (root) io::write_checkpoint(checkpoint_path.string(), state, fingerprint);
       },
       config.checkpoint_every);
   g_stop = false;
@@ -194,6 +200,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
   std::signal(SIGTERM, SIG_DFL);
   progress.finish();
 
+  if (!root) return summary.termination == TerminationReason::kInterrupted ? 130
+                    : summary.termination == TerminationReason::kNonFiniteObjective ? 3 : 0;
   if (summary.termination == TerminationReason::kInterrupted) {
     fmt::print(stderr,
                "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
@@ -266,7 +274,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   io::write_file_atomically((out_dir / "summary.txt").string(), report);
   std::string warning;
   const auto pngs = make_plots(out_dir.string(), &warning);
-  if (!args.quiet) {
+  if (!quiet) {
     fmt::print("{}", report);
     fmt::print("\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
                "checkpoint.safetensors{}\n",

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <memory>
 
 #include "commands.h"
 #include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/model_file.h"
 
 int main(int argc, char** argv) {
@@ -55,8 +57,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  std::unique_ptr<lmtrain::dist::Communicator> comm;
   try {
-    if (*fit_cmd) return run_fit(fit);
+    if (*fit_cmd) {
+      // mpirun/srun with several ranks: MPI (data-parallel training); otherwise one rank.
+      comm = lmtrain::dist::make_communicator_from_environment();
+      fit.comm = comm.get();
+      return run_fit(fit);
+    }
     if (*predict_cmd) return run_predict(predict);
     if (*eval_cmd) return run_eval(eval);
     if (*info_cmd) {
@@ -68,10 +76,9 @@ int main(int argc, char** argv) {
       return run_info(info_model);
     }
     if (*plot_cmd) return run_plot(run_dir);
-  } catch (const lmtrain::Error& e) {
-    fmt::print(stderr, "lmtrain: error: {}\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
+    if (comm && comm->size() > 1)  // never leave the other ranks waiting in a collective
+      comm->abort(2, fmt::format("lmtrain: rank {} of {}: error: {}", comm->rank(), comm->size(), e.what()));
     fmt::print(stderr, "lmtrain: error: {}\n", e.what());
     return 2;
   }

@@ -312,7 +312,7 @@ void set_double(Section& s, std::string_view key, Setter set) {
 }
 
 void parse_solver(Section& s, SolverOptions& o) {
-  if (auto v = s.choice("linear_solver", {"auto", "cholesky", "dual", "eigen"}))
+  if (auto v = s.choice("linear_solver", {"auto", "cholesky", "dual", "eigen", "cg"}))
     o.linear_solver = *parse_linear_solver(*v);
   if (auto v = s.choice("damping", {"multiplicative", "nielsen"})) o.damping = *parse_damping(*v);
   if (auto v = s.choice("damping_matrix", {"identity", "marquardt"}))
@@ -332,6 +332,8 @@ void parse_solver(Section& s, SolverOptions& o) {
   o.memory_budget_bytes = s.count("memory_budget_bytes", o.memory_budget_bytes);
   set_double(s, "memory_fraction", [&](double v) { o.memory_fraction = v; });
   o.max_slice_samples = s.count("max_slice_samples", o.max_slice_samples);
+  set_double(s, "cg_forcing", [&](double v) { o.cg_forcing = v; });
+  o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
   s.finish();
 }
 

@@ -36,14 +36,20 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
       plan.normal_matrix_bytes = m * m * s;
       solver_bytes = (m * m + m * n + m) * s;
       break;
+    case SolverWorkspace::kCg:
+      // Matrix-free: J's rows stored, a few vectors; no n × n matrix at all.
+      plan.normal_matrix_bytes = 0;
+      solver_bytes = (m * n + 2 * m + 8 * n) * s;
+      break;
   }
-  const std::size_t a_bytes = in.solver == SolverWorkspace::kDual ? 0 : (n * n + n) * s;
+  const bool stores_j = in.solver == SolverWorkspace::kDual || in.solver == SolverWorkspace::kCg;
+  const std::size_t a_bytes = stores_j ? n * s : (n * n + n) * s;
   const std::size_t batch_bytes =
       in.batch * (in.inputs + in.outputs + in.activation_floats_per_sample + R * in.outputs + R) * s;
   plan.fixed_bytes =
       6 * n * s + a_bytes + solver_bytes + batch_bytes + in.workspace_elements * s;
   // With the dual form J is stored whole (in solver_bytes), so a slice only needs seeds.
-  const std::size_t j_row_bytes = in.solver == SolverWorkspace::kDual ? 0 : R * n * s;
+  const std::size_t j_row_bytes = stores_j ? 0 : R * n * s;
   plan.bytes_per_slice_sample = j_row_bytes + 2 * R * in.max_width * s;
 
   if (plan.fixed_bytes + plan.bytes_per_slice_sample > in.budget_bytes) {
@@ -54,11 +60,14 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
         "solver.memory_fraction of available memory), lower the batch size, or use fewer "
         "parameters{}",
         format_bytes(in.budget_bytes), n, format_bytes(plan.normal_matrix_bytes),
-        in.solver == SolverWorkspace::kDual ? " (dual form: the m×m Gram matrix)" : " A = JᵀJ",
+        in.solver == SolverWorkspace::kDual ? " (dual form: the m×m Gram matrix)"
+        : in.solver == SolverWorkspace::kCg ? " (none: matrix-free CG)"
+                                            : " A = JᵀJ",
         format_bytes(plan.fixed_bytes - plan.normal_matrix_bytes), in.batch,
         format_bytes(plan.bytes_per_slice_sample),
-        in.solver == SolverWorkspace::kDual ? "" : "; models whose A cannot fit on one device "
-                                                   "need a matrix-free solver (not yet available)"));
+        in.solver == SolverWorkspace::kCg ? " (J of a batch shard is stored whole: use more ranks or a smaller batch)"
+        : in.solver == SolverWorkspace::kDual ? ""
+                                              : ", or solver.linear_solver = \"cg\" (matrix-free: stores J, never A)"));
   }
   std::size_t slice = (in.budget_bytes - plan.fixed_bytes) /
                       std::max<std::size_t>(plan.bytes_per_slice_sample, 1);

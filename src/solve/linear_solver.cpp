@@ -4,6 +4,10 @@
 
 #include "lmtrain/core/error.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 namespace lmtrain {
 namespace {
 
@@ -101,7 +105,7 @@ class DualSolver final : public LinearSolver<T> {
         u_(backend.allocate(max_residuals)) {}
   LinearSolverType type() const override { return LinearSolverType::kDual; }
   bool prepare(const NormalEquations<T>& ne, const T* d) override {
-    if (!ne.dual)
+    if (!ne.jacobian_stored)
       throw InvalidArgument("dual solver: the normal equations were built without J stored");
     if (d != nullptr)
       throw InvalidArgument("dual solver: only D = I is supported (damping_matrix = identity)");
@@ -126,12 +130,123 @@ class DualSolver final : public LinearSolver<T> {
   const NormalEquations<T>* ne_ = nullptr;
 };
 
+// Sums a device vector over the ranks (through host memory unless the device is the host).
+template <typename T>
+void allreduce_device(Backend<T>& backend, dist::Communicator* comm, T* data, std::size_t n,
+                      std::vector<T>& staging) {
+  if (comm == nullptr || comm->size() == 1) return;
+  if (backend.device_kind() == DeviceKind::kCpu) {
+    comm->allreduce_sum(data, n);
+    return;
+  }
+  staging.resize(n);
+  backend.copy_to_host(data, staging.data(), n);
+  comm->allreduce_sum(staging.data(), n);
+  backend.copy_from_host(staging.data(), data, n);
+}
+
+// Preconditioned CG on (JᵀJ + λD)δ = g, J (m × n) the rank's stored rows.  Every vector but
+// J·p is n long and identical on all ranks (built from all-reduced quantities), so every rank
+// computes the same iterates.
+template <typename T>
+class CgSolver final : public LinearSolver<T> {
+ public:
+  CgSolver(Backend<T>& backend, std::size_t n, std::size_t max_residuals, dist::Communicator* comm,
+           const SolverOptions& options)
+      : backend_(backend),
+        n_(n),
+        comm_(comm),
+        forcing_(options.cg_forcing),
+        max_iterations_(options.cg_max_iterations > 0 ? options.cg_max_iterations : n),
+        jp_(backend.allocate(std::max<std::size_t>(max_residuals, 1))) {
+    for (auto* b : {&diag_, &m_inv_, &x_, &r_, &z_, &p_, &q_, &tmp_}) *b = backend.allocate(n);
+  }
+  LinearSolverType type() const override { return LinearSolverType::kCg; }
+  int iterations() const override { return iterations_; }
+  bool prepare(const NormalEquations<T>& ne, const T* d) override {
+    if (!ne.jacobian_stored)
+      throw InvalidArgument("cg solver: the normal equations were built without J stored");
+    ne_ = &ne;
+    d_ = d;
+    backend_.column_sums_of_squares(ne.m, n_, ne.j.data(), n_, diag_.data());
+    allreduce_device(backend_, comm_, diag_.data(), n_, staging_);
+    g_norm_ = std::sqrt(backend_.dot(n_, ne.g.data(), ne.g.data()));
+    return true;
+  }
+  bool solve(double lambda, T* delta) override {
+    const auto l = static_cast<T>(lambda);
+    // Jacobi preconditioner M = diag(JᵀJ) + λD, inverted once per λ.
+    if (d_ != nullptr) {
+      backend_.add_scaled(n_, diag_.data(), l, d_, tmp_.data());
+    } else {
+      backend_.fill(tmp_.data(), n_, l);
+      backend_.axpy(n_, T(1), diag_.data(), tmp_.data());
+    }
+    backend_.fill(m_inv_.data(), n_, T(1));
+    backend_.scale_elementwise(n_, m_inv_.data(), tmp_.data(), /*divide=*/true, m_inv_.data());
+    if (!backend_.all_finite(n_, m_inv_.data())) return false;
+
+    backend_.fill(x_.data(), n_, T(0));
+    backend_.copy(ne_->g.data(), r_.data(), n_);
+    backend_.scale_elementwise(n_, r_.data(), m_inv_.data(), false, z_.data());
+    backend_.copy(z_.data(), p_.data(), n_);
+    double rz = backend_.dot(n_, r_.data(), z_.data());
+    const double target = forcing_ * g_norm_;
+    iterations_ = 0;
+    for (std::size_t k = 0; k < max_iterations_; ++k) {
+      // q = Jᵀ(J p) summed over ranks, + λ D p.
+      backend_.fill(q_.data(), n_, T(0));
+      if (ne_->m > 0) {
+        backend_.gemv(Trans::kNo, ne_->m, n_, T(1), ne_->j.data(), n_, p_.data(), T(0), jp_.data());
+        backend_.gemv(Trans::kYes, ne_->m, n_, T(1), ne_->j.data(), n_, jp_.data(), T(0), q_.data());
+      }
+      allreduce_device(backend_, comm_, q_.data(), n_, staging_);
+      if (d_ != nullptr) {
+        backend_.scale_elementwise(n_, p_.data(), d_, false, tmp_.data());
+        backend_.axpy(n_, l, tmp_.data(), q_.data());
+      } else {
+        backend_.axpy(n_, l, p_.data(), q_.data());
+      }
+      const double pq = backend_.dot(n_, p_.data(), q_.data());
+      if (!(pq > 0) || !std::isfinite(pq)) return false;
+      const double alpha = rz / pq;
+      backend_.axpy(n_, static_cast<T>(alpha), p_.data(), x_.data());
+      backend_.axpy(n_, static_cast<T>(-alpha), q_.data(), r_.data());
+      ++iterations_;
+      if (std::sqrt(backend_.dot(n_, r_.data(), r_.data())) <= target) break;
+      backend_.scale_elementwise(n_, r_.data(), m_inv_.data(), false, z_.data());
+      const double rz_next = backend_.dot(n_, r_.data(), z_.data());
+      backend_.add_scaled(n_, z_.data(), static_cast<T>(rz_next / rz), p_.data(), p_.data());
+      rz = rz_next;
+    }
+    backend_.copy(x_.data(), delta, n_);
+    return true;
+  }
+
+ private:
+  Backend<T>& backend_;
+  std::size_t n_;
+  dist::Communicator* comm_;
+  double forcing_;
+  std::size_t max_iterations_;
+  DeviceBuffer<T> jp_, diag_, m_inv_, x_, r_, z_, p_, q_, tmp_;
+  std::vector<T> staging_;
+  const NormalEquations<T>* ne_ = nullptr;
+  const T* d_ = nullptr;
+  double g_norm_ = 0;
+  int iterations_ = 0;
+};
+
 }  // namespace
 
 template <typename T>
 std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type, Backend<T>& backend,
-                                                         std::size_t n, std::size_t max_residuals) {
+                                                         std::size_t n, std::size_t max_residuals,
+                                                         dist::Communicator* comm,
+                                                         const SolverOptions& options) {
   switch (type) {
+    case LinearSolverType::kCg:
+      return std::make_unique<CgSolver<T>>(backend, n, max_residuals, comm, options);
     case LinearSolverType::kCholesky: return std::make_unique<CholeskySolver<T>>(backend, n);
     case LinearSolverType::kEigen: return std::make_unique<EigenSolver<T>>(backend, n);
     case LinearSolverType::kDual: return std::make_unique<DualSolver<T>>(backend, max_residuals);

@@ -7,15 +7,15 @@ namespace lmtrain {
 template <typename T>
 NormalEquationsBuilder<T>::NormalEquationsBuilder(JacobianEngine<T>& engine,
                                                   std::size_t slice_samples, std::size_t max_batch,
-                                                  bool dual)
+                                                  bool store_jacobian)
     : engine_(engine),
       backend_(engine.model_backend()),
       slice_samples_(std::max<std::size_t>(1, slice_samples)),
       max_batch_(max_batch),
-      dual_(dual) {
+      store_jacobian_(store_jacobian) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   engine_.reserve(max_batch_, slice_samples_);
-  if (!dual_) slice_ = backend_.allocate(slice_samples_ * R * n);
+  if (!store_jacobian_) slice_ = backend_.allocate(slice_samples_ * R * n);
 }
 
 template <typename T>
@@ -25,15 +25,23 @@ double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y,
   const std::size_t m = batch * R;
   ne.n = n;
   ne.m = m;
-  ne.dual = dual_;
+  ne.jacobian_stored = store_jacobian_;
   ne.g.reserve(backend_.memory(), n);
-  if (dual_) {
+  if (store_jacobian_) {
     ne.j.reserve(backend_.memory(), max_batch_ * R * n);
     ne.r.reserve(backend_.memory(), max_batch_ * R);
   } else {
     ne.a.reserve(backend_.memory(), n * n);
   }
 
+  if (batch == 0) {
+    // A rank whose shard of this batch is empty contributes zeros to the sums.
+    engine_.clear_batch();
+    ne.objective = 0;
+    backend_.fill(ne.g.data(), n, T(0));
+    if (!store_jacobian_) backend_.fill(ne.a.data(), n * n, T(0));
+    return 0;
+  }
   double objective = 0;
   {
     ScopedPhase timer(times, Phase::kForward);
@@ -43,7 +51,7 @@ double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y,
   ne.objective = objective;
   const T* r = engine_.residuals();
 
-  if (dual_) {
+  if (store_jacobian_) {
     {
       ScopedPhase timer(times, Phase::kJacobian);
       for (std::size_t first = 0; first < batch; first += slice_samples_) {

@@ -14,6 +14,7 @@ std::string_view to_string(LinearSolverType t) {
     case LinearSolverType::kCholesky: return "cholesky";
     case LinearSolverType::kDual: return "dual";
     case LinearSolverType::kEigen: return "eigen";
+    case LinearSolverType::kCg: return "cg";
   }
   return "unknown";
 }
@@ -25,7 +26,7 @@ std::string_view to_string(DampingMatrix t) {
 }
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s) {
   for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
-                 LinearSolverType::kEigen})
+                 LinearSolverType::kEigen, LinearSolverType::kCg})
     if (to_string(t) == s) return t;
   return std::nullopt;
 }
@@ -83,6 +84,7 @@ bool SolverOptions::is_valid(std::string* error) const {
             parameter_tolerance, "parameter_tolerance ≥ 0 (0 disables)");
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
+  c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
   return c.ok;
 }
 

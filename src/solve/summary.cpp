@@ -24,6 +24,8 @@ std::string Summary::full_report() const {
   line("Loss", loss);
   line("Precision", precision);
   line("Device", device);
+  line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
+                            ranks > 1 ? "; batches sharded, A and g all-reduced" : ""));
   line("Parameters", fmt::format("{}", num_params));
   line("Training samples", fmt::format("{}", training_samples));
   if (validation_samples > 0) line("Validation samples", fmt::format("{}", validation_samples));

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/nn/memory_plan.h"
 
 namespace lmtrain {
@@ -46,14 +47,16 @@ struct DeviceData {
   }
 };
 
-// Objective F over a whole data set, forward passes of `chunk` samples.
+// Objective F over rows [begin, begin + rows) of a data set, forward passes of `chunk` samples.
 template <typename T>
 double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
-                       const DeviceData<T>& data, std::size_t chunk, ForwardState<T>& state) {
+                       const DeviceData<T>& data, std::size_t begin, std::size_t rows,
+                       std::size_t chunk, ForwardState<T>& state) {
   double f = 0;
   const std::size_t in = model.inputs(), out = model.outputs();
-  for (std::size_t first = 0; first < data.samples; first += chunk) {
-    const std::size_t count = std::min(chunk, data.samples - first);
+  chunk = std::max<std::size_t>(chunk, 1);
+  for (std::size_t first = begin; first < begin + rows; first += chunk) {
+    const std::size_t count = std::min(chunk, begin + rows - first);
     const T* z = model.forward(params, data.x.data() + first * in, count, state, false);
     f += loss.objective(count, z, data.y.data() + first * out);
   }
@@ -124,11 +127,50 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   summary.memory_budget_given = sopt.memory_budget_bytes;
   summary.max_slice_samples_given = sopt.max_slice_samples;
 
-  // Resolve the linear solver: the dual form when the batch has fewer residuals than parameters.
+  const int ranks = comm_ != nullptr ? comm_->size() : 1;
+  const int rank = comm_ != nullptr ? comm_->rank() : 0;
+  summary.ranks = ranks;
+  summary.communicator = comm_ != nullptr ? comm_->name() : "local";
+  // This rank's share of `count` samples starting at `first`: a contiguous block.
+  auto shard = [&](std::size_t first, std::size_t count) {
+    const std::size_t lo = count * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks);
+    const std::size_t hi = count * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks);
+    return std::pair{first + lo, hi - lo};
+  };
+  const std::size_t local_batch = (batch + static_cast<std::size_t>(ranks) - 1) / static_cast<std::size_t>(ranks);
+
+  // Memory plan for one solver; the budget is this rank's device.
+  MemoryPlanInput plan_in;
+  plan_in.num_params = n;
+  plan_in.batch = local_batch;
+  plan_in.residuals_per_sample = R;
+  plan_in.inputs = model.inputs();
+  plan_in.outputs = model.outputs();
+  plan_in.activation_floats_per_sample = model.activation_floats_per_sample();
+  plan_in.max_width = model.max_width();
+  plan_in.workspace_elements = model.workspace_elements();
+  plan_in.element_size = sizeof(T);
+  plan_in.budget_bytes =
+      sopt.memory_budget_bytes > 0
+          ? sopt.memory_budget_bytes
+          : static_cast<std::size_t>(sopt.memory_fraction *
+                                     static_cast<double>(backend_.available_memory_bytes()));
+  plan_in.max_slice_samples = sopt.max_slice_samples;
+  auto plan_for = [&](LinearSolverType type) {
+    MemoryPlanInput in = plan_in;
+    in.solver = type == LinearSolverType::kDual    ? SolverWorkspace::kDual
+                : type == LinearSolverType::kEigen ? SolverWorkspace::kEigen
+                : type == LinearSolverType::kCg    ? SolverWorkspace::kCg
+                                                   : SolverWorkspace::kCholesky;
+    return plan_memory(in);
+  };
+
+  // Resolve the linear solver: the dual form when the batch has fewer residuals than parameters
+  // (one rank), the matrix-free CG when A does not fit, Cholesky otherwise.
   const std::size_t m = batch * R;
   LinearSolverType solver_type = sopt.linear_solver;
   if (solver_type == LinearSolverType::kAuto) {
-    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity) {
+    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity && ranks == 1) {
       solver_type = LinearSolverType::kDual;
       summary.linear_solver_reason =
           fmt::format("auto: {} residual rows per batch < {} parameters, so the m×m dual system is "
@@ -137,8 +179,19 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     } else {
       solver_type = LinearSolverType::kCholesky;
       summary.linear_solver_reason =
-          m < n ? "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ"
-                : fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n);
+          m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n)
+          : ranks > 1 ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
+                      : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
+      try {
+        (void)plan_for(solver_type);
+      } catch (const MemoryPlanError& e) {
+        (void)plan_for(LinearSolverType::kCg);  // throws if even J does not fit
+        solver_type = LinearSolverType::kCg;
+        summary.linear_solver_reason = fmt::format(
+            "auto: A = JᵀJ does not fit the memory budget ({}), so matrix-free CG on the stored "
+            "Jacobian rows",
+            e.what());
+      }
     }
   } else if (solver_type == LinearSolverType::kDual &&
              sopt.damping_matrix != DampingMatrix::kIdentity) {
@@ -146,56 +199,42 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.linear_solver_reason =
         "dual requested but damping_matrix = marquardt; the dual form solves (JJᵀ + λI) only, so "
         "cholesky on the primal system is used";
+  } else if (solver_type == LinearSolverType::kDual && ranks > 1) {
+    solver_type = LinearSolverType::kCholesky;
+    summary.linear_solver_reason =
+        "dual requested but the job has several ranks and the dual form needs the whole J on one; "
+        "cholesky on the all-reduced A is used";
   }
   summary.linear_solver_used = solver_type;
-
-  // Memory plan.
-  MemoryPlanInput plan_in;
-  plan_in.num_params = n;
-  plan_in.batch = batch;
-  plan_in.residuals_per_sample = R;
-  plan_in.inputs = model.inputs();
-  plan_in.outputs = model.outputs();
-  plan_in.activation_floats_per_sample = model.activation_floats_per_sample();
-  plan_in.max_width = model.max_width();
-  plan_in.workspace_elements = model.workspace_elements();
-  plan_in.element_size = sizeof(T);
-  plan_in.solver = solver_type == LinearSolverType::kDual    ? SolverWorkspace::kDual
-                   : solver_type == LinearSolverType::kEigen ? SolverWorkspace::kEigen
-                                                             : SolverWorkspace::kCholesky;
-  plan_in.budget_bytes =
-      sopt.memory_budget_bytes > 0
-          ? sopt.memory_budget_bytes
-          : static_cast<std::size_t>(sopt.memory_fraction *
-                                     static_cast<double>(backend_.available_memory_bytes()));
-  plan_in.max_slice_samples = sopt.max_slice_samples;
-  const MemoryPlan plan = plan_memory(plan_in);
+  const MemoryPlan plan = plan_for(solver_type);
   summary.memory_plan = plan.describe();
   summary.slice_samples = plan.slice_samples;
 
   JacobianEngine<T> engine(model, loss);
-  LevenbergMarquardtStep<T> lm(sopt, solver_type, engine, plan.slice_samples, batch);
+  LevenbergMarquardtStep<T> lm(sopt, solver_type, engine, plan.slice_samples, local_batch, comm_);
 
   DeviceData<T> train_dev(backend_, train);
   std::unique_ptr<DeviceData<T>> valid_dev;
   if (validation) valid_dev = std::make_unique<DeviceData<T>>(backend_, *validation);
   DeviceBuffer<T> theta = backend_.allocate(n);
   DeviceBuffer<T> best = backend_.allocate(n);
-  DeviceBuffer<T> xb = backend_.allocate(batch * model.inputs());
-  DeviceBuffer<T> yb = backend_.allocate(batch * model.outputs());
+  DeviceBuffer<T> xb = backend_.allocate(local_batch * model.inputs());
+  DeviceBuffer<T> yb = backend_.allocate(local_batch * model.outputs());
   ForwardState<T> eval_state;
 
-  auto training_loss = [&] {
+  // Losses over a whole data set: each rank evaluates its block of rows, the sums are reduced.
+  auto data_loss = [&](const DeviceData<T>& data) {
     ScopedPhase timer(summary.times, Phase::kValidation);
-    return loss.reported(total_objective(model, loss, theta.data(), train_dev, batch, eval_state),
-                         train.samples);
+    const auto [first, count] = shard(0, data.samples);
+    double f = total_objective(model, loss, theta.data(), data, first, count, local_batch, eval_state);
+    if (ranks > 1) {
+      ScopedPhase comm_timer(summary.times, Phase::kCommunication);
+      f = comm_->sum(f);
+    }
+    return loss.reported(f, data.samples);
   };
-  auto validation_loss = [&] {
-    ScopedPhase timer(summary.times, Phase::kValidation);
-    return loss.reported(
-        total_objective(model, loss, theta.data(), *valid_dev, batch, eval_state),
-        valid_dev->samples);
-  };
+  auto training_loss = [&] { return data_loss(train_dev); };
+  auto validation_loss = [&] { return data_loss(*valid_dev); };
 
   Rng rng(topt.seed);
   int validation_failures = 0;
@@ -287,17 +326,18 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     for (; b * batch < train.samples; ++b) {
       const std::size_t first = b * batch;
       const std::size_t count = std::min(batch, train.samples - first);
-      const std::span<const std::int64_t> rows(order.data() + first, count);
+      const auto [local_first, local_count] = shard(first, count);
+      const std::span<const std::int64_t> rows(order.data() + local_first, local_count);
       const T* x = train_dev.x.data();
       const T* y = train_dev.y.data();
-      if (batch < train.samples) {
+      if (batch < train.samples || ranks > 1) {
         ScopedPhase timer(summary.times, Phase::kOther);
         backend_.gather_rows(train_dev.x.data(), model.inputs(), rows, xb.data());
         backend_.gather_rows(train_dev.y.data(), model.outputs(), rows, yb.data());
         x = xb.data();
         y = yb.data();
       }
-      const StepReport rep = lm.step(theta.data(), x, y, count, summary.times);
+      const StepReport rep = lm.step(theta.data(), x, y, local_count, summary.times);
       ++summary.steps;
       summary.accepted_steps += rep.accepted ? 1 : 0;
       summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
@@ -349,20 +389,28 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       it.lambda = lm.damping().lambda();
       it.elapsed_seconds = seconds_since(start);
       it.report = rep;
-      for (const auto& cb : callbacks_) {
-        if (cb(it) == CallbackResult::kStop && summary.termination == TerminationReason::kNone) {
-          summary.termination = TerminationReason::kUserCallback;
-          summary.message = fmt::format("stopped by the iteration callback after step {}", summary.steps);
-        }
+      // Stops decided outside the LM step (a callback, the clock, the stop flag) may differ
+      // between ranks, so with several ranks they are summed: any rank's reason stops them all
+      // at the same step.
+      double stops[3] = {0, 0, 0};  // callback, time budget, interruption
+      for (const auto& cb : callbacks_)
+        if (cb(it) == CallbackResult::kStop) stops[0] = 1;
+      if (it.elapsed_seconds >= topt.max_time_seconds) stops[1] = 1;
+      if (stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed)) stops[2] = 1;
+      if (ranks > 1) {
+        ScopedPhase timer(summary.times, Phase::kCommunication);
+        comm_->allreduce_sum(stops, 3);
       }
-      if (summary.termination == TerminationReason::kNone &&
-          it.elapsed_seconds >= topt.max_time_seconds) {
+      if (summary.termination == TerminationReason::kNone && stops[0] > 0) {
+        summary.termination = TerminationReason::kUserCallback;
+        summary.message = fmt::format("stopped by the iteration callback after step {}", summary.steps);
+      }
+      if (summary.termination == TerminationReason::kNone && stops[1] > 0) {
         summary.termination = TerminationReason::kTimeBudget;
         summary.message = fmt::format("{:.2f} s elapsed ≥ max_time_seconds = {}",
                                       it.elapsed_seconds, topt.max_time_seconds);
       }
-      if (summary.termination == TerminationReason::kNone && stop_flag_ != nullptr &&
-          stop_flag_->load(std::memory_order_relaxed)) {
+      if (summary.termination == TerminationReason::kNone && stops[2] > 0) {
         summary.termination = TerminationReason::kInterrupted;
         summary.message = fmt::format("interrupted in epoch {} after batch {}", epoch, b);
         const bool epoch_complete = (b + 1) * batch >= train.samples;
@@ -432,7 +480,8 @@ double Trainer<T>::evaluate(const std::vector<T>& params, const Dataset<T>& data
   backend_.copy_from_host(params.data(), theta.data(), params.size());
   ForwardState<T> state;
   const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
-  return loss.reported(total_objective(model, loss, theta.data(), dev, chunk, state), data.samples);
+  return loss.reported(total_objective(model, loss, theta.data(), dev, 0, data.samples, chunk, state),
+                       data.samples);
 }
 
 template <typename T>

@@ -95,6 +95,13 @@ class Backend {
   virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
   // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).
   virtual void scale_symmetric(std::size_t n, T* a, const T* s) = 0;
+  // Upper triangle (row-major) of a (n × n) ↔ n(n+1)/2 contiguous values, row by row: what ranks
+  // all-reduce instead of the whole matrix.
+  virtual void pack_upper(std::size_t n, const T* a, T* packed) = 0;
+  virtual void unpack_upper(std::size_t n, const T* packed, T* a) = 0;
+  // out_j = Σ_r J[r, j]² for J (m × n) row-major: diag(JᵀJ) without forming JᵀJ.
+  virtual void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                                      T* out) = 0;
   // d_i = clamp(a_ii, lo, hi).
   virtual void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) = 0;
 

@@ -29,6 +29,8 @@ class JacobianEngine {
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);
 
   std::size_t batch() const { return batch_; }
+  // Marks the current batch empty (a rank whose shard of a batch has no samples).
+  void clear_batch() { batch_ = 0; }
   // Residuals of the current batch (batch·R), valid after linearize.
   const T* residuals() const { return residuals_.data(); }
   // Writes rows of samples [first, first + count) of the current batch into j (count·R × n,

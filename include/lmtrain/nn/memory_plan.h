@@ -4,7 +4,8 @@
 // Bytes counted (element size s = sizeof(T)):
 //   fixed      parameters and their step/trial/backup/damping copies   6n·s
 //              A = JᵀJ and g                                             (n² + n)·s
-//              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m
+//              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m,
+//              cg (J stored, no A) m·n + 2m + 8n
 //              batch data, activations, residuals and seeds of a batch  batch·(in + out + act + R·C + R)·s
 //              layers' own scratch (convolution columns, bounded)        workspace·s
 //   per slice sample   Jacobian rows R·n plus two seed buffers 2·R·w_max  (·s)
@@ -17,7 +18,7 @@
 
 namespace lmtrain {
 
-enum class SolverWorkspace { kCholesky, kEigen, kDual };
+enum class SolverWorkspace { kCholesky, kEigen, kDual, kCg };
 
 struct MemoryPlanInput {
   std::size_t num_params = 0;           // n

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string_view>
 
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/solver_options.h"
 
@@ -22,9 +23,16 @@ class LinearSolver {
   // Writes δ; returns false on a failed factorization (a recoverable, invalid step).
   virtual bool solve(double lambda, T* delta) = 0;
 
+  // Iterations of the last solve (CG; 0 for the direct solvers).
+  virtual int iterations() const { return 0; }
+
   // `type` must be resolved (not kAuto).  `n` parameters, up to `max_residuals` rows (dual).
+  // CG sums its n-vectors over `comm` (null: one rank) and reads cg_forcing and
+  // cg_max_iterations from `options`.
   static std::unique_ptr<LinearSolver> create(LinearSolverType type, Backend<T>& backend,
-                                              std::size_t n, std::size_t max_residuals);
+                                              std::size_t n, std::size_t max_residuals,
+                                              dist::Communicator* comm = nullptr,
+                                              const SolverOptions& options = {});
 };
 
 }  // namespace lmtrain

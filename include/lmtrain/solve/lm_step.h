@@ -7,6 +7,12 @@
 // The gain ratio ρ = (F − F_trial) / (F − m(δ)) uses the Gauss–Newton model
 //   F − m(δ) = lr·gᵀδ − ½lr²·δᵀAδ,  δᵀAδ = gᵀδ − λ·δᵀDδ   (from (A + λD)δ = g),
 // so it costs two dot products and never touches A.
+//
+// With several ranks (a communicator of size > 1) each rank linearizes its shard of the batch;
+// F, g and A's packed upper triangle are summed (one all-reduce each), rank 0 solves the dense
+// system and broadcasts δ with its validity, and a trial's F is one scalar all-reduce — so every
+// rank takes the same decisions and holds the same parameters, bit for bit.  CG is collective:
+// every rank iterates, summing one n-vector per iteration.
 #pragma once
 
 #include <memory>
@@ -28,6 +34,7 @@ struct StepReport {
   double gain_ratio = 0;       // ρ of the accepted step
   double gradient_max_norm = 0;
   double step_norm = 0;        // ‖lr·δ‖₂ of the accepted step
+  int linear_iterations = 0;   // CG iterations summed over the attempts
   TerminationReason termination = TerminationReason::kNone;
 };
 
@@ -35,9 +42,11 @@ template <typename T>
 class LevenbergMarquardtStep {
  public:
   // `solver_type` must be resolved (not auto); `dual` must match it.
+  // `max_batch`: the most samples this rank linearizes at once (its shard).  `comm` may be null
+  // (one rank).
   LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
                          JacobianEngine<T>& engine, std::size_t slice_samples,
-                         std::size_t max_batch);
+                         std::size_t max_batch, dist::Communicator* comm = nullptr);
 
   // Performs the step on params (device, n values), updating them in place when accepted.
   StepReport step(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
@@ -53,8 +62,16 @@ class LevenbergMarquardtStep {
   NormalEquationsBuilder<T> builder_;
   std::unique_ptr<LinearSolver<T>> solver_;
   std::unique_ptr<DampingStrategy> damping_;
+  // Sums over the ranks; no-ops with one rank.
+  double sum(double local, PhaseTimes& times);
+  void sum_device(T* data, std::size_t n, PhaseTimes& times);
+  bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
+
   NormalEquations<T> ne_;
-  DeviceBuffer<T> delta_, trial_, d_, tmp_;
+  DeviceBuffer<T> delta_, trial_, d_, tmp_, packed_;
+  dist::Communicator* comm_ = nullptr;
+  LinearSolverType solver_type_;
+  std::vector<T> staging_;
 };
 
 }  // namespace lmtrain

@@ -20,6 +20,12 @@ enum class LinearSolverType {
   // One symmetric eigendecomposition D^{-½}AD^{-½} = QΛQᵀ per step (4n³/3·c flops); each λ retry
   // then costs O(n²): δ = D^{-½}Q(Λ + λI)⁻¹QᵀD^{-½}g.  Pays off when retries are frequent.
   kEigen,
+  // Matrix-free preconditioned conjugate gradients on (JᵀJ + λD)δ = g with J kept where it was
+  // built (row-distributed over ranks): each iteration is one Jᵀ(Jp) and one n-vector all-reduce.
+  // Jacobi preconditioner diag(JᵀJ) + λD.  Inexact: stops once ‖residual‖ ≤ cg_forcing·‖g‖
+  // (the forcing sequence of inexact Newton methods; Ceres' CGNR uses the same test).  For
+  // models whose A = JᵀJ does not fit in memory.
+  kCg,
 };
 
 enum class DampingType {
@@ -83,6 +89,11 @@ struct SolverOptions {
   double memory_fraction = 0.5;
   // Optional cap on the samples per Jacobian slice (0: as many as the budget allows).
   std::size_t max_slice_samples = 0;
+
+  // Conjugate gradients (linear_solver = cg): relative residual target η (0 < η < 1) and the
+  // iteration cap (0: n, the exact-arithmetic bound).
+  double cg_forcing = 0.1;
+  std::size_t cg_max_iterations = 0;
 
   // True if every field is in range; otherwise false with `error` naming the field, its value and
   // the violated constraint.

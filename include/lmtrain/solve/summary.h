@@ -34,6 +34,8 @@ struct Summary {
   std::string loss;
   std::string precision;
   std::string device;
+  std::string communicator = "local";  // "local" or "mpi (…, R ranks)"
+  int ranks = 1;
   std::size_t num_params = 0;
   std::size_t training_samples = 0;
   std::size_t validation_samples = 0;

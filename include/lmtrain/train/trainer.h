@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
@@ -88,6 +89,10 @@ class Trainer {
   // Polled after every step; when it reads true, training stops with kInterrupted after a
   // checkpoint.  Async-signal-safe to set from a signal handler.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_flag_ = flag; }
+  // Data-parallel training: every rank calls fit with the same data and options; each
+  // linearizes its shard of every batch (DESIGN.md §6).  Null: one rank.  The stop flag, when
+  // used with several ranks, must be raised on every rank.
+  void set_communicator(dist::Communicator* comm) { comm_ = comm; }
   // Called after every completed epoch with its record (losses over all samples).
   void set_epoch_callback(std::function<void(const EpochRecord&)> callback) {
     epoch_callback_ = std::move(callback);
@@ -116,6 +121,7 @@ class Trainer {
   CheckpointHandler checkpoint_;
   int checkpoint_every_ = 0;
   const std::atomic<bool>* stop_flag_ = nullptr;
+  dist::Communicator* comm_ = nullptr;
   std::function<void(const EpochRecord&)> epoch_callback_;
 };
 

@@ -247,6 +247,26 @@ class CpuBackend final : public Backend<T> {
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = i; j < n; ++j) a[i * n + j] *= s[i] * s[j];
   }
+  void pack_upper(std::size_t n, const T* a, T* packed) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::memcpy(packed, a + i * n + i, (n - i) * sizeof(T));
+      packed += n - i;
+    }
+  }
+  void unpack_upper(std::size_t n, const T* packed, T* a) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::memcpy(a + i * n + i, packed, (n - i) * sizeof(T));
+      packed += n - i;
+    }
+  }
+  void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                              T* out) override {
+    std::fill(out, out + n, T(0));
+    for (std::size_t r = 0; r < m; ++r) {
+      const T* row = j + r * ldj;
+      for (std::size_t c = 0; c < n; ++c) out[c] += row[c] * row[c];
+    }
+  }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     for (std::size_t i = 0; i < n; ++i) d[i] = std::clamp(a[i * n + i], lo, hi);
   }

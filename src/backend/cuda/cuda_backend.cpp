@@ -354,6 +354,19 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     cuda::scale_symmetric(stream(), n, a, s);
   }
+  void pack_upper(std::size_t n, const T* a, T* packed) override {
+    bind(device_);
+    cuda::pack_upper(stream(), n, a, packed);
+  }
+  void unpack_upper(std::size_t n, const T* packed, T* a) override {
+    bind(device_);
+    cuda::unpack_upper(stream(), n, packed, a);
+  }
+  void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                              T* out) override {
+    bind(device_);
+    cuda::column_sums_of_squares(stream(), m, n, j, ldj, out);
+  }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     bind(device_);
     cuda::clamped_diagonal(stream(), n, a, lo, hi, d);

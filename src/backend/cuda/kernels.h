@@ -62,6 +62,13 @@ template <typename T>
 void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s);
 template <typename T>
 void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi, T* d);
+template <typename T>
+void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed);
+template <typename T>
+void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a);
+template <typename T>
+void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
+                            std::size_t ldj, T* out);
 
 // ---- reduction_kernels.cu (n > 0)
 // ----------------------------------------------------------------

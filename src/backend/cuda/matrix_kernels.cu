@@ -92,7 +92,68 @@ void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi
   CUDA_CHECK_LAUNCH();
 }
 
+// Row i of the upper triangle starts at packed offset i·n − i(i−1)/2.  One thread per packed
+// element; the row is recovered from the offset by the closed-form inverse of that formula, then
+// corrected for rounding.
+__device__ inline std::size_t packed_row(std::size_t idx, std::size_t n) {
+  const double nn = static_cast<double>(n) + 0.5;
+  auto i = static_cast<std::size_t>(nn - sqrt(nn * nn - 2.0 * static_cast<double>(idx)));
+  auto start = [n](std::size_t r) { return r * n - r * (r == 0 ? 0 : r - 1) / 2; };
+  while (i > 0 && start(i) > idx) --i;
+  while (i + 1 < n && start(i + 1) <= idx) ++i;
+  return i;
+}
+
+template <typename T>
+__global__ void pack_upper_kernel(std::size_t n, const T* a, T* packed, bool unpack) {
+  const std::size_t count = n * (n + 1) / 2;
+  for (std::size_t idx = thread_index(); idx < count; idx += grid_size()) {
+    const std::size_t i = packed_row(idx, n);
+    const std::size_t j = i + (idx - (i * n - i * (i == 0 ? 0 : i - 1) / 2));
+    if (unpack) {
+      const_cast<T*>(a)[i * n + j] = packed[idx];
+    } else {
+      packed[idx] = a[i * n + j];
+    }
+  }
+}
+
+template <typename T>
+__global__ void column_squares_kernel(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                                      T* out) {
+  for (std::size_t c = thread_index(); c < n; c += grid_size()) {
+    T sum = T(0);
+    for (std::size_t r = 0; r < m; ++r) sum += j[r * ldj + c] * j[r * ldj + c];
+    out[c] = sum;
+  }
+}
+
+template <typename T>
+void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed) {
+  if (n == 0) return;
+  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(n, a, packed, false);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a) {
+  if (n == 0) return;
+  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(n, a, const_cast<T*>(packed), true);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
+                            std::size_t ldj, T* out) {
+  if (n == 0) return;
+  column_squares_kernel<<<blocks_for(n), kThreads, 0, stream>>>(m, n, j, ldj, out);
+  CUDA_CHECK_LAUNCH();
+}
+
 #define LMTRAIN_INSTANTIATE(T)                                               \
+  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);      \
+  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);    \
+  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*, std::size_t, T*); \
   template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);          \
   template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*); \
   template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*); \

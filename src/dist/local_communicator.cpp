@@ -1,0 +1,56 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
+
+namespace lmtrain::dist {
+namespace {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "local"; }
+  void allreduce_sum(double*, std::size_t) override {}
+  void allreduce_sum(float*, std::size_t) override {}
+  void broadcast(void*, std::size_t, int) override {}
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::exit(code);
+  }
+};
+
+long env_count(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::strtol(v, nullptr, 10) : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_local_communicator() {
+  return std::make_unique<LocalCommunicator>();
+}
+
+bool launched_with_several_ranks() noexcept {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+    if (env_count(var) > 1) return true;
+  return false;
+}
+
+#ifndef LMTRAIN_HAVE_MPI
+bool mpi_built() noexcept { return false; }
+
+std::unique_ptr<Communicator> make_communicator_from_environment() {
+  if (launched_with_several_ranks())
+    throw Error(
+        "this process is one of several MPI ranks, but lmtrain was built without MPI; every rank "
+        "would train alone. Install libopenmpi-dev (scripts/install-deps.sh) and rebuild");
+  return make_local_communicator();
+}
+#endif
+
+}  // namespace lmtrain::dist

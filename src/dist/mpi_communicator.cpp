@@ -1,0 +1,101 @@
+// The MPI communicator (OpenMPI from Debian).  Collectives run on MPI_COMM_WORLD; MPI is
+// initialized here (MPI_THREAD_FUNNELED: only the thread that trains talks to MPI) and finalized
+// with the last communicator.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <limits>
+
+#include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
+
+namespace lmtrain::dist {
+namespace {
+
+void check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length))));
+}
+
+// MPI counts are ints: large buffers go in chunks.
+template <typename T>
+void allreduce_chunks(T* data, std::size_t n, MPI_Datatype type) {
+  constexpr std::size_t kChunk = std::numeric_limits<int>::max() / 2;
+  for (std::size_t first = 0; first < n; first += kChunk) {
+    const auto count = static_cast<int>(std::min(kChunk, n - first));
+    check(MPI_Allreduce(MPI_IN_PLACE, data + first, count, type, MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      owns_mpi_ = true;
+    }
+    // Errors come back as codes (turned into exceptions above) rather than aborting silently.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    std::string v(version, static_cast<std::size_t>(length));
+    library_ = v.substr(0, v.find(','));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override {
+    return fmt::format("mpi ({}, {} ranks)", library_, size_);
+  }
+  void allreduce_sum(double* data, std::size_t n) override { allreduce_chunks(data, n, MPI_DOUBLE); }
+  void allreduce_sum(float* data, std::size_t n) override { allreduce_chunks(data, n, MPI_FLOAT); }
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    auto* p = static_cast<char*>(data);
+    constexpr std::size_t kChunk = std::numeric_limits<int>::max() / 2;
+    for (std::size_t first = 0; first < bytes; first += kChunk) {
+      const auto count = static_cast<int>(std::min(kChunk, bytes - first));
+      check(MPI_Bcast(p + first, count, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    }
+  }
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  bool owns_mpi_ = false;
+  std::string library_;
+};
+
+}  // namespace
+
+bool mpi_built() noexcept { return true; }
+
+std::unique_ptr<Communicator> make_communicator_from_environment() {
+  if (launched_with_several_ranks()) return std::make_unique<MpiCommunicator>();
+  return make_local_communicator();
+}
+
+}  // namespace lmtrain::dist
