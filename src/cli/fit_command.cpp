@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "data_loading.h"
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/checkpoint.h"
@@ -113,6 +114,19 @@ std::vector<double> original_targets(const LabeledTable& table, const PreparedDa
   return values;
 }
 
+// device = "cpu" | "cuda" | "cuda:N" | "auto" (the first CUDA device when one is visible).
+template <typename T>
+std::unique_ptr<Backend<T>> make_backend(const std::string& device) {
+  if (device == "cpu" || (device == "auto" && cuda_device_count() == 0)) return make_cpu_backend<T>();
+  const int index = device.starts_with("cuda:") ? std::stoi(device.substr(5)) : 0;
+  if (cuda_device_count() <= index)
+    throw InvalidArgument(fmt::format(
+        "device = \"{}\" but {} CUDA device(s) are visible{}; `lmtrain info --devices` lists them, "
+        "or use device = \"cpu\"",
+        device, cuda_device_count(), cuda_backend_built() ? "" : " (lmtrain was built without CUDA)"));
+  return make_cuda_backend<T>(index);
+}
+
 template <typename T>
 int fit(const RunConfig& config, const FitArgs& args) {
   const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
@@ -137,7 +151,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
       io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
   }
 
-  auto backend = make_cpu_backend<T>();
+  auto backend = make_backend<T>(config.device);
   Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
   trainer.set_communicator(args.comm);
   const Dataset<T> train = to_dataset<T>(data.train);
@@ -288,10 +302,6 @@ int fit(const RunConfig& config, const FitArgs& args) {
 
 int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
-  if (config.device != "cpu" && config.device != "auto")
-    throw InvalidArgument(fmt::format("{}: device = \"{}\": the lmtrain command runs on the CPU in "
-                                      "this version; use device = \"cpu\"",
-                                      args.config, config.device));
   return config.precision == Precision::kFloat32 ? fit<float>(config, args) : fit<double>(config, args);
 }
 

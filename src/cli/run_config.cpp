@@ -383,7 +383,16 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
   c.seed = static_cast<std::uint64_t>(top.count("seed", 0));
   if (auto p = top.choice("precision", {"float32", "float64"}))
     c.precision = *p == "float32" ? Precision::kFloat32 : Precision::kFloat64;
-  c.device = top.choice("device", {"cpu", "auto", "cuda"}).value_or("cpu");
+  c.device = top.string("device").value_or("cpu");
+  {
+    const std::string& d = c.device;
+    const bool cuda_n = d.starts_with("cuda:") && d.size() > 5 &&
+                        d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (d != "cpu" && d != "auto" && d != "cuda" && !cuda_n)
+      throw InvalidArgument(fmt::format("{}: device = \"{}\"; expected \"cpu\", \"cuda\", "
+                                        "\"cuda:N\" or \"auto\" (CUDA when a device is visible)",
+                                        where(*top.node("device")), d));
+  }
   const auto out = top.string("output_dir");
   const std::filesystem::path out_path(out.value_or("runs/" + std::filesystem::path(path).stem().string()));
   c.output_dir = (out_path.is_absolute() ? out_path : base / out_path).lexically_normal().string();

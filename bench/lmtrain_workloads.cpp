@@ -1,0 +1,497 @@
+// lmtrain's side of the peer benchmarks (issue 7): runs one standard workload of
+// shared/WORKLOADS.md through the public C++ API and prints machine-readable JSON, one object per
+// line, that bench/report.py turns into the results table:
+//
+//   {"type":"step",  ...}   one per LM step: wall seconds since the previous step ended
+//   {"type":"epoch", ...}   one per epoch: training loss and wall seconds since training started
+//   {"type":"result",...}   the run: losses, median step/epoch time, peak RSS, phase table
+//
+// usage:
+//   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double] [--device cpu|cuda]
+//   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double] [--device cpu|cuda]
+//   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
+//   lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden 16] [--budget 5]
+//                        [--validation-fraction 0] [--double] [--device cpu|cuda]
+//
+// The data of W1/W2 are generated here exactly as bench/peers/torch_lm.py generates them, so both
+// tools see the same samples: x = linspace(−1, 1, N), y = sinc(10x); the test set is every fourth
+// midpoint between consecutive training points (N/4 points never seen in training).
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <numbers>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/lmtrain.h"
+#include "lmtrain/nn/jacobian.h"
+#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/normal_equations.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string workload;
+  int epochs = -1;  // -1: the workload's default
+  std::uint64_t seed = 0;
+  bool use_double = false;
+  std::string device = "cpu";
+  // W3
+  std::size_t width = 64;
+  std::size_t depth = 1;
+  std::size_t samples = 5000;
+  int repeats = 5;
+  // W6
+  std::string set;
+  std::string datasets = "/usr/share/doc/libfann-dev/examples/datasets";
+  std::size_t hidden = 16;
+  double budget = 5.0;
+  double validation_fraction = 0.0;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw lmtrain::InvalidArgument(fmt::format(
+      "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double] [--device cpu|cuda]\n"
+      "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
+      "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
+      "[--validation-fraction F]",
+      what));
+}
+
+Args parse(int argc, char** argv) {
+  if (argc < 2) usage_error("missing workload");
+  Args a;
+  a.workload = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else if (arg == "--double")
+      a.use_double = true;
+    else if (arg == "--device")
+      a.device = value();
+    else if (arg == "--width")
+      a.width = std::stoul(value());
+    else if (arg == "--depth")
+      a.depth = std::stoul(value());
+    else if (arg == "--samples")
+      a.samples = std::stoul(value());
+    else if (arg == "--repeats")
+      a.repeats = std::stoi(value());
+    else if (arg == "--set")
+      a.set = value();
+    else if (arg == "--datasets")
+      a.datasets = value();
+    else if (arg == "--hidden")
+      a.hidden = std::stoul(value());
+    else if (arg == "--budget")
+      a.budget = std::stod(value());
+    else if (arg == "--validation-fraction")
+      a.validation_fraction = std::stod(value());
+    else
+      usage_error(fmt::format("unknown argument '{}'", arg));
+  }
+  if (a.device != "cpu" && a.device != "cuda") usage_error("--device must be cpu or cuda");
+  return a;
+}
+
+// Peak resident set size of this process so far (Linux reports ru_maxrss in KiB).
+long long peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<long long>(usage.ru_maxrss) * 1024;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const std::size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+}
+
+// JSON number: NaN and ±∞ are not JSON, so they become null.
+std::string num(double x) {
+  return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null";
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+template <typename T>
+std::unique_ptr<lmtrain::Backend<T>> make_backend(const std::string& device) {
+  if (device == "cuda") return lmtrain::make_cuda_backend<T>(0);
+  return lmtrain::make_cpu_backend<T>();
+}
+
+std::string phases_json(const lmtrain::PhaseTimes& t) {
+  std::string s = "{";
+  for (std::size_t p = 0; p < static_cast<std::size_t>(lmtrain::Phase::kCount); ++p) {
+    const auto phase = static_cast<lmtrain::Phase>(p);
+    if (p) s += ",";
+    s += fmt::format("{}:{}", json_string(lmtrain::phase_name(phase)), num(t[phase]));
+  }
+  return s + "}";
+}
+
+// ---- data ------------------------------------------------------------------------------------
+
+double sinc10(double x) {
+  const double t = std::numbers::pi * 10.0 * x;
+  return t == 0 ? 1.0 : std::sin(t) / t;
+}
+
+template <typename T>
+void sinc_data(std::size_t n, lmtrain::Dataset<T>& train, lmtrain::Dataset<T>& test) {
+  train = lmtrain::Dataset<T>(n, 1, 1);
+  const double h = 2.0 / static_cast<double>(n - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = -1.0 + h * static_cast<double>(i);
+    train.x[i] = static_cast<T>(x);
+    train.y[i] = static_cast<T>(sinc10(x));
+  }
+  const std::size_t m = (n - 1 + 3) / 4;  // midpoints i = 0, 4, 8, … < n − 1
+  test = lmtrain::Dataset<T>(m, 1, 1);
+  for (std::size_t k = 0; k < m; ++k) {
+    const double x = -1.0 + h * (static_cast<double>(4 * k) + 0.5);
+    test.x[k] = static_cast<T>(x);
+    test.y[k] = static_cast<T>(sinc10(x));
+  }
+}
+
+// FANN's text format: "samples inputs outputs", then per sample a line of inputs and a line of
+// outputs (whitespace-separated; the line structure carries no information).  A ".gz" file is
+// read through gzip, as Debian may compress the example data.
+template <typename T>
+lmtrain::Dataset<T> read_fann(const std::string& path) {
+  std::string text;
+  if (path.size() > 3 && path.ends_with(".gz")) {
+    const std::string cmd = fmt::format("gzip -dc '{}'", path);
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) throw lmtrain::InvalidArgument(fmt::format("cannot run '{}'", cmd));
+    char buf[65536];
+    std::size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, got);
+    if (pclose(pipe) != 0) throw lmtrain::InvalidArgument(fmt::format("'{}' failed", cmd));
+  } else {
+    std::ifstream in(path);
+    if (!in) throw lmtrain::InvalidArgument(fmt::format("cannot open FANN data file {}", path));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  std::istringstream in(text);
+  std::size_t n = 0, ni = 0, no = 0;
+  if (!(in >> n >> ni >> no) || n == 0 || ni == 0 || no == 0)
+    throw lmtrain::InvalidArgument(
+        fmt::format("{}: the first line must be 'samples inputs outputs'", path));
+  lmtrain::Dataset<T> d(n, ni, no);
+  for (std::size_t s = 0; s < n; ++s) {
+    for (std::size_t i = 0; i < ni; ++i) {
+      double v;
+      if (!(in >> v))
+        throw lmtrain::InvalidArgument(fmt::format("{}: sample {} input {} missing", path, s, i));
+      d.x[s * ni + i] = static_cast<T>(v);
+    }
+    for (std::size_t o = 0; o < no; ++o) {
+      double v;
+      if (!(in >> v))
+        throw lmtrain::InvalidArgument(fmt::format("{}: sample {} output {} missing", path, s, o));
+      d.y[s * no + o] = static_cast<T>(v);
+    }
+  }
+  return d;
+}
+
+std::string find_fann_file(const std::string& dir, const std::string& name) {
+  for (const std::string& candidate : {dir + "/" + name, dir + "/" + name + ".gz"}) {
+    if (std::ifstream(candidate).good()) return candidate;
+  }
+  throw lmtrain::InvalidArgument(fmt::format(
+      "{}/{}(.gz) not found; install Debian libfann-doc or pass --datasets DIR", dir, name));
+}
+
+// One-hot targets with several outputs make a classification set (thyroid).
+template <typename T>
+bool is_one_hot(const lmtrain::Dataset<T>& d) {
+  if (d.outputs < 2) return false;
+  for (std::size_t s = 0; s < d.samples; ++s) {
+    int ones = 0;
+    for (std::size_t o = 0; o < d.outputs; ++o) {
+      const T v = d.y[s * d.outputs + o];
+      if (v == T(1))
+        ++ones;
+      else if (v != T(0))
+        return false;
+    }
+    if (ones != 1) return false;
+  }
+  return true;
+}
+
+template <typename T>
+double accuracy(const std::vector<T>& pred, const lmtrain::Dataset<T>& d) {
+  std::size_t right = 0;
+  for (std::size_t s = 0; s < d.samples; ++s) {
+    const auto row = [&](const std::vector<T>& v) { return v.begin() + s * d.outputs; };
+    const auto p = std::max_element(row(pred), row(pred) + d.outputs) - row(pred);
+    const auto t = std::max_element(row(d.y), row(d.y) + d.outputs) - row(d.y);
+    right += p == t ? 1 : 0;
+  }
+  return static_cast<double>(right) / static_cast<double>(d.samples);
+}
+
+// ---- W1 / W2 / W6: training through the Trainer ----------------------------------------------
+
+template <typename T>
+int train_and_report(const Args& args, const std::string& workload, const std::string& variant,
+                     const lmtrain::ModelSpec& spec, const lmtrain::TrainerOptions& topt,
+                     const lmtrain::Dataset<T>& train, const lmtrain::Dataset<T>* validation,
+                     const lmtrain::Dataset<T>& test) {
+  auto backend = make_backend<T>(args.device);
+  lmtrain::SolverOptions solver;  // the peers' damping: λ₀ = 1e-3, ×10 up, ×0.1 down
+  lmtrain::Trainer<T> trainer(spec, lmtrain::LossOptions{}, solver, topt, *backend);
+  std::vector<T> params =
+      lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);
+
+  // Per-step wall time: from the end of one step's callback to the next.  The first step of an
+  // epoch also contains the previous epoch's training-loss evaluation, so with several batches per
+  // epoch only the other steps enter the median (the peer times its training_step the same way).
+  std::vector<double> step_seconds, all_step_seconds;
+  Clock::time_point last = Clock::now();
+  std::size_t batches_per_epoch = 1;
+  trainer.add_callback([&](const lmtrain::IterationSummary& it) {
+    const Clock::time_point now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    last = now;
+    all_step_seconds.push_back(dt);
+    if (it.batch > 0) step_seconds.push_back(dt);
+    batches_per_epoch = std::max(batches_per_epoch, it.batch + 1);
+    fmt::print(
+        "{{\"type\":\"step\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},"
+        "\"step\":{},\"epoch\":{},\"batch\":{},\"seconds\":{},\"elapsed\":{},"
+        "\"batch_loss\":{},\"lambda\":{},\"attempts\":{}}}\n",
+        json_string(workload), json_string(variant), it.step, it.epoch, it.batch, num(dt),
+        num(it.elapsed_seconds), num(it.batch_loss), num(it.lambda), it.report.attempts);
+    return lmtrain::CallbackResult::kContinue;
+  });
+
+  const Clock::time_point start = Clock::now();
+  last = start;
+  const lmtrain::Summary summary = trainer.fit(params, train, validation);
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<double> epoch_seconds;
+  double previous = 0;
+  for (const auto& e : summary.history) {
+    epoch_seconds.push_back(e.seconds - previous);
+    previous = e.seconds;
+    fmt::print(
+        "{{\"type\":\"epoch\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},"
+        "\"epoch\":{},\"train_loss\":{},\"validation_loss\":{},\"elapsed\":{},"
+        "\"lambda\":{}}}\n",
+        json_string(workload), json_string(variant), e.epoch, num(e.training_loss),
+        num(e.validation_loss), num(e.seconds), num(e.lambda));
+  }
+  // Full batch: every step is the first of its epoch, so its interval also holds the previous
+  // epoch's loss evaluation (one forward pass, small next to the step); the run's first interval
+  // also holds the initial evaluation and is left out.
+  double step_median = median(step_seconds);
+  std::string step_basis = "median of steps 2.. of each epoch";
+  if (step_seconds.empty() && !all_step_seconds.empty()) {
+    step_median =
+        median(all_step_seconds.size() > 1
+                   ? std::vector<double>(all_step_seconds.begin() + 1, all_step_seconds.end())
+                   : all_step_seconds);
+    step_basis = "median of step intervals (full batch: with the epoch's loss evaluation)";
+  }
+
+  const double test_loss = trainer.evaluate(params, test);
+  std::string extra;
+  if (is_one_hot(test)) {
+    const std::vector<T> pred = trainer.predict(params, test.x);
+    const std::vector<T> pred_train = trainer.predict(params, train.x);
+    extra = fmt::format(",\"test_accuracy\":{},\"train_accuracy\":{}", num(accuracy(pred, test)),
+                        num(accuracy(pred_train, train)));
+  }
+  fmt::print(
+      "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
+      "\"precision\":{},\"model\":{},\"params\":{},\"batch\":{},\"epochs\":{},\"steps\":{},"
+      "\"median_step_s\":{},\"step_basis\":{},\"median_epoch_s\":{},\"total_s\":{},"
+      "\"initial_train_loss\":{},\"final_train_loss\":{},\"test_loss\":{}{},"
+      "\"peak_rss_bytes\":{},\"termination\":{},\"solver\":{},\"slice_samples\":{},"
+      "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{}}}\n",
+      json_string(workload), json_string(variant), json_string(summary.device),
+      json_string(summary.precision), json_string(summary.model), summary.num_params,
+      summary.batch_size, summary.epochs, summary.steps, num(step_median), json_string(step_basis),
+      num(median(epoch_seconds)), num(total), num(summary.initial_loss), num(summary.final_loss),
+      num(test_loss), extra, peak_rss_bytes(), json_string(lmtrain::to_string(summary.termination)),
+      json_string(lmtrain::to_string(summary.linear_solver_used)), summary.slice_samples,
+      summary.accepted_steps, summary.rejected_steps, summary.invalid_steps,
+      num(summary.final_lambda), phases_json(summary.times));
+  // The human-readable report goes to stderr, so stdout stays JSON.
+  fmt::print(stderr, "{}", summary.full_report());
+  return summary.termination == lmtrain::TerminationReason::kNonFiniteObjective ? 1 : 0;
+}
+
+template <typename T>
+int run_sinc(const Args& args) {
+  const bool w1 = args.workload == "W1";
+  const std::size_t n = w1 ? 20000 : 100000;
+  lmtrain::Dataset<T> train, test;
+  sinc_data(n, train, test);
+  lmtrain::TrainerOptions topt;
+  topt.max_epochs = args.epochs > 0 ? args.epochs : (w1 ? 50 : 10);
+  topt.batch_size = w1 ? 1000 : 10000;
+  topt.seed = args.seed;
+  const auto spec = lmtrain::ModelSpec::mlp(1, {w1 ? std::size_t{20} : std::size_t{256}}, 1,
+                                            lmtrain::Activation::kTanh);
+  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : "sinc-769", spec, topt, train,
+                             nullptr, test);
+}
+
+template <typename T>
+int run_fann(const Args& args) {
+  if (args.set.empty()) usage_error("W6 needs --set NAME (e.g. kin32fm)");
+  lmtrain::Dataset<T> train = read_fann<T>(find_fann_file(args.datasets, args.set + ".train"));
+  const lmtrain::Dataset<T> test = read_fann<T>(find_fann_file(args.datasets, args.set + ".test"));
+  // Optional validation split: the last fraction of the training file (the files are already in
+  // random order), for MATLAB trainlm-style early stopping (max_fail = 6, best model restored).
+  lmtrain::Dataset<T> validation;
+  const bool with_validation = args.validation_fraction > 0;
+  if (with_validation) {
+    const auto nv =
+        static_cast<std::size_t>(args.validation_fraction * static_cast<double>(train.samples));
+    const std::size_t nt = train.samples - nv;
+    validation = lmtrain::Dataset<T>(nv, train.inputs, train.outputs);
+    std::copy(train.x.begin() + nt * train.inputs, train.x.end(), validation.x.begin());
+    std::copy(train.y.begin() + nt * train.outputs, train.y.end(), validation.y.begin());
+    train.samples = nt;
+    train.x.resize(nt * train.inputs);
+    train.y.resize(nt * train.outputs);
+  }
+  lmtrain::TrainerOptions topt;
+  topt.max_epochs = args.epochs > 0 ? args.epochs : 1000000;
+  topt.batch_size = 0;  // full batch
+  topt.seed = args.seed;
+  topt.max_time_seconds = args.budget;
+  const auto spec = lmtrain::ModelSpec::mlp(train.inputs, {args.hidden}, train.outputs,
+                                            lmtrain::Activation::kTanh);
+  return train_and_report<T>(args, "W6", args.set, spec, topt, train,
+                             with_validation ? &validation : nullptr, test);
+}
+
+// ---- W3: Jacobian + JᵀJ only -------------------------------------------------------------------
+
+template <typename T>
+int run_jacobian(const Args& args) {
+  auto backend = make_backend<T>(args.device);
+  const std::vector<std::size_t> hidden(args.depth, args.width);
+  const auto spec = lmtrain::ModelSpec::mlp(1, hidden, 1, lmtrain::Activation::kTanh);
+  const lmtrain::Sequential<T> model(spec, *backend);
+  const lmtrain::Loss<T> loss(lmtrain::LossOptions{}, 1, *backend);
+  lmtrain::JacobianEngine<T> engine(model, loss);
+  const std::size_t n = model.num_params(), s = args.samples;
+
+  // The same plan the Trainer makes (half the available memory).
+  lmtrain::MemoryPlanInput in;
+  in.num_params = n;
+  in.batch = s;
+  in.residuals_per_sample = 1;
+  in.inputs = 1;
+  in.outputs = 1;
+  in.activation_floats_per_sample = model.activation_floats_per_sample();
+  in.max_width = model.max_width();
+  in.element_size = sizeof(T);
+  in.budget_bytes = backend->available_memory_bytes() / 2;
+  const lmtrain::MemoryPlan plan = lmtrain::plan_memory(in);
+  lmtrain::NormalEquationsBuilder<T> builder(engine, plan.slice_samples, s, false);
+
+  std::vector<T> x(s), y(s);
+  for (std::size_t i = 0; i < s; ++i) {
+    const double xi =
+        s == 1 ? 0.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(s - 1);
+    x[i] = static_cast<T>(xi);
+    y[i] = static_cast<T>(sinc10(xi));
+  }
+  auto xd = backend->allocate(s), yd = backend->allocate(s), pd = backend->allocate(n);
+  backend->copy_from_host(x.data(), xd.data(), s);
+  backend->copy_from_host(y.data(), yd.data(), s);
+  const std::vector<T> params = model.initial_parameters(lmtrain::Init::kTorch, args.seed);
+  backend->copy_from_host(params.data(), pd.data(), n);
+
+  lmtrain::NormalEquations<T> ne;
+  std::vector<double> seconds, jac_seconds, syrk_seconds;
+  lmtrain::PhaseTimes total;
+  for (int r = 0; r <= args.repeats; ++r) {  // r = 0 is the warm-up
+    lmtrain::PhaseTimes times;
+    const Clock::time_point t0 = Clock::now();
+    builder.build(pd.data(), xd.data(), yd.data(), s, ne, times);
+    backend->synchronize();
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r == 0) continue;
+    seconds.push_back(dt);
+    jac_seconds.push_back(times[lmtrain::Phase::kForward] + times[lmtrain::Phase::kJacobian]);
+    syrk_seconds.push_back(times[lmtrain::Phase::kNormalEquations]);
+    for (std::size_t p = 0; p < total.seconds.size(); ++p) total.seconds[p] += times.seconds[p];
+  }
+  fmt::print(
+      "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":\"W3\",\"variant\":{},"
+      "\"device\":{},\"width\":{},\"depth\":{},\"samples\":{},\"params\":{},\"slice_samples\":{},"
+      "\"median_s\":{},\"median_jacobian_s\":{},\"median_jtj_s\":{},\"peak_rss_bytes\":{},"
+      "\"planned_peak_bytes\":{},\"repeats\":{},\"phases\":{}}}\n",
+      json_string(fmt::format("w{}-d{}-s{}", args.width, args.depth, s)),
+      json_string(backend->name()), args.width, args.depth, s, n, plan.slice_samples,
+      num(median(seconds)), num(median(jac_seconds)), num(median(syrk_seconds)), peak_rss_bytes(),
+      plan.peak_bytes, args.repeats, phases_json(total));
+  return 0;
+}
+
+template <typename T>
+int run(const Args& args) {
+  if (args.workload == "W1" || args.workload == "W2") return run_sinc<T>(args);
+  if (args.workload == "W3") return run_jacobian<T>(args);
+  if (args.workload == "W6") return run_fann<T>(args);
+  if (args.workload == "W4")
+    throw lmtrain::InvalidArgument("W4 (fashion-cnn) is not yet supported by lmtrain_workloads");
+  usage_error(fmt::format("unknown workload '{}'", args.workload));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    return args.use_double ? run<double>(args) : run<float>(args);
+  } catch (const std::exception& e) {
+    fmt::print("{{\"type\":\"error\",\"tool\":\"lmtrain\",\"error\":{}}}\n", json_string(e.what()));
+    fmt::print(stderr, "lmtrain_workloads: error: {}\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Turns the JSON lines of one bench/run.sh invocation into bench/results/<date>-<machine>.md and
+one loss-vs-wall-time chart per workload (gnuplot, PNG).  Standard library only.
+
+usage: report.py RAW_DIR OUT_MD [--title TEXT]
+
+RAW_DIR holds, per run, <workload>__<variant>__<tool>__<rep>.jsonl (stdout of a driver) and a
+.log beside it (stderr).  A run whose output has no "result" object is reported as failed with the
+last lines of its error output.  Rep 0 is the warm-up and never enters a figure.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+LMTRAIN = 'lmtrain'
+
+
+def load(raw):
+    runs = []
+    for name in sorted(os.listdir(raw)):
+        if not name.endswith('.jsonl'):
+            continue
+        workload, variant, tool, rep = name[:-len('.jsonl')].split('__')
+        lines = []
+        with open(os.path.join(raw, name)) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith('{'):
+                    try:
+                        lines.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+        log = os.path.join(raw, name[:-len('.jsonl')] + '.log')
+        err = ''
+        if os.path.exists(log):
+            with open(log, errors='replace') as f:
+                err_lines = [l.rstrip() for l in f if l.strip() and 'triton not found' not in l]
+            err = ' / '.join(err_lines[-3:])
+        result = next((l for l in lines if l.get('type') == 'result'), None)
+        error = next((l for l in lines if l.get('type') == 'error'), None)
+        runs.append({'workload': workload, 'variant': variant, 'tool': tool, 'rep': int(rep),
+                     'result': result, 'epochs': [l for l in lines if l.get('type') == 'epoch'],
+                     'error': (error or {}).get('error') or err or 'no result (see the log)'})
+    return runs
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt_time(s):
+    if s is None:
+        return '–'
+    if s < 1e-3:
+        return f'{s * 1e6:.0f} µs'
+    if s < 1:
+        return f'{s * 1e3:.2f} ms'
+    return f'{s:.2f} s'
+
+
+def fmt_loss(x):
+    return '–' if x is None else f'{x:.3e}'
+
+
+def fmt_mem(b):
+    return '–' if b is None else f'{b / 2**20:.0f} MiB'
+
+
+def fmt_ratio(a, b):
+    if a is None or b is None or b == 0:
+        return '–'
+    r = a / b
+    return f'{r:.3f} ({b / a:.1f}× faster)' if r < 1 else f'{r:.2f} ({r:.1f}× slower)'
+
+
+def summarize(runs):
+    """(workload, variant, tool) → medians over the measured repetitions."""
+    groups = defaultdict(list)
+    for r in runs:
+        if r['rep'] > 0:
+            groups[(r['workload'], r['variant'], r['tool'])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        ok = [r['result'] for r in rs if r['result']]
+        s = {'runs': len(rs), 'ok': len(ok), 'errors': [r['error'] for r in rs if not r['result']]}
+        for field in ('median_step_s', 'median_epoch_s', 'total_s', 'final_train_loss',
+                      'test_loss', 'test_accuracy', 'peak_rss_bytes', 'median_s',
+                      'median_jacobian_s', 'median_jtj_s', 'epochs', 'steps', 'params'):
+            s[field] = med([o.get(field) for o in ok])
+        s['device'] = ok[0].get('device') if ok else None
+        s['phases'] = None
+        if ok and ok[0].get('phases'):
+            s['phases'] = {k: med([o['phases'].get(k) for o in ok]) for k in ok[0]['phases']}
+        s['termination'] = ', '.join(sorted({o.get('termination', '?') for o in ok})) if ok else None
+        out[key] = s
+    return out
+
+
+def training_table(workload, summary, variants, lines):
+    tools = sorted({t for (w, v, t) in summary if w == workload},
+                   key=lambda t: (not t.startswith(LMTRAIN), t != LMTRAIN, t != 'fann-rprop', t))
+    classification = any(summary[k].get('test_accuracy') is not None for k in summary
+                         if k[0] == workload)
+    # W6 compares test error at equal wall-clock budget: an LM step and an RPROP epoch are not the
+    # same unit of work, so its ratio is the test MSE against FANN RPROP instead of a time ratio.
+    budgeted = workload == 'W6'
+    ratio_head = ('test MSE / fann-rprop |' if budgeted
+                  else 'step lmtrain/peer | epoch lmtrain/peer |')
+    head = ('| set | tool | runs | time/step | time/epoch | epochs | train loss | test loss | '
+            + ('test acc. | ' if classification else '') + 'peak RSS | ' + ratio_head)
+    lines += [head, '|' + '---|' * (head.count('|') - 1)]
+    for v in variants:
+        lm = summary.get((workload, v, LMTRAIN))
+        for t in tools:
+            s = summary.get((workload, v, t))
+            if not s:
+                continue
+            if s['ok'] == 0:
+                err = s['errors'][0] if s['errors'] else 'failed'
+                lines.append(f'| {v} | {t} | **failed** | {err[:300]} |'
+                             + ' |' * (head.count('|') - 5))
+                continue
+            acc = ''
+            if classification:
+                acc = '–' if s['test_accuracy'] is None else f"{100 * s['test_accuracy']:.2f}%"
+                acc += ' | '
+            peer = t != LMTRAIN and not t.startswith(LMTRAIN)
+            if budgeted:
+                ref = summary.get((workload, v, 'fann-rprop'))
+                ratios = ''
+                if t != 'fann-rprop' and ref and ref['ok'] and s['test_loss'] and ref['test_loss']:
+                    ratios = f"{s['test_loss'] / ref['test_loss']:.2f} |"
+                else:
+                    ratios = ' |'
+            else:
+                r_step = fmt_ratio(lm['median_step_s'], s['median_step_s']) if peer and lm and lm['ok'] else ''
+                r_epoch = fmt_ratio(lm['median_epoch_s'], s['median_epoch_s']) if peer and lm and lm['ok'] else ''
+                ratios = f'{r_step} | {r_epoch} |'
+            fail_note = f" ({s['runs'] - s['ok']} failed)" if s['ok'] < s['runs'] else ''
+            lines.append(
+                f"| {v} | {t} | {s['ok']}{fail_note} | {fmt_time(s['median_step_s'])} | "
+                f"{fmt_time(s['median_epoch_s'])} | {s['epochs']:.0f} | "
+                f"{fmt_loss(s['final_train_loss'])} | {fmt_loss(s['test_loss'])} | {acc}"
+                f"{fmt_mem(s['peak_rss_bytes'])} | {ratios}")
+
+
+def jacobian_table(summary, lines):
+    variants = sorted({v for (w, v, t) in summary if w == 'W3'},
+                      key=lambda v: [int(x) for x in re.findall(r'\d+', v)])
+    tools = sorted({t for (w, v, t) in summary if w == 'W3'}, key=lambda t: (t != LMTRAIN, t))
+    head = '| config (width-depth-samples) | n | tool | J + JᵀJ | J | JᵀJ | peak RSS | lmtrain/peer |'
+    lines += [head, '|---|---|---|---|---|---|---|---|']
+    for v in variants:
+        lm = summary.get(('W3', v, LMTRAIN))
+        for t in tools:
+            s = summary.get(('W3', v, t))
+            if not s:
+                continue
+            if s['ok'] == 0:
+                err = s['errors'][0] if s['errors'] else 'failed'
+                lines.append(f'| {v} | | {t} | **failed**: {err[:200]} | | | | |')
+                continue
+            r = fmt_ratio(lm['median_s'], s['median_s']) if t != LMTRAIN and lm and lm['ok'] else ''
+            lines.append(f"| {v} | {s['params']:.0f} | {t} | {fmt_time(s['median_s'])} | "
+                         f"{fmt_time(s['median_jacobian_s'])} | {fmt_time(s['median_jtj_s'])} | "
+                         f"{fmt_mem(s['peak_rss_bytes'])} | {r} |")
+
+
+def phase_table(workload, summary, variants, lines):
+    rows = [(v, summary.get((workload, v, LMTRAIN))) for v in variants]
+    rows = [(v, s) for v, s in rows if s and s.get('phases')]
+    if not rows:
+        return
+    phases = list(rows[0][1]['phases'])
+    lines += ['', f'Where lmtrain\'s time goes ({workload}, seconds per run, median; from '
+              '`Summary::times`):', '',
+              '| set | ' + ' | '.join(phases) + ' |', '|---|' + '---|' * len(phases)]
+    for v, s in rows:
+        lines.append(f'| {v} | ' + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
+
+
+def chart(workload, runs, out_png, raw):
+    """Training loss against wall time, rep 1 of every tool (one panel per set for W6)."""
+    if not shutil.which('gnuplot'):
+        return 'gnuplot not installed: no chart'
+    sel = [r for r in runs if r['workload'] == workload and r['rep'] == 1 and r['epochs']]
+    if not sel:
+        return 'no per-epoch data: no chart'
+    variants = sorted({r['variant'] for r in sel})
+    data_files = []
+    for r in sel:
+        path = os.path.join(raw, f"curve__{workload}__{r['variant']}__{r['tool']}.dat")
+        with open(path, 'w') as f:
+            for e in r['epochs']:
+                if e.get('train_loss') is not None and e['train_loss'] > 0:
+                    f.write(f"{e['elapsed']} {e['train_loss']}\n")
+        data_files.append((r['variant'], r['tool'], path))
+    script = [f"set terminal pngcairo size {640 * min(3, len(variants))},"
+              f"{420 * ((len(variants) + 2) // 3)} font 'DejaVu Sans,10'",
+              f"set output '{out_png}'", "set logscale y", "set format y '%.0e'",
+              "set xlabel 'wall time (s)'", "set ylabel 'training MSE'", "set grid",
+              "set key top right"]
+    if len(variants) > 1:
+        script.append(f"set multiplot layout {(len(variants) + 2) // 3},{min(3, len(variants))}")
+    for v in variants:
+        series = [(t, p) for (vv, t, p) in data_files if vv == v]
+        series.sort(key=lambda x: (x[0] != LMTRAIN, x[0]))
+        script.append(f"set title '{workload} {v}: training loss vs wall time'")
+        plots = [f"'{p}' using 1:2 with linespoints pointsize 0.5 title '{t}'" for t, p in series]
+        script.append('plot ' + ', '.join(plots))
+    if len(variants) > 1:
+        script.append('unset multiplot')
+    gp = os.path.join(raw, f'chart__{workload}.gp')
+    with open(gp, 'w') as f:
+        f.write('\n'.join(script) + '\n')
+    res = subprocess.run(['gnuplot', gp], capture_output=True, text=True)
+    return None if res.returncode == 0 else f'gnuplot failed: {res.stderr.strip()[:300]}'
+
+
+def jacobian_chart(summary, out_png, raw):
+    if not shutil.which('gnuplot'):
+        return 'gnuplot not installed: no chart'
+    series = defaultdict(list)
+    for (w, v, t), s in summary.items():
+        if w != 'W3' or not s['ok']:
+            continue
+        width, depth, samples = (int(x) for x in re.findall(r'\d+', v))
+        series[(t, width, depth)].append((samples, s['median_s']))
+    if not series:
+        return 'no W3 results: no chart'
+    plots = []
+    for (t, width, depth), pts in sorted(series.items()):
+        path = os.path.join(raw, f'curve__W3__{t}__w{width}-d{depth}.dat')
+        with open(path, 'w') as f:
+            for samples, sec in sorted(pts):
+                f.write(f'{samples} {sec}\n')
+        plots.append(f"'{path}' using 1:2 with linespoints title '{t} w={width} d={depth}'")
+    gp = os.path.join(raw, 'chart__W3.gp')
+    with open(gp, 'w') as f:
+        f.write('\n'.join([
+            "set terminal pngcairo size 900,600 font 'DejaVu Sans,10'", f"set output '{out_png}'",
+            'set logscale xy', "set xlabel 'samples (residual rows)'",
+            "set ylabel 'seconds for J and JᵀJ'", 'set grid', 'set key top left',
+            "set title 'W3: Jacobian + JᵀJ time vs samples'", 'plot ' + ', '.join(plots)]) + '\n')
+    res = subprocess.run(['gnuplot', gp], capture_output=True, text=True)
+    return None if res.returncode == 0 else f'gnuplot failed: {res.stderr.strip()[:300]}'
+
+
+def targets(summary, order):
+    """The targets of issue 7, checked against this run's medians."""
+    out = ['## Targets (issue 7)', '']
+    for w in ('W1', 'W2'):
+        if w not in order:
+            continue
+        variant = 'sinc-61' if w == 'W1' else 'sinc-769'
+        lm, peer = summary.get((w, variant, LMTRAIN)), summary.get((w, variant, 'torch-lm'))
+        if not (lm and peer and lm['ok'] and peer['ok']):
+            out.append(f'* {w}: not evaluated (lmtrain or torch-levenberg-marquardt has no result).')
+            continue
+        speed = peer['median_step_s'] / lm['median_step_s']
+        loss_ok = lm['final_train_loss'] <= peer['final_train_loss']
+        met = speed >= 10 and loss_ok
+        out.append(
+            f"* {w}: lmtrain ≥ 10× faster per LM step than torch-levenberg-marquardt at equal or "
+            f"lower final loss — **{'met' if met else 'not met'}**: {speed:.1f}× "
+            f"({fmt_time(lm['median_step_s'])} vs {fmt_time(peer['median_step_s'])} per step), "
+            f"final training MSE {fmt_loss(lm['final_train_loss'])} vs "
+            f"{fmt_loss(peer['final_train_loss'])}.")
+    if 'W6' in order:
+        for tool in (LMTRAIN, 'lmtrain-valstop'):
+            sets = sorted({v for (w, v, t) in summary if w == 'W6'})
+            better, compared = [], 0
+            for v in sets:
+                lm, peer = summary.get(('W6', v, tool)), summary.get(('W6', v, 'fann-rprop'))
+                if lm and peer and lm['ok'] and peer['ok']:
+                    compared += 1
+                    if lm['test_loss'] < peer['test_loss']:
+                        better.append(v)
+            if compared == 0:
+                out.append(f'* W6 ({tool}): not evaluated (no pair of results).')
+                continue
+            met = len(better) > compared / 2
+            out.append(
+                f"* W6 ({tool}): lower test MSE than FANN RPROP on most sets at the same wall-clock "
+                f"budget — **{'met' if met else 'not met'}**: {len(better)} of {compared}"
+                + (f" ({', '.join(better)})" if better else '') + '.')
+    return out + ['']
+
+
+DESCRIPTIONS = {
+    'W1': 'sinc-61: 20 000 points, 1-20-1 tanh (61 parameters), batch 1 000, float32',
+    'W2': 'sinc-769: 100 000 points, 1-256-1 tanh (769 parameters), batch 10 000, float32',
+    'W3': 'Jacobian + JᵀJ only, 1-w-…-w-1 tanh, x = linspace(−1, 1, s), float32',
+    'W4': 'fashion-cnn: Fashion-MNIST, SimpleCNN, batch 2 000',
+    'W6': 'FANN sets, 1 hidden layer of 16 tanh units, linear outputs, full batch, float32, '
+          'same wall-clock budget for every tool',
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('raw')
+    ap.add_argument('out_md')
+    ap.add_argument('--title', default='lmtrain vs peers')
+    ap.add_argument('--workloads', default='')
+    ap.add_argument('--preamble', default='', help='file whose text goes under the title')
+    args = ap.parse_args()
+    runs = load(args.raw)
+    summary = summarize(runs)
+    order = args.workloads.split() or sorted({r['workload'] for r in runs})
+    out_dir = os.path.dirname(os.path.abspath(args.out_md))
+    stem = os.path.basename(args.out_md)[:-3]
+    lines = [f'# {args.title}', '']
+    if args.preamble and os.path.exists(args.preamble):
+        with open(args.preamble) as f:
+            lines += [f.read().rstrip(), '']
+    for w in order:
+        lines += [f'## {w} — {DESCRIPTIONS.get(w, "")}', '']
+        notice = os.path.join(args.raw, f'{w}.notice')
+        if os.path.exists(notice):
+            with open(notice) as f:
+                lines += [f.read().strip(), '']
+            continue
+        variants = sorted({v for (ww, v, t) in summary if ww == w})
+        if not variants:
+            lines += ['No runs.', '']
+            continue
+        if w == 'W3':
+            jacobian_table(summary, lines)
+            png = f'{stem}-W3.png'
+            err = jacobian_chart(summary, os.path.join(out_dir, png), args.raw)
+        else:
+            training_table(w, summary, variants, lines)
+            phase_table(w, summary, variants, lines)
+            png = f'{stem}-{w}.png'
+            err = chart(w, runs, os.path.join(out_dir, png), args.raw)
+        lines += ['', f'![{w}]({png})' if err is None else f'(chart: {err})', '']
+    lines += targets(summary, order)
+    with open(args.out_md, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    print(f'report.py: wrote {args.out_md}')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks of lmtrain against its peers on the standard workloads
+# (shared/WORKLOADS.md, issue 7).  Builds what is needed, installs the peers
+# (bench/peers/install.sh), runs lmtrain and every applicable peer on the same data, network,
+# batch and epochs — a warm-up of each first, then the repetitions interleaved A B A B — and
+# writes bench/results/<date>-<machine>.md with medians, ratios and one loss-vs-wall-time chart
+# per workload.  A peer that fails appears in the table as failed, with its error.
+#
+# usage: bench/run.sh [W1 W2 W3 W4 W6 …] [--device cpu|cuda] [--repeats R] [--threads N]
+#                     [--budget SECONDS] [--quick] [--no-install] [--tag NAME]
+#   (no workload: W1 W2 W6)
+#   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers
+#   --repeats   measured repetitions per tool after the warm-up (default 2)
+#   --threads   OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for every tool (default: unset, each
+#               tool's own default — all cores)
+#   --budget    W6 wall-clock budget per training run in seconds (default 5)
+#   --quick     a smoke test: few epochs, one repetition, a small W3 grid, 1 s W6 budget
+#   --no-install  do not run bench/peers/install.sh (a missing peer is then reported as failed)
+#   --tag       appended to the results file name: <date>-<machine>-<tag>.md (a variant run, e.g.
+#               with OMP_WAIT_POLICY=passive, beside the default one)
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bench="$root/bench"
+workloads=()
+device=cpu
+repeats=2
+threads=""
+budget=5
+quick=0
+install=1
+tag=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    W1|W2|W3|W4|W5|W6) workloads+=("$1") ;;
+    --device) device="$2"; shift ;;
+    --repeats) repeats="$2"; shift ;;
+    --threads) threads="$2"; shift ;;
+    --budget) budget="$2"; shift ;;
+    --quick) quick=1 ;;
+    --no-install) install=0 ;;
+    --tag) tag="-$2"; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#workloads[@]} -gt 0 ] || workloads=(W1 W2 W6)
+case "$device" in cpu|cuda) ;; *) echo "run.sh: --device must be cpu or cuda" >&2; exit 2 ;; esac
+
+w1_epochs=50; w2_epochs=10
+w3_grid=("64 1 500" "64 1 5000" "64 1 50000" "256 1 500" "256 1 5000" "256 1 50000"
+         "1024 1 500" "1024 1 5000" "1024 1 50000" "64 2 500" "64 2 5000" "64 2 50000")
+w3_repeats=3
+w6_sets=(kin32fm pumadyn-32fm bank32nh building census-house thyroid)
+if [ "$quick" = 1 ]; then
+  w1_epochs=5; w2_epochs=2; repeats=1; budget=1; w3_repeats=2
+  w3_grid=("64 1 500" "256 1 5000"); w6_sets=(kin32fm thyroid)
+fi
+if [ -n "$threads" ]; then
+  export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+fi
+
+started=$(date +%s)
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
+  machine_desc="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+else
+  machine_desc="$(nproc)core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+fi
+machine="$(echo "$machine_desc" | tr 'A-Z' 'a-z' | sed -E 's/\((r|tm)\)//g; s/(cpu|processor|@.*)//g; s/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
+stamp="$(date +%Y-%m-%d)"
+results="$bench/results"
+raw="$results/raw/$stamp-$machine$tag-$(date +%H%M%S)"
+mkdir -p "$raw"
+out_md="$results/$stamp-$machine$tag.md"
+log() { echo "[run.sh $(date +%H:%M:%S)] $*"; }
+
+# ---- peers and build ---------------------------------------------------------------------------
+if [ "$install" = 1 ]; then
+  log "installing the peers (bench/peers/install.sh)"
+  "$bench/peers/install.sh" > "$raw/install.log" 2>&1 || log "install.sh failed (see $raw/install.log); the peers it could not install are reported as failed"
+fi
+python_peer="$bench/peers/.venv/bin/python"
+
+build="$root/build/bench-$device"
+cuda_flag=OFF; [ "$device" = cuda ] && cuda_flag=ON
+log "building lmtrain_workloads and fann_train in $build"
+if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLMTRAIN_BUILD_TESTS=OFF \
+         -DLMTRAIN_BUILD_EXAMPLES=OFF -DLMTRAIN_BUILD_BENCH=ON -DLMTRAIN_WERROR=OFF \
+         -DLMTRAIN_CUDA="$cuda_flag" > "$raw/build.log" 2>&1 &&
+       cmake --build "$build" --target lmtrain_workloads -j"$(nproc)" >> "$raw/build.log" 2>&1; }; then
+  tail -20 "$raw/build.log"
+  echo "run.sh: building lmtrain_workloads failed (full log: $raw/build.log). bench/ is built only" \
+       "when Google Benchmark is found: Debian libbenchmark-dev (bench/peers/install.sh installs it)." >&2
+  exit 1
+fi
+lmtrain_bin="$build/bench/lmtrain_workloads"
+fann_bin="$build/bench/fann_train"
+if grep -q '^FANN_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" 2>/dev/null; then
+  cmake --build "$build" --target fann_train -j"$(nproc)" >> "$raw/build.log" 2>&1 || true
+fi
+
+# run WORKLOAD VARIANT TOOL REP COMMAND…: stdout (JSON lines) and stderr into $raw; a run longer
+# than $run_timeout seconds is stopped and reported as failed.
+run_timeout=1200
+run() {
+  local w="$1" v="$2" tool="$3" rep="$4"; shift 4
+  local base="$raw/${w}__${v}__${tool}__${rep}"
+  if [ ! -x "$1" ]; then
+    echo "{\"type\":\"error\",\"tool\":\"$tool\",\"error\":\"$1 not found (not installed or not built)\"}" > "$base.jsonl"
+    : > "$base.log"
+    log "$w $v $tool rep $rep: FAILED ($1 not found)"
+    return
+  fi
+  local t0=$(date +%s.%N)
+  timeout "$run_timeout" "$@" > "$base.jsonl" 2> "$base.log"
+  local rc=$?
+  local dt=$(echo "$(date +%s.%N) - $t0" | bc)
+  if [ $rc -eq 124 ]; then
+    echo "{\"type\":\"error\",\"tool\":\"$tool\",\"error\":\"timed out after $run_timeout s\"}" >> "$base.jsonl"
+  fi
+  if [ $rc -ne 0 ]; then log "$w $v $tool rep $rep: FAILED (exit $rc, ${dt}s; see $base.log)"
+  else log "$w $v $tool rep $rep: ${dt}s"; fi
+}
+
+# ---- workloads ---------------------------------------------------------------------------------
+sinc_workload() {
+  local w="$1" epochs="$2" variant
+  variant=$([ "$w" = W1 ] && echo sinc-61 || echo sinc-769)
+  # Warm-up (rep 0, not reported): one epoch of each tool.
+  run "$w" "$variant" lmtrain 0 "$lmtrain_bin" "$w" --epochs 1 --device "$device"
+  run "$w" "$variant" torch-lm 0 "$python_peer" "$bench/peers/torch_lm.py" "$w" --epochs 1 --device "$device"
+  for rep in $(seq 1 "$repeats"); do
+    run "$w" "$variant" lmtrain "$rep" "$lmtrain_bin" "$w" --epochs "$epochs" --seed "$rep" --device "$device"
+    run "$w" "$variant" torch-lm "$rep" "$python_peer" "$bench/peers/torch_lm.py" "$w" --epochs "$epochs" --seed "$rep" --device "$device"
+  done
+}
+
+jacobian_workload() {
+  local run_timeout=300  # jacfwd on the large configurations takes far longer: reported as failed
+  for cfg in "${w3_grid[@]}"; do
+    read -r width depth samples <<< "$cfg"
+    local v="w$width-d$depth-s$samples"
+    # Each process warms up once and then times w3_repeats builds.
+    run W3 "$v" lmtrain 1 "$lmtrain_bin" W3 --width "$width" --depth "$depth" --samples "$samples" --repeats "$w3_repeats" --device "$device"
+    local n=$(( 2 * width + (depth - 1) * (width * width + width) + width + 1 ))
+    for method in jacrev jacfwd; do
+      # Forward mode pushes n tangents through every sample: s·n = 3.8e6 (w256, s5000) already
+      # takes ~20 s per build on 2 cores, so larger configurations are not started on the CPU.
+      if [ "$method" = jacfwd ] && [ "$device" = cpu ] && [ $(( samples * n )) -gt 4000000 ]; then
+        echo "{\"type\":\"error\",\"tool\":\"torch-jacfwd\",\"error\":\"not run: s·n = $(( samples * n )) > 4e6 forward tangents (minutes per build on this CPU)\"}" > "$raw/W3__${v}__torch-jacfwd__1.jsonl"
+        continue
+      fi
+      run W3 "$v" "torch-$method" 1 "$python_peer" "$bench/peers/torch_lm.py" W3 --method "$method" --width "$width" --depth "$depth" --samples "$samples" --repeats "$w3_repeats" --device "$device"
+    done
+  done
+}
+
+fann_workload() {
+  local src=/usr/share/doc/libfann-dev/examples/datasets data="$raw/datasets"
+  mkdir -p "$data"
+  for s in "${w6_sets[@]}"; do
+    for part in train test; do
+      if [ -f "$src/$s.$part" ]; then ln -sf "$src/$s.$part" "$data/$s.$part"
+      elif [ -f "$src/$s.$part.gz" ]; then gzip -dc "$src/$s.$part.gz" > "$data/$s.$part"
+      fi
+    done
+  done
+  local first="${w6_sets[0]}"
+  w6_tools() {  # set rep budget
+    local s="$1" rep="$2" b="$3"
+    run W6 "$s" lmtrain "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --device "$device"
+    run W6 "$s" fann-rprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm rprop
+    run W6 "$s" lmtrain-valstop "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --validation-fraction 0.2 --device "$device"
+    run W6 "$s" fann-quickprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm quickprop
+  }
+  w6_tools "$first" 0 0.5  # warm-up
+  for rep in $(seq 1 "$repeats"); do
+    for s in "${w6_sets[@]}"; do w6_tools "$s" "$rep" "$budget"; done
+  done
+}
+
+for w in "${workloads[@]}"; do
+  log "workload $w"
+  case "$w" in
+    W1) sinc_workload W1 "$w1_epochs" ;;
+    W2) sinc_workload W2 "$w2_epochs" ;;
+    W3) jacobian_workload ;;
+    W4|W5)
+      # lmtrain_workloads says itself whether it can run the workload yet.
+      msg="$("$lmtrain_bin" "$w" 2>&1 >/dev/null | sed 's/^lmtrain_workloads: error: //')"
+      echo "**Not run: $msg.** lmtrain has no driver for $w yet (W4 needs the convolutional layers that are being written); the peers were not run either, since there is nothing to compare them with." > "$raw/$w.notice"
+      log "$w: $msg" ;;
+    W6) fann_workload ;;
+  esac
+done
+
+# ---- report ------------------------------------------------------------------------------------
+elapsed=$(( $(date +%s) - started ))
+torch_v="$("$python_peer" -c 'import torch, torch_levenberg_marquardt as t; print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), torch-levenberg-marquardt {t.__version__}")' 2>/dev/null || echo 'torch: not installed')"
+fann_v="$(dpkg-query -W -f='FANN ${Version}' libfann-dev 2>/dev/null || echo 'FANN: not installed')"
+{
+  echo "Measured by \`bench/run.sh ${workloads[*]} --device $device --repeats $repeats${threads:+ --threads $threads} --budget $budget$([ $quick = 1 ] && echo ' --quick')\` on $(date -u '+%Y-%m-%d %H:%M UTC'), in ${elapsed} s."
+  echo
+  echo "* Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load average $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end (the machine is shared: a load above the core count slows multi-threaded runs)."
+  default_threads="each tool's default (all cores)"
+  omp_env="$(env | grep -E '^(OMP|GOMP|OPENBLAS|MKL)_' | sort | tr '\n' ' ' | sed 's/ $//')"
+  echo "* Threads: ${threads:-$default_threads}. OpenMP/BLAS environment: ${omp_env:-none set}."
+  echo "* lmtrain: $(grep -m1 -o '"device":"[^"]*"' "$raw"/*__lmtrain__1.jsonl 2>/dev/null | head -1 | cut -d'"' -f4); built Release in build/bench-$device."
+  echo "* Peers: $torch_v; $fann_v (float, 1 thread)."
+  echo "* Times are medians over $repeats repetitions (after a warm-up run of every tool, interleaved lmtrain, peer, lmtrain, peer) of each run's median step / epoch time. Losses are PyTorch's MSELoss (mean over samples × outputs) on all training samples after the last epoch, and on the test set. \"lmtrain/peer\" < 1 means lmtrain is faster. Peak RSS is getrusage's ru_maxrss of the whole process (a Python process with torch imported starts near 0.5 GiB)."
+} > "$raw/preamble.md"
+python3 "$bench/report.py" "$raw" "$out_md" --title "lmtrain vs peers — $stamp, $machine_desc" \
+  --workloads "${workloads[*]}" --preamble "$raw/preamble.md"
+log "done in ${elapsed} s: $out_md (raw output in $raw)"
