@@ -77,7 +77,10 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
   }
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_->lambda();
-  if (!std::isfinite(f0)) {
+  // A finite loss can still have an overflowing Jacobian (huge inputs through linear layers):
+  // no λ makes that system solvable, so it ends training like a non-finite loss.
+  if (!std::isfinite(f0) || !backend_.all_finite(n, ne_.g.data()) ||
+      (!ne_.jacobian_stored && !backend_.all_finite(n * n, ne_.a.data()))) {
     report.termination = TerminationReason::kNonFiniteObjective;
     return report;
   }

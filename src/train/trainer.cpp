@@ -354,8 +354,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         switch (rep.termination) {
           case TerminationReason::kNonFiniteObjective:
             summary.message = fmt::format(
-                "the loss of batch {} in epoch {} is not finite; parameters are the last finite "
-                "ones. Check the data for extreme values, or lower learning_rate",
+                "the loss or the Jacobian of batch {} in epoch {} is not finite; parameters are "
+                "the last finite ones. Check the data for extreme values (standardize the "
+                "inputs), or lower learning_rate",
                 b, epoch);
             break;
           case TerminationReason::kLambdaAboveMax:

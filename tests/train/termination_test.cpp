@@ -169,6 +169,21 @@ TEST(Termination, NonFiniteLossStopsWithADiagnostic) {
   EXPECT_EQ(params, (std::vector<float>{2.0f, 0.0f}));
 }
 
+TEST(Termination, OverflowingJacobianWithAFiniteLossStopsLikeANonFiniteLoss) {
+  // F is accumulated in double and stays finite (≈1e39), but float32 A = Σ x² overflows.
+  Dataset<float> d(3, 1, 1);
+  d.x = {1e20f, -1e20f, 3e19f};
+  d.y = {1.0f, 2.0f, 3.0f};
+  auto backend = make_cpu_backend<float>();
+  Trainer<float> t(ModelSpec(1).dense(1), LossOptions{}, {}, {}, *backend);
+  std::vector<float> params = {0.5f, 0.0f};
+  const Summary s = t.fit(params, d);
+  EXPECT_TRUE(std::isfinite(s.initial_loss));
+  EXPECT_EQ(s.termination, TerminationReason::kNonFiniteObjective);
+  EXPECT_NE(s.message.find("Jacobian"), std::string::npos) << s.message;
+  EXPECT_EQ(params, (std::vector<float>{0.5f, 0.0f}));
+}
+
 TEST(TrainerInput, NonFiniteDataIsRejectedNamingSampleAndColumn) {
   Dataset<double> d = sinc_data(10, 1);
   d.y[7] = std::nan("");
