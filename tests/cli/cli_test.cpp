@@ -262,5 +262,31 @@ TEST(Cli, PredictWithBadDataLeavesNoOutputFile) {
   EXPECT_FALSE(fs::exists(s.path("pred.csv")));
 }
 
+// A loss that overflows float32 during training: exit 3, a message saying the loss is not finite,
+// and no model file (summary.txt may describe the failure).
+TEST(Cli, NonFiniteLossExitsThreeWithoutModel) {
+  Scratch s;
+  std::ostringstream csv;
+  csv << "x1,x2,x3,x4,y\n";
+  for (int i = 0; i < 50; ++i) {
+    const double x = 3e38 + 1e36 * (i % 7);  // near FLT_MAX (3.4e38): the forward pass overflows
+    csv << x << "," << x << "," << x << "," << x << "," << 0.01 * i << "\n";
+  }
+  s.write("data.csv", csv.str());
+  const std::string config = s.write(
+      "run.toml",
+      "precision = \"float32\"\noutput_dir = \"out\"\n"
+      // 256 linear units: with torch's init about 5 % of them sum past FLT_MAX, so some do.
+      "[model]\nlayers = [{ type = \"dense\", units = 256 }, { type = \"identity\" }, "
+      "{ type = \"dense\", units = 1 }]\n"
+      "[data]\nnormalize_inputs = \"none\"\nnormalize_targets = \"none\"\n"
+      "[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n"
+      "[trainer]\nmax_epochs = 3\nbatch_size = 0\n");
+  const Result r = run("fit " + config + " --quiet");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("not finite"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("out") / "model.safetensors")) << "a model was written";
+}
+
 }  // namespace
 }  // namespace lmtrain::cli
