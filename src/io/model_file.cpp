@@ -250,7 +250,7 @@ class ModelFileParser {
     const std::string text = string_metadata(key);
     try {
       return Json::parse(text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse errors, and numbers out of every range
       std::string reason = e.what();
       if (const auto pos = reason.find("] "); pos != std::string::npos) reason.erase(0, pos + 2);
       fail(fmt::format("metadata \"{}\" is not valid JSON: {}", key, reason));

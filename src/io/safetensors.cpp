@@ -113,8 +113,9 @@ Json parse_header(std::string_view text, const std::string& source) {
   Json header;
   try {
     header = Json::parse(text.begin(), text.end(), check_keys);
-  } catch (const Json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 9: …".
+  } catch (const Json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 9: …"; a
+    // number too large for any JSON number type is an out_of_range (406), also malformed input.
     std::string reason = e.what();
     if (const auto pos = reason.find("] "); pos != std::string::npos) reason.erase(0, pos + 2);
     malformed(source, fmt::format("the JSON header ({} bytes from byte 8) does not parse: {}",

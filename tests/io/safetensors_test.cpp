@@ -209,6 +209,10 @@ TEST_F(SafetensorsTest, RejectsAHeaderThatIsNotJson) {
                   {"\"bad.safetensors\"", "JSON header", "does not parse", "line 1, column 23"});
   expect_contains(parse_error(file_bytes("")), {"JSON header (0 bytes", "does not parse"});
   expect_contains(parse_error(file_bytes("{\"\xff\": 1}")), {"does not parse", "UTF-8"});
+  // Found by the fuzzer: a number beyond every JSON number type is an out_of_range exception in
+  // nlohmann_json, not a parse_error, and escaped the reader.
+  expect_contains(parse_error(file_bytes(R"({"a": 666666666e6666660000000000000})")),
+                  {"JSON header", "does not parse", "number overflow"});
 }
 
 TEST_F(SafetensorsTest, RejectsAHeaderThatIsNotAnObject) {
