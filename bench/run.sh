@@ -190,7 +190,7 @@ for w in "${workloads[@]}"; do
     W4|W5)
       # lmtrain_workloads says itself whether it can run the workload yet.
       msg="$("$lmtrain_bin" "$w" 2>&1 >/dev/null | sed 's/^lmtrain_workloads: error: //')"
-      echo "**Not run: $msg.** lmtrain has no driver for $w yet (W4 needs the convolutional layers that are being written); the peers were not run either, since there is nothing to compare them with." > "$raw/$w.notice"
+      echo "**Not run: $msg.** lmtrain_workloads has no driver for $w yet (W4 trains through the lmtrain command: \`lmtrain fit examples/fashion-cnn/run.toml\`, figures in examples/fashion-cnn/README.md; a torch-levenberg-marquardt CNN peer script is still to be written); the peers were not run either." > "$raw/$w.notice"
       log "$w: $msg" ;;
     W6) fann_workload ;;
   esac
