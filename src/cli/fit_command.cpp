@@ -250,6 +250,17 @@ int fit(const RunConfig& config, const FitArgs& args) {
       provenance["test_mse"] = m.mse;
       provenance["test_r2"] = m.r2;
     }
+  } else if (config.data.task == Task::kClassification) {
+    // No test set: the confusion matrix of the validation set, or else of the training set.
+    const LabeledTable& table = data.validation ? *data.validation : data.train;
+    const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
+                                      original_targets(table, data), table.targets.cols, true);
+    test_report = fmt::format("\n{} set (no test set given): {}\n  {}\n{}",
+                              data.validation ? "Validation" : "Training", table.description,
+                              m.describe(), m.confusion_table());
+    std::string csv;
+    for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
+    io::write_file_atomically((out_dir / "confusion.csv").string(), csv);
   }
   // 1-D regression: the curve over the training inputs, for the fit plot.
   if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1) {

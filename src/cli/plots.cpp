@@ -106,7 +106,7 @@ std::vector<std::string> make_plots(const std::string& run_dir, std::string* war
         "confusion.png",
         fmt::format("set title 'lmtrain: confusion matrix (rows: true, columns: predicted)'\n"
                     "set xlabel 'predicted class'\nset ylabel 'true class'\nunset key\nunset grid\n"
-                    "set yrange [] reverse\nset palette defined (0 'white', 1 '#2060a0')\n"
+                    "set xtics 1\nset ytics 1\nset yrange [] reverse\nset palette defined (0 'white', 1 '#2060a0')\n"
                     "plot {0} matrix with image, {0} matrix using 1:2:(sprintf('%d',$3)) with labels\n",
                     quoted(confusion)));
 
