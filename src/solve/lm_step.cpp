@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "lmtrain/core/error.h"
@@ -78,9 +79,16 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_->lambda();
   // A finite loss can still have an overflowing Jacobian (huge inputs through linear layers):
-  // no λ makes that system solvable, so it ends training like a non-finite loss.
-  if (!std::isfinite(f0) || !backend_.all_finite(n, ne_.g.data()) ||
-      (!ne_.jacobian_stored && !backend_.all_finite(n * n, ne_.a.data()))) {
+  // no λ makes that system solvable, so it ends training like a non-finite loss.  A's diagonal
+  // Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)); only the upper triangle of A is ever
+  // written, so the check must not read the rest.
+  bool finite = std::isfinite(f0) && backend_.all_finite(n, ne_.g.data());
+  if (finite && !ne_.jacobian_stored) {
+    backend_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<T>::infinity(),
+                              std::numeric_limits<T>::infinity(), tmp_.data());
+    finite = backend_.all_finite(n, tmp_.data());
+  }
+  if (!finite) {
     report.termination = TerminationReason::kNonFiniteObjective;
     return report;
   }

@@ -31,7 +31,11 @@ double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y,
     ne.j.reserve(backend_.memory(), max_batch_ * R * n);
     ne.r.reserve(backend_.memory(), max_batch_ * R);
   } else {
+    // Only A's upper triangle is ever written; zero a fresh buffer once so the other triangle
+    // holds defined values for anything that copies the whole matrix.
+    const T* before = ne.a.data();
     ne.a.reserve(backend_.memory(), n * n);
+    if (ne.a.data() != before) backend_.fill(ne.a.data(), n * n, T(0));
   }
 
   if (batch == 0) {
