@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/io/fann_reader.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/nn/memory_plan.h"
@@ -185,47 +186,15 @@ void sinc_data(std::size_t n, lmtrain::Dataset<T>& train, lmtrain::Dataset<T>& t
   }
 }
 
-// FANN's text format: "samples inputs outputs", then per sample a line of inputs and a line of
-// outputs (whitespace-separated; the line structure carries no information).  A ".gz" file is
-// read through gzip, as Debian may compress the example data.
+// A FANN data file (plain or .gz) through lmtrain's own reader (io/fann_reader.h), as a Dataset.
 template <typename T>
 lmtrain::Dataset<T> read_fann(const std::string& path) {
-  std::string text;
-  if (path.size() > 3 && path.ends_with(".gz")) {
-    const std::string cmd = fmt::format("gzip -dc '{}'", path);
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) throw lmtrain::InvalidArgument(fmt::format("cannot run '{}'", cmd));
-    char buf[65536];
-    std::size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, got);
-    if (pclose(pipe) != 0) throw lmtrain::InvalidArgument(fmt::format("'{}' failed", cmd));
-  } else {
-    std::ifstream in(path);
-    if (!in) throw lmtrain::InvalidArgument(fmt::format("cannot open FANN data file {}", path));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  std::istringstream in(text);
-  std::size_t n = 0, ni = 0, no = 0;
-  if (!(in >> n >> ni >> no) || n == 0 || ni == 0 || no == 0)
-    throw lmtrain::InvalidArgument(
-        fmt::format("{}: the first line must be 'samples inputs outputs'", path));
-  lmtrain::Dataset<T> d(n, ni, no);
-  for (std::size_t s = 0; s < n; ++s) {
-    for (std::size_t i = 0; i < ni; ++i) {
-      double v;
-      if (!(in >> v))
-        throw lmtrain::InvalidArgument(fmt::format("{}: sample {} input {} missing", path, s, i));
-      d.x[s * ni + i] = static_cast<T>(v);
-    }
-    for (std::size_t o = 0; o < no; ++o) {
-      double v;
-      if (!(in >> v))
-        throw lmtrain::InvalidArgument(fmt::format("{}: sample {} output {} missing", path, s, o));
-      d.y[s * no + o] = static_cast<T>(v);
-    }
-  }
+  const lmtrain::io::FannTrainData fann = lmtrain::io::read_fann(path);
+  lmtrain::Dataset<T> d(fann.inputs.rows, fann.inputs.cols, fann.outputs.cols);
+  std::transform(fann.inputs.values.begin(), fann.inputs.values.end(), d.x.begin(),
+                 [](double v) { return static_cast<T>(v); });
+  std::transform(fann.outputs.values.begin(), fann.outputs.values.end(), d.y.begin(),
+                 [](double v) { return static_cast<T>(v); });
   return d;
 }
 

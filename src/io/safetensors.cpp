@@ -1,10 +1,9 @@
 #include "safetensors.h"
 
-#include <fcntl.h>
+#include "file_contents.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -55,10 +54,6 @@ const DtypeInfo& info(SafetensorsDtype dtype) {
   for (const auto& d : kDtypes)
     if (d.dtype == dtype) return d;
   return kDtypes[0];  // unreachable: every enumerator is listed
-}
-
-std::string errno_text(int err) {
-  return fmt::format("{} (errno {})", std::strerror(err), err);
 }
 
 // product(shape), or nullopt on overflow.
@@ -438,35 +433,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw InvalidArgument(fmt::format("cannot open \"{}\": {}; check the path and its permissions",
-                                      path, errno_text(err)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    const int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
-    ::close(fd);
-    throw InvalidArgument(fmt::format("cannot read \"{}\": {}; give the path of a model file", path,
-                                      errno_text(err)));
-  }
-  std::string bytes;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw InvalidArgument(fmt::format("cannot read \"{}\": {}", path, errno_text(err)));
-    }
-    if (n == 0) break;
-    bytes.append(chunk, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return parse_safetensors(bytes, path);
+  // The readers' shared file loader: errno-named errors, and gzip read transparently.
+  return parse_safetensors(read_file_contents(path), path);
 }
 
 void write_safetensors(const std::string& path, const SafetensorsFile& file) {

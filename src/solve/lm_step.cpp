@@ -105,13 +105,14 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
     if (options_.damping_matrix == DampingMatrix::kMarquardt) {
       if (ne_.jacobian_stored) {
         // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
-        std::vector<T> diag(n);
+        // The clamp goes through the host (n values per step; no backend op clamps a vector).
         backend_.column_sums_of_squares(ne_.m, n, ne_.j.data(), n, d_.data());
         sum_device(d_.data(), n, times);
-        backend_.copy_to_host(d_.data(), diag.data(), n);
-        for (auto& v : diag)
+        staging_.resize(n);
+        backend_.copy_to_host(d_.data(), staging_.data(), n);
+        for (auto& v : staging_)
           v = static_cast<T>(std::clamp(static_cast<double>(v), options_.marquardt_min, options_.marquardt_max));
-        backend_.copy_from_host(diag.data(), d_.data(), n);
+        backend_.copy_from_host(staging_.data(), d_.data(), n);
       } else {
         backend_.clamped_diagonal(n, ne_.a.data(), static_cast<T>(options_.marquardt_min),
                                   static_cast<T>(options_.marquardt_max), d_.data());
