@@ -24,12 +24,29 @@ class LocalCommunicator final : public Communicator {
   }
 };
 
+[[noreturn]] void throw_host_only(const Communicator& comm, const char* call) {
+  throw Error(fmt::format(
+      "{}: the {} communicator only sums host buffers; copy the data to the host and use the "
+      "host collective, or train with make_nccl_communicator (GPU ranks, lmtrain built with NCCL)",
+      call, comm.name()));
+}
+
 long env_count(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::strtol(v, nullptr, 10) : 0;
 }
 
 }  // namespace
+
+void Communicator::allreduce_sum_device(float*, std::size_t, void*) {
+  throw_host_only(*this, "allreduce_sum_device");
+}
+void Communicator::allreduce_sum_device(double*, std::size_t, void*) {
+  throw_host_only(*this, "allreduce_sum_device");
+}
+void Communicator::broadcast_device(void*, std::size_t, int, void*) {
+  throw_host_only(*this, "broadcast_device");
+}
 
 std::unique_ptr<Communicator> make_local_communicator() {
   return std::make_unique<LocalCommunicator>();
@@ -40,6 +57,18 @@ bool launched_with_several_ranks() noexcept {
     if (env_count(var) > 1) return true;
   return false;
 }
+
+#ifndef LMTRAIN_HAVE_NCCL
+bool nccl_built() noexcept { return false; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> /*host*/,
+                                                     int /*cuda_device*/) {
+  throw Error(
+      "lmtrain was built without NCCL, so GPU ranks cannot sum device buffers; rebuild with the "
+      "CUDA backend on a machine where nccl.h and libnccl are installed (the CUDA toolkit's "
+      "include/ and lib64/, or set NCCL_INCLUDE_DIR and NCCL_LIBRARY), or train on CPU ranks");
+}
+#endif
 
 #ifndef LMTRAIN_HAVE_MPI
 bool mpi_built() noexcept { return false; }

@@ -40,6 +40,11 @@ class Backend {
   virtual std::size_t available_memory_bytes() const = 0;
   // Blocks until all queued work is done (a no-op on the CPU); called before timers close.
   virtual void synchronize() = 0;
+  // Index of the device among the visible ones of its kind (0 for the CPU).
+  virtual int device_index() const { return 0; }
+  // The queue the backend's work runs on (a cudaStream_t for CUDA; null for the CPU), for
+  // communicators that enqueue collectives on device buffers.
+  virtual void* native_stream() { return nullptr; }
 
   DeviceBuffer<T> allocate(std::size_t count) { return DeviceBuffer<T>(memory(), count); }
 
@@ -48,6 +53,11 @@ class Backend {
   virtual void copy_to_host(const T* src, T* host, std::size_t n) = 0;
   virtual void copy(const T* src, T* dst, std::size_t n) = 0;
   virtual void fill(T* x, std::size_t n, T value) = 0;
+  // dst_i = src_i rounded to T: precision changes between this backend and its sibling of the
+  // other precision on the same device (mixed precision: float32 J, float64 A).  Ordered after
+  // this backend's queued work; the caller synchronizes the source's backend first.
+  virtual void convert(std::size_t n, const float* src, T* dst) = 0;
+  virtual void convert(std::size_t n, const double* src, T* dst) = 0;
   // dst[i, :] = src[rows_host[i], :] for a row-major src with `cols` columns.
   virtual void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
                            T* dst) = 0;
@@ -172,5 +182,14 @@ class Backend {
 // The CPU backend: OpenBLAS + LAPACKE + OpenMP.
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend();
+// The same, behaving like a device of `memory_limit_bytes`: available_memory_bytes() counts
+// down from it and an allocation beyond it throws OutOfMemory (0: no limit).
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend(std::size_t memory_limit_bytes);
+
+// A backend of precision S on the same device as `backend` (its own queue and handles): the
+// float64 side of mixed precision.
+template <typename S, typename T>
+std::unique_ptr<Backend<S>> make_sibling_backend(Backend<T>& backend);
 
 }  // namespace lmtrain

@@ -26,6 +26,14 @@ class MemoryPlanError : public Error {
   using Error::Error;
 };
 
+// A device allocation failed at run time (the device had less free memory than planned: another
+// process, fragmentation, a library's workspace).  The trainer answers it by halving the
+// Jacobian slice and retrying the step; it reaches the caller only at a one-sample slice.
+class OutOfMemory : public MemoryPlanError {
+ public:
+  using MemoryPlanError::MemoryPlanError;
+};
+
 // A backend call (BLAS, LAPACK, CUDA) failed in a way that is not a recoverable numerical event.
 class BackendError : public Error {
  public:

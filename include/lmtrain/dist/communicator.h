@@ -3,9 +3,10 @@
 // never leaves the rank that built it: only A (its packed upper triangle), g, scalars and, with
 // the matrix-free solver, n-vectors cross.
 //
-// Implementations: local (one rank, no-ops), MPI (OpenMPI; CPU ranks).  The launch environment
-// picks one: a process started by mpirun/srun with more than one rank gets MPI when lmtrain was
-// built with it.
+// Implementations: local (one rank, no-ops), MPI (OpenMPI; CPU ranks), NCCL (GPU ranks; a
+// decorator over local or MPI that adds collectives on device buffers).  The launch environment
+// picks local or MPI: a process started by mpirun/srun with more than one rank gets MPI when
+// lmtrain was built with it; make_nccl_communicator wraps the result for a GPU rank.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // "local" or "mpi (OpenMPI 4.1.4, 3 ranks)".
+  // "local", "mpi (OpenMPI 4.1.4, 3 ranks)", "nccl 2.28.9 over mpi (OpenMPI 4.1.4, 3 ranks)" or
+  // "nccl 2.28.9 (1 rank)".
   virtual std::string name() const = 0;
   bool is_root() const { return rank() == 0; }
 
@@ -28,6 +30,21 @@ class Communicator {
   virtual void allreduce_sum(float* data, std::size_t n) = 0;
   // Copies `bytes` from `root` to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // Collectives on device buffers (NCCL).  Host-only communicators (local, MPI) return false and
+  // throw lmtrain::Error from the *_device functions; the caller then copies to the host and
+  // uses the host collectives above.
+  virtual bool supports_device_buffers() const { return false; }
+  // In-place element-wise sums over all ranks of `n` elements at `device_data`, a buffer on this
+  // rank's CUDA device; every rank gets the same bits.  Enqueued on `cuda_stream` (a
+  // cudaStream_t), so it runs after the work already queued there.  The caller synchronizes the
+  // stream when it needs the result on the host.  The NCCL communicator returns only once the
+  // collective has completed: it waits by polling the stream and NCCL's error state, so a dead
+  // peer ends the job instead of hanging a later cudaStreamSynchronize.
+  virtual void allreduce_sum_device(float* device_data, std::size_t n, void* cuda_stream);
+  virtual void allreduce_sum_device(double* device_data, std::size_t n, void* cuda_stream);
+  // Copies `bytes` at `device_data` on `root` to every rank, in place, enqueued on `cuda_stream`.
+  virtual void broadcast_device(void* device_data, std::size_t bytes, int root, void* cuda_stream);
+
   // Ends every rank of the job with `code` after printing `message` on this rank's stderr
   // (MPI_Abort): an error on one rank must not leave the others waiting in a collective.
   [[noreturn]] virtual void abort(int code, const std::string& message) = 0;
@@ -39,6 +56,23 @@ class Communicator {
 };
 
 std::unique_ptr<Communicator> make_local_communicator();
+
+// True when lmtrain was built with NCCL (and the CUDA backend).
+bool nccl_built() noexcept;
+// A communicator for a GPU rank: the same ranks as `host` (local or MPI), with NCCL for the
+// device-buffer collectives on `cuda_device` (an index among the visible CUDA devices).  `host`
+// keeps the host collectives, bootstraps NCCL (rank 0's ncclUniqueId is broadcast over it) and
+// ends the job on a failure.  Collective; every rank of `host` must call it.
+//
+// NCCL runs non-blocking (ncclConfig_t::blocking = 0): each wait polls ncclCommGetAsyncError
+// alongside the stream, so a rank whose peer died or whose collective does not complete within
+// LMTRAIN_NCCL_TIMEOUT_S seconds (default 300) aborts the NCCL communicator and then the job
+// through host->abort with a message naming the rank, the call and NCCL's reason.  With one
+// rank such a failure throws lmtrain::Error instead (no other rank waits).
+//
+// Throws lmtrain::Error when lmtrain was built without NCCL.
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
+                                                     int cuda_device);
 
 // True when lmtrain was built with MPI.
 bool mpi_built() noexcept;

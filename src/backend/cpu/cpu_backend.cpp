@@ -129,13 +129,20 @@ lapack_int lapack_syevd(lapack_int n, double* a, double* w) {
 template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
+  explicit CpuBackend(std::size_t memory_limit_bytes) : memory_(memory_limit_bytes) {}
+
   std::string name() const override {
+    if (memory_.limit_bytes() > 0)
+      return fmt::format("cpu ({}, {} threads, limited to {} bytes)", openblas_get_config(),
+                         omp_get_max_threads(), memory_.limit_bytes());
     return fmt::format("cpu ({}, {} threads)", openblas_get_config(), omp_get_max_threads());
   }
   DeviceKind device_kind() const override { return DeviceKind::kCpu; }
   MemoryResource& memory() override { return memory_; }
   std::size_t available_memory_bytes() const override {
-    return cpu::available_host_memory_bytes();
+    const std::size_t host = cpu::available_host_memory_bytes();
+    if (memory_.limit_bytes() == 0) return host;
+    return std::min(host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.used_bytes()));
   }
   void synchronize() override {}
 
@@ -145,6 +152,8 @@ class CpuBackend final : public Backend<T> {
     if (n > 0 && src != dst) std::memmove(dst, src, n * sizeof(T));
   }
   void fill(T* x, std::size_t n, T value) override { std::fill(x, x + n, value); }
+  void convert(std::size_t n, const float* src, T* dst) override { convert_values(n, src, dst); }
+  void convert(std::size_t n, const double* src, T* dst) override { convert_values(n, src, dst); }
   void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows,
                    T* dst) override {
     const std::size_t count = rows.size();
@@ -152,6 +161,12 @@ class CpuBackend final : public Backend<T> {
     for (std::size_t i = 0; i < count; ++i)
       std::memcpy(dst + i * cols, src + static_cast<std::size_t>(rows[i]) * cols,
                   cols * sizeof(T));
+  }
+
+  template <typename S>
+  static void convert_values(std::size_t n, const S* src, T* dst) {
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
   }
 
   void axpy(std::size_t n, T alpha, const T* x, T* y) override {
@@ -380,10 +395,17 @@ class CpuBackend final : public Backend<T> {
 
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend() {
-  return std::make_unique<CpuBackend<T>>();
+  return std::make_unique<CpuBackend<T>>(0);
+}
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend(std::size_t memory_limit_bytes) {
+  return std::make_unique<CpuBackend<T>>(memory_limit_bytes);
 }
 
 template std::unique_ptr<Backend<float>> make_cpu_backend<float>();
 template std::unique_ptr<Backend<double>> make_cpu_backend<double>();
+template std::unique_ptr<Backend<float>> make_cpu_backend<float>(std::size_t);
+template std::unique_ptr<Backend<double>> make_cpu_backend<double>(std::size_t);
 
 }  // namespace lmtrain

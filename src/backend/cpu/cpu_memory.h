@@ -7,10 +7,20 @@
 
 namespace lmtrain::cpu {
 
+// With a limit, allocations that would take the bytes in use above it throw OutOfMemory: a
+// device of that size, for testing the planner and the trainer's recovery on any machine.
 class HostMemory final : public MemoryResource {
  public:
+  explicit HostMemory(std::size_t limit_bytes = 0) : limit_(limit_bytes) {}
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) noexcept override;
+
+  std::size_t limit_bytes() const noexcept { return limit_; }  // 0: none
+  std::size_t used_bytes() const noexcept { return used_; }
+
+ private:
+  std::size_t limit_ = 0;
+  std::size_t used_ = 0;
 };
 
 // MemAvailable from /proc/meminfo (what the kernel can give without swapping), or a conservative

@@ -168,6 +168,8 @@ class CudaBackend final : public Backend<T> {
 
   std::string name() const override { return name_; }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  int device_index() const override { return device_; }
+  void* native_stream() override { return stream(); }
   MemoryResource& memory() override { return memory_; }
   std::size_t available_memory_bytes() const override {
     return device_memory_info(device_).free_bytes;
@@ -209,6 +211,14 @@ class CudaBackend final : public Backend<T> {
   void fill(T* x, std::size_t n, T value) override {
     bind(device_);
     cuda::fill(stream(), x, n, value);
+  }
+  void convert(std::size_t n, const float* src, T* dst) override {
+    bind(device_);
+    cuda::convert(stream(), n, src, dst);
+  }
+  void convert(std::size_t n, const double* src, T* dst) override {
+    bind(device_);
+    cuda::convert(stream(), n, src, dst);
   }
   void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
                    T* dst) override {

@@ -18,17 +18,28 @@ std::string_view base_name(const char* file) {
 
 }  // namespace
 
+// Allocation failures inside a library call (its workspace) are OutOfMemory, which the trainer
+// answers by halving the Jacobian slice; every other failure is a BackendError.
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaErrorMemoryAllocation)
+    throw OutOfMemory(fmt::format("{} failed at {}:{}: {} ({})", call, base_name(file), line,
+                                  cudaGetErrorName(status), cudaGetErrorString(status)));
   throw BackendError(fmt::format("{} failed at {}:{}: {} ({})", call, base_name(file), line,
                                  cudaGetErrorName(status), cudaGetErrorString(status)));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_ALLOC_FAILED)
+    throw OutOfMemory(fmt::format("{} failed at {}:{}: {} ({})", call, base_name(file), line,
+                                  cublasGetStatusName(status), cublasGetStatusString(status)));
   throw BackendError(fmt::format("{} failed at {}:{}: {} ({})", call, base_name(file), line,
                                  cublasGetStatusName(status), cublasGetStatusString(status)));
 }
 
 void throw_cusolver_error(cusolverStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUSOLVER_STATUS_ALLOC_FAILED)
+    throw OutOfMemory(fmt::format("{} failed at {}:{}: {} (status {})", call, base_name(file),
+                                  line, cusolver_status_name(status), static_cast<int>(status)));
   throw BackendError(fmt::format("{} failed at {}:{}: {} (status {})", call, base_name(file), line,
                                  cusolver_status_name(status), static_cast<int>(status)));
 }

@@ -23,9 +23,9 @@ void* DeviceMemory::allocate(std::size_t bytes) {
   (void)cudaGetLastError();  // clear the (non-sticky) error so later checks do not see it
   if (status == cudaErrorMemoryAllocation) {
     const DeviceMemoryInfo info = device_memory_info(device_);
-    throw MemoryPlanError(fmt::format(
+    throw OutOfMemory(fmt::format(
         "CUDA allocation of {:.1f} MiB on device {} failed ({:.1f} MiB free of {:.1f} MiB); "
-        "lower memory_budget_bytes or the batch size, use precision = \"float\", or train on "
+        "lower memory_budget_bytes or the batch size, use precision = \"float32\", or train on "
         "more devices",
         mib(bytes), device_, mib(info.free_bytes), mib(info.total_bytes)));
   }

@@ -11,6 +11,11 @@ __global__ void fill_kernel(T* x, std::size_t n, T value) {
   for (std::size_t i = thread_index(); i < n; i += grid_size()) x[i] = value;
 }
 
+template <typename S, typename D>
+__global__ void convert_kernel(std::size_t n, const S* src, D* dst) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size()) dst[i] = static_cast<D>(src[i]);
+}
+
 template <typename T>
 __global__ void axpy_kernel(std::size_t n, T alpha, const T* x, T* y) {
   for (std::size_t i = thread_index(); i < n; i += grid_size()) y[i] += alpha * x[i];
@@ -52,6 +57,13 @@ template <typename T>
 void fill(cudaStream_t stream, T* x, std::size_t n, T value) {
   if (n == 0) return;
   fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, value);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename S, typename D>
+void convert(cudaStream_t stream, std::size_t n, const S* src, D* dst) {
+  if (n == 0) return;
+  convert_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, src, dst);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -111,5 +123,9 @@ void activation_derivative(cudaStream_t stream, Activation f, std::size_t n, con
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)
 #undef LMTRAIN_INSTANTIATE
+template void convert<float, float>(cudaStream_t, std::size_t, const float*, float*);
+template void convert<float, double>(cudaStream_t, std::size_t, const float*, double*);
+template void convert<double, float>(cudaStream_t, std::size_t, const double*, float*);
+template void convert<double, double>(cudaStream_t, std::size_t, const double*, double*);
 
 }  // namespace lmtrain::cuda

@@ -23,6 +23,9 @@ inline constexpr unsigned kReductionBlocks = 1024;
 // ---- elementwise_kernels.cu ---------------------------------------------------------------------
 template <typename T>
 void fill(cudaStream_t stream, T* x, std::size_t n, T value);
+// dst_i = src_i rounded to D (float ↔ double; same-type is a copy).
+template <typename S, typename D>
+void convert(cudaStream_t stream, std::size_t n, const S* src, D* dst);
 template <typename T>
 void axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y);
 template <typename T>

@@ -1,0 +1,294 @@
+// The NCCL communicator (DESIGN.md §6): GPU ranks sum device buffers with NCCL, everything else
+// (scalars, host buffers, the bootstrap, ending the job) goes through the host communicator it
+// wraps.  NCCL runs non-blocking so that no call can hang a rank: every wait polls
+// ncclCommGetAsyncError, and an error or a timeout aborts the NCCL communicator, then the job.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
+
+namespace lmtrain::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kDefaultTimeoutSeconds = 300;
+// The exit code of a job ended by a failed NCCL call, the CLI's code for errors (cli/main.cpp).
+constexpr int kFailureExitCode = 2;
+
+double timeout_from_environment() {
+  const char* text = std::getenv("LMTRAIN_NCCL_TIMEOUT_S");
+  if (text == nullptr || *text == '\0') return kDefaultTimeoutSeconds;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !std::isfinite(seconds) || seconds <= 0)
+    throw InvalidArgument(fmt::format(
+        "LMTRAIN_NCCL_TIMEOUT_S=\"{}\" is not a positive number of seconds; set it to how long a "
+        "rank may wait for an NCCL collective, or unset it for the default of {} s",
+        text, kDefaultTimeoutSeconds));
+  return seconds;
+}
+
+const char* result_name(ncclResult_t result) noexcept {
+  switch (result) {
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult_t (unlisted value)";
+  }
+}
+
+// "ncclRemoteError (remote process exited or there was a network error): <ncclGetLastError>".
+std::string describe(ncclResult_t result, ncclComm_t comm) {
+  std::string text = fmt::format("{} ({})", result_name(result), ncclGetErrorString(result));
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') text += fmt::format(": {}", last);
+  return text;
+}
+
+std::string describe(cudaError_t status) {
+  return fmt::format("{} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+}
+
+// Makes `device` the calling thread's current CUDA device (NCCL creates communicators and
+// enqueues collectives on it) and restores the previous one on destruction.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) noexcept {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    status_ = previous_ == device ? cudaSuccess : cudaSetDevice(device);
+  }
+  ~CurrentDevice() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+  cudaError_t status() const noexcept { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::unique_ptr<Communicator> host, int device)
+      : host_(std::move(host)), device_(device), timeout_(timeout_from_environment()) {
+    int devices = 0;
+    if (const cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess)
+      fail(fmt::format("cudaGetDeviceCount failed: {}", describe(status)));
+    if (device_ < 0 || device_ >= devices)
+      fail(
+          fmt::format("CUDA device {} does not exist ({} visible); give each rank a device index "
+                      "in [0, {}) or check CUDA_VISIBLE_DEVICES",
+                      device_, devices, devices));
+    const CurrentDevice current(device_);
+    if (current.status() != cudaSuccess)
+      fail(fmt::format("cudaSetDevice({}) failed: {}", device_, describe(current.status())));
+
+    ncclUniqueId id{};
+    if (host_->rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    host_->broadcast(&id, sizeof id, 0);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    check(ncclCommInitRankConfig(&comm_, host_->size(), id, host_->rank(), &config),
+          "ncclCommInitRankConfig");
+    wait(nullptr, "ncclCommInitRankConfig");
+
+    int code = 0;
+    check(ncclGetVersion(&code), "ncclGetVersion");
+    // NCCL_VERSION(X, Y, Z): X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z after.
+    version_ = code < 10000 ? fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100)
+                            : fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_ == nullptr) return;
+    // Finalize flushes this rank's operations and waits for the peers; a communicator that
+    // cannot get there (an error, a dead peer) is aborted instead.
+    const CurrentDevice current(device_);
+    const ncclResult_t finalized = ncclCommFinalize(comm_);
+    if ((finalized == ncclSuccess || finalized == ncclInProgress) && poll(nullptr).empty())
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  std::string name() const override {
+    const std::string host = host_->name();
+    if (host == "local") return fmt::format("nccl {} (1 rank)", version_);
+    return fmt::format("nccl {} over {}", version_, host);
+  }
+
+  void allreduce_sum(double* data, std::size_t n) override { host_->allreduce_sum(data, n); }
+  void allreduce_sum(float* data, std::size_t n) override { host_->allreduce_sum(data, n); }
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    host_->broadcast(data, bytes, root);
+  }
+
+  bool supports_device_buffers() const override { return true; }
+  void allreduce_sum_device(float* device_data, std::size_t n, void* cuda_stream) override {
+    allreduce(device_data, n, ncclFloat32, "float", cuda_stream);
+  }
+  void allreduce_sum_device(double* device_data, std::size_t n, void* cuda_stream) override {
+    allreduce(device_data, n, ncclFloat64, "double", cuda_stream);
+  }
+  void broadcast_device(void* device_data, std::size_t bytes, int root,
+                        void* cuda_stream) override {
+    if (root < 0 || root >= size())
+      throw InvalidArgument(fmt::format("broadcast_device: root {} is not a rank of {} (0 to {})",
+                                        root, name(), size() - 1));
+    if (bytes == 0) return;
+    const auto call = [&] {
+      return fmt::format("ncclBroadcast({} bytes from rank {})", bytes, root);
+    };
+    const CurrentDevice current(device_);
+    enter(current, call);
+    auto stream = static_cast<cudaStream_t>(cuda_stream);
+    check(ncclBroadcast(device_data, device_data, bytes, ncclUint8, root, comm_, stream), call);
+    wait(&stream, call);
+  }
+
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
+    host_->abort(code, message);
+    std::_Exit(code);  // not reached: the attribute does not carry through the virtual call
+  }
+
+ private:
+  template <typename T>
+  void allreduce(T* data, std::size_t n, ncclDataType_t type, const char* type_name,
+                 void* cuda_stream) {
+    if (n == 0) return;
+    const auto call = [&] { return fmt::format("ncclAllReduce({} {} values)", n, type_name); };
+    const CurrentDevice current(device_);
+    enter(current, call);
+    auto stream = static_cast<cudaStream_t>(cuda_stream);
+    check(ncclAllReduce(data, data, n, type, ncclSum, comm_, stream), call);
+    wait(&stream, call);
+  }
+
+  // Before a collective: the communicator is still usable and this rank's device is current.
+  template <typename Call>
+  void enter(const CurrentDevice& current, const Call& call) {
+    if (comm_ == nullptr)
+      throw Error(fmt::format("{} on {}: the NCCL communicator was aborted after an earlier error",
+                              call(), name()));
+    if (current.status() != cudaSuccess)
+      fail(fmt::format("{}: cudaSetDevice({}) failed: {}", call(), device_,
+                       describe(current.status())));
+  }
+
+  // A call on the non-blocking communicator either completes, returns ncclInProgress (then
+  // wait() finishes it) or fails.
+  void check(ncclResult_t result, const char* call) {
+    check(result, [call] { return std::string(call); });
+  }
+  template <typename Call>
+  void check(ncclResult_t result, const Call& call) {
+    if (result != ncclSuccess && result != ncclInProgress)
+      fail(fmt::format("{} failed: {}", call(), describe(result, comm_)));
+  }
+
+  // Waits until NCCL's pending call and, when `stream` is given, the work on it are done.
+  void wait(const cudaStream_t* stream, const char* call) {
+    wait(stream, [call] { return std::string(call); });
+  }
+  template <typename Call>
+  void wait(const cudaStream_t* stream, const Call& call) {
+    if (std::string failure = poll(stream); !failure.empty())
+      fail(fmt::format("{} {}", call(), failure));
+  }
+
+  // Polls ncclCommGetAsyncError (and cudaStreamQuery) until done, an error or the timeout.
+  // Returns what went wrong ("failed: ..." or "did not complete ..."), empty when done.
+  std::string poll(const cudaStream_t* stream) {
+    const auto start = Clock::now();
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      if (const ncclResult_t r = ncclCommGetAsyncError(comm_, &state); r != ncclSuccess)
+        return fmt::format("failed: ncclCommGetAsyncError: {}", describe(r, comm_));
+      if (state != ncclSuccess && state != ncclInProgress)
+        return fmt::format("failed: {}", describe(state, comm_));
+      if (state == ncclSuccess) {
+        if (stream == nullptr) return {};
+        const cudaError_t ready = cudaStreamQuery(*stream);
+        if (ready == cudaSuccess) return {};
+        if (ready != cudaErrorNotReady)
+          return fmt::format("failed: cudaStreamQuery: {}", describe(ready));
+      }
+      const auto waited = Clock::now() - start;
+      if (std::chrono::duration<double>(waited).count() > timeout_)
+        return fmt::format(
+            "did not complete within {} s (a peer rank may have died or stopped calling the same "
+            "collectives); set LMTRAIN_NCCL_TIMEOUT_S to wait longer",
+            timeout_);
+      // Spin briefly for short collectives, then stop burning the core the rank's host work uses.
+      if (waited < std::chrono::milliseconds(10))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  // Ends this rank's part in NCCL, then the job: an error on one rank must not leave the others
+  // waiting.  With one rank nothing else waits, and the error is thrown instead.
+  [[noreturn]] void fail(const std::string& what) {
+    if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
+    const std::string where = fmt::format("rank {} of {}", rank(), size());
+    const std::string failure = fmt::format("NCCL on CUDA device {}: {}", device_, what);
+    if (size() == 1) throw BackendError(fmt::format("{}: {}", where, failure));
+    host_->abort(kFailureExitCode, fmt::format("lmtrain: {}: error: {}", where, failure));
+    std::_Exit(kFailureExitCode);  // not reached (see abort)
+  }
+
+  std::unique_ptr<Communicator> host_;
+  int device_;
+  double timeout_;
+  ncclComm_t comm_ = nullptr;
+  std::string version_;
+};
+
+}  // namespace
+
+bool nccl_built() noexcept {
+  return true;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
+                                                     int cuda_device) {
+  if (host == nullptr)
+    throw InvalidArgument(
+        "make_nccl_communicator: the host communicator is null; pass "
+        "make_communicator_from_environment() or make_local_communicator()");
+  return std::make_unique<NcclCommunicator>(std::move(host), cuda_device);
+}
+
+}  // namespace lmtrain::dist
