@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "lmtrain/dist/communicator.h"
 
 namespace lmtrain::cli {
@@ -16,7 +18,9 @@ struct FitArgs {
   std::string resume_dir;
   bool quiet = false;
   // The ranks of an mpirun/srun launch (DESIGN.md §6); only rank 0 prints and writes files.
-  dist::Communicator* comm = nullptr;
+  // Owned by main (so that its error handler can abort every rank); fit may replace it with an
+  // NCCL communicator over the same ranks once the device is known.
+  std::unique_ptr<dist::Communicator>* comm = nullptr;
 };
 int run_fit(const FitArgs& args);
 

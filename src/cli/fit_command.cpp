@@ -141,7 +141,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
         config.data.task == Task::kClassification ? "classes" : "columns",
         data.train.targets.cols));
 
-  const bool root = args.comm == nullptr || args.comm->is_root();
+  dist::Communicator* comm = args.comm != nullptr ? args.comm->get() : nullptr;
+  const bool root = comm == nullptr || comm->is_root();
   const bool quiet = args.quiet || !root;
   const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
   const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
@@ -152,8 +153,22 @@ int fit(const RunConfig& config, const FitArgs& args) {
   }
 
   auto backend = make_backend<T>(config.device);
+  // GPU ranks sum device buffers with NCCL (bootstrapped over the MPI ranks); `nccl` asks for it
+  // even with one rank, `host` keeps MPI with the device data staged through host memory.
+  if (args.comm != nullptr && backend->device_kind() == DeviceKind::kCuda &&
+      (config.communicator == CommunicatorChoice::kNccl ||
+       (config.communicator == CommunicatorChoice::kAuto && comm != nullptr && comm->size() > 1 &&
+        dist::nccl_built()))) {
+    if (*args.comm == nullptr) *args.comm = dist::make_local_communicator();
+    *args.comm = dist::make_nccl_communicator(std::move(*args.comm), backend->device_index());
+    comm = args.comm->get();
+  } else if (config.communicator == CommunicatorChoice::kNccl) {
+    throw InvalidArgument(fmt::format("{}: communicator = \"nccl\" needs a CUDA device (device = \"{}\" "
+                                      "runs on the CPU); use communicator = \"auto\"",
+                                      config.config_path, config.device));
+  }
   Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
-  trainer.set_communicator(args.comm);
+  trainer.set_communicator(comm);
   const Dataset<T> train = to_dataset<T>(data.train);
   std::optional<Dataset<T>> validation;
   if (data.validation) validation = to_dataset<T>(*data.validation);
@@ -313,7 +328,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
 
 int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
-  return config.precision == Precision::kFloat32 ? fit<float>(config, args) : fit<double>(config, args);
+  // Mixed precision trains a float32 model; its solver options ask for a float64 system.
+  return config.precision == Precision::kFloat64 ? fit<double>(config, args) : fit<float>(config, args);
 }
 
 }  // namespace lmtrain::cli

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     if (*fit_cmd) {
       // mpirun/srun with several ranks: MPI (data-parallel training); otherwise one rank.
       comm = lmtrain::dist::make_communicator_from_environment();
-      fit.comm = comm.get();
+      fit.comm = &comm;
       return run_fit(fit);
     }
     if (*predict_cmd) return run_predict(predict);

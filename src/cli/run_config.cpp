@@ -17,7 +17,9 @@
 
 namespace lmtrain::cli {
 
-std::string_view to_string(Precision p) { return p == Precision::kFloat32 ? "float32" : "float64"; }
+std::string_view to_string(Precision p) {
+  return p == Precision::kFloat32 ? "float32" : p == Precision::kMixed ? "mixed" : "float64";
+}
 
 namespace {
 
@@ -381,8 +383,12 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   Section top(root, "");
   c.seed = static_cast<std::uint64_t>(top.count("seed", 0));
-  if (auto p = top.choice("precision", {"float32", "float64"}))
-    c.precision = *p == "float32" ? Precision::kFloat32 : Precision::kFloat64;
+  if (auto p = top.choice("precision", {"float32", "mixed", "float64"})) {
+    c.precision = *p == "float32" ? Precision::kFloat32
+                  : *p == "mixed" ? Precision::kMixed
+                                  : Precision::kFloat64;
+    if (c.precision == Precision::kMixed) c.solver.system_precision = SystemPrecision::kFloat64;
+  }
   c.device = top.string("device").value_or("cpu");
   {
     const std::string& d = c.device;
@@ -393,6 +399,14 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
                                         "\"cuda:N\" or \"auto\" (CUDA when a device is visible)",
                                         where(*top.node("device")), d));
   }
+  if (auto comm = top.choice("communicator", {"auto", "nccl", "host"}))
+    c.communicator = *comm == "auto" ? CommunicatorChoice::kAuto
+                     : *comm == "nccl" ? CommunicatorChoice::kNccl
+                                       : CommunicatorChoice::kHost;
+  if (c.communicator == CommunicatorChoice::kNccl && c.device == "cpu")
+    throw InvalidArgument(fmt::format("{}: communicator = \"nccl\" sums GPU buffers but device = "
+                                      "\"cpu\"; set device = \"cuda\" or communicator = \"auto\"",
+                                      where(*top.node("communicator"))));
   const auto out = top.string("output_dir");
   const std::filesystem::path out_path(out.value_or("runs/" + std::filesystem::path(path).stem().string()));
   c.output_dir = (out_path.is_absolute() ? out_path : base / out_path).lexically_normal().string();

@@ -3,8 +3,10 @@
 // the line, the key, what was expected, and suggest the closest valid key for a misspelling.
 //
 //   seed = 0                     # initialization, shuffling and splits
-//   precision = "float32"        # float32 | float64
+//   precision = "float32"        # float32 | mixed (float32 model and J, float64 A and solve) | float64
 //   device = "cpu"
+//   communicator = "auto"        # auto: NCCL between CUDA ranks (when built with it), else MPI |
+//                                # nccl (also with one rank) | host (MPI, device data via host)
 //   output_dir = "runs/sinc"     # relative to the config file's directory
 //
 //   [model]
@@ -49,7 +51,8 @@
 
 namespace lmtrain::cli {
 
-enum class Precision { kFloat32, kFloat64 };
+enum class Precision { kFloat32, kMixed, kFloat64 };
+enum class CommunicatorChoice { kAuto, kNccl, kHost };
 enum class Task { kRegression, kClassification };
 
 struct DataSource {
@@ -86,6 +89,7 @@ struct RunConfig {
   std::uint64_t seed = 0;
   Precision precision = Precision::kFloat32;
   std::string device = "cpu";
+  CommunicatorChoice communicator = CommunicatorChoice::kAuto;
   std::string output_dir;
   ModelConfig model;
   DataConfig data;

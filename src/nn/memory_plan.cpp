@@ -17,39 +17,45 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 MemoryPlan plan_memory(const MemoryPlanInput& in) {
+  // s: the model's element size (activations, seeds, J as built); w: the system's (A, g, δ, the
+  // solver, stored J).  They differ in mixed precision, where each slice also has a widened copy.
   const std::size_t s = in.element_size, n = in.num_params, R = in.residuals_per_sample;
+  const std::size_t w = in.system_element_size > 0 ? in.system_element_size : s;
+  const bool mixed = w != s;
   const std::size_t m = in.batch * R;
   MemoryPlan plan;
   plan.budget_bytes = in.budget_bytes;
   std::size_t solver_bytes = 0;
   switch (in.solver) {
     case SolverWorkspace::kCholesky:
-      plan.normal_matrix_bytes = n * n * s;
-      solver_bytes = n * n * s;
+      plan.normal_matrix_bytes = n * n * w;
+      solver_bytes = n * n * w;
       break;
     case SolverWorkspace::kEigen:
-      plan.normal_matrix_bytes = n * n * s;
-      solver_bytes = (n * n + 2 * n) * s;
+      plan.normal_matrix_bytes = n * n * w;
+      solver_bytes = (n * n + 2 * n) * w;
       break;
     case SolverWorkspace::kDual:
       // A is not formed; the m × m Gram and its factor are, and J is stored whole.
-      plan.normal_matrix_bytes = m * m * s;
-      solver_bytes = (m * m + m * n + m) * s;
+      plan.normal_matrix_bytes = m * m * w;
+      solver_bytes = (m * m + m * n + m) * w;
       break;
     case SolverWorkspace::kCg:
       // Matrix-free: J's rows stored, a few vectors; no n × n matrix at all.
       plan.normal_matrix_bytes = 0;
-      solver_bytes = (m * n + 2 * m + 8 * n) * s;
+      solver_bytes = (m * n + 2 * m + 8 * n) * w;
       break;
   }
   const bool stores_j = in.solver == SolverWorkspace::kDual || in.solver == SolverWorkspace::kCg;
-  const std::size_t a_bytes = stores_j ? n * s : (n * n + n) * s;
+  const std::size_t a_bytes = stores_j ? n * w : (n * n + n) * w;
   const std::size_t batch_bytes =
-      in.batch * (in.inputs + in.outputs + in.activation_floats_per_sample + R * in.outputs + R) * s;
-  plan.fixed_bytes =
-      6 * n * s + a_bytes + solver_bytes + batch_bytes + in.workspace_elements * s;
-  // With the dual form J is stored whole (in solver_bytes), so a slice only needs seeds.
-  const std::size_t j_row_bytes = stores_j ? 0 : R * n * s;
+      in.batch * (in.inputs + in.outputs + in.activation_floats_per_sample + R * in.outputs + R) * s +
+      (mixed ? m * w : 0);
+  plan.fixed_bytes = 6 * n * std::max(s, w) + (mixed ? n * s : 0) + a_bytes + solver_bytes +
+                     batch_bytes + in.workspace_elements * s;
+  // With J stored whole (in solver_bytes) a slice needs only its seeds, and in mixed precision
+  // the rows as built before widening; otherwise its rows, plus their widened copy when mixed.
+  const std::size_t j_row_bytes = stores_j ? (mixed ? R * n * s : 0) : R * n * (s + (mixed ? w : 0));
   plan.bytes_per_slice_sample = j_row_bytes + 2 * R * in.max_width * s;
 
   if (plan.fixed_bytes + plan.bytes_per_slice_sample > in.budget_bytes) {

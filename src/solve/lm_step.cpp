@@ -3,24 +3,38 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "lmtrain/core/error.h"
 
 namespace lmtrain {
 
-template <typename T>
-LevenbergMarquardtStep<T>::LevenbergMarquardtStep(const SolverOptions& options,
-                                                  LinearSolverType solver_type,
-                                                  JacobianEngine<T>& engine,
-                                                  std::size_t slice_samples, std::size_t max_batch,
-                                                  dist::Communicator* comm)
+template <typename T, typename S>
+Backend<S>* LevenbergMarquardtStep<T, S>::own_system(JacobianEngine<T>& engine,
+                                                     std::unique_ptr<Backend<S>>& owned) {
+  if constexpr (kMixed) {
+    owned = make_sibling_backend<S>(engine.model_backend());
+    return owned.get();
+  } else {
+    return &engine.model_backend();
+  }
+}
+
+template <typename T, typename S>
+LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& options,
+                                                     LinearSolverType solver_type,
+                                                     JacobianEngine<T>& engine,
+                                                     std::size_t slice_samples,
+                                                     std::size_t max_batch,
+                                                     dist::Communicator* comm)
     : options_(options),
       backend_(engine.model_backend()),
+      system_(*own_system(engine, system_owned_)),
       engine_(engine),
-      builder_(engine, slice_samples, max_batch,
+      builder_(engine, system_, slice_samples, max_batch,
                solver_type == LinearSolverType::kDual || solver_type == LinearSolverType::kCg),
-      solver_(LinearSolver<T>::create(solver_type, backend_, engine.num_params(),
+      solver_(LinearSolver<S>::create(solver_type, system_, engine.num_params(),
                                       max_batch * engine.residuals_per_sample(), comm, options)),
       damping_(DampingStrategy::create(options)),
       comm_(comm),
@@ -30,38 +44,64 @@ LevenbergMarquardtStep<T>::LevenbergMarquardtStep(const SolverOptions& options,
         "linear_solver = dual needs the whole Jacobian on one rank; with several ranks use "
         "cholesky, eigen or cg");
   const std::size_t n = engine.num_params();
-  delta_ = backend_.allocate(n);
+  delta_ = system_.allocate(n);
+  d_ = system_.allocate(n);
+  tmp_ = system_.allocate(n);
   trial_ = backend_.allocate(n);
-  d_ = backend_.allocate(n);
-  tmp_ = backend_.allocate(n);
+  if constexpr (kMixed) delta_model_ = backend_.allocate(n);
   if (distributed() && solver_type != LinearSolverType::kCg && solver_type != LinearSolverType::kDual)
-    packed_ = backend_.allocate(n * (n + 1) / 2);
+    packed_ = system_.allocate(n * (n + 1) / 2);
 }
 
-template <typename T>
-double LevenbergMarquardtStep<T>::sum(double local, PhaseTimes& times) {
+template <typename T, typename S>
+double LevenbergMarquardtStep<T, S>::sum(double local, PhaseTimes& times) {
   if (!distributed()) return local;
   ScopedPhase timer(times, Phase::kCommunication);
   return comm_->sum(local);
 }
 
-template <typename T>
-void LevenbergMarquardtStep<T>::sum_device(T* data, std::size_t n, PhaseTimes& times) {
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::sum_device(S* data, std::size_t n, PhaseTimes& times) {
   if (!distributed()) return;
   ScopedPhase timer(times, Phase::kCommunication);
-  backend_.synchronize();
-  if (backend_.device_kind() == DeviceKind::kCpu) {
+  if (system_.device_kind() != DeviceKind::kCpu && comm_->supports_device_buffers()) {
+    // NCCL: summed in place on the device, ordered after the work queued on the stream.
+    comm_->allreduce_sum_device(data, n, system_.native_stream());
+    system_.synchronize();
+    return;
+  }
+  system_.synchronize();
+  if (system_.device_kind() == DeviceKind::kCpu) {
     comm_->allreduce_sum(data, n);
     return;
   }
   staging_.resize(n);
-  backend_.copy_to_host(data, staging_.data(), n);
+  system_.copy_to_host(data, staging_.data(), n);
   comm_->allreduce_sum(staging_.data(), n);
-  backend_.copy_from_host(staging_.data(), data, n);
+  system_.copy_from_host(staging_.data(), data, n);
 }
 
-template <typename T>
-StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, std::size_t batch,
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::broadcast_device(S* data, std::size_t n, PhaseTimes& times) {
+  ScopedPhase timer(times, Phase::kCommunication);
+  if (system_.device_kind() != DeviceKind::kCpu && comm_->supports_device_buffers()) {
+    comm_->broadcast_device(data, n * sizeof(S), 0, system_.native_stream());
+    system_.synchronize();
+    return;
+  }
+  system_.synchronize();
+  if (system_.device_kind() == DeviceKind::kCpu) {
+    comm_->broadcast(data, n * sizeof(S), 0);
+    return;
+  }
+  staging_.resize(n);
+  system_.copy_to_host(data, staging_.data(), n);
+  comm_->broadcast(staging_.data(), n * sizeof(S), 0);
+  system_.copy_from_host(staging_.data(), data, n);
+}
+
+template <typename T, typename S>
+StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y, std::size_t batch,
                                            PhaseTimes& times) {
   const std::size_t n = engine_.num_params();
   StepReport report;
@@ -71,9 +111,9 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
     ne_.objective = f0;
     sum_device(ne_.g.data(), n, times);
     if (!ne_.jacobian_stored) {
-      backend_.pack_upper(n, ne_.a.data(), packed_.data());
+      system_.pack_upper(n, ne_.a.data(), packed_.data());
       sum_device(packed_.data(), n * (n + 1) / 2, times);
-      backend_.unpack_upper(n, packed_.data(), ne_.a.data());
+      system_.unpack_upper(n, packed_.data(), ne_.a.data());
     }
   }
   report.objective_before = report.objective_after = f0;
@@ -82,23 +122,23 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
   // no λ makes that system solvable, so it ends training like a non-finite loss.  A's diagonal
   // Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)); only the upper triangle of A is ever
   // written, so the check must not read the rest.
-  bool finite = std::isfinite(f0) && backend_.all_finite(n, ne_.g.data());
+  bool finite = std::isfinite(f0) && system_.all_finite(n, ne_.g.data());
   if (finite && !ne_.jacobian_stored) {
-    backend_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<T>::infinity(),
-                              std::numeric_limits<T>::infinity(), tmp_.data());
-    finite = backend_.all_finite(n, tmp_.data());
+    system_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<S>::infinity(),
+                             std::numeric_limits<S>::infinity(), tmp_.data());
+    finite = system_.all_finite(n, tmp_.data());
   }
   if (!finite) {
     report.termination = TerminationReason::kNonFiniteObjective;
     return report;
   }
-  report.gradient_max_norm = backend_.max_abs(n, ne_.g.data());
+  report.gradient_max_norm = system_.max_abs(n, ne_.g.data());
   if (options_.gradient_tolerance > 0 && report.gradient_max_norm <= options_.gradient_tolerance) {
     report.termination = TerminationReason::kGradientTolerance;
     return report;
   }
 
-  const T* d = nullptr;
+  const S* d = nullptr;
   bool prepared = false;
   {
     ScopedPhase timer(times, Phase::kFactorization);
@@ -106,23 +146,23 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
       if (ne_.jacobian_stored) {
         // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
         // The clamp goes through the host (n values per step; no backend op clamps a vector).
-        backend_.column_sums_of_squares(ne_.m, n, ne_.j.data(), n, d_.data());
+        system_.column_sums_of_squares(ne_.m, n, ne_.j.data(), n, d_.data());
         sum_device(d_.data(), n, times);
         staging_.resize(n);
-        backend_.copy_to_host(d_.data(), staging_.data(), n);
+        system_.copy_to_host(d_.data(), staging_.data(), n);
         for (auto& v : staging_)
-          v = static_cast<T>(std::clamp(static_cast<double>(v), options_.marquardt_min, options_.marquardt_max));
-        backend_.copy_from_host(staging_.data(), d_.data(), n);
+          v = static_cast<S>(std::clamp(static_cast<double>(v), options_.marquardt_min, options_.marquardt_max));
+        system_.copy_from_host(staging_.data(), d_.data(), n);
       } else {
-        backend_.clamped_diagonal(n, ne_.a.data(), static_cast<T>(options_.marquardt_min),
-                                  static_cast<T>(options_.marquardt_max), d_.data());
+        system_.clamped_diagonal(n, ne_.a.data(), static_cast<S>(options_.marquardt_min),
+                                 static_cast<S>(options_.marquardt_max), d_.data());
       }
       d = d_.data();
     }
     // Dense solvers run on rank 0 only (the others receive δ); CG is collective.
     const bool solves_here = !distributed() || comm_->is_root() || solver_type_ == LinearSolverType::kCg;
     prepared = solves_here ? solver_->prepare(ne_, d) : true;
-    backend_.synchronize();
+    system_.synchronize();
   }
 
   const double lr = options_.learning_rate;
@@ -136,7 +176,7 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
       ScopedPhase timer(times, Phase::kFactorization);
       if (!distributed() || comm_->is_root() || collective) {
         valid = prepared && solver_->solve(lambda, delta_.data()) &&
-                backend_.all_finite(n, delta_.data());
+                system_.all_finite(n, delta_.data());
         report.linear_iterations += solver_->iterations();
       }
     }
@@ -146,18 +186,8 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
       int flag = valid ? 1 : 0;
       comm_->broadcast(&flag, sizeof flag, 0);
       valid = flag != 0;
-      if (valid) {
-        backend_.synchronize();
-        if (backend_.device_kind() == DeviceKind::kCpu) {
-          comm_->broadcast(delta_.data(), n * sizeof(T), 0);
-        } else {
-          staging_.resize(n);
-          backend_.copy_to_host(delta_.data(), staging_.data(), n);
-          comm_->broadcast(staging_.data(), n * sizeof(T), 0);
-          backend_.copy_from_host(staging_.data(), delta_.data(), n);
-        }
-      }
     }
+    if (distributed() && !collective && valid) broadcast_device(delta_.data(), n, times);
     if (!valid) {
       ++report.invalid;
       if (!damping_->reject()) {
@@ -170,24 +200,33 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
     double f1 = 0;
     {
       ScopedPhase timer(times, Phase::kTrialEvaluation);
-      backend_.add_scaled(n, params, static_cast<T>(-lr), delta_.data(), trial_.data());
+      const T* delta = nullptr;
+      if constexpr (kMixed) {
+        // θ stays in T: the trial is θ − lr·δ with δ rounded to T once.
+        system_.synchronize();
+        backend_.convert(n, delta_.data(), delta_model_.data());
+        delta = delta_model_.data();
+      } else {
+        delta = delta_.data();
+      }
+      backend_.add_scaled(n, params, static_cast<T>(-lr), delta, trial_.data());
       f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
     }
     f1 = sum(f1, times);
     if (std::isfinite(f1) && f1 < f0) {
-      const double g_delta = backend_.dot(n, ne_.g.data(), delta_.data());
+      const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
       double delta_d_delta = 0;
       if (d != nullptr) {
-        backend_.scale_elementwise(n, delta_.data(), d, false, tmp_.data());
-        delta_d_delta = backend_.dot(n, delta_.data(), tmp_.data());
+        system_.scale_elementwise(n, delta_.data(), d, false, tmp_.data());
+        delta_d_delta = system_.dot(n, delta_.data(), tmp_.data());
       } else {
-        delta_d_delta = backend_.dot(n, delta_.data(), delta_.data());
+        delta_d_delta = system_.dot(n, delta_.data(), delta_.data());
       }
       const double predicted = lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * delta_d_delta);
       report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
       report.accepted = true;
       report.objective_after = f1;
-      report.step_norm = lr * std::sqrt(backend_.dot(n, delta_.data(), delta_.data()));
+      report.step_norm = lr * std::sqrt(system_.dot(n, delta_.data(), delta_.data()));
       damping_->accept(report.gain_ratio);
       const double param_norm = std::sqrt(backend_.dot(n, params, params));
       backend_.copy(trial_.data(), params, n);
@@ -210,7 +249,32 @@ StepReport LevenbergMarquardtStep<T>::step(T* params, const T* x, const T* y, st
   return report;
 }
 
-template class LevenbergMarquardtStep<float>;
-template class LevenbergMarquardtStep<double>;
+template <typename T>
+std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
+                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
+                                           std::size_t slice_samples, std::size_t max_batch,
+                                           dist::Communicator* comm) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (options.system_precision == SystemPrecision::kFloat64)
+      return std::make_unique<LevenbergMarquardtStep<float, double>>(
+          options, solver_type, engine, slice_samples, max_batch, comm);
+  }
+  return std::make_unique<LevenbergMarquardtStep<T>>(options, solver_type, engine, slice_samples,
+                                                     max_batch, comm);
+}
+
+template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptions&,
+                                                              LinearSolverType,
+                                                              JacobianEngine<float>&, std::size_t,
+                                                              std::size_t, dist::Communicator*);
+template std::unique_ptr<LmStepper<double>> make_lm_step<double>(const SolverOptions&,
+                                                                LinearSolverType,
+                                                                JacobianEngine<double>&,
+                                                                std::size_t, std::size_t,
+                                                                dist::Communicator*);
+
+template class LevenbergMarquardtStep<float, float>;
+template class LevenbergMarquardtStep<double, double>;
+template class LevenbergMarquardtStep<float, double>;
 
 }  // namespace lmtrain

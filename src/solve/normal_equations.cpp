@@ -4,46 +4,55 @@
 
 namespace lmtrain {
 
-template <typename T>
-NormalEquationsBuilder<T>::NormalEquationsBuilder(JacobianEngine<T>& engine,
-                                                  std::size_t slice_samples, std::size_t max_batch,
-                                                  bool store_jacobian)
+template <typename T, typename S>
+NormalEquationsBuilder<T, S>::NormalEquationsBuilder(JacobianEngine<T>& engine, Backend<S>& system,
+                                                     std::size_t slice_samples,
+                                                     std::size_t max_batch, bool store_jacobian)
     : engine_(engine),
       backend_(engine.model_backend()),
+      system_(system),
       slice_samples_(std::max<std::size_t>(1, slice_samples)),
       max_batch_(max_batch),
       store_jacobian_(store_jacobian) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   engine_.reserve(max_batch_, slice_samples_);
-  if (!store_jacobian_) slice_ = backend_.allocate(slice_samples_ * R * n);
+  // Stored J in T is written in place, except in mixed precision, where each slice is built here
+  // and widened into the stored J.
+  if (!store_jacobian_ || kWiden) slice_ = backend_.allocate(slice_samples_ * R * n);
+  if constexpr (kWiden) {
+    if (!store_jacobian_) wide_slice_ = system_.allocate(slice_samples_ * R * n);
+    wide_r_ = system_.allocate(max_batch_ * R);
+  }
 }
 
-template <typename T>
-double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y, std::size_t batch,
-                                        NormalEquations<T>& ne, PhaseTimes& times) {
+template <typename T, typename S>
+double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
+                                           std::size_t batch, NormalEquations<S>& ne,
+                                           PhaseTimes& times) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   const std::size_t m = batch * R;
   ne.n = n;
   ne.m = m;
   ne.jacobian_stored = store_jacobian_;
-  ne.g.reserve(backend_.memory(), n);
+  ne.g.reserve(system_.memory(), n);
   if (store_jacobian_) {
-    ne.j.reserve(backend_.memory(), max_batch_ * R * n);
-    ne.r.reserve(backend_.memory(), max_batch_ * R);
+    ne.j.reserve(system_.memory(), max_batch_ * R * n);
+    ne.r.reserve(system_.memory(), max_batch_ * R);
   } else {
     // Only A's upper triangle is ever written; zero a fresh buffer once so the other triangle
     // holds defined values for anything that copies the whole matrix.
-    const T* before = ne.a.data();
-    ne.a.reserve(backend_.memory(), n * n);
-    if (ne.a.data() != before) backend_.fill(ne.a.data(), n * n, T(0));
+    const S* before = ne.a.data();
+    ne.a.reserve(system_.memory(), n * n);
+    if (ne.a.data() != before) system_.fill(ne.a.data(), n * n, S(0));
   }
 
   if (batch == 0) {
     // A rank whose shard of this batch is empty contributes zeros to the sums.
     engine_.clear_batch();
     ne.objective = 0;
-    backend_.fill(ne.g.data(), n, T(0));
-    if (!store_jacobian_) backend_.fill(ne.a.data(), n * n, T(0));
+    system_.fill(ne.g.data(), n, S(0));
+    if (!store_jacobian_) system_.fill(ne.a.data(), n * n, S(0));
+    system_.synchronize();
     return 0;
   }
   double objective = 0;
@@ -53,21 +62,36 @@ double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y,
     backend_.synchronize();
   }
   ne.objective = objective;
-  const T* r = engine_.residuals();
+  // The residuals in S: the engine's own buffer, or widened once per batch.
+  const S* r = nullptr;
+  if constexpr (kWiden) {
+    system_.convert(m, engine_.residuals(), wide_r_.data());
+    r = wide_r_.data();
+  } else {
+    r = engine_.residuals();
+  }
 
   if (store_jacobian_) {
     {
       ScopedPhase timer(times, Phase::kJacobian);
       for (std::size_t first = 0; first < batch; first += slice_samples_) {
         const std::size_t count = std::min(slice_samples_, batch - first);
-        engine_.jacobian_rows(params, first, count, ne.j.data() + first * R * n, n);
+        S* rows = ne.j.data() + first * R * n;
+        if constexpr (kWiden) {
+          engine_.jacobian_rows(params, first, count, slice_.data(), n);
+          backend_.synchronize();
+          system_.convert(count * R * n, slice_.data(), rows);
+          system_.synchronize();  // before the next slice overwrites slice_
+        } else {
+          engine_.jacobian_rows(params, first, count, rows, n);
+        }
       }
-      backend_.copy(r, ne.r.data(), m);
-      backend_.synchronize();
+      system_.copy(r, ne.r.data(), m);
+      system_.synchronize();
     }
     ScopedPhase timer(times, Phase::kNormalEquations);
-    backend_.gemv(Trans::kYes, m, n, T(1), ne.j.data(), n, r, T(0), ne.g.data());
-    backend_.synchronize();
+    system_.gemv(Trans::kYes, m, n, S(1), ne.j.data(), n, r, S(0), ne.g.data());
+    system_.synchronize();
     return objective;
   }
 
@@ -80,15 +104,23 @@ double NormalEquationsBuilder<T>::build(const T* params, const T* x, const T* y,
       backend_.synchronize();
     }
     ScopedPhase timer(times, Phase::kNormalEquations);
-    const T beta = first == 0 ? T(0) : T(1);
-    backend_.syrk_ata(n, rows, T(1), slice_.data(), n, beta, ne.a.data());
-    backend_.gemv(Trans::kYes, rows, n, T(1), slice_.data(), n, r + first * R, beta, ne.g.data());
-    backend_.synchronize();
+    const S* j = nullptr;
+    if constexpr (kWiden) {
+      system_.convert(rows * n, slice_.data(), wide_slice_.data());
+      j = wide_slice_.data();
+    } else {
+      j = slice_.data();
+    }
+    const S beta = first == 0 ? S(0) : S(1);
+    system_.syrk_ata(n, rows, S(1), j, n, beta, ne.a.data());
+    system_.gemv(Trans::kYes, rows, n, S(1), j, n, r + first * R, beta, ne.g.data());
+    system_.synchronize();
   }
   return objective;
 }
 
-template class NormalEquationsBuilder<float>;
-template class NormalEquationsBuilder<double>;
+template class NormalEquationsBuilder<float, float>;
+template class NormalEquationsBuilder<double, double>;
+template class NormalEquationsBuilder<float, double>;
 
 }  // namespace lmtrain

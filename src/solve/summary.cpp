@@ -43,6 +43,9 @@ std::string Summary::full_report() const {
   given_used("Slice (samples)",
              max_slice_samples_given == 0 ? "auto" : fmt::format("≤ {}", max_slice_samples_given),
              fmt::format("{}", slice_samples));
+  if (slice_halvings > 0)
+    line("  because", fmt::format("halved {} time(s) after allocation failures; last: {}",
+                                  slice_halvings, slice_halving_cause));
   given_used("Memory budget", memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
              "see plan");
   line("Memory plan", memory_plan);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
@@ -113,7 +114,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   Summary summary;
   summary.model = spec_.describe();
   summary.loss = std::string(to_string(loss.kind()));
-  summary.precision = precision_name(static_cast<T*>(nullptr));
+  const bool mixed = std::is_same_v<T, float> && solver_options_.system_precision == SystemPrecision::kFloat64;
+  summary.precision = mixed ? "mixed (float32 model and Jacobian, float64 A, g and solve)"
+                            : precision_name(static_cast<T*>(nullptr));
   summary.device = backend_.name();
   summary.num_params = n;
   summary.training_samples = train.samples;
@@ -150,6 +153,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   plan_in.max_width = model.max_width();
   plan_in.workspace_elements = model.workspace_elements();
   plan_in.element_size = sizeof(T);
+  plan_in.system_element_size = mixed ? sizeof(double) : sizeof(T);
   plan_in.budget_bytes =
       sopt.memory_budget_bytes > 0
           ? sopt.memory_budget_bytes
@@ -210,8 +214,37 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   summary.memory_plan = plan.describe();
   summary.slice_samples = plan.slice_samples;
 
-  JacobianEngine<T> engine(model, loss);
-  LevenbergMarquardtStep<T> lm(sopt, solver_type, engine, plan.slice_samples, local_batch, comm_);
+  // The engine and the step own every slice-sized buffer.  An allocation that fails at run time
+  // although the plan fitted (another process took device memory, a library's workspace) halves
+  // the slice and rebuilds both; the step then runs again from its unchanged inputs.  With
+  // several ranks the failure ends the job instead: the other ranks are already waiting in a
+  // collective of the step.
+  std::size_t slice = plan.slice_samples;
+  std::unique_ptr<JacobianEngine<T>> engine;
+  std::unique_ptr<LmStepper<T>> lm;
+  auto halve_slice = [&](const OutOfMemory& e) {
+    lm.reset();
+    engine.reset();
+    if (slice == 1 || ranks > 1)
+      throw OutOfMemory(fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice,
+                                    ranks > 1 ? "; with several ranks the slice is not halved" : ""));
+    slice = (slice + 1) / 2;
+    ++summary.slice_halvings;
+    summary.slice_samples = slice;
+    summary.slice_halving_cause = e.what();
+  };
+  auto build_step = [&] {
+    for (;;) {
+      try {
+        engine = std::make_unique<JacobianEngine<T>>(model, loss);
+        lm = make_lm_step<T>(sopt, solver_type, *engine, slice, local_batch, comm_);
+        return;
+      } catch (const OutOfMemory& e) {
+        halve_slice(e);
+      }
+    }
+  };
+  build_step();
 
   DeviceData<T> train_dev(backend_, train);
   std::unique_ptr<DeviceData<T>> valid_dev;
@@ -260,7 +293,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.invalid_steps = r.invalid_steps;
     summary.abandoned_steps = r.abandoned_steps;
     summary.history = r.history;
-    lm.damping().set_state(resume->damping);
+    lm->damping().set_state(resume->damping);
     rng.set_state(resume->epoch_rng);
     validation_failures = resume->validation_failures;
     first_epoch = resume->epochs_done + 1;
@@ -294,7 +327,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     state.epochs_done = epochs_done;
     state.batches_done = batches_done;
     state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
-    state.damping = lm.damping().state();
+    state.damping = lm->damping().state();
     state.params.resize(n);
     backend_.copy_to_host(theta.data(), state.params.data(), n);
     if (valid_dev) {
@@ -337,7 +370,18 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         x = xb.data();
         y = yb.data();
       }
-      const StepReport rep = lm.step(theta.data(), x, y, local_count, summary.times);
+      StepReport rep;
+      for (;;) {
+        const DampingStrategy::State damping_before = lm->damping().state();
+        try {
+          rep = lm->step(theta.data(), x, y, local_count, summary.times);
+          break;
+        } catch (const OutOfMemory& e) {
+          halve_slice(e);
+          build_step();
+          lm->damping().set_state(damping_before);
+        }
+      }
       ++summary.steps;
       summary.accepted_steps += rep.accepted ? 1 : 0;
       summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
@@ -387,7 +431,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       it.batch = b;
       it.step = summary.steps;
       it.batch_loss = loss.reported(rep.objective_after, count);
-      it.lambda = lm.damping().lambda();
+      it.lambda = lm->damping().lambda();
       it.elapsed_seconds = seconds_since(start);
       it.report = rep;
       // Stops decided outside the LM step (a callback, the clock, the stop flag) may differ
@@ -424,7 +468,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
 
     summary.epochs = epoch;
     record.training_loss = summary.final_loss = training_loss();
-    record.lambda = lm.damping().lambda();
+    record.lambda = lm->damping().lambda();
     if (valid_dev) {
       record.validation_loss = summary.final_validation_loss = validation_loss();
       if (record.validation_loss < summary.best_validation_loss) {
@@ -464,7 +508,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.restored_best = true;
     summary.final_loss = training_loss();
   }
-  summary.final_lambda = lm.damping().lambda();
+  summary.final_lambda = lm->damping().lambda();
   backend_.copy_to_host(theta.data(), params.data(), n);
   backend_.synchronize();
   summary.total_seconds = seconds_since(start);

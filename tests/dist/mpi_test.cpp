@@ -114,6 +114,21 @@ TEST(Ranks, FloatRegressionMatchesOneRank) {
   EXPECT_EQ(many.decisions, one.decisions);
 }
 
+TEST(Ranks, MixedPrecisionRegressionMatchesOneRank) {
+  // Mixed precision removes the float test's caveat: A and g are float64 sums of exact products
+  // of float32 Jacobian entries, so ranks summing in another order differ by float64 rounding
+  // only, and δ agrees far below float32's resolution.  Full λ range, default damping.
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  const auto data = wave<float>(600, 2);
+  SolverOptions solver;
+  solver.system_precision = SystemPrecision::kFloat64;
+  const auto one = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, nullptr);
+  const auto many = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, g_world);
+  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-5);
+  EXPECT_EQ(many.decisions, one.decisions);
+  EXPECT_NE(many.summary.precision.find("mixed"), std::string::npos);
+}
+
 TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
   const auto spec = ModelSpec::mlp(2, {6}, 3, Activation::kSigmoid);
   LossOptions ce;

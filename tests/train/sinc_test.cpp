@@ -13,7 +13,8 @@ namespace lmtrain {
 namespace {
 
 template <typename T>
-double w1_final_mse(std::uint64_t seed, int epochs, LinearSolverType solver) {
+double w1_final_mse(std::uint64_t seed, int epochs, LinearSolverType solver,
+                    SystemPrecision system = SystemPrecision::kModel) {
   constexpr std::size_t kSamples = 20000;
   Dataset<T> data(kSamples, 1, 1);
   for (std::size_t i = 0; i < kSamples; ++i) {
@@ -25,6 +26,7 @@ double w1_final_mse(std::uint64_t seed, int epochs, LinearSolverType solver) {
   const auto spec = ModelSpec::mlp(1, {20}, 1, Activation::kTanh);
   SolverOptions solver_options;
   solver_options.linear_solver = solver;
+  solver_options.system_precision = system;
   TrainerOptions trainer;
   trainer.max_epochs = epochs;
   trainer.batch_size = 1000;
@@ -64,6 +66,18 @@ TEST(W1Sinc, Float32FiftyEpochsOverFiveSeeds) {
     mse.push_back(w1_final_mse<float>(seed, 50, LinearSolverType::kAuto));
   for (std::size_t i = 0; i < mse.size(); ++i) RecordProperty("mse_seed_" + std::to_string(i), std::to_string(mse[i]));
   EXPECT_LE(median(mse), 2e-6);
+  EXPECT_LE(*std::max_element(mse.begin(), mse.end()), 1e-5);
+}
+
+// Mixed precision: float32 model, float64 A and solve.  Float32 normal equations refuse
+// A + λI at λ ≈ 1e-4 on W1 (the attempt is invalid and λ rises); float64 ones do not, so the
+// same 50 epochs go further.  Measured (seeds 0–4): 9.8e-7, 3.3e-7, 7.1e-8, 7.3e-7, 5.6e-6.
+TEST(W1Sinc, MixedPrecisionFiftyEpochsOverFiveSeeds) {
+  std::vector<double> mse;
+  for (std::uint64_t seed = 0; seed < 5; ++seed)
+    mse.push_back(w1_final_mse<float>(seed, 50, LinearSolverType::kAuto, SystemPrecision::kFloat64));
+  for (std::size_t i = 0; i < mse.size(); ++i) RecordProperty("mse_seed_" + std::to_string(i), std::to_string(mse[i]));
+  EXPECT_LE(median(mse), 1.5e-6);
   EXPECT_LE(*std::max_element(mse.begin(), mse.end()), 1e-5);
 }
 

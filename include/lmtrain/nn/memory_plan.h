@@ -1,7 +1,8 @@
 // The memory planner: from a byte budget and the problem's sizes, the number of samples whose
 // Jacobian rows are built at once (the slice).  Users never have to pick it; they may cap it.
 //
-// Bytes counted (element size s = sizeof(T)):
+// Bytes counted (element size s = sizeof(T); the system's A, solver and stored J use its own
+// element size w, which is 8 in mixed precision, where a slice also holds its widened copy):
 //   fixed      parameters and their step/trial/backup/damping copies   6n·s
 //              A = JᵀJ and g                                             (n² + n)·s
 //              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m,
@@ -29,7 +30,8 @@ struct MemoryPlanInput {
   std::size_t activation_floats_per_sample = 0;
   std::size_t max_width = 0;
   std::size_t workspace_elements = 0;   // Sequential::workspace_elements()
-  std::size_t element_size = 4;
+  std::size_t element_size = 4;         // the model's (J as built)
+  std::size_t system_element_size = 0;  // A, g, the solver, stored J; 0: element_size
   SolverWorkspace solver = SolverWorkspace::kCholesky;
   std::size_t budget_bytes = 0;
   std::size_t max_slice_samples = 0;    // 0: no cap

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "lmtrain/solve/damping.h"
 #include "lmtrain/solve/linear_solver.h"
@@ -38,40 +40,70 @@ struct StepReport {
   TerminationReason termination = TerminationReason::kNone;
 };
 
+// The step as the trainer drives it, whatever the system's precision.
 template <typename T>
-class LevenbergMarquardtStep {
+class LmStepper {
+ public:
+  virtual ~LmStepper() = default;
+  virtual StepReport step(T* params, const T* x, const T* y, std::size_t batch,
+                          PhaseTimes& times) = 0;
+  virtual DampingStrategy& damping() = 0;
+};
+
+template <typename T, typename S = T>
+class LevenbergMarquardtStep final : public LmStepper<T> {
  public:
   // `solver_type` must be resolved (not auto); `dual` must match it.
   // `max_batch`: the most samples this rank linearizes at once (its shard).  `comm` may be null
-  // (one rank).
+  // (one rank).  T is the model's precision (parameters, activations, J); S the system's (A, g,
+  // δ and the solve): S = double with T = float is mixed precision, and the step then owns a
+  // float64 backend on the engine's device.
   LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
                          JacobianEngine<T>& engine, std::size_t slice_samples,
                          std::size_t max_batch, dist::Communicator* comm = nullptr);
 
   // Performs the step on params (device, n values), updating them in place when accepted.
-  StepReport step(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
+  StepReport step(T* params, const T* x, const T* y, std::size_t batch,
+                  PhaseTimes& times) override;
 
-  DampingStrategy& damping() { return *damping_; }
-  const NormalEquations<T>& normal_equations() const { return ne_; }
-  LinearSolver<T>& linear_solver() { return *solver_; }
+  DampingStrategy& damping() override { return *damping_; }
+  const NormalEquations<S>& normal_equations() const { return ne_; }
+  LinearSolver<S>& linear_solver() { return *solver_; }
+  std::size_t slice_samples() const { return builder_.slice_samples(); }
 
  private:
+  static constexpr bool kMixed = !std::is_same_v<T, S>;
+  static Backend<S>* own_system(JacobianEngine<T>& engine, std::unique_ptr<Backend<S>>& owned);
+
   SolverOptions options_;
   Backend<T>& backend_;
+  std::unique_ptr<Backend<S>> system_owned_;  // mixed precision: S's backend on the same device
+  Backend<S>& system_;
   JacobianEngine<T>& engine_;
-  NormalEquationsBuilder<T> builder_;
-  std::unique_ptr<LinearSolver<T>> solver_;
+  NormalEquationsBuilder<T, S> builder_;
+  std::unique_ptr<LinearSolver<S>> solver_;
   std::unique_ptr<DampingStrategy> damping_;
   // Sums over the ranks; no-ops with one rank.
   double sum(double local, PhaseTimes& times);
-  void sum_device(T* data, std::size_t n, PhaseTimes& times);
+  void sum_device(S* data, std::size_t n, PhaseTimes& times);
+  void broadcast_device(S* data, std::size_t n, PhaseTimes& times);
   bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
 
-  NormalEquations<T> ne_;
-  DeviceBuffer<T> delta_, trial_, d_, tmp_, packed_;
+  NormalEquations<S> ne_;
+  DeviceBuffer<S> delta_, d_, tmp_, packed_;
+  DeviceBuffer<T> trial_;
+  DeviceBuffer<T> delta_model_;  // δ rounded to T (mixed precision only)
   dist::Communicator* comm_ = nullptr;
   LinearSolverType solver_type_;
-  std::vector<T> staging_;
+  std::vector<S> staging_;
 };
+
+// The step for options.system_precision: LevenbergMarquardtStep<T, double> for a float model
+// with SystemPrecision::kFloat64, LevenbergMarquardtStep<T> otherwise.
+template <typename T>
+std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
+                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
+                                           std::size_t slice_samples, std::size_t max_batch,
+                                           dist::Communicator* comm = nullptr);
 
 }  // namespace lmtrain

@@ -4,7 +4,14 @@
 //           g = Jᵀr
 // With several ranks, each builds the equations of its shard and the LM step sums them.
 // A retry of the step never rebuilds any of it.
+//
+// Mixed precision: the Jacobian is built in the model's precision T and the system is held in S
+// (float32 J, float64 A, g and solve).  Each slice is widened on S's backend before its SYRK, so
+// A is the exact-product, double-accumulated JᵀJ of the float J: its rounding no longer limits
+// how small λ can go before the factorization fails.
 #pragma once
+
+#include <type_traits>
 
 #include "lmtrain/core/timer.h"
 #include "lmtrain/nn/jacobian.h"
@@ -23,28 +30,39 @@ struct NormalEquations {
   DeviceBuffer<T> r;      // m (jacobian_stored)
 };
 
-template <typename T>
+template <typename T, typename S = T>
 class NormalEquationsBuilder {
  public:
   // `slice_samples` comes from the memory plan; `max_batch` sizes the dual form's J.
-  // `store_jacobian`: keep J and r (dual form, CG) instead of forming A.
-  NormalEquationsBuilder(JacobianEngine<T>& engine, std::size_t slice_samples,
+  // `store_jacobian`: keep J and r (dual form, CG) instead of forming A.  `system` is the backend
+  // of precision S on the engine's device (the engine's own when S = T).
+  NormalEquationsBuilder(JacobianEngine<T>& engine, Backend<S>& system, std::size_t slice_samples,
                          std::size_t max_batch, bool store_jacobian);
+  // One precision: the system lives on the engine's backend.
+  NormalEquationsBuilder(JacobianEngine<T>& engine, std::size_t slice_samples,
+                         std::size_t max_batch, bool store_jacobian)
+    requires std::is_same_v<T, S>
+      : NormalEquationsBuilder(engine, engine.model_backend(), slice_samples, max_batch,
+                               store_jacobian) {}
 
   // Linearizes at `params` on a batch and fills `ne`; returns F.
-  double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<T>& ne,
+  double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<S>& ne,
                PhaseTimes& times);
 
   std::size_t slice_samples() const { return slice_samples_; }
   JacobianEngine<T>& engine() { return engine_; }
 
  private:
+  static constexpr bool kWiden = !std::is_same_v<T, S>;
   JacobianEngine<T>& engine_;
   Backend<T>& backend_;
+  Backend<S>& system_;
   std::size_t slice_samples_;
   std::size_t max_batch_;
   bool store_jacobian_;
   DeviceBuffer<T> slice_;
+  DeviceBuffer<S> wide_slice_;  // the slice in S (mixed precision only)
+  DeviceBuffer<S> wide_r_;      // the batch's residuals in S (mixed precision only)
 };
 
 }  // namespace lmtrain

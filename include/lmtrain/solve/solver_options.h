@@ -43,6 +43,14 @@ enum class DampingMatrix {
   kMarquardt,  // D = clamp(diag(A), marquardt_min, marquardt_max) (Marquardt; scale invariant)
 };
 
+// Precision of the linear system (A, g, δ, the solve) relative to the model's.
+enum class SystemPrecision {
+  kModel,    // the model's precision throughout
+  kFloat64,  // float64 A, g and solve on float32 Jacobian rows: mixed precision (a float64 model
+             // is unaffected).  A costs twice the memory and SYRK runs at the float64 rate, but
+             // its rounding no longer caps how small λ may go before the factorization fails.
+};
+
 std::string_view to_string(LinearSolverType t);
 std::string_view to_string(DampingType t);
 std::string_view to_string(DampingMatrix t);
@@ -82,6 +90,8 @@ struct SolverOptions {
   double gradient_tolerance = 0.0;
   double function_tolerance = 0.0;
   double parameter_tolerance = 0.0;
+
+  SystemPrecision system_precision = SystemPrecision::kModel;
 
   // Memory planner: bytes the LM step may use on its device.  0 means memory_fraction of the
   // memory available when training starts.

@@ -52,7 +52,9 @@ struct Summary {
   std::size_t memory_budget_given = 0;  // 0: automatic
   std::size_t max_slice_samples_given = 0;
   std::string memory_plan;
-  std::size_t slice_samples = 0;
+  std::size_t slice_samples = 0;        // as used at the end (after any halving)
+  int slice_halvings = 0;               // run-time allocation failures answered by halving
+  std::string slice_halving_cause;      // the last one's message
 
   // Progress.
   double initial_loss = 0;
