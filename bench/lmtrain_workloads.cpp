@@ -10,22 +10,30 @@
 //   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double] [--device cpu|cuda]
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
+//   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
+//                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
+//                        [--device cpu|cuda]
 //   lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden 16] [--budget 5]
 //                        [--validation-fraction 0] [--double] [--device cpu|cuda]
 //
 // The data of W1/W2 are generated here exactly as bench/peers/torch_lm.py generates them, so both
 // tools see the same samples: x = linspace(−1, 1, N), y = sinc(10x); the test set is every fourth
-// midpoint between consecutive training points (N/4 points never seen in training).
+// midpoint between consecutive training points (N/4 points never seen in training).  W4 reads the
+// first rows of Debian's Fashion-MNIST IDX files and standardizes them as `lmtrain fit` does
+// (examples/fashion-cnn/run.toml); bench/peers/torch_lm.py W4 prepares the same tensors.
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -33,6 +41,7 @@
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/io/fann_reader.h"
+#include "lmtrain/io/idx_reader.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/nn/memory_plan.h"
@@ -59,6 +68,11 @@ struct Args {
   std::size_t hidden = 16;
   double budget = 5.0;
   double validation_fraction = 0.0;
+  // W4: the first rows of the training and test files (the CI test's subset by default)
+  std::size_t train_rows = 6000;
+  std::size_t test_rows = 2000;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string loss = "cross_entropy_sqrt";
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -66,7 +80,9 @@ struct Args {
       "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double] [--device cpu|cuda]\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
-      "[--validation-fraction F]",
+      "[--validation-fraction F]\n"
+      "       lmtrain_workloads W4 [--epochs N] [--train-rows 6000] [--test-rows 2000] "
+      "[--data DIR] [--loss cross_entropy_sqrt|cross_entropy]",
       what));
 }
 
@@ -106,6 +122,14 @@ Args parse(int argc, char** argv) {
       a.budget = std::stod(value());
     else if (arg == "--validation-fraction")
       a.validation_fraction = std::stod(value());
+    else if (arg == "--train-rows")
+      a.train_rows = std::stoul(value());
+    else if (arg == "--test-rows")
+      a.test_rows = std::stoul(value());
+    else if (arg == "--data")
+      a.data = value();
+    else if (arg == "--loss")
+      a.loss = value();
     else
       usage_error(fmt::format("unknown argument '{}'", arg));
   }
@@ -240,12 +264,12 @@ double accuracy(const std::vector<T>& pred, const lmtrain::Dataset<T>& d) {
 
 template <typename T>
 int train_and_report(const Args& args, const std::string& workload, const std::string& variant,
-                     const lmtrain::ModelSpec& spec, const lmtrain::TrainerOptions& topt,
-                     const lmtrain::Dataset<T>& train, const lmtrain::Dataset<T>* validation,
-                     const lmtrain::Dataset<T>& test) {
+                     const lmtrain::ModelSpec& spec, const lmtrain::LossOptions& loss,
+                     const lmtrain::TrainerOptions& topt, const lmtrain::Dataset<T>& train,
+                     const lmtrain::Dataset<T>* validation, const lmtrain::Dataset<T>& test) {
   auto backend = make_backend<T>(args.device);
   lmtrain::SolverOptions solver;  // the peers' damping: λ₀ = 1e-3, ×10 up, ×0.1 down
-  lmtrain::Trainer<T> trainer(spec, lmtrain::LossOptions{}, solver, topt, *backend);
+  lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
       lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);
 
@@ -311,13 +335,15 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   }
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
-      "\"precision\":{},\"model\":{},\"params\":{},\"batch\":{},\"epochs\":{},\"steps\":{},"
+      "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"
+      "\"test_samples\":{},\"batch\":{},\"epochs\":{},\"steps\":{},"
       "\"median_step_s\":{},\"step_basis\":{},\"median_epoch_s\":{},\"total_s\":{},"
       "\"initial_train_loss\":{},\"final_train_loss\":{},\"test_loss\":{}{},"
       "\"peak_rss_bytes\":{},\"termination\":{},\"solver\":{},\"slice_samples\":{},"
       "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{}}}\n",
       json_string(workload), json_string(variant), json_string(summary.device),
-      json_string(summary.precision), json_string(summary.model), summary.num_params,
+      json_string(summary.precision), json_string(summary.model),
+      json_string(lmtrain::to_string(loss.kind)), summary.num_params, train.samples, test.samples,
       summary.batch_size, summary.epochs, summary.steps, num(step_median), json_string(step_basis),
       num(median(epoch_seconds)), num(total), num(summary.initial_loss), num(summary.final_loss),
       num(test_loss), extra, peak_rss_bytes(), json_string(lmtrain::to_string(summary.termination)),
@@ -341,8 +367,8 @@ int run_sinc(const Args& args) {
   topt.seed = args.seed;
   const auto spec = lmtrain::ModelSpec::mlp(1, {w1 ? std::size_t{20} : std::size_t{256}}, 1,
                                             lmtrain::Activation::kTanh);
-  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : "sinc-769", spec, topt, train,
-                             nullptr, test);
+  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : "sinc-769", spec,
+                             lmtrain::LossOptions{}, topt, train, nullptr, test);
 }
 
 template <typename T>
@@ -372,8 +398,138 @@ int run_fann(const Args& args) {
   topt.max_time_seconds = args.budget;
   const auto spec = lmtrain::ModelSpec::mlp(train.inputs, {args.hidden}, train.outputs,
                                             lmtrain::Activation::kTanh);
-  return train_and_report<T>(args, "W6", args.set, spec, topt, train,
+  return train_and_report<T>(args, "W6", args.set, spec, lmtrain::LossOptions{}, topt, train,
                              with_validation ? &validation : nullptr, test);
+}
+
+// ---- W4: cuPyLMA's SimpleCNN on a Fashion-MNIST subset ----------------------------------------
+
+// The first `rows` records of an IDX file (gzip or plain), parsed by lmtrain's reader
+// (io/idx_reader.h).  Only the header and those records are decompressed: all 60 000 training
+// images as doubles (376 MB) would otherwise set the run's peak RSS, not the training.
+lmtrain::io::NumericTable read_idx_rows(const std::string& path, std::size_t rows) {
+  struct GzCloser {
+    void operator()(gzFile_s* f) const { gzclose(f); }
+  };
+  const std::unique_ptr<gzFile_s, GzCloser> gz(gzopen(path.c_str(), "rb"));
+  if (!gz)
+    throw lmtrain::InvalidArgument(fmt::format(
+        "cannot open {}; install Debian dataset-fashion-mnist or pass --data DIR", path));
+  std::string bytes;
+  auto read = [&](std::size_t n) {
+    const std::size_t old = bytes.size();
+    bytes.resize(old + n);
+    const int got = gzread(gz.get(), bytes.data() + old, static_cast<unsigned>(n));
+    if (got < 0 || static_cast<std::size_t>(got) != n)
+      throw lmtrain::InvalidArgument(
+          fmt::format("{}: shorter than its IDX header says (or not gzip/IDX)", path));
+  };
+  read(4);
+  const auto type = static_cast<unsigned char>(bytes[2]);
+  const auto ndim = static_cast<unsigned char>(bytes[3]);
+  const std::size_t element = type == 0x08 || type == 0x09   ? 1
+                              : type == 0x0B                 ? 2
+                              : type == 0x0C || type == 0x0D ? 4
+                              : type == 0x0E                 ? 8
+                                                             : 0;
+  if (element == 0 || ndim == 0) return lmtrain::io::read_idx(path);  // its error message
+  read(4 * std::size_t{ndim});
+  auto dim = [&](std::size_t i) {
+    std::uint32_t v = 0;
+    for (std::size_t b = 0; b < 4; ++b)
+      v = (v << 8) | static_cast<unsigned char>(bytes[4 + 4 * i + b]);
+    return std::size_t{v};
+  };
+  std::size_t record = element;
+  for (std::size_t i = 1; i < ndim; ++i) record *= dim(i);
+  const std::size_t n = rows > 0 ? std::min(rows, dim(0)) : dim(0);
+  for (std::size_t b = 0; b < 4; ++b)  // the first dimension becomes n (big-endian)
+    bytes[4 + b] = static_cast<char>((n >> (8 * (3 - b))) & 0xFF);
+  read(n * record);
+  return lmtrain::io::parse_idx(bytes, path);
+}
+
+// The first `rows` images (n × 784 pixels) and their labels as one-hot rows of 10, in raw units.
+template <typename T>
+lmtrain::Dataset<T> read_fashion(const std::string& dir, const std::string& prefix,
+                                 std::size_t rows) {
+  const lmtrain::io::NumericTable images =
+      read_idx_rows(fmt::format("{}/{}-images-idx3-ubyte.gz", dir, prefix), rows);
+  const lmtrain::io::NumericTable labels =
+      read_idx_rows(fmt::format("{}/{}-labels-idx1-ubyte.gz", dir, prefix), rows);
+  if (images.cols != 28 * 28 || labels.rows != images.rows)
+    throw lmtrain::InvalidArgument(fmt::format(
+        "{}: expected 28×28 images with one label each, got {} pixels per row and {} labels for "
+        "{} images",
+        images.source, images.cols, labels.rows, images.rows));
+  const std::size_t n = images.rows;
+  lmtrain::Dataset<T> d(n, images.cols, 10);
+  std::transform(images.values.begin(), images.values.end(), d.x.begin(),
+                 [](double v) { return static_cast<T>(v); });
+  for (std::size_t s = 0; s < n; ++s) {
+    const double label = labels.values[s];
+    if (!(label >= 0 && label < 10))
+      throw lmtrain::InvalidArgument(
+          fmt::format("{}: label {} of row {} is not a class 0–9", labels.source, label, s));
+    d.y[s * 10 + static_cast<std::size_t>(label)] = T(1);
+  }
+  return d;
+}
+
+// Per-pixel standardization with the training subset's mean and population standard deviation,
+// a constant pixel only centred: what `lmtrain fit` does for normalize_inputs = "standardize"
+// (Standardization::fit in src/cli/data_loading.cpp), here in double on the raw values.
+template <typename T>
+void standardize(lmtrain::Dataset<T>& train, lmtrain::Dataset<T>& test) {
+  const std::size_t cols = train.inputs, n = train.samples;
+  std::vector<double> mean(cols, 0.0), scale(cols, 0.0);
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t c = 0; c < cols; ++c) mean[c] += static_cast<double>(train.x[s * cols + c]);
+  for (double& m : mean) m /= static_cast<double>(n);
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double d = static_cast<double>(train.x[s * cols + c]) - mean[c];
+      scale[c] += d * d;
+    }
+  for (double& v : scale) {
+    v = std::sqrt(v / static_cast<double>(n));
+    if (!(v > 1e-12)) v = 1.0;
+  }
+  for (lmtrain::Dataset<T>* d : {&train, &test})
+    for (std::size_t s = 0; s < d->samples; ++s)
+      for (std::size_t c = 0; c < cols; ++c) {
+        T& v = d->x[s * cols + c];
+        v = static_cast<T>((static_cast<double>(v) - mean[c]) / scale[c]);
+      }
+}
+
+template <typename T>
+int run_fashion(const Args& args) {
+  lmtrain::Dataset<T> train = read_fashion<T>(args.data, "train", args.train_rows);
+  lmtrain::Dataset<T> test = read_fashion<T>(args.data, "t10k", args.test_rows);
+  standardize(train, test);
+  lmtrain::LossOptions loss;
+  const std::optional<lmtrain::LossKind> kind = lmtrain::parse_loss(args.loss);
+  if (!kind ||
+      (*kind != lmtrain::LossKind::kCrossEntropy && *kind != lmtrain::LossKind::kCrossEntropySqrt))
+    usage_error(
+        fmt::format("W4: --loss must be cross_entropy_sqrt (the peers' √CE residual) or "
+                    "cross_entropy (exact Gauss–Newton), not '{}'",
+                    args.loss));
+  loss.kind = *kind;
+  lmtrain::TrainerOptions topt;
+  topt.max_epochs = args.epochs > 0 ? args.epochs : 5;
+  topt.batch_size = 2000;
+  topt.seed = args.seed;
+  // examples/fashion-cnn/run.toml: Conv(1→8,k4,s2)-ELU-Conv(8→4,k4,s2)-ELU-[Conv(4→4,k2)-ELU]×3-
+  // Flatten-Dense(16→10), PyTorch's default initialization.
+  lmtrain::ModelSpec spec(lmtrain::ImageShape{1, 28, 28});
+  spec.conv2d(8, 4, 2).activation(lmtrain::Activation::kElu);
+  spec.conv2d(4, 4, 2).activation(lmtrain::Activation::kElu);
+  for (int i = 0; i < 3; ++i) spec.conv2d(4, 2).activation(lmtrain::Activation::kElu);
+  spec.flatten().dense(10);
+  return train_and_report<T>(args, "W4", fmt::format("fashion-{}", train.samples), spec, loss, topt,
+                             train, nullptr, test);
 }
 
 // ---- W3: Jacobian + JᵀJ only -------------------------------------------------------------------
@@ -446,9 +602,10 @@ template <typename T>
 int run(const Args& args) {
   if (args.workload == "W1" || args.workload == "W2") return run_sinc<T>(args);
   if (args.workload == "W3") return run_jacobian<T>(args);
+  if (args.workload == "W4") return run_fashion<T>(args);
   if (args.workload == "W6") return run_fann<T>(args);
-  if (args.workload == "W4")
-    throw lmtrain::InvalidArgument("W4 (fashion-cnn) is not yet supported by lmtrain_workloads");
+  if (args.workload == "W5")
+    throw lmtrain::InvalidArgument("W5 (dense-large) is not yet supported by lmtrain_workloads");
   usage_error(fmt::format("unknown workload '{}'", args.workload));
 }
 

@@ -5,7 +5,8 @@ one loss-vs-wall-time chart per workload (gnuplot, PNG).  Standard library only.
 usage: report.py RAW_DIR OUT_MD [--title TEXT]
 
 RAW_DIR holds, per run, <workload>__<variant>__<tool>__<rep>.jsonl (stdout of a driver) and a
-.log beside it (stderr).  A run whose output has no "result" object is reported as failed with the
+.log beside it (stderr); <workload>.notice replaces a workload's table (a workload not run) and
+<workload>.note goes above it (the data and settings of that run).  A run whose output has no "result" object is reported as failed with the
 last lines of its error output.  Rep 0 is the warm-up and never enters a figure.
 """
 import argparse
@@ -105,7 +106,8 @@ def summarize(runs):
 
 def training_table(workload, summary, variants, lines):
     tools = sorted({t for (w, v, t) in summary if w == workload},
-                   key=lambda t: (not t.startswith(LMTRAIN), t != LMTRAIN, t != 'fann-rprop', t))
+                   key=lambda t: (not t.startswith(LMTRAIN), t != LMTRAIN,
+                                  t not in ('fann-rprop', 'torch-lm'), t))
     classification = any(summary[k].get('test_accuracy') is not None for k in summary
                          if k[0] == workload)
     # W6 compares test error at equal wall-clock budget: an LM step and an RPROP epoch are not the
@@ -174,16 +176,20 @@ def jacobian_table(summary, lines):
 
 
 def phase_table(workload, summary, variants, lines):
-    rows = [(v, summary.get((workload, v, LMTRAIN))) for v in variants]
-    rows = [(v, s) for v, s in rows if s and s.get('phases')]
+    """Phase times of every lmtrain variant (lmtrain, lmtrain-valstop, lmtrain-ce, …)."""
+    tools = sorted({t for (w, v, t) in summary if w == workload and t.startswith(LMTRAIN)},
+                   key=lambda t: (t != LMTRAIN, t))
+    rows = [(v, t, summary.get((workload, v, t))) for v in variants for t in tools]
+    rows = [(v, t, s) for v, t, s in rows if s and s.get('phases')]
     if not rows:
         return
-    phases = list(rows[0][1]['phases'])
+    phases = list(rows[0][2]['phases'])
     lines += ['', f'Where lmtrain\'s time goes ({workload}, seconds per run, median; from '
               '`Summary::times`):', '',
-              '| set | ' + ' | '.join(phases) + ' |', '|---|' + '---|' * len(phases)]
-    for v, s in rows:
-        lines.append(f'| {v} | ' + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
+              '| set | tool | ' + ' | '.join(phases) + ' |', '|---|---|' + '---|' * len(phases)]
+    for v, t, s in rows:
+        lines.append(f'| {v} | {t} | '
+                     + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
 
 
 def chart(workload, runs, out_png, raw):
@@ -202,10 +208,12 @@ def chart(workload, runs, out_png, raw):
                 if e.get('train_loss') is not None and e['train_loss'] > 0:
                     f.write(f"{e['elapsed']} {e['train_loss']}\n")
         data_files.append((r['variant'], r['tool'], path))
+    ylabel = 'training cross-entropy' if workload == 'W4' else 'training MSE'
+    yformat = '%g' if workload == 'W4' else '%.0e'
     script = [f"set terminal pngcairo size {640 * min(3, len(variants))},"
               f"{420 * ((len(variants) + 2) // 3)} font 'DejaVu Sans,10'",
-              f"set output '{out_png}'", "set logscale y", "set format y '%.0e'",
-              "set xlabel 'wall time (s)'", "set ylabel 'training MSE'", "set grid",
+              f"set output '{out_png}'", "set logscale y", f"set format y '{yformat}'",
+              "set xlabel 'wall time (s)'", f"set ylabel '{ylabel}'", "set grid",
               "set key top right"]
     if len(variants) > 1:
         script.append(f"set multiplot layout {(len(variants) + 2) // 3},{min(3, len(variants))}")
@@ -291,14 +299,15 @@ def targets(summary, order):
                 f"* W6 ({tool}): lower test MSE than FANN RPROP on most sets at the same wall-clock "
                 f"budget — **{'met' if met else 'not met'}**: {len(better)} of {compared}"
                 + (f" ({', '.join(better)})" if better else '') + '.')
-    return out + ['']
+    return out + [''] if len(out) > 2 else []  # no heading without a target (W3, W4)
 
 
 DESCRIPTIONS = {
     'W1': 'sinc-61: 20 000 points, 1-20-1 tanh (61 parameters), batch 1 000, float32',
     'W2': 'sinc-769: 100 000 points, 1-256-1 tanh (769 parameters), batch 10 000, float32',
     'W3': 'Jacobian + JᵀJ only, 1-w-…-w-1 tanh, x = linspace(−1, 1, s), float32',
-    'W4': 'fashion-cnn: Fashion-MNIST, SimpleCNN, batch 2 000',
+    'W4': 'fashion-cnn: Fashion-MNIST subset, SimpleCNN (1 026 parameters), batch 2 000, '
+          'cross-entropy, float32',
     'W6': 'FANN sets, 1 hidden layer of 16 tanh units, linear outputs, full batch, float32, '
           'same wall-clock budget for every tool',
 }
@@ -328,6 +337,10 @@ def main():
             with open(notice) as f:
                 lines += [f.read().strip(), '']
             continue
+        note = os.path.join(args.raw, f'{w}.note')
+        if os.path.exists(note):
+            with open(note) as f:
+                lines += [f.read().strip(), '']
         variants = sorted({v for (ww, v, t) in summary if ww == w})
         if not variants:
             lines += ['No runs.', '']

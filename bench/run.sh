@@ -8,6 +8,7 @@
 #
 # usage: bench/run.sh [W1 W2 W3 W4 W6 …] [--device cpu|cuda] [--repeats R] [--threads N]
 #                     [--budget SECONDS] [--quick] [--no-install] [--tag NAME]
+#                     [--build-dir DIR] [--no-build]
 #   (no workload: W1 W2 W6)
 #   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers
 #   --repeats   measured repetitions per tool after the warm-up (default 2)
@@ -17,7 +18,12 @@
 #   --quick     a smoke test: few epochs, one repetition, a small W3 grid, 1 s W6 budget
 #   --no-install  do not run bench/peers/install.sh (a missing peer is then reported as failed)
 #   --tag       appended to the results file name: <date>-<machine>-<tag>.md (a variant run, e.g.
-#               with OMP_WAIT_POLICY=passive, beside the default one)
+#               with OMP_WAIT_POLICY=passive, beside the default one).  Default: none for the
+#               issue-7 set W1 W2 W6, otherwise the workloads (and "quick"), e.g. -W4 or
+#               -W1-W2-W3-W4-W6-quick, so a partial or smoke run never overwrites the day's main file
+#   --build-dir where lmtrain_workloads and fann_train are configured and built (default
+#               build/bench-<device>)
+#   --no-build  use the binaries already in the build directory as they are
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +36,9 @@ budget=5
 quick=0
 install=1
 tag=""
+tag_given=0
+build=""
+do_build=1
 while [ $# -gt 0 ]; do
   case "$1" in
     W1|W2|W3|W4|W5|W6) workloads+=("$1") ;;
@@ -39,22 +48,32 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift ;;
     --quick) quick=1 ;;
     --no-install) install=0 ;;
-    --tag) tag="-$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --tag) tag="-$2"; tag_given=1; shift ;;
+    --build-dir) build="$2"; shift ;;
+    --no-build) do_build=0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [ ${#workloads[@]} -gt 0 ] || workloads=(W1 W2 W6)
+if [ "$tag_given" = 0 ] && { [ "${workloads[*]}" != "W1 W2 W6" ] || [ "$quick" = 1 ]; }; then
+  tag="-$(IFS=-; echo "${workloads[*]}")$([ "$quick" = 1 ] && echo -quick)"
+fi
 case "$device" in cpu|cuda) ;; *) echo "run.sh: --device must be cpu or cuda" >&2; exit 2 ;; esac
 
 w1_epochs=50; w2_epochs=10
+# W4: the CI test's Fashion-MNIST subset (tests/cli/fashion_cnn_test.cpp): the first 6 000
+# training and 2 000 test images, 5 epochs of 3 batches of 2 000.  The full 60 000 images take
+# 7–14 minutes per lmtrain run on 2 cores (examples/fashion-cnn/README.md), too long to repeat.
+w4_train_rows=6000; w4_test_rows=2000; w4_epochs=5
 w3_grid=("64 1 500" "64 1 5000" "64 1 50000" "256 1 500" "256 1 5000" "256 1 50000"
          "1024 1 500" "1024 1 5000" "1024 1 50000" "64 2 500" "64 2 5000" "64 2 50000")
 w3_repeats=3
 w6_sets=(kin32fm pumadyn-32fm bank32nh building census-house thyroid)
 if [ "$quick" = 1 ]; then
   w1_epochs=5; w2_epochs=2; repeats=1; budget=1; w3_repeats=2
+  w4_train_rows=4000; w4_test_rows=1000; w4_epochs=1
   w3_grid=("64 1 500" "256 1 5000"); w6_sets=(kin32fm thyroid)
 fi
 if [ -n "$threads" ]; then
@@ -83,10 +102,12 @@ if [ "$install" = 1 ]; then
 fi
 python_peer="$bench/peers/.venv/bin/python"
 
-build="$root/build/bench-$device"
+[ -n "$build" ] || build="$root/build/bench-$device"
+build="$(mkdir -p "$build" && cd "$build" && pwd)"
 cuda_flag=OFF; [ "$device" = cuda ] && cuda_flag=ON
-log "building lmtrain_workloads and fann_train in $build"
-if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLMTRAIN_BUILD_TESTS=OFF \
+if [ "$do_build" = 0 ]; then
+  log "using the binaries in $build as they are (--no-build)"
+elif log "building lmtrain_workloads and fann_train in $build" && ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLMTRAIN_BUILD_TESTS=OFF \
          -DLMTRAIN_BUILD_EXAMPLES=OFF -DLMTRAIN_BUILD_BENCH=ON -DLMTRAIN_WERROR=OFF \
          -DLMTRAIN_CUDA="$cuda_flag" > "$raw/build.log" 2>&1 &&
        cmake --build "$build" --target lmtrain_workloads -j"$(nproc)" >> "$raw/build.log" 2>&1; }; then
@@ -97,7 +118,7 @@ if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLMTRAIN_BUILD_T
 fi
 lmtrain_bin="$build/bench/lmtrain_workloads"
 fann_bin="$build/bench/fann_train"
-if grep -q '^FANN_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" 2>/dev/null; then
+if [ "$do_build" = 1 ] && grep -q '^FANN_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" 2>/dev/null; then
   cmake --build "$build" --target fann_train -j"$(nproc)" >> "$raw/build.log" 2>&1 || true
 fi
 
@@ -181,16 +202,40 @@ fann_workload() {
   done
 }
 
+fashion_workload() {
+  local data=/usr/share/datasets/fashion-mnist variant="fashion-$w4_train_rows"
+  local batches=$(( (w4_train_rows + 1999) / 2000 ))
+  w4_tools() {  # REP EPOCHS TRAIN_ROWS TEST_ROWS
+    local rep="$1" e=(--epochs "$2" --train-rows "$3" --test-rows "$4" --data "$data" --seed "$1" --device "$device")
+    run W4 "$variant" lmtrain "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy_sqrt
+    run W4 "$variant" torch-lm "$rep" "$python_peer" "$bench/peers/torch_lm.py" W4 "${e[@]}"
+    run W4 "$variant" lmtrain-ce "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy
+    run W4 "$variant" torch-adam "$rep" "$python_peer" "$bench/peers/torch_lm.py" W4 "${e[@]}" --optimizer adam
+  }
+  # Warm-up (rep 0, not reported): one epoch of one batch of each tool.
+  w4_tools 0 1 2000 500
+  for rep in $(seq 1 "$repeats"); do w4_tools "$rep" "$w4_epochs" "$w4_train_rows" "$w4_test_rows"; done
+  # Shown above the table by report.py.
+  cat > "$raw/W4.note" <<EOF
+The first $w4_train_rows training and $w4_test_rows test images of Fashion-MNIST (Debian \`dataset-fashion-mnist\`, gzip IDX; the subset of the CI test \`tests/cli/fashion_cnn_test.cpp\`), standardized per pixel with the training subset's mean and standard deviation (run.toml's \`normalize_inputs = "standardize"\`); $w4_epochs epochs of $batches shuffled batches of 2 000 (= $(( w4_epochs * batches )) steps), float32; the network of \`examples/fashion-cnn/run.toml\` (1 026 parameters), PyTorch's default initialization.
+
+* **Loss.** run.toml's \`cross_entropy\` (exact generalized Gauss–Newton, 10 residual rows per image) has no torch-levenberg-marquardt equivalent. The closest it offers, \`CrossEntropyLoss\`, squares one residual √CE per image — lmtrain's \`cross_entropy_sqrt\`. The **lmtrain** row uses that, so the lmtrain/torch-lm ratios compare the same least-squares problem (2 000 residual rows per step); **lmtrain-ce** is run.toml's exact-GGN loss (20 000 rows per step), for reference. Train and test loss are the mean cross-entropy (\`nn.CrossEntropyLoss\`) for every tool; accuracy is argmax on the $w4_test_rows test images.
+* **Damping.** Both LM tools as in W1/W2: λ₀ = 1e-3, ×10 on rejection, ×0.1 on acceptance, λ ∈ [1e-10, 1e10], 10 attempts per step, learning rate 1; torch-levenberg-marquardt with its QR solve and its division of JᵀJ and Jᵀr by the batch size (so the same λ damps it 2 000 times more).
+* **torch-adam.** \`torch.optim.Adam\` at PyTorch's defaults (lr 1e-3) on \`nn.CrossEntropyLoss\`, same batches and epochs: the first-order peer of WORKLOADS.md. $(( w4_epochs * batches )) steps are far too few for it; the row shows what an LM step buys per epoch, not what Adam reaches with many more, much cheaper steps. Its ratios compare an LM step with an Adam step.
+EOF
+}
+
 for w in "${workloads[@]}"; do
   log "workload $w"
   case "$w" in
     W1) sinc_workload W1 "$w1_epochs" ;;
     W2) sinc_workload W2 "$w2_epochs" ;;
     W3) jacobian_workload ;;
-    W4|W5)
+    W4) fashion_workload ;;
+    W5)
       # lmtrain_workloads says itself whether it can run the workload yet.
       msg="$("$lmtrain_bin" "$w" 2>&1 >/dev/null | sed 's/^lmtrain_workloads: error: //')"
-      echo "**Not run: $msg.** lmtrain_workloads has no driver for $w yet (W4 trains through the lmtrain command: \`lmtrain fit examples/fashion-cnn/run.toml\`, figures in examples/fashion-cnn/README.md; a torch-levenberg-marquardt CNN peer script is still to be written); the peers were not run either." > "$raw/$w.notice"
+      echo "**Not run: $msg.** lmtrain_workloads has no driver for $w yet; the peers were not run either." > "$raw/$w.notice"
       log "$w: $msg" ;;
     W6) fann_workload ;;
   esac
@@ -207,9 +252,9 @@ fann_v="$(dpkg-query -W -f='FANN ${Version}' libfann-dev 2>/dev/null || echo 'FA
   default_threads="each tool's default (all cores)"
   omp_env="$(env | grep -E '^(OMP|GOMP|OPENBLAS|MKL)_' | sort | tr '\n' ' ' | sed 's/ $//')"
   echo "* Threads: ${threads:-$default_threads}. OpenMP/BLAS environment: ${omp_env:-none set}."
-  echo "* lmtrain: $(grep -m1 -o '"device":"[^"]*"' "$raw"/*__lmtrain__1.jsonl 2>/dev/null | head -1 | cut -d'"' -f4); built Release in build/bench-$device."
+  echo "* lmtrain: $(grep -m1 -o '"device":"[^"]*"' "$raw"/*__lmtrain__1.jsonl 2>/dev/null | head -1 | cut -d'"' -f4); built Release in ${build#"$root"/}."
   echo "* Peers: $torch_v; $fann_v (float, 1 thread)."
-  echo "* Times are medians over $repeats repetitions (after a warm-up run of every tool, interleaved lmtrain, peer, lmtrain, peer) of each run's median step / epoch time. Losses are PyTorch's MSELoss (mean over samples × outputs) on all training samples after the last epoch, and on the test set. \"lmtrain/peer\" < 1 means lmtrain is faster. Peak RSS is getrusage's ru_maxrss of the whole process (a Python process with torch imported starts near 0.5 GiB)."
+  echo "* Times are medians over $repeats repetitions (after a warm-up run of every tool, interleaved lmtrain, peer, lmtrain, peer) of each run's median step / epoch time. Losses are PyTorch's MSELoss (mean over samples × outputs; W4: CrossEntropyLoss) on all training samples after the last epoch, and on the test set. \"lmtrain/peer\" < 1 means lmtrain is faster. Peak RSS is getrusage's ru_maxrss of the whole process (a Python process with torch imported starts near 0.5 GiB)."
 } > "$raw/preamble.md"
 python3 "$bench/report.py" "$raw" "$out_md" --title "lmtrain vs peers — $stamp, $machine_desc" \
   --workloads "${workloads[*]}" --preamble "$raw/preamble.md"

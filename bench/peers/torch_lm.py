@@ -8,9 +8,18 @@ schema of bench/lmtrain_workloads.cpp.
           (which are also its defaults).
   W3      the Jacobian of the residuals with torch.func.jacrev (vmapped per sample, as
           torch-levenberg-marquardt builds it) or jacfwd, then JᵀJ, timed separately.
+  W4      cuPyLMA's SimpleCNN on the first --train-rows / --test-rows images of Fashion-MNIST
+          (gzip IDX from Debian's dataset-fashion-mnist), pixels standardized per pixel with the
+          training subset's mean and population standard deviation (lmtrain's
+          normalize_inputs = "standardize"), torch-levenberg-marquardt's CrossEntropyLoss (one
+          residual √CE per image, lmtrain's cross_entropy_sqrt), the same LM settings as W1/W2;
+          or, with --optimizer adam, torch.optim.Adam on nn.CrossEntropyLoss (the first-order
+          baseline of WORKLOADS.md, PyTorch's default lr 1e-3), same batches and epochs.
 
 usage: python torch_lm.py W1|W2 [--epochs N] [--seed S] [--solve qr|cholesky|solve] [--device cpu|cuda]
        python torch_lm.py W3 --width W --depth D --samples S [--method jacrev|jacfwd] [--repeats R]
+       python torch_lm.py W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
+                             [--seed S] [--solve qr|cholesky|solve] [--optimizer lm|adam] [--lr 1e-3]
 
 Run it with the virtual environment of bench/peers/install.sh.
 """
@@ -66,30 +75,49 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def run_sinc(args):
+def lm_module(model, loss_fn, solve):
+    """torch-levenberg-marquardt with lmtrain's damping: λ₀ = 1e-3, ×10 up, ×0.1 down,
+    λ ∈ [1e-10, 1e10], 10 attempts per step, learning rate 1 (also the library's defaults)."""
     import torch_levenberg_marquardt as tlm
-
-    w1 = args.workload == 'W1'
-    n, hidden, batch = (20000, 20, 1000) if w1 else (100000, 256, 10000)
-    epochs = args.epochs if args.epochs > 0 else (50 if w1 else 10)
-    device = torch.device(args.device)
-    torch.manual_seed(args.seed)
-    x, y, xt, yt = (t.to(device) for t in sinc_data(n, torch.float32))
-    model = mlp([1, hidden, 1]).to(device)
-    params = sum(p.numel() for p in model.parameters())
     damping = tlm.damping.StandardDampingStrategy(
         starting_value=1e-3, dec_factor=0.1, inc_factor=10.0, min_value=1e-10, max_value=1e10)
-    module = tlm.training.LevenbergMarquardtModule(
-        model=model, loss_fn=tlm.loss.MSELoss(), damping_strategy=damping, learning_rate=1.0,
-        attempts_per_step=10, solve_method=args.solve)
-    tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
-    variant = 'sinc-61' if w1 else 'sinc-769'
+    return tlm.training.LevenbergMarquardtModule(
+        model=model, loss_fn=loss_fn, damping_strategy=damping, learning_rate=1.0,
+        attempts_per_step=10, solve_method=solve)
 
-    def mse(xs, ys):
-        with torch.no_grad():
-            return float(torch.mean((model(xs) - ys) ** 2))
 
-    initial = mse(x, y)
+def lm_stepper(module):
+    """One torch-levenberg-marquardt training_step: (batch loss, stop, λ after, attempts)."""
+    def step(xb, yb):
+        _, batch_loss, stop, logs = module.training_step(xb, yb)
+        return float(batch_loss), bool(stop), float(logs['damping']), int(logs['attempts'])
+    step.damping = lambda: float(module.damping_strategy.get_current_damping())
+    return step
+
+
+def adam_stepper(model, loss_fn, lr):
+    """One torch.optim.Adam step on the batch's mean loss (the loss before the update)."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        batch_loss = loss_fn(model(xb), yb)
+        batch_loss.backward()
+        opt.step()
+        return float(batch_loss), False, None, 1
+    step.damping = lambda: None
+    return step
+
+
+def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch, epochs, describe,
+             accuracy=None, extra=None):
+    """Epochs of optimizer steps (`step_fn`, see lm_stepper) over shuffled mini-batches; prints
+    the step, epoch and result lines.  `loss(xs, ys)` is the reported loss (PyTorch's mean
+    reduction) on a whole set; `accuracy`, when given, the fraction of argmax hits."""
+    device = torch.device(args.device)
+    n = x.shape[0]
+    params = sum(p.numel() for p in model.parameters())
+    initial = loss(x, y)
     step_seconds, epoch_seconds = [], []
     step = 0
     start = time.perf_counter()
@@ -103,39 +131,163 @@ def run_sinc(args):
             xb, yb = x[idx], y[idx]
             sync(device)
             t0 = time.perf_counter()
-            _, loss, stop, logs = module.training_step(xb, yb)
+            batch_loss, stop, damping, attempts = step_fn(xb, yb)
             sync(device)
             dt = time.perf_counter() - t0
             step += 1
             step_seconds.append(dt)
             emit({'type': 'step', 'tool': tool, 'workload': args.workload, 'variant': variant,
                   'step': step, 'epoch': epoch, 'batch': b, 'seconds': dt,
-                  'elapsed': time.perf_counter() - start, 'batch_loss': float(loss),
-                  'lambda': float(logs['damping']), 'attempts': int(logs['attempts'])})
+                  'elapsed': time.perf_counter() - start, 'batch_loss': batch_loss,
+                  'lambda': damping, 'attempts': attempts})
             if stop:
                 stopped = True
                 break
         # The epoch's training loss over all samples, inside the epoch's time as in lmtrain.
-        train_loss = mse(x, y)
+        train_loss = loss(x, y)
         now = time.perf_counter()
         epoch_seconds.append(now - t_epoch)
         emit({'type': 'epoch', 'tool': tool, 'workload': args.workload, 'variant': variant,
               'epoch': epoch, 'train_loss': train_loss, 'elapsed': now - start,
-              'lambda': float(module.damping_strategy.get_current_damping())})
+              'lambda': step_fn.damping()})
         if stopped:
             break
     total = time.perf_counter() - start
-    emit({'type': 'result', 'tool': tool, 'workload': args.workload, 'variant': variant,
-          'device': f'{device.type} (torch {torch.__version__}, {torch.get_num_threads()} threads)',
-          'precision': 'float32', 'model': f'1-{hidden}-1 tanh ({params} parameters)',
-          'params': params, 'batch': batch, 'epochs': epoch, 'steps': step,
-          'median_step_s': statistics.median(step_seconds),
-          'step_basis': 'median of training_step calls',
-          'median_epoch_s': statistics.median(epoch_seconds), 'total_s': total,
-          'initial_train_loss': initial, 'final_train_loss': mse(x, y), 'test_loss': mse(xt, yt),
-          'peak_rss_bytes': peak_rss_bytes(),
-          'termination': 'lambda_above_max' if stopped else 'max_epochs',
-          'solver': args.solve, 'torch_lm_version': tlm.__version__})
+    result = {
+        'type': 'result', 'tool': tool, 'workload': args.workload, 'variant': variant,
+        'device': f'{device.type} (torch {torch.__version__}, {torch.get_num_threads()} threads)',
+        'precision': 'float32', 'model': f'{describe} ({params} parameters)',
+        'params': params, 'batch': batch, 'epochs': epoch, 'steps': step,
+        'median_step_s': statistics.median(step_seconds),
+        'step_basis': 'median of optimizer steps (training_step calls for torch-lm)',
+        'median_epoch_s': statistics.median(epoch_seconds), 'total_s': total,
+        'initial_train_loss': initial, 'final_train_loss': loss(x, y), 'test_loss': loss(xt, yt),
+        'peak_rss_bytes': peak_rss_bytes(),
+        'termination': 'lambda_above_max' if stopped else 'max_epochs'}
+    result.update(extra or {})
+    if accuracy is not None:
+        result['test_accuracy'] = accuracy(xt, yt)
+        result['train_accuracy'] = accuracy(x, y)
+    emit(result)
+
+
+def run_sinc(args):
+    import torch_levenberg_marquardt as tlm
+
+    w1 = args.workload == 'W1'
+    n, hidden, batch = (20000, 20, 1000) if w1 else (100000, 256, 10000)
+    epochs = args.epochs if args.epochs > 0 else (50 if w1 else 10)
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    x, y, xt, yt = (t.to(device) for t in sinc_data(n, torch.float32))
+    model = mlp([1, hidden, 1]).to(device)
+    module = lm_module(model, tlm.loss.MSELoss(), args.solve)
+    tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
+
+    def mse(xs, ys):
+        with torch.no_grad():
+            return float(torch.mean((model(xs) - ys) ** 2))
+
+    train_epochs(args, tool, 'sinc-61' if w1 else 'sinc-769', model, lm_stepper(module), mse, x, y,
+             xt, yt, batch, epochs, f'1-{hidden}-1 tanh',
+             extra={'solver': args.solve, 'torch_lm_version': tlm.__version__})
+
+
+def read_idx(path, rows):
+    """The first `rows` records of an IDX file (http://yann.lecun.com/exdb/mnist/), plain or gzip,
+    as a numpy array; only those are decompressed (as lmtrain_workloads does)."""
+    import gzip
+    import numpy as np
+
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rb') as f:
+        head = f.read(4)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0:
+            raise ValueError(f'{path}: not an IDX file')
+        dtypes = {0x08: '>u1', 0x09: '>i1', 0x0B: '>i2', 0x0C: '>i4', 0x0D: '>f4', 0x0E: '>f8'}
+        if head[2] not in dtypes:
+            raise ValueError(f'{path}: unknown IDX type code {head[2]:#x}')
+        dtype = np.dtype(dtypes[head[2]])
+        raw_dims = f.read(4 * head[3])
+        dims = [int.from_bytes(raw_dims[4 * i:4 * i + 4], 'big') for i in range(head[3])]
+        dims[0] = min(rows, dims[0]) if rows > 0 else dims[0]
+        count = int(np.prod(dims))
+        data = f.read(count * dtype.itemsize)
+    if len(data) != count * dtype.itemsize:
+        raise ValueError(f'{path}: shorter than its IDX header says')
+    return np.frombuffer(data, dtype=dtype).reshape(dims)
+
+
+def fashion_data(args):
+    """The first train_rows / test_rows images and labels, standardized per pixel with the
+    training subset's mean and population standard deviation (a constant pixel is only centred),
+    computed in float64 and rounded once to float32: lmtrain's Standardization::fit."""
+    import os
+    import numpy as np
+
+    def load(images, labels, rows):
+        x = read_idx(os.path.join(args.data, images), rows).reshape(-1, 28 * 28)
+        y = read_idx(os.path.join(args.data, labels), rows)
+        return x.astype(np.float64), y.astype(np.int64)
+
+    x, y = load('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz', args.train_rows)
+    xt, yt = load('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz', args.test_rows)
+    mean = x.mean(axis=0)
+    scale = np.sqrt(((x - mean) ** 2).mean(axis=0))
+    scale[~(scale > 1e-12)] = 1.0
+    to_t = lambda a: torch.from_numpy(((a - mean) / scale).astype(np.float32)).view(-1, 1, 28, 28)
+    return to_t(x), torch.from_numpy(y), to_t(xt), torch.from_numpy(yt)
+
+
+def simple_cnn():
+    """cuPyLMA's SimpleCNN as in examples/fashion-cnn/run.toml (1 026 parameters)."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 4, stride=2), nn.ELU(),
+        nn.Conv2d(8, 4, 4, stride=2), nn.ELU(),
+        nn.Conv2d(4, 4, 2), nn.ELU(),
+        nn.Conv2d(4, 4, 2), nn.ELU(),
+        nn.Conv2d(4, 4, 2), nn.ELU(),
+        nn.Flatten(), nn.Linear(16, 10))
+
+
+def run_fashion(args):
+    import torch_levenberg_marquardt as tlm
+
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    x, y, xt, yt = (t.to(device) for t in fashion_data(args))
+    model = simple_cnn().to(device)
+    if args.optimizer == 'adam':
+        tool = 'torch-adam'
+        step_fn = adam_stepper(model, torch.nn.functional.cross_entropy, args.lr)
+        extra = {'optimizer': f'Adam (lr {args.lr})'}
+    else:
+        tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
+        step_fn = lm_stepper(lm_module(model, tlm.loss.CrossEntropyLoss(), args.solve))
+        extra = {'solver': args.solve, 'torch_lm_version': tlm.__version__,
+                 'loss': 'CrossEntropyLoss (residual √CE per image)'}
+    epochs = args.epochs if args.epochs > 0 else 5
+
+    def batches(xs):
+        return (xs[i:i + 2000] for i in range(0, xs.shape[0], 2000))
+
+    def cross_entropy(xs, ys):
+        with torch.no_grad():
+            total = sum(float(torch.nn.functional.cross_entropy(model(xb), yb, reduction='sum'))
+                        for xb, yb in zip(batches(xs), batches(ys)))
+            return total / xs.shape[0]
+
+    def accuracy(xs, ys):
+        with torch.no_grad():
+            hits = sum(int((model(xb).argmax(dim=1) == yb).sum())
+                       for xb, yb in zip(batches(xs), batches(ys)))
+            return hits / xs.shape[0]
+
+    extra.update(train_samples=x.shape[0], test_samples=xt.shape[0])
+    train_epochs(args, tool, f'fashion-{x.shape[0]}', model, step_fn, cross_entropy, x, y, xt, yt,
+             2000, epochs, 'SimpleCNN: conv 8 k4 s2, conv 4 k4 s2, 3 × conv 4 k2, ELU, dense 10',
+             accuracy, extra)
 
 
 def run_jacobian(args):
@@ -195,7 +347,7 @@ def run_jacobian(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('workload', choices=['W1', 'W2', 'W3'])
+    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4'])
     p.add_argument('--epochs', type=int, default=-1)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--solve', default='qr', choices=['qr', 'cholesky', 'solve'])
@@ -205,11 +357,20 @@ def main():
     p.add_argument('--samples', type=int, default=5000)
     p.add_argument('--method', default='jacrev', choices=['jacrev', 'jacfwd'])
     p.add_argument('--repeats', type=int, default=5)
+    p.add_argument('--train-rows', type=int, default=6000)
+    p.add_argument('--test-rows', type=int, default=2000)
+    p.add_argument('--data', default='/usr/share/datasets/fashion-mnist')
+    p.add_argument('--optimizer', default='lm', choices=['lm', 'adam'],
+                   help='W4: torch-levenberg-marquardt (default) or torch.optim.Adam')
+    p.add_argument('--lr', type=float, default=1e-3, help='W4 with --optimizer adam (PyTorch default)')
     args = p.parse_args()
-    tool = 'torch-' + args.method if args.workload == 'W3' else 'torch-lm'
+    tool = ('torch-' + args.method if args.workload == 'W3'
+            else 'torch-adam' if args.optimizer == 'adam' else 'torch-lm')
     try:
         if args.workload == 'W3':
             run_jacobian(args)
+        elif args.workload == 'W4':
+            run_fashion(args)
         else:
             run_sinc(args)
     except Exception as e:  # reported as a failed peer, with its error
