@@ -49,7 +49,7 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   const bool stores_j = in.solver == SolverWorkspace::kDual || in.solver == SolverWorkspace::kCg;
   const std::size_t a_bytes = stores_j ? n * w : (n * n + n) * w;
   const std::size_t batch_bytes =
-      in.batch * (in.inputs + in.outputs + in.activation_floats_per_sample + R * in.outputs + R) * s +
+      in.batch * (in.inputs + in.outputs + 3 * in.activation_floats_per_sample + R * in.outputs + R) * s +
       (mixed ? m * w : 0);
   plan.fixed_bytes = 6 * n * std::max(s, w) + (mixed ? n * s : 0) + a_bytes + solver_bytes +
                      batch_bytes + in.workspace_elements * s;

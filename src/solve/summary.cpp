@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "lmtrain/nn/memory_plan.h"
+
 namespace lmtrain {
 
 std::string Summary::brief_report() const {
@@ -49,6 +51,11 @@ std::string Summary::full_report() const {
   given_used("Memory budget", memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
              "see plan");
   line("Memory plan", memory_plan);
+  if (peak_device_bytes > 0)
+    line("Device memory", fmt::format("measured peak {} (planned {} for the step; the rest is "
+                                      "the data sets and evaluation buffers)",
+                                      format_bytes(peak_device_bytes),
+                                      format_bytes(planned_peak_bytes)));
 
   s += "\n";
   line("Initial training loss", fmt::format("{:.6e}", initial_loss));

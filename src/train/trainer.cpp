@@ -212,6 +212,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   summary.linear_solver_used = solver_type;
   const MemoryPlan plan = plan_for(solver_type);
   summary.memory_plan = plan.describe();
+  summary.planned_peak_bytes = plan.peak_bytes;
+  backend_.memory().reset_peak();
+  const std::size_t bytes_before = backend_.memory().bytes_in_use();
   summary.slice_samples = plan.slice_samples;
 
   // The engine and the step own every slice-sized buffer.  An allocation that fails at run time
@@ -509,6 +512,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.final_loss = training_loss();
   }
   summary.final_lambda = lm->damping().lambda();
+  summary.peak_device_bytes =
+      backend_.memory().peak_bytes_in_use() - bytes_before + lm->system_peak_bytes();
   backend_.copy_to_host(theta.data(), params.data(), n);
   backend_.synchronize();
   summary.total_seconds = seconds_since(start);

@@ -24,9 +24,9 @@ MemoryPlanInput w1_like() {
 
 TEST(MemoryPlan, SliceIsTheLargestThatFitsTheBudget) {
   MemoryPlanInput in = w1_like();
-  // fixed = 6n·s + (n² + n)·s + n²·s + batch·(1 + 1 + 62 + 1 + 1)·s; per sample = (n + 2·20)·s.
+  // fixed = 6n·s + (n² + n)·s + n²·s + batch·(1 + 1 + 3·62 + 1 + 1)·s; per sample = (n + 2·20)·s.
   const std::size_t s = 4, n = 61;
-  const std::size_t fixed = 6 * n * s + (n * n + n) * s + n * n * s + 1000 * 66 * s;
+  const std::size_t fixed = 6 * n * s + (n * n + n) * s + n * n * s + 1000 * 190 * s;
   const std::size_t per = (n + 40) * s;
   in.budget_bytes = fixed + 37 * per + per / 2;
   const MemoryPlan plan = plan_memory(in);
@@ -35,6 +35,22 @@ TEST(MemoryPlan, SliceIsTheLargestThatFitsTheBudget) {
   EXPECT_EQ(plan.slice_samples, 37u);
   EXPECT_EQ(plan.slices_per_batch, 28u);  // ⌈1000 / 37⌉
   EXPECT_LE(plan.peak_bytes, in.budget_bytes);
+}
+
+TEST(MemoryPlan, MixedPrecisionCountsTheSystemInFloat64AndTheWidenedSlice) {
+  MemoryPlanInput in = w1_like();
+  in.system_element_size = 8;
+  // A, its factor and the n-vectors in 8 bytes (6n at the larger size, plus δ rounded to the
+  // model's 4), the batch's residuals widened once; a slice sample's rows twice (4 + 8 bytes).
+  const std::size_t n = 61;
+  const std::size_t fixed = 6 * n * 8 + n * 4 + (n * n + n) * 8 + n * n * 8 + 1000 * 190 * 4 + 1000 * 8;
+  const std::size_t per = n * (4 + 8) + 2 * 20 * 4;
+  in.budget_bytes = fixed + 10 * per;
+  const MemoryPlan plan = plan_memory(in);
+  EXPECT_EQ(plan.fixed_bytes, fixed);
+  EXPECT_EQ(plan.bytes_per_slice_sample, per);
+  EXPECT_EQ(plan.normal_matrix_bytes, n * n * 8);
+  EXPECT_EQ(plan.slice_samples, 10u);
 }
 
 TEST(MemoryPlan, LargeBudgetTakesTheWholeBatchAndHonoursTheCap) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/solve/lm_step.h"
 #include "support/reference.h"
 
@@ -47,20 +48,31 @@ struct MixedProblem {
   std::unique_ptr<Backend<double>> system;
   std::vector<double> theta;
 
-  static Problem<float> make(Rng& rng) {
+  static Problem<float> make(Rng& rng, bool cuda) {
     const auto x = random_vector(kBatch * kIn, rng), y = random_vector(kBatch * 2, rng);
-    return Problem<float>(ModelSpec::mlp(kIn, {9, 7}, 2, Activation::kTanh), LossOptions{}, x, y,
+    return Problem<float>(cuda ? make_cuda_backend<float>() : make_cpu_backend<float>(),
+                          ModelSpec::mlp(kIn, {9, 7}, 2, Activation::kTanh), LossOptions{}, x, y,
                           kBatch);
   }
-  explicit MixedProblem(Rng&& rng) : p(make(rng)) {
+  MixedProblem(Rng&& rng, bool cuda = false) : p(make(rng, cuda)) {
     system = make_sibling_backend<double>(*p.backend);
     theta = random_vector(p.model->num_params(), rng, 0.7);
   }
   std::size_t n() const { return p.model->num_params(); }
 };
 
-TEST(MixedPrecision, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) {
-  MixedProblem mp(Rng(41));
+// On the CPU and, when one is visible, on a CUDA device (the float64 side is then a second
+// CUDA backend on the same device).
+class MixedPrecisionOn : public ::testing::TestWithParam<const char*> {
+ protected:
+  bool cuda() const { return std::string_view(GetParam()) == "cuda"; }
+  void SetUp() override {
+    if (cuda() && cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  }
+};
+
+TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) {
+  MixedProblem mp(Rng(41), cuda());
   Problem<float>& p = mp.p;
   const std::size_t n = mp.n(), rows = p.rows();
   // The engine's float32 J and r, widened exactly; the reference multiplies them in double.
@@ -100,8 +112,8 @@ TEST(MixedPrecision, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) {
   EXPECT_LE(relative_error(gs, ref.g), 1e-12);
 }
 
-TEST(MixedPrecision, StepMatchesLapackFloat64SolveAtSmallLambda) {
-  MixedProblem mp(Rng(42));
+TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {
+  MixedProblem mp(Rng(42), cuda());
   Problem<float>& p = mp.p;
   const std::size_t n = mp.n(), rows = p.rows();
   const auto j = p.jacobian(mp.theta);
@@ -127,8 +139,8 @@ TEST(MixedPrecision, StepMatchesLapackFloat64SolveAtSmallLambda) {
   EXPECT_LE(relative_error(got, expected), 1e-6);
 }
 
-TEST(MixedPrecision, LmStepLowersTheLoss) {
-  MixedProblem mp(Rng(43));
+TEST_P(MixedPrecisionOn, LmStepLowersTheLoss) {
+  MixedProblem mp(Rng(43), cuda());
   Problem<float>& p = mp.p;
   SolverOptions options;
   options.system_precision = SystemPrecision::kFloat64;
@@ -146,6 +158,9 @@ TEST(MixedPrecision, LmStepLowersTheLoss) {
   EXPECT_NEAR(p.objective(after_params), report.objective_after, 1e-6 * before);
   EXPECT_LT(report.objective_after, before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, MixedPrecisionOn, ::testing::Values("cpu", "cuda"),
+                         [](const auto& device) { return std::string(device.param); });
 
 }  // namespace
 }  // namespace lmtrain::testing

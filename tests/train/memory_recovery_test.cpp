@@ -52,6 +52,14 @@ TEST(MemoryPlan, FitsTheDeviceItMeasured) {
   EXPECT_EQ(r.summary.slice_halvings, 0) << r.summary.full_report();
   EXPECT_LT(r.summary.slice_samples, kSamples) << "the budget should limit the slice";
   EXPECT_EQ(r.summary.termination, TerminationReason::kMaxEpochs);
+  // Measured against planned: the step's plan plus the training set (x and y, held whole on
+  // the device) and the trainer's parameter, best-model and batch buffers.
+  const std::size_t n = Sequential<double>(kSpec, *make_cpu_backend<double>()).num_params();
+  const std::size_t data_bytes = kSamples * (4 + 3) * sizeof(double);
+  const std::size_t trainer_bytes = (2 * n + kSamples * (4 + 3)) * sizeof(double);
+  EXPECT_GT(r.summary.peak_device_bytes, r.summary.planned_peak_bytes / 2);
+  EXPECT_LE(r.summary.peak_device_bytes, r.summary.planned_peak_bytes + data_bytes + trainer_bytes)
+      << r.summary.full_report();
 }
 
 TEST(MemoryPlan, AllocationFailureHalvesTheSliceAndTrainingGoesOn) {

@@ -15,6 +15,24 @@ class MemoryResource {
   // Returns memory aligned to at least 64 bytes, or throws lmtrain::MemoryPlanError / BackendError.
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  // Bytes allocated through this resource now, and the most at any time since it was created:
+  // what the memory planner's figures are checked against.
+  std::size_t bytes_in_use() const noexcept { return in_use_; }
+  std::size_t peak_bytes_in_use() const noexcept { return peak_; }
+  // Starts a new peak from what is in use now (the trainer does at the start of fit).
+  void reset_peak() noexcept { peak_ = in_use_; }
+
+ protected:
+  // Implementations call these after a successful allocation and on every deallocation.
+  void count_allocation(std::size_t bytes) noexcept {
+    in_use_ += bytes;
+    if (in_use_ > peak_) peak_ = in_use_;
+  }
+  void count_deallocation(std::size_t bytes) noexcept { in_use_ -= bytes; }
+
+ private:
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
 };
 
 template <typename T>

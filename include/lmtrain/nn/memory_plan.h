@@ -7,7 +7,8 @@
 //              A = JᵀJ and g                                             (n² + n)·s
 //              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m,
 //              cg (J stored, no A) m·n + 2m + 8n
-//              batch data, activations, residuals and seeds of a batch  batch·(in + out + act + R·C + R)·s
+//              batch data, residuals and seeds of a batch, and three sets of activations
+//              (linearization, trial step, evaluation)                  batch·(in + out + 3·act + R·C + R)·s
 //              layers' own scratch (convolution columns, bounded)        workspace·s
 //   per slice sample   Jacobian rows R·n plus two seed buffers 2·R·w_max  (·s)
 // slice = min(batch, (budget − fixed) / per-sample, cap).  If not even one sample fits, planning

@@ -48,6 +48,8 @@ class LmStepper {
   virtual StepReport step(T* params, const T* x, const T* y, std::size_t batch,
                           PhaseTimes& times) = 0;
   virtual DampingStrategy& damping() = 0;
+  // Peak bytes of the float64 backend the step owns in mixed precision (0 otherwise).
+  virtual std::size_t system_peak_bytes() const { return 0; }
 };
 
 template <typename T, typename S = T>
@@ -67,6 +69,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
                   PhaseTimes& times) override;
 
   DampingStrategy& damping() override { return *damping_; }
+  std::size_t system_peak_bytes() const override {
+    return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
+  }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
   std::size_t slice_samples() const { return builder_.slice_samples(); }

@@ -52,6 +52,8 @@ struct Summary {
   std::size_t memory_budget_given = 0;  // 0: automatic
   std::size_t max_slice_samples_given = 0;
   std::string memory_plan;
+  std::size_t planned_peak_bytes = 0;   // the plan's figure for the LM step
+  std::size_t peak_device_bytes = 0;    // measured: the most lmtrain held on the device during fit
   std::size_t slice_samples = 0;        // as used at the end (after any halving)
   int slice_halvings = 0;               // run-time allocation failures answered by halving
   std::string slice_halving_cause;      // the last one's message

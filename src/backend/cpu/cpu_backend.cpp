@@ -142,7 +142,7 @@ class CpuBackend final : public Backend<T> {
   std::size_t available_memory_bytes() const override {
     const std::size_t host = cpu::available_host_memory_bytes();
     if (memory_.limit_bytes() == 0) return host;
-    return std::min(host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.used_bytes()));
+    return std::min(host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.bytes_in_use()));
   }
   void synchronize() override {}
 

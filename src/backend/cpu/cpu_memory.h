@@ -16,11 +16,9 @@ class HostMemory final : public MemoryResource {
   void deallocate(void* p, std::size_t bytes) noexcept override;
 
   std::size_t limit_bytes() const noexcept { return limit_; }  // 0: none
-  std::size_t used_bytes() const noexcept { return used_; }
 
  private:
   std::size_t limit_ = 0;
-  std::size_t used_ = 0;
 };
 
 // MemAvailable from /proc/meminfo (what the kernel can give without swapping), or a conservative

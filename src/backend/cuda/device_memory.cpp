@@ -19,7 +19,10 @@ void* DeviceMemory::allocate(std::size_t bytes) {
   CUDA_CHECK(cudaSetDevice(device_));
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes);
-  if (status == cudaSuccess) return p;
+  if (status == cudaSuccess) {
+    count_allocation(bytes);
+    return p;
+  }
   (void)cudaGetLastError();  // clear the (non-sticky) error so later checks do not see it
   if (status == cudaErrorMemoryAllocation) {
     const DeviceMemoryInfo info = device_memory_info(device_);
@@ -32,8 +35,9 @@ void* DeviceMemory::allocate(std::size_t bytes) {
   throw_cuda_error(status, "cudaMalloc", __FILE__, __LINE__);
 }
 
-void DeviceMemory::deallocate(void* p, std::size_t /*bytes*/) noexcept {
+void DeviceMemory::deallocate(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
+  count_deallocation(bytes);
   if (cudaSetDevice(device_) != cudaSuccess || cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
