@@ -69,6 +69,11 @@ class Scratch {
   fs::path dir_;
 };
 
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // y = sin(2x₁) + 0.5·x₂² on random points.
 std::string regression_csv(std::size_t rows, std::uint64_t seed) {
   Rng rng(seed);
@@ -248,6 +253,37 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
     [](const auto& test_param) { return test_param.param.name; });
+
+TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 1));
+  const std::string config = s.write("run.toml", regression_config("", 15));
+  const Result fit = run("fit " + config + " --quiet --set precision=\"mixed\"");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const std::string summary = read_file(s.path("out") / "summary.txt");
+  EXPECT_NE(summary.find("mixed (float32 model and Jacobian, float64 A, g and solve)"),
+            std::string::npos) << summary;
+  const io::ModelFile model = io::read_model_file((s.path("out") / "model.safetensors").string());
+  EXPECT_EQ(model.parameter_dtype, io::ParameterDtype::kF32);
+  // The model predicts as well as the float32 fit test asks of its model.
+  const Result eval = run("eval " + (s.path("out") / "model.safetensors").string() + " --data " +
+                          s.path("data.csv").string());
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  const auto at = eval.output.find("MSE ");
+  ASSERT_NE(at, std::string::npos) << eval.output;
+  EXPECT_LT(std::stod(eval.output.substr(at + 4)), 0.01) << eval.output;
+}
+
+TEST(Cli, NcclOnTheCpuIsAClearErrorBeforeAnyOutput) {
+  Scratch s;
+  s.write("data.csv", regression_csv(100, 1));
+  const std::string config = s.write("run.toml", regression_config("", 2));
+  const Result r = run("fit " + config + " --quiet --set communicator=\"nccl\"");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("communicator = \"nccl\" sums GPU buffers but device = \"cpu\""),
+            std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s.path("out")));
+}
 
 TEST(Cli, PredictWithBadDataLeavesNoOutputFile) {
   Scratch s;
