@@ -4,12 +4,14 @@
 //
 //   {"type":"step",  ...}   one per LM step: wall seconds since the previous step ended
 //   {"type":"epoch", ...}   one per epoch: training loss and wall seconds since training started
-//   {"type":"result",...}   the run: losses, median step/epoch time, peak RSS, phase table
+//   {"type":"result",...}   the run: losses, median step/epoch time, peak RSS, phase table,
+//                           peak device memory and, for W1/W2/W3, the device roofline
 //
 // usage:
 //   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double] [--device cpu|cuda]
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
+//   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
@@ -21,6 +23,12 @@
 // midpoint between consecutive training points (N/4 points never seen in training).  W4 reads the
 // first rows of Debian's Fashion-MNIST IDX files and standardizes them as `lmtrain fit` does
 // (examples/fashion-cnn/run.toml); bench/peers/torch_lm.py W4 prepares the same tensors.
+//
+// The device roofline (issue 4; shared/WORKLOADS.md, "physical limits to report against") is
+// measured once per process, after the workload, on the workload's own backend and through
+// Backend<T> operations only, so the same code measures the CPU and a GPU: the copy bandwidth
+// that Jacobian assembly is compared with and the GEMM rate of the precision in use that SYRK is
+// compared with.  See measure_roofline() and bench/README.md.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <zlib.h>
@@ -57,6 +65,7 @@ struct Args {
   std::uint64_t seed = 0;
   bool use_double = false;
   std::string device = "cpu";
+  std::optional<bool> roofline;  // unset: on for W1, W2 and W3
   // W3
   std::size_t width = 64;
   std::size_t depth = 1;
@@ -78,6 +87,7 @@ struct Args {
 [[noreturn]] void usage_error(const std::string& what) {
   throw lmtrain::InvalidArgument(fmt::format(
       "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double] [--device cpu|cuda]\n"
+      "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F]\n"
@@ -104,6 +114,10 @@ Args parse(int argc, char** argv) {
       a.use_double = true;
     else if (arg == "--device")
       a.device = value();
+    else if (arg == "--roofline")
+      a.roofline = true;
+    else if (arg == "--no-roofline")
+      a.roofline = false;
     else if (arg == "--width")
       a.width = std::stoul(value());
     else if (arg == "--depth")
@@ -175,14 +189,163 @@ std::unique_ptr<lmtrain::Backend<T>> make_backend(const std::string& device) {
   return lmtrain::make_cpu_backend<T>();
 }
 
-std::string phases_json(const lmtrain::PhaseTimes& t) {
+// Seconds per phase, each divided by `divisor` (the step count gives the mean per step).
+std::string phases_json(const lmtrain::PhaseTimes& t, double divisor = 1.0) {
   std::string s = "{";
   for (std::size_t p = 0; p < static_cast<std::size_t>(lmtrain::Phase::kCount); ++p) {
     const auto phase = static_cast<lmtrain::Phase>(p);
     if (p) s += ",";
-    s += fmt::format("{}:{}", json_string(lmtrain::phase_name(phase)), num(t[phase]));
+    s += fmt::format("{}:{}", json_string(lmtrain::phase_name(phase)), num(t[phase] / divisor));
   }
   return s + "}";
+}
+
+const char* device_kind_name(lmtrain::DeviceKind kind) {
+  return kind == lmtrain::DeviceKind::kCuda ? "cuda" : "cpu";
+}
+
+// ---- device roofline ---------------------------------------------------------------------------
+
+// What the device reaches at best on the two operations the LM step's big phases resemble:
+//   copy  — Jacobian assembly writes J (rows × n) once and reads far less, so a device-to-device
+//           copy (read + write, 2 × size bytes) is its bandwidth ceiling;
+//   GEMM  — SYRK is half a GEMM (only one triangle), so square GEMM in the same precision is its
+//           rate ceiling (2n³ flops).
+struct DeviceRoofline {
+  std::size_t copy_bytes = 0;  // size of the copied buffer (each copy moves twice that)
+  double copy_seconds = std::nan("");
+  double copy_gbps = std::nan("");  // 2 · copy_bytes / median seconds, in 1e9 bytes/s
+  std::size_t gemm_n = 0;
+  double gemm_seconds = std::nan("");
+  double gemm_gflops = std::nan("");  // 2 n³ / median seconds, in 1e9 flop/s
+  int copy_repeats = 0;
+  int gemm_repeats = 0;
+  std::string error;  // why a figure is missing (an allocation failed, …)
+
+  // The fields of the result line, each with its leading comma.
+  std::string json() const {
+    std::string s = fmt::format(
+        ",\"copy_bytes\":{},\"copy_s\":{},\"copy_gbps\":{},\"copy_repeats\":{},\"gemm_n\":{},"
+        "\"gemm_s\":{},\"gemm_gflops\":{},\"gemm_repeats\":{}",
+        copy_bytes, num(copy_seconds), num(copy_gbps), copy_repeats, gemm_n, num(gemm_seconds),
+        num(gemm_gflops), gemm_repeats);
+    if (!error.empty()) s += fmt::format(",\"roofline_error\":{}", json_string(error));
+    return s;
+  }
+};
+
+// Median wall time of `repeats` runs of `op` after one untimed run (the first touch of fresh
+// pages on the CPU; lazy module loading and cuBLAS heuristics on CUDA).  The queue is drained
+// before the clock starts and again before it stops, so an asynchronous device is timed to the
+// completion of its work, not to the return of the launch.
+template <typename T, typename Op>
+double median_seconds(lmtrain::Backend<T>& backend, int repeats, Op&& op) {
+  op();
+  backend.synchronize();
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    op();
+    backend.synchronize();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return median(seconds);
+}
+
+// Uniform values in [−1, 1) from splitmix64: GEMM operands that are neither zeros nor constants
+// (a GPU's clocks under load depend on how many bits toggle), produced fast enough for 8192².
+template <typename T>
+std::vector<T> random_values(std::size_t count, std::uint64_t seed) {
+  std::vector<T> v(count);
+  std::uint64_t state = seed;
+  for (T& x : v) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    x = static_cast<T>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return v;
+}
+
+// Copy: 1 GiB on a GPU (far beyond its L2), 256 MiB on the CPU (beyond any last-level cache),
+// halved while two buffers would take more than half the free memory.  GEMM: n = 8192 on a GPU
+// (1.1 TFLOP, tens of milliseconds: launch and tail effects are negligible), 2048 on the CPU
+// (17 GFLOP, 0.1–0.3 s on 2 cores: affordable in every process), halved likewise.  Buffers are
+// freed before returning, and the function runs after the workload, so neither the workload's
+// memory plan nor its measured peak sees them.
+template <typename T>
+DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend) {
+  const bool gpu = backend.device_kind() == lmtrain::DeviceKind::kCuda;
+  DeviceRoofline r;
+  r.copy_repeats = 5;
+  r.gemm_repeats = gpu ? 5 : 3;
+  try {
+    const std::size_t free_bytes = backend.available_memory_bytes();
+    std::size_t bytes = gpu ? std::size_t{1} << 30 : std::size_t{256} << 20;
+    while (bytes > (std::size_t{16} << 20) && 2 * bytes > free_bytes / 2) bytes /= 2;
+    const std::size_t count = bytes / sizeof(T);
+    {
+      auto src = backend.allocate(count), dst = backend.allocate(count);
+      backend.fill(src.data(), count, T(1));
+      backend.fill(dst.data(), count, T(0));
+      r.copy_bytes = count * sizeof(T);
+      r.copy_seconds = median_seconds(backend, r.copy_repeats,
+                                      [&] { backend.copy(src.data(), dst.data(), count); });
+      r.copy_gbps = 2.0 * static_cast<double>(r.copy_bytes) / r.copy_seconds / 1e9;
+    }
+    std::size_t n = gpu ? 8192 : 2048;
+    while (n > 256 && 3 * n * n * sizeof(T) > free_bytes / 2) n /= 2;
+    {
+      const std::vector<T> host = random_values<T>(n * n, 0x5EEDull);
+      auto a = backend.allocate(n * n), b = backend.allocate(n * n), c = backend.allocate(n * n);
+      backend.copy_from_host(host.data(), a.data(), n * n);
+      backend.copy_from_host(host.data(), b.data(), n * n);
+      backend.fill(c.data(), n * n, T(0));
+      r.gemm_n = n;
+      r.gemm_seconds = median_seconds(backend, r.gemm_repeats, [&] {
+        backend.gemm(lmtrain::Trans::kNo, lmtrain::Trans::kNo, n, n, n, T(1), a.data(), n, b.data(),
+                     n, T(0), c.data(), n);
+      });
+      const double nd = static_cast<double>(n);
+      r.gemm_gflops = 2.0 * nd * nd * nd / r.gemm_seconds / 1e9;
+    }
+  } catch (const std::exception& e) {
+    // The workload's figures are still worth printing; the missing ones say why.
+    r.error = e.what();
+  }
+  return r;
+}
+
+// Jacobian assembly and SYRK against the roofline (issue 4), for `rows` residual rows of n
+// parameters linearized in `jacobian_s` (Phase::kJacobian) and folded into A in `syrk_s`
+// (Phase::kNormalEquations):
+//   Jacobian assembly bandwidth = bytes of J written, rows · n · sizeof(T), / jacobian_s.  The
+//     phase also reads the backward seeds and activations; those bytes are not counted, so the
+//     figure is a lower bound on what the phase moves.
+//   SYRK rate = n(n+1) · rows flops (one triangle of JᵀJ, a multiply and an add per entry and
+//     row) / syrk_s.  The phase also holds the GEMV g = Jᵀr (2 · rows · n flops, not counted), so
+//     this too is a lower bound on the SYRK's own rate.
+std::string assembly_rates_json(double rows, std::size_t n, std::size_t element_size,
+                                double jacobian_s, double syrk_s, const DeviceRoofline* roofline) {
+  const double nd = static_cast<double>(n);
+  const double bytes = rows * nd * static_cast<double>(element_size);
+  const double flops = nd * (nd + 1) * rows;
+  const double gbps = bytes / jacobian_s / 1e9, gflops = flops / syrk_s / 1e9;
+  std::string s = fmt::format(
+      ",\"jacobian_rows\":{},\"jacobian_bytes\":{},\"jacobian_gbps\":{},\"syrk_flops\":{},"
+      "\"syrk_gflops\":{}",
+      num(rows), num(bytes), num(gbps), num(flops), num(gflops));
+  if (roofline)
+    s += roofline->json() + fmt::format(",\"jacobian_copy_fraction\":{},\"syrk_gemm_fraction\":{}",
+                                        num(gbps / roofline->copy_gbps),
+                                        num(gflops / roofline->gemm_gflops));
+  return s;
+}
+
+bool wants_roofline(const Args& args) {
+  if (args.roofline) return *args.roofline;
+  return args.workload == "W1" || args.workload == "W2" || args.workload == "W3";
 }
 
 // ---- data ------------------------------------------------------------------------------------
@@ -333,6 +496,23 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     extra = fmt::format(",\"test_accuracy\":{},\"train_accuracy\":{}", num(accuracy(pred, test)),
                         num(accuracy(pred_train, train)));
   }
+  // Before the roofline, whose buffers (512 MiB on the CPU) would otherwise set the peak RSS.
+  const long long rss = peak_rss_bytes();
+  // After everything timed, and after fit freed its buffers (see measure_roofline).
+  std::optional<DeviceRoofline> roofline;
+  if (wants_roofline(args)) roofline = measure_roofline(*backend);
+  // Every step linearizes one batch once (a retry never rebuilds J or A), so when the batches
+  // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
+  // rows of the short batches are not known here and the rates are left out.
+  std::string rates;
+  if (summary.batch_size > 0 && train.samples % summary.batch_size == 0 && summary.steps > 0)
+    rates = assembly_rates_json(
+        static_cast<double>(summary.steps) * static_cast<double>(summary.batch_size) *
+            static_cast<double>(summary.residuals_per_sample),
+        summary.num_params, sizeof(T), summary.times[lmtrain::Phase::kJacobian],
+        summary.times[lmtrain::Phase::kNormalEquations], roofline ? &*roofline : nullptr);
+  else if (roofline)
+    rates = roofline->json();
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
       "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"
@@ -340,16 +520,24 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       "\"median_step_s\":{},\"step_basis\":{},\"median_epoch_s\":{},\"total_s\":{},"
       "\"initial_train_loss\":{},\"final_train_loss\":{},\"test_loss\":{}{},"
       "\"peak_rss_bytes\":{},\"termination\":{},\"solver\":{},\"slice_samples\":{},"
-      "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{}}}\n",
+      "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{},"
+      "\"phases_per_step\":{},\"phases_per_step_basis\":{},\"device_kind\":{},"
+      "\"peak_device_bytes\":{},\"planned_peak_bytes\":{}{}}}\n",
       json_string(workload), json_string(variant), json_string(summary.device),
       json_string(summary.precision), json_string(summary.model),
       json_string(lmtrain::to_string(loss.kind)), summary.num_params, train.samples, test.samples,
       summary.batch_size, summary.epochs, summary.steps, num(step_median), json_string(step_basis),
       num(median(epoch_seconds)), num(total), num(summary.initial_loss), num(summary.final_loss),
-      num(test_loss), extra, peak_rss_bytes(), json_string(lmtrain::to_string(summary.termination)),
+      num(test_loss), extra, rss, json_string(lmtrain::to_string(summary.termination)),
       json_string(lmtrain::to_string(summary.linear_solver_used)), summary.slice_samples,
       summary.accepted_steps, summary.rejected_steps, summary.invalid_steps,
-      num(summary.final_lambda), phases_json(summary.times));
+      num(summary.final_lambda), phases_json(summary.times),
+      // The Trainer keeps one run-wide table, not one per step: the mean is what it gives.  The
+      // epoch evaluation is per epoch, spread over the steps here like the rest.
+      phases_json(summary.times, std::max(1, summary.steps)),
+      json_string("mean: phase totals / steps"),
+      json_string(device_kind_name(backend->device_kind())), summary.peak_device_bytes,
+      summary.planned_peak_bytes, rates);
   // The human-readable report goes to stderr, so stdout stays JSON.
   fmt::print(stderr, "{}", summary.full_report());
   return summary.termination == lmtrain::TerminationReason::kNonFiniteObjective ? 1 : 0;
@@ -572,8 +760,11 @@ int run_jacobian(const Args& args) {
   backend->copy_from_host(params.data(), pd.data(), n);
 
   lmtrain::NormalEquations<T> ne;
-  std::vector<double> seconds, jac_seconds, syrk_seconds;
+  std::vector<double> seconds, jac_seconds, assembly_seconds, syrk_seconds;
   lmtrain::PhaseTimes total;
+  // Everything the build needs beyond this point (A, g and the engine's batch buffers, allocated
+  // by the warm-up) enters the peak; what is held now (model, data, slice) is its floor.
+  backend->memory().reset_peak();
   for (int r = 0; r <= args.repeats; ++r) {  // r = 0 is the warm-up
     lmtrain::PhaseTimes times;
     const Clock::time_point t0 = Clock::now();
@@ -583,18 +774,34 @@ int run_jacobian(const Args& args) {
     if (r == 0) continue;
     seconds.push_back(dt);
     jac_seconds.push_back(times[lmtrain::Phase::kForward] + times[lmtrain::Phase::kJacobian]);
+    assembly_seconds.push_back(times[lmtrain::Phase::kJacobian]);
     syrk_seconds.push_back(times[lmtrain::Phase::kNormalEquations]);
     for (std::size_t p = 0; p < total.seconds.size(); ++p) total.seconds[p] += times.seconds[p];
   }
+  const std::size_t peak_device_bytes = backend->memory().peak_bytes_in_use();
+
+  // Against the device roofline (issue 4): the Jacobian phase alone (backward seeds and slice
+  // assembly; the forward pass is its own phase) and the normal-equations phase of one build
+  // (medians over the repeats); see assembly_rates_json for what is and is not counted.
+  const double assembly_s = median(assembly_seconds), syrk_s = median(syrk_seconds);
+  const long long rss = peak_rss_bytes();  // before the roofline's buffers
+  std::optional<DeviceRoofline> roofline;
+  if (wants_roofline(args)) roofline = measure_roofline(*backend);
+  const std::string rates =
+      assembly_rates_json(static_cast<double>(s * engine.residuals_per_sample()), n, sizeof(T),
+                          assembly_s, syrk_s, roofline ? &*roofline : nullptr);
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":\"W3\",\"variant\":{},"
-      "\"device\":{},\"width\":{},\"depth\":{},\"samples\":{},\"params\":{},\"slice_samples\":{},"
+      "\"device\":{},\"device_kind\":{},\"precision\":{},\"width\":{},\"depth\":{},"
+      "\"samples\":{},\"params\":{},\"slice_samples\":{},"
       "\"median_s\":{},\"median_jacobian_s\":{},\"median_jtj_s\":{},\"peak_rss_bytes\":{},"
-      "\"planned_peak_bytes\":{},\"repeats\":{},\"phases\":{}}}\n",
+      "\"planned_peak_bytes\":{},\"peak_device_bytes\":{},\"repeats\":{},\"phases\":{},"
+      "\"median_jacobian_assembly_s\":{}{}}}\n",
       json_string(fmt::format("w{}-d{}-s{}", args.width, args.depth, s)),
-      json_string(backend->name()), args.width, args.depth, s, n, plan.slice_samples,
-      num(median(seconds)), num(median(jac_seconds)), num(median(syrk_seconds)), peak_rss_bytes(),
-      plan.peak_bytes, args.repeats, phases_json(total));
+      json_string(backend->name()), json_string(device_kind_name(backend->device_kind())),
+      json_string(sizeof(T) == 4 ? "float32" : "float64"), args.width, args.depth, s, n,
+      plan.slice_samples, num(median(seconds)), num(median(jac_seconds)), num(syrk_s), rss,
+      plan.peak_bytes, peak_device_bytes, args.repeats, phases_json(total), num(assembly_s), rates);
   return 0;
 }
 

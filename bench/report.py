@@ -2,12 +2,18 @@
 """Turns the JSON lines of one bench/run.sh invocation into bench/results/<date>-<machine>.md and
 one loss-vs-wall-time chart per workload (gnuplot, PNG).  Standard library only.
 
-usage: report.py RAW_DIR OUT_MD [--title TEXT]
+usage: report.py RAW_DIR OUT_MD [--title TEXT] [--workloads "W1 W2 …"] [--preamble FILE]
+                 [--device cpu|cuda]
 
 RAW_DIR holds, per run, <workload>__<variant>__<tool>__<rep>.jsonl (stdout of a driver) and a
 .log beside it (stderr); <workload>.notice replaces a workload's table (a workload not run) and
 <workload>.note goes above it (the data and settings of that run).  A run whose output has no "result" object is reported as failed with the
 last lines of its error output.  Rep 0 is the warm-up and never enters a figure.
+
+lmtrain's runs of W1, W2 and W3 also carry the device roofline (issue 4): the measured copy
+bandwidth and GEMM rate of its backend, its Jacobian-assembly bandwidth and SYRK rate against
+them, and its peak device memory; they get a table of their own and the "Targets (issue 4)"
+section.  Raw directories from before these fields render as they did.
 """
 import argparse
 import json
@@ -74,6 +80,25 @@ def fmt_mem(b):
     return '–' if b is None else f'{b / 2**20:.0f} MiB'
 
 
+def fmt_bytes(b):
+    """Device memory, which for W1 is well under a MiB."""
+    if b is None:
+        return '–'
+    if b < 2**20:
+        return f'{b / 2**10:.0f} KiB'
+    if b < 2**30:
+        return f'{b / 2**20:.1f} MiB'
+    return f'{b / 2**30:.2f} GiB'
+
+
+def fmt_rate(x, unit):
+    return '–' if x is None else f'{x:.1f} {unit}'
+
+
+def fmt_fraction(x):
+    return '–' if x is None else f'{100 * x:.0f}%'
+
+
 def fmt_ratio(a, b):
     if a is None or b is None or b == 0:
         return '–'
@@ -93,12 +118,22 @@ def summarize(runs):
         s = {'runs': len(rs), 'ok': len(ok), 'errors': [r['error'] for r in rs if not r['result']]}
         for field in ('median_step_s', 'median_epoch_s', 'total_s', 'final_train_loss',
                       'test_loss', 'test_accuracy', 'peak_rss_bytes', 'median_s',
-                      'median_jacobian_s', 'median_jtj_s', 'epochs', 'steps', 'params'):
+                      'median_jacobian_s', 'median_jtj_s', 'epochs', 'steps', 'params',
+                      'peak_device_bytes', 'planned_peak_bytes', 'slice_samples',
+                      'median_jacobian_assembly_s', 'jacobian_gbps', 'syrk_gflops',
+                      'copy_bytes', 'copy_gbps', 'gemm_n', 'gemm_gflops',
+                      'jacobian_copy_fraction', 'syrk_gemm_fraction'):
             s[field] = med([o.get(field) for o in ok])
         s['device'] = ok[0].get('device') if ok else None
-        s['phases'] = None
-        if ok and ok[0].get('phases'):
-            s['phases'] = {k: med([o['phases'].get(k) for o in ok]) for k in ok[0]['phases']}
+        s['device_kind'] = ok[0].get('device_kind') if ok else None
+        s['precision'] = ok[0].get('precision') if ok else None
+        s['roofline_error'] = next((o['roofline_error'] for o in ok if o.get('roofline_error')),
+                                   None)
+        for table in ('phases', 'phases_per_step'):
+            s[table] = None
+            if ok and ok[0].get(table):
+                s[table] = {k: med([(o.get(table) or {}).get(k) for o in ok])
+                            for k in ok[0][table]}
         s['termination'] = ', '.join(sorted({o.get('termination', '?') for o in ok})) if ok else None
         out[key] = s
     return out
@@ -175,6 +210,77 @@ def jacobian_table(summary, lines):
                          f"{fmt_mem(s['peak_rss_bytes'])} | {r} |")
 
 
+def has_roofline(s):
+    return s is not None and any(s.get(f) is not None for f in
+                                 ('copy_gbps', 'jacobian_gbps', 'peak_device_bytes'))
+
+
+def fmt_gemm(s):
+    if s.get('gemm_gflops') is None:
+        return '–'
+    return f"{s['gemm_gflops']:.1f} (n = {s['gemm_n']:.0f})"
+
+
+def roofline_error_notes(rows, lines):
+    for label, s in rows:
+        if s.get('roofline_error'):
+            lines.append(f"* {label}: roofline not measured: {s['roofline_error'][:300]}")
+
+
+def jacobian_roofline_table(summary, lines):
+    """lmtrain's W3 builds against the device roofline measured in the same process."""
+    variants = sorted({v for (w, v, t) in summary if w == 'W3' and t == LMTRAIN},
+                      key=lambda v: [int(x) for x in re.findall(r'\d+', v)])
+    rows = [(v, summary[('W3', v, LMTRAIN)]) for v in variants]
+    rows = [(v, s) for v, s in rows if s['ok'] and has_roofline(s)]
+    if not rows:
+        return
+    lines += ['', 'lmtrain against the device roofline (issue 4; median over the repetitions of '
+              'one process per configuration; the copy and GEMM figures are measured in that '
+              'process on the same backend). J assembly: bytes of J written / the "jacobian" '
+              'phase (reads not counted: a lower bound); SYRK: n(n+1)·rows flops / the "normal '
+              'equations" phase (which also holds the GEMV Jᵀr: a lower bound).', '',
+              '| config | n | slice | J assembly | J GB/s | copy GB/s | J / copy | SYRK + GEMV '
+              '| SYRK GFLOP/s | GEMM GFLOP/s | SYRK / GEMM | peak device memory | planned peak |',
+              '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    for v, s in rows:
+        slice_ = '–' if s['slice_samples'] is None else f"{s['slice_samples']:.0f}"
+        lines.append(
+            f"| {v} | {s['params']:.0f} | {slice_} | {fmt_time(s['median_jacobian_assembly_s'])} | "
+            f"{fmt_rate(s['jacobian_gbps'], 'GB/s')} | {fmt_rate(s['copy_gbps'], 'GB/s')} | "
+            f"{fmt_fraction(s['jacobian_copy_fraction'])} | {fmt_time(s['median_jtj_s'])} | "
+            f"{fmt_rate(s['syrk_gflops'], 'GFLOP/s')} | {fmt_gemm(s)} | "
+            f"{fmt_fraction(s['syrk_gemm_fraction'])} | {fmt_bytes(s['peak_device_bytes'])} | "
+            f"{fmt_bytes(s['planned_peak_bytes'])} |")
+    roofline_error_notes(rows, lines)
+
+
+def device_table(workload, summary, variants, lines):
+    """Peak device memory and the roofline figures of every lmtrain variant of a training run."""
+    tools = sorted({t for (w, v, t) in summary if w == workload and t.startswith(LMTRAIN)},
+                   key=lambda t: (t != LMTRAIN, t))
+    rows = [(v, t, summary.get((workload, v, t))) for v in variants for t in tools]
+    rows = [(v, t, s) for v, t, s in rows if s and s['ok'] and has_roofline(s)]
+    if not rows:
+        return
+    lines += ['', f'lmtrain\'s device memory and the device roofline ({workload}, median over the '
+              'repetitions; issue 4). Peak device memory: the most lmtrain held on the device '
+              'during fit (`Summary::peak_device_bytes`), against the memory plan\'s figure for '
+              'the LM step. J assembly and SYRK: the run\'s rows of J (steps × batch) over its '
+              '"jacobian" and "normal equations" phase totals, as in W3.', '',
+              '| set | tool | peak device memory | planned peak (step) | J GB/s | copy GB/s | '
+              'J / copy | SYRK GFLOP/s | GEMM GFLOP/s | SYRK / GEMM |',
+              '|---|---|---|---|---|---|---|---|---|---|']
+    for v, t, s in rows:
+        lines.append(
+            f"| {v} | {t} | {fmt_bytes(s['peak_device_bytes'])} | {fmt_bytes(s['planned_peak_bytes'])} | "
+            f"{fmt_rate(s['jacobian_gbps'], 'GB/s')} | {fmt_rate(s['copy_gbps'], 'GB/s')} | "
+            f"{fmt_fraction(s['jacobian_copy_fraction'])} | "
+            f"{fmt_rate(s['syrk_gflops'], 'GFLOP/s')} | {fmt_gemm(s)} | "
+            f"{fmt_fraction(s['syrk_gemm_fraction'])} |")
+    roofline_error_notes([(f'{v} {t}', s) for v, t, s in rows], lines)
+
+
 def phase_table(workload, summary, variants, lines):
     """Phase times of every lmtrain variant (lmtrain, lmtrain-valstop, lmtrain-ce, …)."""
     tools = sorted({t for (w, v, t) in summary if w == workload and t.startswith(LMTRAIN)},
@@ -190,6 +296,16 @@ def phase_table(workload, summary, variants, lines):
     for v, t, s in rows:
         lines.append(f'| {v} | {t} | '
                      + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
+    per_step = [(v, t, s) for v, t, s in rows if s.get('phases_per_step')]
+    if per_step:
+        lines += ['', f'Per LM step ({workload}, milliseconds: the mean, i.e. each phase\'s total '
+                  '/ steps, median over the repetitions; the Trainer keeps one table per run, not '
+                  'one per step; "epoch evaluation" is per-epoch work spread over the steps):', '',
+                  '| set | tool | ' + ' | '.join(phases) + ' |', '|---|---|' + '---|' * len(phases)]
+        for v, t, s in per_step:
+            cells = [s['phases_per_step'].get(p) for p in phases]
+            lines.append(f'| {v} | {t} | ' + ' | '.join(
+                '–' if c is None else f'{1e3 * c:.3f}' for c in cells) + ' |')
 
 
 def chart(workload, runs, out_png, raw):
@@ -302,6 +418,68 @@ def targets(summary, order):
     return out + [''] if len(out) > 2 else []  # no heading without a target (W3, W4)
 
 
+JACOBIAN_TARGET = 0.50  # issue 4: Jacobian assembly ≥ 50 % of the measured copy bandwidth
+SYRK_TARGET = 0.60      # issue 4: SYRK ≥ 60 % of the measured GEMM rate, for n ≥ 4096
+SYRK_TARGET_MIN_N = 4096
+
+
+def roofline_targets(summary, order, device):
+    """Issue 4's targets against the device roofline.  Judged on lmtrain's W3 configurations,
+    at the largest sample count of each network (where per-launch costs are amortized; the
+    smaller ones are in the table), and on W1/W2 where n qualifies."""
+    judged = []  # (label, summary) of the runs that enter the targets
+    w3 = [(v, s) for (w, v, t), s in summary.items()
+          if w == 'W3' and t == LMTRAIN and s['ok'] and has_roofline(s)]
+    largest = {}
+    for v, s in w3:
+        width, depth, samples = (int(x) for x in re.findall(r'\d+', v))
+        if samples > largest.get((width, depth), (0, None))[0]:
+            largest[(width, depth)] = (samples, (v, s))
+    judged += [('W3 ' + vs[0], vs[1]) for _, (_, vs) in sorted(largest.items())]
+    for w in ('W1', 'W2'):
+        for (ww, v, t), s in sorted(summary.items()):
+            if ww == w and t == LMTRAIN and s['ok'] and has_roofline(s):
+                judged.append((f'{w} {v}', s))
+    if not any(w in order for w in ('W1', 'W2', 'W3')) or not judged:
+        return []
+    out = ['## Targets (issue 4: against the device roofline)', '']
+    if device != 'cuda':
+        out += ['These targets are set for a GPU (`bench/run.sh W1 W2 W3 --device cuda`); on '
+                f'this {device} run they are shown for reference only.', '']
+
+    def verdict(name, pairs, target):
+        if not pairs:
+            return None
+        met = all(x >= target for _, x in pairs)
+        detail = ', '.join(f'{label} {100 * x:.0f}%' for label, x in pairs)
+        return f"{name} — **{'met' if met else 'not met'}**: {detail}."
+
+    jac = [(label, s['jacobian_copy_fraction']) for label, s in judged
+           if s.get('jacobian_copy_fraction') is not None and label.startswith('W3')]
+    line = verdict(f'* Jacobian assembly ≥ {100 * JACOBIAN_TARGET:.0f}% of the measured copy '
+                   'bandwidth (W3, largest s of each network; J bytes written / "jacobian" phase, '
+                   'a lower bound)', jac, JACOBIAN_TARGET)
+    out.append(line or '* Jacobian assembly ≥ 50% of the copy bandwidth: not evaluated (no W3 '
+                       'result with the roofline).')
+    syrk = [(label, s['syrk_gemm_fraction']) for label, s in judged
+            if s.get('syrk_gemm_fraction') is not None and (s.get('params') or 0) >= SYRK_TARGET_MIN_N]
+    line = verdict(f'* SYRK ≥ {100 * SYRK_TARGET:.0f}% of the measured GEMM rate of the same '
+                   f'precision for n ≥ {SYRK_TARGET_MIN_N} ("normal equations" phase, with its '
+                   'GEMV: a lower bound)', syrk, SYRK_TARGET)
+    out.append(line or f'* SYRK ≥ 60% of the GEMM rate for n ≥ {SYRK_TARGET_MIN_N}: not evaluated '
+                       f'(no result with n ≥ {SYRK_TARGET_MIN_N} in this run; W3\'s 1-64-64-1, '
+                       'n = 4 353, is the grid\'s one).')
+    info = [(label, s) for label, s in judged if not label.startswith('W3')]
+    if info:
+        out.append('* For reference (not judged above: W1/W2 batches are small and n < '
+                   f'{SYRK_TARGET_MIN_N}): ' + '; '.join(
+                       f"{label}: J {fmt_fraction(s.get('jacobian_copy_fraction'))} of copy, "
+                       f"SYRK {fmt_fraction(s.get('syrk_gemm_fraction'))} of GEMM (n = "
+                       f"{s['params']:.0f}), peak device memory {fmt_bytes(s.get('peak_device_bytes'))} "
+                       f"(planned {fmt_bytes(s.get('planned_peak_bytes'))})" for label, s in info) + '.')
+    return out + ['']
+
+
 DESCRIPTIONS = {
     'W1': 'sinc-61: 20 000 points, 1-20-1 tanh (61 parameters), batch 1 000, float32',
     'W2': 'sinc-769: 100 000 points, 1-256-1 tanh (769 parameters), batch 10 000, float32',
@@ -320,9 +498,13 @@ def main():
     ap.add_argument('--title', default='lmtrain vs peers')
     ap.add_argument('--workloads', default='')
     ap.add_argument('--preamble', default='', help='file whose text goes under the title')
+    ap.add_argument('--device', choices=('cpu', 'cuda'), default=None,
+                    help="the run's device (default: from lmtrain's results, else cpu)")
     args = ap.parse_args()
     runs = load(args.raw)
     summary = summarize(runs)
+    device = args.device or ('cuda' if any(s.get('device_kind') == 'cuda'
+                                           for s in summary.values()) else 'cpu')
     order = args.workloads.split() or sorted({r['workload'] for r in runs})
     out_dir = os.path.dirname(os.path.abspath(args.out_md))
     stem = os.path.basename(args.out_md)[:-3]
@@ -347,15 +529,18 @@ def main():
             continue
         if w == 'W3':
             jacobian_table(summary, lines)
+            jacobian_roofline_table(summary, lines)
             png = f'{stem}-W3.png'
             err = jacobian_chart(summary, os.path.join(out_dir, png), args.raw)
         else:
             training_table(w, summary, variants, lines)
+            device_table(w, summary, variants, lines)
             phase_table(w, summary, variants, lines)
             png = f'{stem}-{w}.png'
             err = chart(w, runs, os.path.join(out_dir, png), args.raw)
         lines += ['', f'![{w}]({png})' if err is None else f'(chart: {err})', '']
     lines += targets(summary, order)
+    lines += roofline_targets(summary, order, device)
     with open(args.out_md, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     print(f'report.py: wrote {args.out_md}')

@@ -10,7 +10,9 @@
 #                     [--budget SECONDS] [--quick] [--no-install] [--tag NAME]
 #                     [--build-dir DIR] [--no-build]
 #   (no workload: W1 W2 W6)
-#   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers
+#   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers; with cuda
+#               the report judges issue 4's roofline targets (W1 W2 W3: Jacobian assembly against
+#               the measured copy bandwidth, SYRK against the measured GEMM rate)
 #   --repeats   measured repetitions per tool after the warm-up (default 2)
 #   --threads   OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for every tool (default: unset, each
 #               tool's own default — all cores)
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
     --tag) tag="-$2"; tag_given=1; shift ;;
     --build-dir) build="$2"; shift ;;
     --no-build) do_build=0 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -257,5 +259,5 @@ fann_v="$(dpkg-query -W -f='FANN ${Version}' libfann-dev 2>/dev/null || echo 'FA
   echo "* Times are medians over $repeats repetitions (after a warm-up run of every tool, interleaved lmtrain, peer, lmtrain, peer) of each run's median step / epoch time. Losses are PyTorch's MSELoss (mean over samples × outputs; W4: CrossEntropyLoss) on all training samples after the last epoch, and on the test set. \"lmtrain/peer\" < 1 means lmtrain is faster. Peak RSS is getrusage's ru_maxrss of the whole process (a Python process with torch imported starts near 0.5 GiB)."
 } > "$raw/preamble.md"
 python3 "$bench/report.py" "$raw" "$out_md" --title "lmtrain vs peers — $stamp, $machine_desc" \
-  --workloads "${workloads[*]}" --preamble "$raw/preamble.md"
+  --workloads "${workloads[*]}" --preamble "$raw/preamble.md" --device "$device"
 log "done in ${elapsed} s: $out_md (raw output in $raw)"
