@@ -16,7 +16,8 @@
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
 //   lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden 16] [--budget 5]
-//                        [--validation-fraction 0] [--double] [--device cpu|cuda]
+//                        [--validation-fraction 0] [--regularization none|bayesian]
+//                        [--double] [--device cpu|cuda]
 //
 // The data of W1/W2 are generated here exactly as bench/peers/torch_lm.py generates them, so both
 // tools see the same samples: x = linspace(−1, 1, N), y = sinc(10x); the test set is every fourth
@@ -77,6 +78,8 @@ struct Args {
   std::size_t hidden = 16;
   double budget = 5.0;
   double validation_fraction = 0.0;
+  std::string regularization = "none";  // none | l2 | bayesian
+  std::string damping = "multiplicative";  // multiplicative | nielsen
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
   std::size_t test_rows = 2000;
@@ -90,7 +93,7 @@ struct Args {
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
-      "[--validation-fraction F]\n"
+      "[--validation-fraction F] [--regularization none|bayesian]\n"
       "       lmtrain_workloads W4 [--epochs N] [--train-rows 6000] [--test-rows 2000] "
       "[--data DIR] [--loss cross_entropy_sqrt|cross_entropy]",
       what));
@@ -136,6 +139,10 @@ Args parse(int argc, char** argv) {
       a.budget = std::stod(value());
     else if (arg == "--validation-fraction")
       a.validation_fraction = std::stod(value());
+    else if (arg == "--regularization")
+      a.regularization = value();
+    else if (arg == "--damping")
+      a.damping = value();
     else if (arg == "--train-rows")
       a.train_rows = std::stoul(value());
     else if (arg == "--test-rows")
@@ -432,6 +439,12 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
                      const lmtrain::Dataset<T>* validation, const lmtrain::Dataset<T>& test) {
   auto backend = make_backend<T>(args.device);
   lmtrain::SolverOptions solver;  // the peers' damping: λ₀ = 1e-3, ×10 up, ×0.1 down
+  const auto regularization = lmtrain::parse_regularization(args.regularization);
+  if (!regularization) usage_error(fmt::format("--regularization {}: expected none, l2 or bayesian", args.regularization));
+  solver.regularization = *regularization;
+  const auto damping = lmtrain::parse_damping(args.damping);
+  if (!damping) usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
+  solver.damping = *damping;
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
       lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);

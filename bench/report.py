@@ -398,7 +398,7 @@ def targets(summary, order):
             f"final training MSE {fmt_loss(lm['final_train_loss'])} vs "
             f"{fmt_loss(peer['final_train_loss'])}.")
     if 'W6' in order:
-        for tool in (LMTRAIN, 'lmtrain-valstop'):
+        for tool in (LMTRAIN, 'lmtrain-valstop', 'lmtrain-bayes'):
             sets = sorted({v for (w, v, t) in summary if w == 'W6'})
             better, compared = [], 0
             for v in sets:

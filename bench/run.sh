@@ -196,6 +196,7 @@ fann_workload() {
     run W6 "$s" lmtrain "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --device "$device"
     run W6 "$s" fann-rprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm rprop
     run W6 "$s" lmtrain-valstop "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --validation-fraction 0.2 --device "$device"
+    run W6 "$s" lmtrain-bayes "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --regularization bayesian --device "$device"
     run W6 "$s" fann-quickprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm quickprop
   }
   w6_tools "$first" 0 0.5  # warm-up

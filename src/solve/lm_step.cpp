@@ -1,5 +1,7 @@
 #include "lmtrain/solve/lm_step.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -51,6 +53,52 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
   if constexpr (kMixed) delta_model_ = backend_.allocate(n);
   if (distributed() && solver_type != LinearSolverType::kCg && solver_type != LinearSolverType::kDual)
     packed_ = system_.allocate(n * (n + 1) / 2);
+  if (options.regularization != Regularization::kNone) {
+    if (solver_type == LinearSolverType::kCg || solver_type == LinearSolverType::kDual)
+      throw InvalidArgument(fmt::format(
+          "regularization = {} needs the primal A = JᵀJ, but linear_solver = {}; use cholesky or eigen",
+          to_string(options.regularization), to_string(solver_type)));
+    weight_decay_ = options.weight_decay;
+  }
+  if (options.regularization == Regularization::kBayesian) {
+    eigen_work_ = system_.allocate(n * n);
+    eigenvalues_ = system_.allocate(n);
+  }
+}
+
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::update_weight_decay(const T* params, double data_objective,
+                                                       StepReport& report, PhaseTimes& times) {
+  // γ from the eigenvalues eᵢ = aᵢ + ρ of the A + ρI this step solved with; ‖r‖² = 2F for the
+  // ½‖r‖² objectives (for the others 2F is the deviance playing its role).  Rank 0 decides and
+  // broadcasts, so that every rank keeps the same ρ even if their LAPACKs round differently.
+  const std::size_t n = engine_.num_params();
+  const double rho = weight_decay_;
+  const double residuals = sum(static_cast<double>(ne_.m), times);
+  const double theta_norm2 = backend_.dot(n, params, params);
+  double next[2] = {rho, 0.0};  // ρ, γ
+  if (!distributed() || comm_->is_root()) {
+    ScopedPhase timer(times, Phase::kFactorization);
+    system_.copy(ne_.a.data(), eigen_work_.data(), n * n);
+    if (system_.eigenvalues(n, eigen_work_.data(), eigenvalues_.data()) == 0) {
+      eigenvalues_host_.resize(n);
+      system_.copy_to_host(eigenvalues_.data(), eigenvalues_host_.data(), n);
+      double gamma = 0;
+      for (const S e : eigenvalues_host_) {
+        const double a = std::max(0.0, static_cast<double>(e) - rho);
+        if (a + rho > 0) gamma += a / (a + rho);
+      }
+      next[1] = gamma;
+      if (residuals > gamma && theta_norm2 > 0 && data_objective > 0)
+        next[0] = gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2);
+    }
+  }
+  if (distributed()) {
+    ScopedPhase timer(times, Phase::kCommunication);
+    comm_->broadcast(next, sizeof next, 0);
+  }
+  weight_decay_ = next[0];
+  report.effective_parameters = next[1];
 }
 
 template <typename T, typename S>
@@ -131,6 +179,26 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
   if (!finite) {
     report.termination = TerminationReason::kNonFiniteObjective;
     return report;
+  }
+  // Bayesian regularization starting from ρ = 0 would give γ = rank(A), which is N itself when
+  // there are fewer residuals than parameters, and no update could leave 0.  Start instead from
+  // the evidence estimate with half the well-determined parameters, γ = min(n, N)/2, at the
+  // first linearization point (ρ is 0 only until then: afterwards 2F > 0 keeps it positive).
+  if (options_.regularization == Regularization::kBayesian && weight_decay_ == 0 && f0 > 0) {
+    const double residuals = sum(static_cast<double>(ne_.m), times);
+    const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
+    const double theta_norm2 = backend_.dot(n, params, params);
+    if (theta_norm2 > 0) weight_decay_ = gamma * 2.0 * f0 / ((residuals - gamma) * theta_norm2);
+  }
+  // Weight decay: F + ½ρ‖θ‖², g + ρθ and A + ρI, the penalty's exact Hessian.
+  const double rho = weight_decay_;
+  report.weight_decay = rho;
+  if (rho > 0) {
+    system_.convert(n, params, tmp_.data());
+    system_.axpy(n, static_cast<S>(rho), tmp_.data(), ne_.g.data());
+    system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
+    f0 += 0.5 * rho * backend_.dot(n, params, params);
+    report.objective_before = report.objective_after = f0;
   }
   report.gradient_max_norm = system_.max_abs(n, ne_.g.data());
   if (options_.gradient_tolerance > 0 && report.gradient_max_norm <= options_.gradient_tolerance) {
@@ -213,6 +281,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
     }
     f1 = sum(f1, times);
+    const double f1_data = f1;
+    if (rho > 0) f1 += 0.5 * rho * backend_.dot(n, trial_.data(), trial_.data());
     if (std::isfinite(f1) && f1 < f0) {
       const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
       double delta_d_delta = 0;
@@ -230,6 +300,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       damping_->accept(report.gain_ratio);
       const double param_norm = std::sqrt(backend_.dot(n, params, params));
       backend_.copy(trial_.data(), params, n);
+      if (options_.regularization == Regularization::kBayesian)
+        update_weight_decay(params, f1_data, report, times);
 
       if (options_.function_tolerance > 0 && f0 - f1 <= options_.function_tolerance * f0) {
         report.termination = TerminationReason::kFunctionTolerance;

@@ -24,6 +24,19 @@ std::string_view to_string(DampingType t) {
 std::string_view to_string(DampingMatrix t) {
   return t == DampingMatrix::kIdentity ? "identity" : "marquardt";
 }
+std::string_view to_string(Regularization r) {
+  switch (r) {
+    case Regularization::kNone: return "none";
+    case Regularization::kL2: return "l2";
+    case Regularization::kBayesian: return "bayesian";
+  }
+  return "unknown";
+}
+std::optional<Regularization> parse_regularization(std::string_view s) {
+  for (auto r : {Regularization::kNone, Regularization::kL2, Regularization::kBayesian})
+    if (to_string(r) == s) return r;
+  return std::nullopt;
+}
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s) {
   for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
                  LinearSolverType::kEigen, LinearSolverType::kCg})
@@ -51,6 +64,13 @@ struct Checker {
     if (ok && !condition) {
       ok = false;
       if (error) *error = fmt::format("solver.{} = {} violates: {}", field, value, constraint);
+    }
+  }
+  void require(bool condition, std::string_view field, std::string_view value,
+               std::string_view constraint) {
+    if (ok && !condition) {
+      ok = false;
+      if (error) *error = fmt::format("solver.{} = \"{}\" violates: {}", field, value, constraint);
     }
   }
 };
@@ -85,6 +105,12 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
+  c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
+            "weight_decay ≥ 0");
+  c.require(regularization == Regularization::kNone ||
+                (linear_solver != LinearSolverType::kDual && linear_solver != LinearSolverType::kCg),
+            "linear_solver", to_string(linear_solver),
+            "regularization needs the primal A = JᵀJ: linear_solver = auto, cholesky or eigen");
   return c.ok;
 }
 

@@ -72,6 +72,14 @@ std::string Summary::full_report() const {
   line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
                              rejected_steps, invalid_steps));
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
+  if (regularization != Regularization::kNone)
+    line("Regularization",
+         effective_parameters > 0
+             ? fmt::format("{}, weight decay ρ = {:.3e}, effective parameters γ = {:.1f} of {}",
+                           to_string(regularization), final_weight_decay, effective_parameters,
+                           num_params)
+             : fmt::format("{}, weight decay ρ = {:.3e}", to_string(regularization),
+                           final_weight_decay));
 
   s += "\nTime                              Seconds     Share\n";
   const double total = total_seconds > 0 ? total_seconds : 1.0;

@@ -160,6 +160,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
           : static_cast<std::size_t>(sopt.memory_fraction *
                                      static_cast<double>(backend_.available_memory_bytes()));
   plan_in.max_slice_samples = sopt.max_slice_samples;
+  // Bayesian regularization's eigenvalue workspace.
+  if (sopt.regularization == Regularization::kBayesian) plan_in.extra_system_elements = n * n + n;
   auto plan_for = [&](LinearSolverType type) {
     MemoryPlanInput in = plan_in;
     in.solver = type == LinearSolverType::kDual    ? SolverWorkspace::kDual
@@ -174,7 +176,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   const std::size_t m = batch * R;
   LinearSolverType solver_type = sopt.linear_solver;
   if (solver_type == LinearSolverType::kAuto) {
-    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity && ranks == 1) {
+    const bool regularized = sopt.regularization != Regularization::kNone;
+    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity && ranks == 1 && !regularized) {
       solver_type = LinearSolverType::kDual;
       summary.linear_solver_reason =
           fmt::format("auto: {} residual rows per batch < {} parameters, so the m×m dual system is "
@@ -184,11 +187,13 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       solver_type = LinearSolverType::kCholesky;
       summary.linear_solver_reason =
           m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n)
-          : ranks > 1 ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
-                      : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
+          : ranks > 1   ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
+          : regularized ? "auto: regularization needs the primal A = JᵀJ"
+                        : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
       try {
         (void)plan_for(solver_type);
       } catch (const MemoryPlanError& e) {
+        if (regularized) throw;  // CG has no A to regularize
         (void)plan_for(LinearSolverType::kCg);  // throws if even J does not fit
         solver_type = LinearSolverType::kCg;
         summary.linear_solver_reason = fmt::format(
@@ -297,6 +302,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.abandoned_steps = r.abandoned_steps;
     summary.history = r.history;
     lm->damping().set_state(resume->damping);
+    lm->set_weight_decay(resume->weight_decay);
     rng.set_state(resume->epoch_rng);
     validation_failures = resume->validation_failures;
     first_epoch = resume->epochs_done + 1;
@@ -331,6 +337,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     state.batches_done = batches_done;
     state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
     state.damping = lm->damping().state();
+    state.weight_decay = lm->weight_decay();
     state.params.resize(n);
     backend_.copy_to_host(theta.data(), state.params.data(), n);
     if (valid_dev) {
@@ -376,6 +383,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       StepReport rep;
       for (;;) {
         const DampingStrategy::State damping_before = lm->damping().state();
+        const double weight_decay_before = lm->weight_decay();
         try {
           rep = lm->step(theta.data(), x, y, local_count, summary.times);
           break;
@@ -383,9 +391,11 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
           halve_slice(e);
           build_step();
           lm->damping().set_state(damping_before);
+          lm->set_weight_decay(weight_decay_before);
         }
       }
       ++summary.steps;
+      if (rep.effective_parameters > 0) summary.effective_parameters = rep.effective_parameters;
       summary.accepted_steps += rep.accepted ? 1 : 0;
       summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
       summary.rejected_steps += rep.rejected;
@@ -512,6 +522,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.final_loss = training_loss();
   }
   summary.final_lambda = lm->damping().lambda();
+  summary.regularization = sopt.regularization;
+  summary.final_weight_decay = lm->weight_decay();
   summary.peak_device_bytes =
       backend_.memory().peak_bytes_in_use() - bytes_before + lm->system_peak_bytes();
   backend_.copy_to_host(theta.data(), params.data(), n);

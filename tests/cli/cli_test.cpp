@@ -155,7 +155,10 @@ std::vector<double> final_parameters(const fs::path& dir) {
 TEST(Cli, ResumeAfterKillNineIsBitIdentical) {
   Scratch s;
   s.write("data.csv", regression_csv(4000, 2));
-  const std::string config = s.write("run.toml", regression_config("checkpoint_every = 1\n", 60));
+  // Bayesian regularization adds ρ to the state the checkpoint file must carry besides λ.
+  const std::string config = s.write(
+      "run.toml", regression_config("checkpoint_every = 1\n", 60) +
+                      "[solver]\nregularization = \"bayesian\"\ndamping = \"nielsen\"\n");
   // The uninterrupted run.
   ASSERT_EQ(run("fit " + config + " --quiet --set output_dir=\"straight\"").exit_code, 0);
 

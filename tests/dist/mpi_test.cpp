@@ -97,6 +97,21 @@ TEST(Ranks, DoubleRegressionMatchesOneRank) {
   EXPECT_NEAR(many.summary.final_loss, one.summary.final_loss, 1e-10 * one.summary.final_loss);
 }
 
+TEST(Ranks, BayesianRegularizationMatchesOneRank) {
+  // ρ is re-estimated from A's eigenvalues on rank 0 and broadcast with δ's verdict.
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  SolverOptions solver;
+  solver.regularization = Regularization::kBayesian;
+  const auto data = wave<double>(600, 1);
+  const auto one = train(spec, LossOptions{}, solver, options(4, 90), data, nullptr, nullptr);
+  const auto many = train(spec, LossOptions{}, solver, options(4, 90), data, nullptr, g_world);
+  EXPECT_GT(one.summary.final_weight_decay, 0);
+  EXPECT_NEAR(many.summary.final_weight_decay, one.summary.final_weight_decay,
+              1e-10 * one.summary.final_weight_decay);
+  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-10);
+  EXPECT_EQ(many.decisions, one.decisions);
+}
+
 TEST(Ranks, FloatRegressionMatchesOneRank) {
   const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
   const auto data = wave<float>(600, 2);

@@ -33,10 +33,12 @@ struct Outcome {
 
 // Trains from scratch (or from `resume`); raises the stop flag after `stop_after_step` steps.
 Outcome run(const Dataset<double>& train, const Dataset<double>* validation,
-            const TrainingState<double>* resume, int stop_after_step, int checkpoint_every) {
+            const TrainingState<double>* resume, int stop_after_step, int checkpoint_every,
+            Regularization regularization = Regularization::kNone) {
   auto backend = make_cpu_backend<double>();
   SolverOptions solver;
   solver.damping = DampingType::kNielsen;
+  solver.regularization = regularization;
   TrainerOptions trainer;
   trainer.max_epochs = 7;
   trainer.batch_size = 30;
@@ -83,6 +85,20 @@ TEST_P(Resume, ContinuesBitIdenticallyToTheUninterruptedRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StopPoints, Resume, ::testing::Values(3, 8, 10));
+
+TEST(Checkpoints, BayesianRegularizationResumesBitIdentically) {
+  // ρ is re-estimated every step: the checkpoint must carry it.
+  const Dataset<double> train = noisy_sinc(120, 1);
+  const Outcome straight = run(train, nullptr, nullptr, -1, 0, Regularization::kBayesian);
+  const Outcome interrupted = run(train, nullptr, nullptr, 9, 0, Regularization::kBayesian);
+  ASSERT_TRUE(interrupted.state.has_value());
+  EXPECT_GT(interrupted.state->weight_decay, 0);
+  const Outcome resumed =
+      run(train, nullptr, &*interrupted.state, -1, 0, Regularization::kBayesian);
+  EXPECT_EQ(resumed.params, straight.params);
+  EXPECT_EQ(resumed.summary.final_weight_decay, straight.summary.final_weight_decay);
+  EXPECT_GT(straight.summary.final_weight_decay, 0);
+}
 
 TEST(Checkpoints, PeriodicCheckpointsAreEpochBoundaries) {
   const Dataset<double> train = noisy_sinc(120, 1);

@@ -101,6 +101,8 @@ class Backend {
   // Symmetric eigendecomposition in place: a ← eigenvectors as *rows* (a[i, :] is the i-th
   // eigenvector), w ← eigenvalues ascending.  Returns 0 on success.
   virtual int syevd(std::size_t n, T* a, T* w) = 0;
+  // The eigenvalues alone (ascending into w; a is destroyed): a third of syevd's work.
+  virtual int eigenvalues(std::size_t n, T* a, T* w) = 0;
   // a_ii += λ d_i (d == nullptr: d ≡ 1).
   virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
   // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).

@@ -36,6 +36,7 @@ struct MemoryPlanInput {
   SolverWorkspace solver = SolverWorkspace::kCholesky;
   std::size_t budget_bytes = 0;
   std::size_t max_slice_samples = 0;    // 0: no cap
+  std::size_t extra_system_elements = 0;  // other fixed buffers of the system's precision
 };
 
 struct MemoryPlan {

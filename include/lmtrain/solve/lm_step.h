@@ -37,6 +37,8 @@ struct StepReport {
   double gradient_max_norm = 0;
   double step_norm = 0;        // ‖lr·δ‖₂ of the accepted step
   int linear_iterations = 0;   // CG iterations summed over the attempts
+  double weight_decay = 0;     // ρ of the penalty ½ρ‖θ‖² this step used (0: none)
+  double effective_parameters = 0;  // γ = Σ aᵢ/(aᵢ + ρ) (bayesian regularization; else 0)
   TerminationReason termination = TerminationReason::kNone;
 };
 
@@ -50,6 +52,10 @@ class LmStepper {
   virtual DampingStrategy& damping() = 0;
   // Peak bytes of the float64 backend the step owns in mixed precision (0 otherwise).
   virtual std::size_t system_peak_bytes() const { return 0; }
+  // ρ of the weight-decay penalty: fixed for l2, re-estimated by bayesian regularization (and
+  // then part of a checkpoint).
+  virtual double weight_decay() const = 0;
+  virtual void set_weight_decay(double rho) = 0;
 };
 
 template <typename T, typename S = T>
@@ -72,6 +78,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
+  double weight_decay() const override { return weight_decay_; }
+  void set_weight_decay(double rho) override { weight_decay_ = rho; }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
   std::size_t slice_samples() const { return builder_.slice_samples(); }
@@ -93,6 +101,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   void sum_device(S* data, std::size_t n, PhaseTimes& times);
   void broadcast_device(S* data, std::size_t n, PhaseTimes& times);
   bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
+  // Bayesian regularization's update of ρ after an accepted step (identical on every rank).
+  void update_weight_decay(const T* params, double data_objective, StepReport& report,
+                           PhaseTimes& times);
 
   NormalEquations<S> ne_;
   DeviceBuffer<S> delta_, d_, tmp_, packed_;
@@ -101,6 +112,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   dist::Communicator* comm_ = nullptr;
   LinearSolverType solver_type_;
   std::vector<S> staging_;
+  double weight_decay_ = 0;
+  DeviceBuffer<S> eigen_work_, eigenvalues_;  // bayesian regularization
+  std::vector<S> eigenvalues_host_;
 };
 
 // The step for options.system_precision: LevenbergMarquardtStep<T, double> for a float model

@@ -51,7 +51,20 @@ enum class SystemPrecision {
              // its rounding no longer caps how small λ may go before the factorization fails.
 };
 
+// A penalty ½ρ‖θ‖² added to the objective (weight decay), as MATLAB's trainbr does.
+enum class Regularization {
+  kNone,
+  kL2,        // fixed ρ = weight_decay
+  // Bayesian regularization (MacKay 1992; Foresee & Hagan 1997; MATLAB trainbr): after every
+  // accepted step ρ = α/β is re-estimated from the effective number of parameters
+  // γ = Σᵢ aᵢ/(aᵢ + ρ) (aᵢ the eigenvalues of JᵀJ) as ρ = γ·‖r‖² / ((N − γ)·‖θ‖²), N residuals.
+  // Needs the primal A (cholesky or eigen); costs one symmetric eigendecomposition per step.
+  kBayesian,
+};
+
 std::string_view to_string(LinearSolverType t);
+std::string_view to_string(Regularization r);
+std::optional<Regularization> parse_regularization(std::string_view s);
 std::string_view to_string(DampingType t);
 std::string_view to_string(DampingMatrix t);
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s);
@@ -92,6 +105,11 @@ struct SolverOptions {
   double parameter_tolerance = 0.0;
 
   SystemPrecision system_precision = SystemPrecision::kModel;
+
+  // Objective F + ½ρ‖θ‖²: ρ = weight_decay for l2; its initial value for bayesian (0: start from
+  // the unregularized problem, as trainbr does).
+  Regularization regularization = Regularization::kNone;
+  double weight_decay = 0.0;
 
   // Memory planner: bytes the LM step may use on its device.  0 means memory_fraction of the
   // memory available when training starts.

@@ -73,6 +73,9 @@ struct Summary {
   int invalid_steps = 0;   // failed factorizations or non-finite steps
   int abandoned_steps = 0; // steps whose attempts all failed
   double final_lambda = 0;
+  Regularization regularization = Regularization::kNone;
+  double final_weight_decay = 0;     // ρ at the end
+  double effective_parameters = 0;   // γ of the last bayesian update (0: none)
 
   TerminationReason termination = TerminationReason::kNone;
   std::string message;  // details of the termination

@@ -119,11 +119,11 @@ lapack_int lapack_potrs(lapack_int n, const float* a, float* b) {
 lapack_int lapack_potrs(lapack_int n, const double* a, double* b) {
   return LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
 }
-lapack_int lapack_syevd(lapack_int n, float* a, float* w) {
-  return LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, n, w);
+lapack_int lapack_syevd(char jobz, lapack_int n, float* a, float* w) {
+  return LAPACKE_ssyevd(LAPACK_COL_MAJOR, jobz, 'L', n, a, n, w);
 }
-lapack_int lapack_syevd(lapack_int n, double* a, double* w) {
-  return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', n, a, n, w);
+lapack_int lapack_syevd(char jobz, lapack_int n, double* a, double* w) {
+  return LAPACKE_dsyevd(LAPACK_COL_MAJOR, jobz, 'L', n, a, n, w);
 }
 
 template <typename T>
@@ -250,7 +250,13 @@ class CpuBackend final : public Backend<T> {
   }
   int syevd(std::size_t n, T* a, T* w) override {
     SerialBlasScope serial(work(n, n, n) * 4 / 3);
-    const lapack_int info = lapack_syevd(li(n), a, w);
+    const lapack_int info = lapack_syevd('V', li(n), a, w);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  int eigenvalues(std::size_t n, T* a, T* w) override {
+    SerialBlasScope serial(work(n, n, n) * 4 / 3);
+    const lapack_int info = lapack_syevd('N', li(n), a, w);
     if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
     return static_cast<int>(info);
   }

@@ -339,16 +339,22 @@ class CudaBackend final : public Backend<T> {
   // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
   // `a` — the layout backend.h promises.
   int syevd(std::size_t n, T* a, T* w) override {
+    return eigen_decomposition(CUSOLVER_EIG_MODE_VECTOR, n, a, w);
+  }
+  int eigenvalues(std::size_t n, T* a, T* w) override {
+    return eigen_decomposition(CUSOLVER_EIG_MODE_NOVECTOR, n, a, w);
+  }
+  int eigen_decomposition(cusolverEigMode_t mode, std::size_t n, T* a, T* w) {
     if (n == 0) return 0;
     bind(device_);
     std::size_t device_bytes = 0;
     std::size_t host_bytes = 0;
     CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
-        cusolver(), solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, i64(n),
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
         kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
     reserve_solver_workspace(device_bytes, host_bytes);
     CUSOLVER_CHECK(cusolverDnXsyevd(
-        cusolver(), solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, i64(n),
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
         kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
         device_bytes, host_workspace_.data(), host_bytes, info_.data()));
     const int info = factorization_info();
