@@ -34,7 +34,9 @@
 //   rows = 6000                  # use only the first rows of the file (0: all)
 //
 //   [loss]     type = "mse", output_weights = [...], huber_delta = 1.0
-//   [solver]   every field of lmtrain::SolverOptions (solve/solver_options.h), same names
+//   [solver]   every field of lmtrain::SolverOptions (solve/solver_options.h), same names,
+//              e.g. regularization = "bayesian" (none | l2 | bayesian), weight_decay = 0.0;
+//              system_precision is set by precision = "mixed"
 //   [trainer]  every field of lmtrain::TrainerOptions (train/trainer.h), same names, plus
 //              checkpoint_every = 1 (epochs between checkpoints; 0: only on interruption)
 #pragma once
