@@ -197,7 +197,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     system_.convert(n, params, tmp_.data());
     system_.axpy(n, static_cast<S>(rho), tmp_.data(), ne_.g.data());
     system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
-    f0 += 0.5 * rho * backend_.dot(n, params, params);
+    report.penalty_after = 0.5 * rho * backend_.dot(n, params, params);
+    f0 += report.penalty_after;
     report.objective_before = report.objective_after = f0;
   }
   report.gradient_max_norm = system_.max_abs(n, ne_.g.data());
@@ -282,7 +283,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     }
     f1 = sum(f1, times);
     const double f1_data = f1;
-    if (rho > 0) f1 += 0.5 * rho * backend_.dot(n, trial_.data(), trial_.data());
+    const double penalty1 = rho > 0 ? 0.5 * rho * backend_.dot(n, trial_.data(), trial_.data()) : 0.0;
+    f1 += penalty1;
     if (std::isfinite(f1) && f1 < f0) {
       const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
       double delta_d_delta = 0;
@@ -296,6 +298,7 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
       report.accepted = true;
       report.objective_after = f1;
+      report.penalty_after = penalty1;
       report.step_norm = lr * std::sqrt(system_.dot(n, delta_.data(), delta_.data()));
       damping_->accept(report.gain_ratio);
       const double param_norm = std::sqrt(backend_.dot(n, params, params));

@@ -443,7 +443,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       it.epoch = epoch;
       it.batch = b;
       it.step = summary.steps;
-      it.batch_loss = loss.reported(rep.objective_after, count);
+      it.batch_loss = loss.reported(rep.objective_after - rep.penalty_after, count);  // data only
       it.lambda = lm->damping().lambda();
       it.elapsed_seconds = seconds_since(start);
       it.report = rep;

@@ -90,6 +90,8 @@ TEST(Regularization, L2StepOnALinearModelIsRidgeRegression) {
               0.5 * data.residual_norm2(theta1) + 0.5 * 7.5 * std::inner_product(theta1.begin(), theta1.end(), theta1.begin(), 0.0),
               1e-10 * report.objective_after);
   EXPECT_NEAR(report.gain_ratio, 1.0, 1e-8);
+  EXPECT_NEAR(report.objective_after - report.penalty_after, 0.5 * data.residual_norm2(theta1),
+              1e-10 * report.objective_after);
 }
 
 TEST(Regularization, BayesianReachesTheEvidenceFixedPointAndItsRidgeSolution) {
