@@ -243,6 +243,9 @@ class NcclCommunicator final : public Communicator {
         if (ready == cudaSuccess) return {};
         if (ready != cudaErrorNotReady)
           return fmt::format("failed: cudaStreamQuery: {}", describe(ready));
+        // "Not ready" is recorded as this thread's last error; left there, the next kernel
+        // launch's cudaGetLastError() check would report it as a launch failure.
+        (void)cudaGetLastError();
       }
       const auto waited = Clock::now() - start;
       if (std::chrono::duration<double>(waited).count() > timeout_)

@@ -194,6 +194,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
   const double rho = weight_decay_;
   report.weight_decay = rho;
   if (rho > 0) {
+    // θ was last written on the model's queue (an empty shard's build does not wait for it).
+    if constexpr (kMixed) backend_.synchronize();
     system_.convert(n, params, tmp_.data());
     system_.axpy(n, static_cast<S>(rho), tmp_.data(), ne_.g.data());
     system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
@@ -214,14 +216,10 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     if (options_.damping_matrix == DampingMatrix::kMarquardt) {
       if (ne_.jacobian_stored) {
         // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
-        // The clamp goes through the host (n values per step; no backend op clamps a vector).
         system_.column_sums_of_squares(ne_.m, n, ne_.j.data(), n, d_.data());
         sum_device(d_.data(), n, times);
-        staging_.resize(n);
-        system_.copy_to_host(d_.data(), staging_.data(), n);
-        for (auto& v : staging_)
-          v = static_cast<S>(std::clamp(static_cast<double>(v), options_.marquardt_min, options_.marquardt_max));
-        system_.copy_from_host(staging_.data(), d_.data(), n);
+        system_.clamp(n, d_.data(), static_cast<S>(options_.marquardt_min),
+                      static_cast<S>(options_.marquardt_max), d_.data());
       } else {
         system_.clamped_diagonal(n, ne_.a.data(), static_cast<S>(options_.marquardt_min),
                                  static_cast<S>(options_.marquardt_max), d_.data());
@@ -280,6 +278,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       }
       backend_.add_scaled(n, params, static_cast<T>(-lr), delta, trial_.data());
       f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
+      // The next attempt rewrites δ on the system's queue: the narrowing must be done reading it.
+      if constexpr (kMixed) backend_.synchronize();
     }
     f1 = sum(f1, times);
     const double f1_data = f1;

@@ -445,6 +445,11 @@ TYPED_TEST(CudaBackendTest, DiagonalAndScalingOfTheNormalMatrix) {
   gpu.clamped_diagonal(n, da.data(), T(-0.5), T(1.0), dclamped.data());
   cpu.clamped_diagonal(n, want.data(), -0.5, 1.0, clamped.data());
   EXPECT_LE(relative_error(this->download(dclamped), clamped), tol) << "clamped_diagonal";
+
+  // A vector clamp in place (the first row of the matrix).
+  gpu.clamp(n, da.data(), T(-0.5), T(1.0), da.data());
+  cpu.clamp(n, want.data(), -0.5, 1.0, want.data());
+  EXPECT_LE(relative_error(this->download(da), want), tol) << "clamp";
 }
 
 TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {

@@ -106,6 +106,9 @@ class NcclOneRank : public ::testing::Test {
     backend_->copy_from_host(host.data(), buffer.data(), host.size());
     collective(buffer.data(), backend_->native_stream());
     backend_->synchronize();
+    // A kernel launched after the collective must not inherit an error the wait left behind
+    // (cudaStreamQuery's "not ready" is recorded as the thread's last error).
+    EXPECT_TRUE(backend_->all_finite(host.size(), buffer.data()));
     std::vector<T> back(host.size());
     backend_->copy_to_host(buffer.data(), back.data(), back.size());
     return back;

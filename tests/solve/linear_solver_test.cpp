@@ -136,6 +136,31 @@ TEST(NormalEquations, SlicedAccumulationEqualsOneSlice) {
   }
 }
 
+TEST(CgSolver, MarquardtStepFromStoredRowsMatchesCholeskyOnA) {
+  // With J stored, D = clamp(diag JᵀJ) comes from J's column sums of squares and a vector
+  // clamp; with A, from A's clamped diagonal.  A tight forcing term makes the steps equal.
+  const std::size_t batch = 50;
+  Rng rng(24);
+  const auto x = random_vector(batch * 2, rng), y = random_vector(batch, rng);
+  const auto spec = ModelSpec::mlp(2, {6}, 1, Activation::kTanh);
+  const auto theta0 = random_vector(spec.num_params(), rng);
+  std::vector<std::vector<double>> after;
+  for (const LinearSolverType type : {LinearSolverType::kCholesky, LinearSolverType::kCg}) {
+    Problem<double> p(spec, LossOptions{}, x, y, batch);
+    SolverOptions o;
+    o.damping_matrix = DampingMatrix::kMarquardt;
+    o.marquardt_min = 0.05;  // some columns are clamped from below
+    o.cg_forcing = 1e-13;
+    o.cg_max_iterations = 10000;
+    LevenbergMarquardtStep<double> step(o, type, *p.engine, 17, batch);
+    p.set_params(theta0);
+    PhaseTimes times;
+    ASSERT_TRUE(step.step(p.params.data(), p.x.data(), p.y.data(), batch, times).accepted);
+    after.push_back(p.download(p.params.data(), spec.num_params()));
+  }
+  EXPECT_LE(relative_error(after[1], after[0]), 1e-8);
+}
+
 TEST(EigenSolver, GivesTheCholeskyStepForIdentityAndMarquardtDamping) {
   Rng rng(9);
   const std::size_t batch = 30;

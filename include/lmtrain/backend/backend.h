@@ -116,6 +116,8 @@ class Backend {
                                       T* out) = 0;
   // d_i = clamp(a_ii, lo, hi).
   virtual void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) = 0;
+  // y_i = clamp(x_i, lo, hi) (y may alias x).
+  virtual void clamp(std::size_t n, const T* x, T lo, T hi, T* y) = 0;
 
   // ---- neural-network kernels -------------------------------------------------------------------
   // z[r, :] += bias for r < rows.

@@ -291,6 +291,9 @@ class CpuBackend final : public Backend<T> {
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     for (std::size_t i = 0; i < n; ++i) d[i] = std::clamp(a[i * n + i], lo, hi);
   }
+  void clamp(std::size_t n, const T* x, T lo, T hi, T* y) override {
+    for (std::size_t i = 0; i < n; ++i) y[i] = std::clamp(x[i], lo, hi);
+  }
 
   void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) override {
 #pragma omp parallel for if (rows * cols > kParallelThreshold)

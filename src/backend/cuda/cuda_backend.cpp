@@ -385,7 +385,11 @@ class CudaBackend final : public Backend<T> {
   }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     bind(device_);
-    cuda::clamped_diagonal(stream(), n, a, lo, hi, d);
+    cuda::clamp_strided(stream(), n, a, n + 1, lo, hi, d);
+  }
+  void clamp(std::size_t n, const T* x, T lo, T hi, T* y) override {
+    bind(device_);
+    cuda::clamp_strided(stream(), n, x, 1, lo, hi, y);
   }
 
   // ---- neural-network kernels -------------------------------------------------------------------

@@ -63,8 +63,10 @@ template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
 template <typename T>
 void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s);
+// y_i = clamp(x[i·stride], lo, hi): a vector (stride 1) or a matrix diagonal (stride n + 1).
 template <typename T>
-void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi, T* d);
+void clamp_strided(cudaStream_t stream, std::size_t n, const T* x, std::size_t stride, T lo, T hi,
+                   T* y);
 template <typename T>
 void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed);
 template <typename T>

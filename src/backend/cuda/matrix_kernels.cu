@@ -53,10 +53,11 @@ __global__ void scale_symmetric_kernel(std::size_t n, T* a, const T* s) {
 
 // Same comparisons as std::clamp, so a NaN diagonal passes through as on the CPU.
 template <typename T>
-__global__ void clamped_diagonal_kernel(std::size_t n, const T* a, T lo, T hi, T* d) {
+__global__ void clamp_strided_kernel(std::size_t n, const T* x, std::size_t stride, T lo, T hi,
+                                     T* y) {
   for (std::size_t i = thread_index(); i < n; i += grid_size()) {
-    const T v = a[i * n + i];
-    d[i] = v < lo ? lo : (hi < v ? hi : v);
+    const T v = x[i * stride];
+    y[i] = v < lo ? lo : (hi < v ? hi : v);
   }
 }
 
@@ -86,9 +87,10 @@ void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s) {
 }
 
 template <typename T>
-void clamped_diagonal(cudaStream_t stream, std::size_t n, const T* a, T lo, T hi, T* d) {
+void clamp_strided(cudaStream_t stream, std::size_t n, const T* x, std::size_t stride, T lo, T hi,
+                   T* y) {
   if (n == 0) return;
-  clamped_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, lo, hi, d);
+  clamp_strided_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, stride, lo, hi, y);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -157,7 +159,7 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
   template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);          \
   template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*); \
   template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*); \
-  template void clamped_diagonal<T>(cudaStream_t, std::size_t, const T*, T, T, T*);
+  template void clamp_strided<T>(cudaStream_t, std::size_t, const T*, std::size_t, T, T, T*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)
 #undef LMTRAIN_INSTANTIATE
