@@ -38,10 +38,12 @@ class NormalEquationsBuilder {
   // of precision S on the engine's device (the engine's own when S = T).
   NormalEquationsBuilder(JacobianEngine<T>& engine, Backend<S>& system, std::size_t slice_samples,
                          std::size_t max_batch, bool store_jacobian);
-  // One precision: the system lives on the engine's backend.
+  // One precision: the system lives on the engine's backend.  (A template, so that the explicit
+  // instantiation of the mixed-precision class does not instantiate it.)
+  template <typename U = S>
+    requires std::is_same_v<T, U>
   NormalEquationsBuilder(JacobianEngine<T>& engine, std::size_t slice_samples,
                          std::size_t max_batch, bool store_jacobian)
-    requires std::is_same_v<T, S>
       : NormalEquationsBuilder(engine, engine.model_backend(), slice_samples, max_batch,
                                store_jacobian) {}
 
