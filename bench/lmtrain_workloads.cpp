@@ -8,8 +8,8 @@
 //                           peak device memory and, for W1/W2/W3, the device roofline
 //
 // usage:
-//   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double] [--device cpu|cuda]
-//   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double] [--device cpu|cuda]
+//   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double | --mixed] [--device cpu|cuda]
+//   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
@@ -65,6 +65,7 @@ struct Args {
   int epochs = -1;  // -1: the workload's default
   std::uint64_t seed = 0;
   bool use_double = false;
+  bool mixed = false;  // float32 model, float64 A and solve (precision = "mixed")
   std::string device = "cpu";
   std::optional<bool> roofline;  // unset: on for W1, W2 and W3
   // W3
@@ -89,7 +90,7 @@ struct Args {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw lmtrain::InvalidArgument(fmt::format(
-      "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double] [--device cpu|cuda]\n"
+      "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
@@ -115,6 +116,8 @@ Args parse(int argc, char** argv) {
       a.seed = std::stoull(value());
     else if (arg == "--double")
       a.use_double = true;
+    else if (arg == "--mixed")
+      a.mixed = true;
     else if (arg == "--device")
       a.device = value();
     else if (arg == "--roofline")
@@ -445,6 +448,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   const auto damping = lmtrain::parse_damping(args.damping);
   if (!damping) usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
+  if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
       lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);
