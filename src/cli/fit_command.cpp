@@ -142,16 +142,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
         data.train.targets.cols));
 
   dist::Communicator* comm = args.comm != nullptr ? args.comm->get() : nullptr;
-  const bool root = comm == nullptr || comm->is_root();
-  const bool quiet = args.quiet || !root;
-  const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
-  const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
-  if (root) {
-    fs::create_directories(out_dir);
-    if (args.resume_dir.empty())
-      io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
-  }
-
+  // The device and the communicator first: a bad choice fails before any output exists.
   auto backend = make_backend<T>(config.device);
   // GPU ranks sum device buffers with NCCL (bootstrapped over the MPI ranks); `nccl` asks for it
   // even with one rank, `host` keeps MPI with the device data staged through host memory.
@@ -167,6 +158,16 @@ int fit(const RunConfig& config, const FitArgs& args) {
                                       "runs on the CPU); use communicator = \"auto\"",
                                       config.config_path, config.device));
   }
+  const bool root = comm == nullptr || comm->is_root();
+  const bool quiet = args.quiet || !root;
+  const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
+  const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
+  if (root) {
+    fs::create_directories(out_dir);
+    if (args.resume_dir.empty())
+      io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
+  }
+
   Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
   trainer.set_communicator(comm);
   const Dataset<T> train = to_dataset<T>(data.train);

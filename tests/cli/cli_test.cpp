@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/core/rng.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
@@ -286,6 +287,18 @@ TEST(Cli, NcclOnTheCpuIsAClearErrorBeforeAnyOutput) {
   EXPECT_NE(r.output.find("communicator = \"nccl\" sums GPU buffers but device = \"cpu\""),
             std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("out")));
+}
+
+TEST(Cli, CudaWithoutADeviceIsAClearErrorBeforeAnyOutput) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  Scratch s;
+  s.write("data.csv", regression_csv(100, 1));
+  const std::string config = s.write("run.toml", regression_config("", 2));
+  const Result r = run("fit " + config + " --quiet --set device=\"cuda\"");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("device = \"cuda\" but 0 CUDA device(s) are visible"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(s.path("out"))) << "an output directory was left behind";
 }
 
 TEST(Cli, PredictWithBadDataLeavesNoOutputFile) {
