@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_loading.h"
 #include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/csv_reader.h"
@@ -209,6 +210,9 @@ int run_devices() {
   const int count = cuda_device_count();
   if (count == 0) fmt::print("cuda      no device visible{}\n", cuda_backend_built() ? "" : " (built without CUDA)");
   for (int i = 0; i < count; ++i) fmt::print("cuda:{}    {}\n", i, cuda_device_description(i));
+  // How several ranks would talk (DESIGN.md §6).
+  fmt::print("ranks     mpi {}, nccl {}\n", dist::mpi_built() ? "built" : "not built",
+             dist::nccl_built() ? "built" : "not built");
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/core/rng.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
@@ -287,6 +288,22 @@ TEST(Cli, NcclOnTheCpuIsAClearErrorBeforeAnyOutput) {
   EXPECT_NE(r.output.find("communicator = \"nccl\" sums GPU buffers but device = \"cpu\""),
             std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("out")));
+}
+
+TEST(Cli, InfoDevicesListsTheCpuTheCudaDevicesAndTheRankTransports) {
+  const Result r = run("info --devices");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cpu       cpu ("), std::string::npos) << r.output;
+  const int devices = cuda_device_count();
+  for (int i = 0; i < devices; ++i)
+    EXPECT_NE(r.output.find(cuda_device_description(i)), std::string::npos) << r.output;
+  if (devices == 0) {
+    EXPECT_NE(r.output.find("no device visible"), std::string::npos) << r.output;
+  }
+  const std::string ranks = std::string("ranks     mpi ") +
+                            (dist::mpi_built() ? "built" : "not built") + ", nccl " +
+                            (dist::nccl_built() ? "built" : "not built");
+  EXPECT_NE(r.output.find(ranks), std::string::npos) << r.output;
 }
 
 TEST(Cli, CudaWithoutADeviceIsAClearErrorBeforeAnyOutput) {
