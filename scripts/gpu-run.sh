@@ -60,6 +60,14 @@ for variant in 'float32::' 'mixed::' 'float32:nccl:'; do
   cat "$work/run-$precision-${comm:-auto}/summary.txt" >> "$out/fit.log" 2>/dev/null
 done
 
+# NCCL with one rank takes part in every sum and broadcast of the step (identities), so its
+# predictions must equal the local communicator's bit for bit.
+for run in float32-auto float32-nccl; do
+  "$bin/lmtrain" predict "$work/run-$run/model.safetensors" --data "$work/sinc.csv" --out "$work/$run.csv" \
+    >> "$out/fit.log" 2>&1
+done
+stage "NCCL (1 rank) predictions equal the local communicator's" fit.log cmp "$work/float32-auto.csv" "$work/float32-nccl.csv"
+
 if [[ $skip_bench -eq 0 ]]; then
   for args in "W1 --epochs 50" "W1 --epochs 50 --mixed" "W2 --epochs 10" "W2 --epochs 10 --mixed" \
               "W3 --width 64 --depth 2 --samples 50000 --repeats 5" \

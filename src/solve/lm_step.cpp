@@ -41,7 +41,7 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
       damping_(DampingStrategy::create(options)),
       comm_(comm),
       solver_type_(solver_type) {
-  if (distributed() && solver_type == LinearSolverType::kDual)
+  if (comm != nullptr && comm->size() > 1 && solver_type == LinearSolverType::kDual)
     throw InvalidArgument(
         "linear_solver = dual needs the whole Jacobian on one rank; with several ranks use "
         "cholesky, eigen or cg");

@@ -101,7 +101,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   double sum(double local, PhaseTimes& times);
   void sum_device(S* data, std::size_t n, PhaseTimes& times);
   void broadcast_device(S* data, std::size_t n, PhaseTimes& times);
-  bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
+  // Several ranks; or NCCL even with one, so that a single GPU runs (and checks) the NCCL path
+  // against the local communicator — its sums and broadcasts are then identities.
+  bool distributed() const {
+    return comm_ != nullptr && (comm_->size() > 1 || comm_->supports_device_buffers());
+  }
   // Bayesian regularization's update of ρ after an accepted step (identical on every rank).
   void update_weight_decay(const T* params, double data_objective, StepReport& report,
                            PhaseTimes& times);
