@@ -109,6 +109,8 @@ class DualSolver final : public LinearSolver<T> {
       throw InvalidArgument("dual solver: the normal equations were built without J stored");
     if (d != nullptr)
       throw InvalidArgument("dual solver: only D = I is supported (damping_matrix = identity)");
+    if (ne.shift != 0)
+      throw InvalidArgument("dual solver: weight decay moves g out of J's row space; use cholesky or cg");
     ne_ = &ne;
     backend_.syrk_aat(ne.m, ne.n, T(1), ne.j.data(), ne.n, T(0), gram_.data());
     return true;
@@ -170,6 +172,10 @@ class CgSolver final : public LinearSolver<T> {
     d_ = d;
     backend_.column_sums_of_squares(ne.m, n_, ne.j.data(), n_, diag_.data());
     allreduce_device(backend_, comm_, diag_.data(), n_, staging_);
+    if (ne.shift > 0) {  // diag(JᵀJ + ρI)
+      backend_.fill(tmp_.data(), n_, static_cast<T>(ne.shift));
+      backend_.axpy(n_, T(1), tmp_.data(), diag_.data());
+    }
     g_norm_ = std::sqrt(backend_.dot(n_, ne.g.data(), ne.g.data()));
     return true;
   }
@@ -201,6 +207,7 @@ class CgSolver final : public LinearSolver<T> {
         backend_.gemv(Trans::kYes, ne_->m, n_, T(1), ne_->j.data(), n_, jp_.data(), T(0), q_.data());
       }
       allreduce_device(backend_, comm_, q_.data(), n_, staging_);
+      if (ne_->shift > 0) backend_.axpy(n_, static_cast<T>(ne_->shift), p_.data(), q_.data());
       if (d_ != nullptr) {
         backend_.scale_elementwise(n_, p_.data(), d_, false, tmp_.data());
         backend_.axpy(n_, l, tmp_.data(), q_.data());

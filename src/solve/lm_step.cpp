@@ -54,10 +54,14 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
   if (distributed() && solver_type != LinearSolverType::kCg && solver_type != LinearSolverType::kDual)
     packed_ = system_.allocate(n * (n + 1) / 2);
   if (options.regularization != Regularization::kNone) {
-    if (solver_type == LinearSolverType::kCg || solver_type == LinearSolverType::kDual)
+    // The dual form's right-hand side must lie in J's row space, which g + ρθ does not; Bayesian
+    // regularization needs A's eigenvalues, which matrix-free CG never forms.
+    if (solver_type == LinearSolverType::kDual ||
+        (solver_type == LinearSolverType::kCg && options.regularization == Regularization::kBayesian))
       throw InvalidArgument(fmt::format(
-          "regularization = {} needs the primal A = JᵀJ, but linear_solver = {}; use cholesky or eigen",
-          to_string(options.regularization), to_string(solver_type)));
+          "regularization = {} cannot use linear_solver = {}; use cholesky or eigen{}",
+          to_string(options.regularization), to_string(solver_type),
+          options.regularization == Regularization::kL2 ? " (or cg)" : ""));
     weight_decay_ = options.weight_decay;
   }
   if (options.regularization == Regularization::kBayesian) {
@@ -198,7 +202,11 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     if constexpr (kMixed) backend_.synchronize();
     system_.convert(n, params, tmp_.data());
     system_.axpy(n, static_cast<S>(rho), tmp_.data(), ne_.g.data());
-    system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
+    if (ne_.jacobian_stored) {
+      ne_.shift = rho;
+    } else {
+      system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
+    }
     report.penalty_after = 0.5 * rho * backend_.dot(n, params, params);
     f0 += report.penalty_after;
     report.objective_before = report.objective_after = f0;
@@ -218,6 +226,10 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
         // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
         system_.column_sums_of_squares(ne_.m, n, ne_.j.data(), n, d_.data());
         sum_device(d_.data(), n, times);
+        if (ne_.shift > 0) {  // the diagonal of JᵀJ + ρI, as A would have it
+          system_.fill(tmp_.data(), n, static_cast<S>(ne_.shift));
+          system_.axpy(n, S(1), tmp_.data(), d_.data());
+        }
         system_.clamp(n, d_.data(), static_cast<S>(options_.marquardt_min),
                       static_cast<S>(options_.marquardt_max), d_.data());
       } else {

@@ -34,6 +34,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   ne.n = n;
   ne.m = m;
   ne.jacobian_stored = store_jacobian_;
+  ne.shift = 0;
   ne.g.reserve(system_.memory(), n);
   if (store_jacobian_) {
     ne.j.reserve(system_.memory(), max_batch_ * R * n);

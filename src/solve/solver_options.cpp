@@ -107,10 +107,12 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
-  c.require(regularization == Regularization::kNone ||
-                (linear_solver != LinearSolverType::kDual && linear_solver != LinearSolverType::kCg),
+  c.require(regularization == Regularization::kNone || linear_solver != LinearSolverType::kDual,
             "linear_solver", to_string(linear_solver),
-            "regularization needs the primal A = JᵀJ: linear_solver = auto, cholesky or eigen");
+            "regularization cannot use the dual form: linear_solver = auto, cholesky, eigen or cg");
+  c.require(regularization != Regularization::kBayesian || linear_solver != LinearSolverType::kCg,
+            "linear_solver", to_string(linear_solver),
+            "bayesian regularization needs A's eigenvalues: linear_solver = auto, cholesky or eigen");
   return c.ok;
 }
 

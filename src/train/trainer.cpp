@@ -188,12 +188,12 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       summary.linear_solver_reason =
           m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n)
           : ranks > 1   ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
-          : regularized ? "auto: regularization needs the primal A = JᵀJ"
+          : regularized ? "auto: regularization cannot use the dual form; using the primal A = JᵀJ"
                         : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
       try {
         (void)plan_for(solver_type);
       } catch (const MemoryPlanError& e) {
-        if (regularized) throw;  // CG has no A to regularize
+        if (sopt.regularization == Regularization::kBayesian) throw;  // needs A's eigenvalues
         (void)plan_for(LinearSolverType::kCg);  // throws if even J does not fit
         solver_type = LinearSolverType::kCg;
         summary.linear_solver_reason = fmt::format(

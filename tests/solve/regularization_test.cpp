@@ -94,6 +94,35 @@ TEST(Regularization, L2StepOnALinearModelIsRidgeRegression) {
               1e-10 * report.objective_after);
 }
 
+TEST(Regularization, L2StepWithMatrixFreeCgIsRidgeRegressionToo) {
+  // CG never forms A: the penalty enters as a shift of its operator and of the preconditioner,
+  // with Marquardt damping as well (its diagonal then includes ρ, as A's would).
+  const Linear data;
+  Rng rng(33);
+  const auto theta0 = random_vector(kN, rng);
+  std::vector<std::vector<double>> after;
+  for (const LinearSolverType type : {LinearSolverType::kCholesky, LinearSolverType::kCg}) {
+    for (const DampingMatrix damping : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt}) {
+      Problem<double> p(ModelSpec(kIn).dense(kOut), LossOptions{}, data.x, data.y, kBatch);
+      SolverOptions o;
+      o.regularization = Regularization::kL2;
+      o.weight_decay = 7.5;
+      o.damping_matrix = damping;
+      o.lambda_min = 1e-14;
+      o.lambda_initial = 1e-14;
+      o.cg_forcing = 1e-14;
+      o.cg_max_iterations = 1000;
+      LevenbergMarquardtStep<double> step(o, type, *p.engine, 13, kBatch);
+      p.set_params(theta0);
+      PhaseTimes times;
+      ASSERT_TRUE(step.step(p.params.data(), p.x.data(), p.y.data(), kBatch, times).accepted);
+      after.push_back(p.download(p.params.data(), kN));
+    }
+  }
+  const auto ridge = data.ridge(7.5);
+  for (const auto& theta : after) EXPECT_LE(relative_error(theta, ridge), 1e-9);
+}
+
 TEST(Regularization, BayesianReachesTheEvidenceFixedPointAndItsRidgeSolution) {
   const Linear data;
   const ModelSpec spec = ModelSpec(kIn).dense(kOut);
@@ -126,13 +155,18 @@ TEST(Regularization, BayesianReachesTheEvidenceFixedPointAndItsRidgeSolution) {
   EXPECT_NE(s.full_report().find("effective parameters"), std::string::npos);
 }
 
-TEST(Regularization, NeedsThePrimalSystem) {
+TEST(Regularization, SolverCombinationsThatCannotWorkAreRefused) {
   SolverOptions o;
   o.regularization = Regularization::kBayesian;
   o.linear_solver = LinearSolverType::kCg;
   std::string error;
   EXPECT_FALSE(o.is_valid(&error));
   EXPECT_NE(error.find("solver.linear_solver = \"cg\""), std::string::npos) << error;
+  o.regularization = Regularization::kL2;
+  EXPECT_TRUE(o.is_valid(&error)) << error;
+  o.linear_solver = LinearSolverType::kDual;
+  EXPECT_FALSE(o.is_valid(&error));
+  EXPECT_NE(error.find("dual"), std::string::npos) << error;
   o.linear_solver = LinearSolverType::kAuto;
   o.weight_decay = -1;
   EXPECT_FALSE(o.is_valid(&error));

@@ -24,6 +24,9 @@ struct NormalEquations {
   std::size_t m = 0;      // residual rows of the current batch
   bool jacobian_stored = false;  // J and r stored instead of A (dual form, CG)
   double objective = 0;   // F at the linearization point
+  // Weight decay ρ of a stored-J system: the operator is JᵀJ + ρI (+ λD).  With A formed, ρ is
+  // added to A itself and this stays 0.
+  double shift = 0;
   DeviceBuffer<T> a;      // n × n, upper triangle (primal)
   DeviceBuffer<T> g;      // n: Jᵀr
   DeviceBuffer<T> j;      // m × n (jacobian_stored)

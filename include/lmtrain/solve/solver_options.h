@@ -58,7 +58,8 @@ enum class Regularization {
   // Bayesian regularization (MacKay 1992; Foresee & Hagan 1997; MATLAB trainbr): after every
   // accepted step ρ = α/β is re-estimated from the effective number of parameters
   // γ = Σᵢ aᵢ/(aᵢ + ρ) (aᵢ the eigenvalues of JᵀJ) as ρ = γ·‖r‖² / ((N − γ)·‖θ‖²), N residuals.
-  // Needs the primal A (cholesky or eigen); costs one symmetric eigendecomposition per step.
+  // Needs the primal A (cholesky or eigen); costs one eigenvalue computation per accepted step.
+  // l2 works with every solver but dual (with cg, ρ shifts its operator).
   kBayesian,
 };
 
