@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "backend/cpu/activation_loops.h"
 #include "backend/cpu/fast_math.h"
 
 namespace lmtrain::cpu {
@@ -52,6 +54,32 @@ TEST(FastMath, ExpRelativeErrorBelowTwoUlps) {
     worst = std::max(worst, ulps(fast_exp(xf), std::exp(static_cast<double>(xf))));
   }
   EXPECT_LE(worst, 2.0);
+}
+
+// The vectorized loops as dispatched on this CPU (baseline, AVX2 or AVX-512 build of the same
+// source): tanh and sigmoid over the same grid, each element within the scalar bound, and the
+// derivative loops from their closed forms.
+TEST(FastMath, DispatchedActivationLoopsKeepTheScalarBounds) {
+  std::vector<float> z;
+  for (double x = -12.0; x <= 12.0; x += 1.0 / 1024) z.push_back(static_cast<float>(x));
+  z.push_back(1e30f);
+  z.push_back(-1e30f);
+  std::vector<float> a(z.size()), d(z.size());
+  double worst = 0;
+  activation_forward(Activation::kTanh, 0, z.size(), z.data(), a.data());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    worst = std::max(worst, ulps(a[i], std::tanh(static_cast<double>(z[i]))));
+  EXPECT_LE(worst, 3.0);
+  activation_derivative(Activation::kTanh, 0, z.size(), z.data(), a.data(), d.data());
+  for (std::size_t i = 0; i < z.size(); ++i)  // FMA or not: within float's ε of 1 − a²
+    ASSERT_NEAR(d[i], 1.0 - static_cast<double>(a[i]) * a[i], 1.2e-7) << z[i];
+  worst = 0;
+  activation_forward(Activation::kSigmoid, 0, z.size(), z.data(), a.data());
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const double exact = 1.0 / (1.0 + std::exp(-static_cast<double>(z[i])));
+    if (exact > 1e-30) worst = std::max(worst, ulps(a[i], exact));
+  }
+  EXPECT_LE(worst, 3.0);
 }
 
 }  // namespace
