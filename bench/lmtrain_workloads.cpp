@@ -48,6 +48,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_util.h"
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/io/fann_reader.h"
 #include "lmtrain/io/idx_reader.h"
@@ -161,19 +162,9 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Peak resident set size of this process so far (Linux reports ru_maxrss in KiB).
-long long peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<long long>(usage.ru_maxrss) * 1024;
-}
+using bench::peak_rss_bytes;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
-}
+using bench::median;
 
 // JSON number: NaN and ±∞ are not JSON, so they become null.
 std::string num(double x) {

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "../bench_util.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -30,18 +32,9 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-long long peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<long long>(usage.ru_maxrss) * 1024;
-}
+using bench::peak_rss_bytes;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
-}
+using bench::median;
 
 std::string num(double x) {
   if (!std::isfinite(x)) return "null";

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/cuda_fixture.h"
 #include "lmtrain/backend/cuda_backend.h"
 #include "support/reference.h"
 
@@ -19,7 +20,7 @@ namespace lmtrain {
 namespace {
 
 template <typename T>
-constexpr double kTolerance = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+constexpr double kTolerance = testing::kCudaTolerance<T>;
 
 // Windows over C × H × W inputs: overlapping, strided, padded, non-square, pointwise.
 struct GeometryCase {
@@ -36,53 +37,9 @@ const GeometryCase kGeometries[] = {
 };
 
 template <typename T>
-class CudaConvTest : public ::testing::Test {
- public:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
-    gpu_ = make_cuda_backend<T>(0);
-    cpu_ = make_cpu_backend<double>();
-  }
+class CudaConvTest : public testing::CudaVsCpuTest<T> {};
 
-  // Magnitudes in [0.1, 1] with random signs.
-  std::vector<T> random(std::size_t n) {
-    std::uniform_real_distribution<double> magnitude(0.1, 1.0);
-    std::bernoulli_distribution negative(0.5);
-    std::vector<T> v(n);
-    for (T& x : v) {
-      const double m = magnitude(rng_);
-      x = static_cast<T>(negative(rng_) ? -m : m);
-    }
-    return v;
-  }
-  DeviceBuffer<T> upload(const std::vector<T>& host) {
-    DeviceBuffer<T> d = gpu_->allocate(host.size());
-    gpu_->copy_from_host(host.data(), d.data(), host.size());
-    return d;
-  }
-  std::vector<double> download(const DeviceBuffer<T>& d) {
-    std::vector<T> host(d.size());
-    gpu_->copy_to_host(d.data(), host.data(), d.size());
-    return widen(host);
-  }
-  static std::vector<double> widen(const std::vector<T>& v) {
-    return std::vector<double>(v.begin(), v.end());
-  }
-
-  std::mt19937_64 rng_{20240612};
-  std::unique_ptr<Backend<T>> gpu_;
-  std::unique_ptr<Backend<double>> cpu_;
-};
-
-struct PrecisionName {
-  template <typename T>
-  static std::string GetName(int /*index*/) {
-    return std::is_same_v<T, float> ? "float" : "double";
-  }
-};
-
-using Precisions = ::testing::Types<float, double>;
-TYPED_TEST_SUITE(CudaConvTest, Precisions, PrecisionName);
+TYPED_TEST_SUITE(CudaConvTest, testing::Precisions, testing::PrecisionName);
 
 TYPED_TEST(CudaConvTest, GemmStridedBatched) {
   using T = TypeParam;

@@ -13,6 +13,7 @@
 
 #include "../activation_math.h"
 #include "../loss_math.h"
+#include "blas_calls.h"
 #include "conv_kernels.h"
 #include "cpu_memory.h"
 #include "activation_loops.h"
@@ -21,6 +22,10 @@
 
 namespace lmtrain {
 namespace {
+
+using cpu::bi;
+using cpu::blas_gemm;
+using cpu::cblas_trans;
 
 // Below this many elements an OpenMP region costs more than it saves.  Set high on purpose: a
 // region's barrier waits for every thread, and on a loaded machine (another process on the same
@@ -75,21 +80,9 @@ double work(std::size_t a, std::size_t b, std::size_t c) {
   return static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c);
 }
 
-CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
-blasint bi(std::size_t v) { return static_cast<blasint>(v); }
 lapack_int li(std::size_t v) { return static_cast<lapack_int>(v); }
 
 // Thin typed wrappers so the backend is written once for float and double.
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float al,
-               const float* a, blasint lda, const float* b, blasint ldb, float be, float* c,
-               blasint ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
-}
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double al,
-               const double* a, blasint lda, const double* b, blasint ldb, double be, double* c,
-               blasint ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
-}
 void blas_gemv(CBLAS_TRANSPOSE t, blasint m, blasint n, float al, const float* a, blasint lda,
                const float* x, float be, float* y) {
   cblas_sgemv(CblasRowMajor, t, m, n, al, a, lda, x, 1, be, y, 1);

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "../conv_math.h"
+#include "blas_calls.h"
 #include "conv_kernels.h"
 
 namespace lmtrain::cpu {
@@ -19,24 +20,6 @@ constexpr std::size_t kParallelThreshold = 1 << 14;
 // region) — when the whole batch is worth a parallel region at all.
 constexpr std::size_t kSmallGemm = 1 << 18;
 constexpr std::size_t kParallelGemmWork = 1 << 17;
-
-CBLAS_TRANSPOSE cblas_trans(Trans t) {
-  return t == Trans::kYes ? CblasTrans : CblasNoTrans;
-}
-blasint bi(std::size_t v) {
-  return static_cast<blasint>(v);
-}
-
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float al,
-               const float* a, blasint lda, const float* b, blasint ldb, float be, float* c,
-               blasint ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
-}
-void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, double al,
-               const double* a, blasint lda, const double* b, blasint ldb, double be, double* c,
-               blasint ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
-}
 
 }  // namespace
 

@@ -9,6 +9,36 @@
 namespace lmtrain::cuda {
 namespace {
 
+// (row, channel, y, x) of a flat index into rows of C × H × W inputs: the element an adjoint
+// kernel (col2im, pooling backward) writes.
+struct InputPosition {
+  std::size_t row, channel, y, x;
+};
+__device__ InputPosition input_position(const WindowGeometry& g, std::size_t idx) {
+  const std::size_t hw = g.height * g.width;
+  const std::size_t in = g.channels * hw;
+  const std::size_t row = idx / in;
+  const std::size_t rem = idx - row * in;
+  const std::size_t c = rem / hw;
+  const std::size_t yx = rem - c * hw;
+  const std::size_t y = yx / g.width;
+  return {row, c, y, yx - y * g.width};
+}
+
+// (sample, channel, oy, ox) of a flat index into samples of C × Ho × Wo outputs: the element a
+// pooling kernel writes.
+struct OutputPosition {
+  std::size_t sample, channel, oy, ox;
+};
+__device__ OutputPosition output_position(const WindowGeometry& g, std::size_t idx) {
+  const std::size_t P = g.out_height * g.out_width;
+  const std::size_t sc = idx / P;
+  const std::size_t p = idx - sc * P;
+  const std::size_t s = sc / g.channels;
+  const std::size_t oy = p / g.out_width;
+  return {s, sc - s * g.channels, oy, p - oy * g.out_width};
+}
+
 template <typename T>
 __global__ void im2col_kernel(WindowGeometry g, std::size_t samples, const T* x, T* cols) {
   const std::size_t P = g.out_height * g.out_width;
@@ -34,16 +64,10 @@ template <typename T>
 __global__ void col2im_kernel(WindowGeometry g, std::size_t samples, const T* cols, T* x) {
   const std::size_t P = g.out_height * g.out_width;
   const std::size_t K = g.channels * g.kernel_h * g.kernel_w;
-  const std::size_t hw = g.height * g.width;
-  const std::size_t in = g.channels * hw;
-  const std::size_t n = samples * in;
+  const std::size_t n = samples * g.channels * g.height * g.width;
   for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t s = idx / in;
-    const std::size_t rem = idx - s * in;
-    const std::size_t c = rem / hw;
-    const std::size_t yx = rem - c * hw;
-    const std::size_t y = yx / g.width;
-    x[idx] = kernels::col2im_entry(g, cols + s * K * P, c, y, yx - y * g.width);
+    const InputPosition at = input_position(g, idx);
+    x[idx] = kernels::col2im_entry(g, cols + at.row * K * P, at.channel, at.y, at.x);
   }
 }
 
@@ -80,17 +104,12 @@ __global__ void channel_sums_kernel(std::size_t rows, std::size_t channels, std:
 template <typename T>
 __global__ void max_pool_forward_kernel(WindowGeometry g, std::size_t samples, const T* x, T* y,
                                         T* argmax) {
-  const std::size_t P = g.out_height * g.out_width;
   const std::size_t in = g.channels * g.height * g.width;
-  const std::size_t n = samples * g.channels * P;
+  const std::size_t n = samples * g.channels * g.out_height * g.out_width;
   for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t sc = idx / P;
-    const std::size_t p = idx - sc * P;
-    const std::size_t s = sc / g.channels;
-    const std::size_t oy = p / g.out_width;
+    const OutputPosition at = output_position(g, idx);
     std::size_t index = 0;
-    y[idx] = kernels::max_pool_entry(g, x + s * in, sc - s * g.channels, oy, p - oy * g.out_width,
-                                     &index);
+    y[idx] = kernels::max_pool_entry(g, x + at.sample * in, at.channel, at.oy, at.ox, &index);
     if (argmax != nullptr) argmax[idx] = static_cast<T>(index);
   }
 }
@@ -98,49 +117,33 @@ __global__ void max_pool_forward_kernel(WindowGeometry g, std::size_t samples, c
 template <typename T>
 __global__ void max_pool_backward_kernel(WindowGeometry g, std::size_t rows, std::size_t group,
                                          const T* argmax, const T* g_out, T* g_in) {
-  const std::size_t hw = g.height * g.width;
-  const std::size_t in = g.channels * hw;
   const std::size_t out = g.channels * g.out_height * g.out_width;
-  const std::size_t n = rows * in;
+  const std::size_t n = rows * g.channels * g.height * g.width;
   for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t r = idx / in;
-    const std::size_t rem = idx - r * in;
-    const std::size_t c = rem / hw;
-    const std::size_t yx = rem - c * hw;
-    const std::size_t y = yx / g.width;
-    g_in[idx] = kernels::max_pool_backward_entry(g, argmax + (r / group) * out, g_out + r * out, c,
-                                                 y, yx - y * g.width);
+    const InputPosition at = input_position(g, idx);
+    g_in[idx] = kernels::max_pool_backward_entry(g, argmax + (at.row / group) * out,
+                                                 g_out + at.row * out, at.channel, at.y, at.x);
   }
 }
 
 template <typename T>
 __global__ void avg_pool_forward_kernel(WindowGeometry g, std::size_t samples, const T* x, T* y) {
-  const std::size_t P = g.out_height * g.out_width;
   const std::size_t in = g.channels * g.height * g.width;
-  const std::size_t n = samples * g.channels * P;
+  const std::size_t n = samples * g.channels * g.out_height * g.out_width;
   for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t sc = idx / P;
-    const std::size_t p = idx - sc * P;
-    const std::size_t s = sc / g.channels;
-    const std::size_t oy = p / g.out_width;
-    y[idx] = kernels::avg_pool_entry(g, x + s * in, sc - s * g.channels, oy, p - oy * g.out_width);
+    const OutputPosition at = output_position(g, idx);
+    y[idx] = kernels::avg_pool_entry(g, x + at.sample * in, at.channel, at.oy, at.ox);
   }
 }
 
 template <typename T>
 __global__ void avg_pool_backward_kernel(WindowGeometry g, std::size_t rows, const T* g_out,
                                          T* g_in) {
-  const std::size_t hw = g.height * g.width;
-  const std::size_t in = g.channels * hw;
   const std::size_t out = g.channels * g.out_height * g.out_width;
-  const std::size_t n = rows * in;
+  const std::size_t n = rows * g.channels * g.height * g.width;
   for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t r = idx / in;
-    const std::size_t rem = idx - r * in;
-    const std::size_t c = rem / hw;
-    const std::size_t yx = rem - c * hw;
-    const std::size_t y = yx / g.width;
-    g_in[idx] = kernels::avg_pool_backward_entry(g, g_out + r * out, c, y, yx - y * g.width);
+    const InputPosition at = input_position(g, idx);
+    g_in[idx] = kernels::avg_pool_backward_entry(g, g_out + at.row * out, at.channel, at.y, at.x);
   }
 }
 

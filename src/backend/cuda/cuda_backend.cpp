@@ -344,24 +344,6 @@ class CudaBackend final : public Backend<T> {
   int eigenvalues(std::size_t n, T* a, T* w) override {
     return eigen_decomposition(CUSOLVER_EIG_MODE_NOVECTOR, n, a, w);
   }
-  int eigen_decomposition(cusolverEigMode_t mode, std::size_t n, T* a, T* w) {
-    if (n == 0) return 0;
-    bind(device_);
-    std::size_t device_bytes = 0;
-    std::size_t host_bytes = 0;
-    CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
-    reserve_solver_workspace(device_bytes, host_bytes);
-    CUSOLVER_CHECK(cusolverDnXsyevd(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
-        device_bytes, host_workspace_.data(), host_bytes, info_.data()));
-    const int info = factorization_info();
-    if (info < 0)
-      throw BackendError(fmt::format("cusolverDnXsyevd: argument {} invalid (n = {})", -info, n));
-    return info;
-  }
   void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
     bind(device_);
     cuda::add_diagonal(stream(), n, a, lambda, d);
@@ -485,6 +467,26 @@ class CudaBackend final : public Backend<T> {
   }
 
  private:
+  // syevd / eigenvalues: cusolverDnXsyevd with or without the eigenvectors.
+  int eigen_decomposition(cusolverEigMode_t mode, std::size_t n, T* a, T* w) {
+    if (n == 0) return 0;
+    bind(device_);
+    std::size_t device_bytes = 0;
+    std::size_t host_bytes = 0;
+    CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
+        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
+    reserve_solver_workspace(device_bytes, host_bytes);
+    CUSOLVER_CHECK(cusolverDnXsyevd(
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
+        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
+        device_bytes, host_workspace_.data(), host_bytes, info_.data()));
+    const int info = factorization_info();
+    if (info < 0)
+      throw BackendError(fmt::format("cusolverDnXsyevd: argument {} invalid (n = {})", -info, n));
+    return info;
+  }
+
   // Makes `device` current on the calling thread (cheap when it already is), so that several
   // backends on several devices can be driven from one thread.
   static void bind(int device) { CUDA_CHECK(cudaSetDevice(device)); }
