@@ -201,5 +201,39 @@ TEST(CholeskySolver, IndefiniteSystemIsAnInvalidStepNotACrash) {
   }
 }
 
+template <typename T>
+class CholeskyInverse : public ::testing::Test {};
+using Precisions = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(CholeskyInverse, Precisions);
+
+TYPED_TEST(CholeskyInverse, TimesTheMatrixIsTheIdentity) {
+  // potri from potrf's factor, against the closed form A·A⁻¹ = I evaluated in double.
+  using T = TypeParam;
+  const std::size_t n = 23, rows = 40;
+  Rng rng(91);
+  const std::vector<double> z = random_vector(rows * n, rng);
+  std::vector<double> a(n * n, 0.0);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = 0; q < n; ++q) a[p * n + q] += z[r * n + p] * z[r * n + q];
+  auto backend = make_cpu_backend<T>();
+  std::vector<T> m = cast<T>(a);
+  ASSERT_EQ(backend->potrf(n, m.data()), 0);
+  ASSERT_EQ(backend->potri(n, m.data()), 0);
+  // Only the upper triangle is defined.
+  auto inverse = [&](std::size_t p, std::size_t q) {
+    return static_cast<double>(m[std::min(p, q) * n + std::max(p, q)]);
+  };
+  double worst = 0;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < n; ++q) {
+      double s = 0;
+      for (std::size_t k = 0; k < n; ++k) s += a[p * n + k] * inverse(k, q);
+      worst = std::max(worst, std::abs(s - (p == q ? 1.0 : 0.0)));
+    }
+  const double tolerance = std::is_same_v<T, float> ? 1e-3 : 1e-11;
+  EXPECT_LE(worst, tolerance);
+}
+
 }  // namespace
 }  // namespace lmtrain::testing

@@ -98,6 +98,9 @@ class Backend {
   virtual int potrf(std::size_t n, T* a) = 0;
   // Solves (LLᵀ) x = b in place on b with the factor from potrf.
   virtual void potrs(std::size_t n, const T* factor, T* b) = 0;
+  // (LLᵀ)⁻¹ in place from potrf's factor (upper triangle valid afterwards); returns 0, or k > 0
+  // if the factor's k-th diagonal entry is zero.  Bayesian relevance groups read its diagonal.
+  virtual int potri(std::size_t n, T* a) = 0;
   // Symmetric eigendecomposition in place: a ← eigenvectors as *rows* (a[i, :] is the i-th
   // eigenvector), w ← eigenvalues ascending.  Returns 0 on success.
   virtual int syevd(std::size_t n, T* a, T* w) = 0;

@@ -106,6 +106,12 @@ lapack_int lapack_potrf(lapack_int n, float* a) {
 lapack_int lapack_potrf(lapack_int n, double* a) {
   return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, a, n);
 }
+lapack_int lapack_potri(lapack_int n, float* a) {
+  return LAPACKE_spotri(LAPACK_COL_MAJOR, 'L', n, a, n);
+}
+lapack_int lapack_potri(lapack_int n, double* a) {
+  return LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', n, a, n);
+}
 lapack_int lapack_potrs(lapack_int n, const float* a, float* b) {
   return LAPACKE_spotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
 }
@@ -240,6 +246,12 @@ class CpuBackend final : public Backend<T> {
     SerialBlasScope serial(work(n, n, 2));
     const lapack_int info = lapack_potrs(li(n), factor, b);
     if (info != 0) throw BackendError(fmt::format("LAPACKE potrs failed with info {}", info));
+  }
+  int potri(std::size_t n, T* a) override {
+    SerialBlasScope serial(work(n, n, n) * 2 / 3);
+    const lapack_int info = lapack_potri(li(n), a);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE potri: argument {} invalid", -info));
+    return static_cast<int>(info);
   }
   int syevd(std::size_t n, T* a, T* w) override {
     SerialBlasScope serial(work(n, n, n) * 4 / 3);

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -335,6 +336,31 @@ class CudaBackend final : public Backend<T> {
     const int info = factorization_info();
     if (info != 0)
       throw BackendError(fmt::format("cusolverDnXpotrs failed with info {} (n = {})", info, n));
+  }
+  // Legacy 32-bit API: cuSOLVER has no 64-bit Xpotri.
+  int potri(std::size_t n, T* a) override {
+    if (n == 0) return 0;
+    bind(device_);
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw BackendError(fmt::format("cusolverDn potri: n = {} exceeds its int range", n));
+    const int ni = static_cast<int>(n);
+    int lwork = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      CUSOLVER_CHECK(cusolverDnSpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
+    } else {
+      CUSOLVER_CHECK(cusolverDnDpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
+    }
+    reserve_solver_workspace(static_cast<std::size_t>(lwork) * sizeof(T), 0);
+    T* work = reinterpret_cast<T*>(device_workspace_.data());
+    if constexpr (std::is_same_v<T, float>) {
+      CUSOLVER_CHECK(cusolverDnSpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
+    } else {
+      CUSOLVER_CHECK(cusolverDnDpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
+    }
+    const int info = factorization_info();
+    if (info < 0)
+      throw BackendError(fmt::format("cusolverDn potri: argument {} invalid (n = {})", -info, n));
+    return info;
   }
   // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
   // `a` — the layout backend.h promises.
