@@ -251,6 +251,55 @@ std::size_t ModelSpec::num_params() const {
   return n;
 }
 
+ParameterGroups ModelSpec::relevance_groups() const {
+  validate();
+  const auto shapes = output_shapes();
+  ParameterGroups g;
+  g.group_of.reserve(num_params());
+  auto add_group = [&](std::string name, std::size_t count) {
+    const auto id = static_cast<std::uint32_t>(g.names.size());
+    g.names.push_back(std::move(name));
+    g.sizes.push_back(count);
+    g.group_of.insert(g.group_of.end(), count, id);
+  };
+  bool first = true;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec& l = layers_[i];
+    const ImageShape& in = i == 0 ? input_shape_ : shapes[i - 1];
+    if (params_of(l, in) == 0) continue;
+    const std::string layer = fmt::format("layer {} ({})", i, to_string(l.kind));
+    std::size_t outs = 0, per_out = 0, biases = 0;
+    if (l.kind == LayerSpec::Kind::kDense) {
+      outs = l.units;
+      per_out = in.size();
+      biases = l.units;
+    } else {  // conv2d: W (out × C × kh × kw)
+      outs = l.channels;
+      per_out = in.channels * l.window.kernel_h * l.window.kernel_w;
+      biases = l.bias ? l.channels : 0;
+    }
+    if (first) {
+      // W is out-major, so input i's weights are strided: one group id per input feature
+      // (dense) or channel (conv2d), repeated for every output unit.
+      const std::size_t features = l.kind == LayerSpec::Kind::kDense ? in.size() : in.channels;
+      const std::size_t run = per_out / features;  // consecutive weights of one feature
+      const auto base = static_cast<std::uint32_t>(g.names.size());
+      for (std::size_t f = 0; f < features; ++f) {
+        g.names.push_back(fmt::format("input {}", f));
+        g.sizes.push_back(outs * run);
+      }
+      for (std::size_t o = 0; o < outs; ++o)
+        for (std::size_t f = 0; f < features; ++f)
+          g.group_of.insert(g.group_of.end(), run, base + static_cast<std::uint32_t>(f));
+      first = false;
+    } else {
+      add_group(layer + " weights", outs * per_out);
+    }
+    if (biases > 0) add_group(layer + " bias", biases);
+  }
+  return g;
+}
+
 std::string ModelSpec::describe() const {
   bool flat_mlp = input_shape_.is_flat();
   for (const auto& l : layers_)

@@ -180,5 +180,39 @@ TEST(ModelSpec, CountsParametersLayerByLayer) {
   EXPECT_THROW(ModelSpec(0).dense(2).validate(), InvalidArgument);
 }
 
+TEST(ModelSpec, RelevanceGroupsFollowThePyTorchParameterLayout) {
+  // 3-4-2: W1 (4 × 3, out-major) then b1, W2 (2 × 4) then b2.  Input i's weights are W1[o][i].
+  const auto mlp = ModelSpec::mlp(3, {4}, 2, Activation::kTanh);
+  const ParameterGroups g = mlp.relevance_groups();
+  ASSERT_EQ(g.group_of.size(), mlp.num_params());
+  const std::vector<std::string> names = {"input 0", "input 1", "input 2", "layer 0 (dense) bias",
+                                          "layer 2 (dense) weights", "layer 2 (dense) bias"};
+  EXPECT_EQ(g.names, names);
+  EXPECT_EQ(g.sizes, (std::vector<std::size_t>{4, 4, 4, 4, 8, 2}));
+  for (std::size_t o = 0; o < 4; ++o)
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(g.group_of[o * 3 + i], i) << o << "," << i;
+  for (std::size_t k = 12; k < 16; ++k) EXPECT_EQ(g.group_of[k], 3u);
+  for (std::size_t k = 16; k < 24; ++k) EXPECT_EQ(g.group_of[k], 4u);
+  for (std::size_t k = 24; k < 26; ++k) EXPECT_EQ(g.group_of[k], 5u);
+
+  // conv2d first: W (3 × 2 × 2 × 2) groups by input channel; no conv bias; dense after flatten.
+  const auto cnn = ModelSpec(ImageShape{2, 4, 4})
+                       .conv2d(3, 2, 2, 0, /*bias=*/false)
+                       .activation(Activation::kTanh)
+                       .flatten()
+                       .dense(1);
+  const ParameterGroups c = cnn.relevance_groups();
+  ASSERT_EQ(c.group_of.size(), cnn.num_params());
+  EXPECT_EQ(c.names, (std::vector<std::string>{"input 0", "input 1", "layer 3 (dense) weights",
+                                               "layer 3 (dense) bias"}));
+  for (std::size_t o = 0; o < 3; ++o)
+    for (std::size_t ch = 0; ch < 2; ++ch)
+      for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(c.group_of[(o * 2 + ch) * 4 + k], ch);
+  std::vector<std::size_t> counted(c.count(), 0);
+  for (const auto id : c.group_of) ++counted.at(id);
+  EXPECT_EQ(counted, c.sizes);
+  EXPECT_THROW(ModelSpec(3).activation(Activation::kTanh).relevance_groups(), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace lmtrain::testing
