@@ -12,6 +12,8 @@
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
+//   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
+//    [--cg-max-iterations K] [--damping multiplicative|nielsen])
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
@@ -80,8 +82,12 @@ struct Args {
   std::size_t hidden = 16;
   double budget = 5.0;
   double validation_fraction = 0.0;
+  bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
   std::string regularization = "none";  // none | l2 | bayesian
   std::string damping = "multiplicative";  // multiplicative | nielsen
+  std::string solver = "auto";              // auto | cholesky | eigen | cg | dual
+  double cg_forcing = 0.0;                  // 0: SolverOptions' default
+  std::size_t cg_max_iterations = 0;        // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
   std::size_t test_rows = 2000;
@@ -93,6 +99,8 @@ struct Args {
   throw lmtrain::InvalidArgument(fmt::format(
       "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
+      "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
+      "[--cg-max-iterations K] [--damping multiplicative|nielsen])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--regularization none|bayesian]\n"
@@ -143,10 +151,18 @@ Args parse(int argc, char** argv) {
       a.budget = std::stod(value());
     else if (arg == "--validation-fraction")
       a.validation_fraction = std::stod(value());
+    else if (arg == "--standardize-inputs")
+      a.standardize_inputs = true;
     else if (arg == "--regularization")
       a.regularization = value();
     else if (arg == "--damping")
       a.damping = value();
+    else if (arg == "--solver")
+      a.solver = value();
+    else if (arg == "--cg-forcing")
+      a.cg_forcing = std::stod(value());
+    else if (arg == "--cg-max-iterations")
+      a.cg_max_iterations = std::stoul(value());
     else if (arg == "--train-rows")
       a.train_rows = std::stoul(value());
     else if (arg == "--test-rows")
@@ -424,6 +440,35 @@ double accuracy(const std::vector<T>& pred, const lmtrain::Dataset<T>& d) {
   return static_cast<double>(right) / static_cast<double>(d.samples);
 }
 
+// Per-column (W4: per-pixel) standardization with the training split's mean and population standard deviation,
+// a constant pixel only centred: what `lmtrain fit` does for normalize_inputs = "standardize"
+// (Standardization::fit in src/cli/data_loading.cpp), here in double on the raw values.
+template <typename T>
+void standardize(lmtrain::Dataset<T>& train, std::initializer_list<lmtrain::Dataset<T>*> others) {
+  const std::size_t cols = train.inputs, n = train.samples;
+  std::vector<double> mean(cols, 0.0), scale(cols, 0.0);
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t c = 0; c < cols; ++c) mean[c] += static_cast<double>(train.x[s * cols + c]);
+  for (double& m : mean) m /= static_cast<double>(n);
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double d = static_cast<double>(train.x[s * cols + c]) - mean[c];
+      scale[c] += d * d;
+    }
+  for (double& v : scale) {
+    v = std::sqrt(v / static_cast<double>(n));
+    if (!(v > 1e-12)) v = 1.0;
+  }
+  std::vector<lmtrain::Dataset<T>*> all{&train};
+  all.insert(all.end(), others.begin(), others.end());
+  for (lmtrain::Dataset<T>* d : all)
+    for (std::size_t s = 0; s < d->samples; ++s)
+      for (std::size_t c = 0; c < cols; ++c) {
+        T& v = d->x[s * cols + c];
+        v = static_cast<T>((static_cast<double>(v) - mean[c]) / scale[c]);
+      }
+}
+
 // ---- W1 / W2 / W6: training through the Trainer ----------------------------------------------
 
 template <typename T>
@@ -440,6 +485,13 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (!damping) usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
+  const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
+  if (!linear_solver)
+    usage_error(fmt::format("--solver {}: expected auto, cholesky, eigen, cg or dual", args.solver));
+  solver.linear_solver = *linear_solver;
+  if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
+  if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
+  solver.validate();
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
       lmtrain::Sequential<T>(spec, *backend).initial_parameters(lmtrain::Init::kTorch, args.seed);
@@ -571,7 +623,7 @@ template <typename T>
 int run_fann(const Args& args) {
   if (args.set.empty()) usage_error("W6 needs --set NAME (e.g. kin32fm)");
   lmtrain::Dataset<T> train = read_fann<T>(find_fann_file(args.datasets, args.set + ".train"));
-  const lmtrain::Dataset<T> test = read_fann<T>(find_fann_file(args.datasets, args.set + ".test"));
+  lmtrain::Dataset<T> test = read_fann<T>(find_fann_file(args.datasets, args.set + ".test"));
   // Optional validation split: the last fraction of the training file (the files are already in
   // random order), for MATLAB trainlm-style early stopping (max_fail = 6, best model restored).
   lmtrain::Dataset<T> validation;
@@ -586,6 +638,12 @@ int run_fann(const Args& args) {
     train.samples = nt;
     train.x.resize(nt * train.inputs);
     train.y.resize(nt * train.outputs);
+  }
+  if (args.standardize_inputs) {
+    if (with_validation)
+      standardize(train, {&validation, &test});
+    else
+      standardize(train, {&test});
   }
   lmtrain::TrainerOptions topt;
   topt.max_epochs = args.epochs > 0 ? args.epochs : 1000000;
@@ -672,38 +730,11 @@ lmtrain::Dataset<T> read_fashion(const std::string& dir, const std::string& pref
   return d;
 }
 
-// Per-pixel standardization with the training subset's mean and population standard deviation,
-// a constant pixel only centred: what `lmtrain fit` does for normalize_inputs = "standardize"
-// (Standardization::fit in src/cli/data_loading.cpp), here in double on the raw values.
-template <typename T>
-void standardize(lmtrain::Dataset<T>& train, lmtrain::Dataset<T>& test) {
-  const std::size_t cols = train.inputs, n = train.samples;
-  std::vector<double> mean(cols, 0.0), scale(cols, 0.0);
-  for (std::size_t s = 0; s < n; ++s)
-    for (std::size_t c = 0; c < cols; ++c) mean[c] += static_cast<double>(train.x[s * cols + c]);
-  for (double& m : mean) m /= static_cast<double>(n);
-  for (std::size_t s = 0; s < n; ++s)
-    for (std::size_t c = 0; c < cols; ++c) {
-      const double d = static_cast<double>(train.x[s * cols + c]) - mean[c];
-      scale[c] += d * d;
-    }
-  for (double& v : scale) {
-    v = std::sqrt(v / static_cast<double>(n));
-    if (!(v > 1e-12)) v = 1.0;
-  }
-  for (lmtrain::Dataset<T>* d : {&train, &test})
-    for (std::size_t s = 0; s < d->samples; ++s)
-      for (std::size_t c = 0; c < cols; ++c) {
-        T& v = d->x[s * cols + c];
-        v = static_cast<T>((static_cast<double>(v) - mean[c]) / scale[c]);
-      }
-}
-
 template <typename T>
 int run_fashion(const Args& args) {
   lmtrain::Dataset<T> train = read_fashion<T>(args.data, "train", args.train_rows);
   lmtrain::Dataset<T> test = read_fashion<T>(args.data, "t10k", args.test_rows);
-  standardize(train, test);
+  standardize(train, {&test});
   lmtrain::LossOptions loss;
   const std::optional<lmtrain::LossKind> kind = lmtrain::parse_loss(args.loss);
   if (!kind ||
