@@ -335,7 +335,7 @@ void parse_solver(Section& s, SolverOptions& o) {
   set_double(s, "memory_fraction", [&](double v) { o.memory_fraction = v; });
   o.max_slice_samples = s.count("max_slice_samples", o.max_slice_samples);
   set_double(s, "cg_forcing", [&](double v) { o.cg_forcing = v; });
-  if (auto v = s.choice("regularization", {"none", "l2", "bayesian"}))
+  if (auto v = s.choice("regularization", {"none", "l2", "bayesian", "ard"}))
     o.regularization = *parse_regularization(*v);
   set_double(s, "weight_decay", [&](double v) { o.weight_decay = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);

@@ -73,7 +73,7 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
       {"batches_done", s.batches_done},
       {"epoch_rng", s.epoch_rng},
       {"damping", {{"lambda", s.damping.lambda}, {"nu", s.damping.nu}}},
-      {"weight_decay", s.weight_decay},
+      {"weight_decays", s.weight_decays},
       {"validation_failures", s.validation_failures},
       {"partial_epoch", to_json(s.partial_epoch)},
       {"summary",
@@ -128,7 +128,12 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     s.epoch_rng = meta.at("epoch_rng").get<std::array<std::uint64_t, 4>>();
     s.damping.lambda = meta.at("damping").at("lambda").get<double>();
     s.damping.nu = meta.at("damping").at("nu").get<double>();
-    s.weight_decay = meta.value("weight_decay", 0.0);  // absent before regularization existed
+    // One ρ per penalty group; older checkpoints hold a single "weight_decay" (or none, before
+    // regularization existed).
+    if (meta.contains("weight_decays"))
+      s.weight_decays = meta.at("weight_decays").get<std::vector<double>>();
+    else
+      s.weight_decays = {meta.value("weight_decay", 0.0)};
     s.validation_failures = meta.at("validation_failures").get<int>();
     s.partial_epoch = epoch_from_json(meta.at("partial_epoch"));
     const nlohmann::json& m = meta.at("summary");

@@ -12,6 +12,12 @@
 
 namespace lmtrain {
 
+namespace {
+// Cap of an ard group's ρ: reached when the evidence drives the group's weights to zero (an input
+// the data do not support); large enough to pin them there, small enough to keep A + R finite.
+constexpr double kMaxGroupWeightDecay = 1e10;
+}  // namespace
+
 template <typename T, typename S>
 Backend<S>* LevenbergMarquardtStep<T, S>::own_system(JacobianEngine<T>& engine,
                                                      std::unique_ptr<Backend<S>>& owned) {
@@ -57,17 +63,60 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
     // The dual form's right-hand side must lie in J's row space, which g + ρθ does not; Bayesian
     // regularization needs A's eigenvalues, which matrix-free CG never forms.
     if (solver_type == LinearSolverType::kDual ||
-        (solver_type == LinearSolverType::kCg && options.regularization == Regularization::kBayesian))
+        (solver_type == LinearSolverType::kCg && is_evidence_based(options.regularization)))
       throw InvalidArgument(fmt::format(
           "regularization = {} cannot use linear_solver = {}; use cholesky or eigen{}",
           to_string(options.regularization), to_string(solver_type),
           options.regularization == Regularization::kL2 ? " (or cg)" : ""));
-    weight_decay_ = options.weight_decay;
+    rho_.assign(1, options.weight_decay);
   }
-  if (options.regularization == Regularization::kBayesian) {
+  if (options.regularization == Regularization::kArd) {
+    ParameterGroups groups = engine.model().spec().relevance_groups();
+    group_of_ = std::move(groups.group_of);
+    group_sizes_ = std::move(groups.sizes);
+    rho_.assign(group_sizes_.size(), options.weight_decay);
+    penalty_ = system_.allocate(n);
+    rho_theta_ = system_.allocate(n);
+    upload_group_penalty();
+  }
+  if (is_evidence_based(options.regularization)) {
     eigen_work_ = system_.allocate(n * n);
     eigenvalues_ = system_.allocate(n);
   }
+}
+
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::set_weight_decays(const std::vector<double>& rho) {
+  if (rho.size() != rho_.size())
+    throw InvalidArgument(fmt::format(
+        "weight decays: {} values given, but regularization = {} on this model has {} penalty "
+        "group{}",
+        rho.size(), to_string(options_.regularization), rho_.size(), rho_.size() == 1 ? "" : "s"));
+  for (std::size_t g = 0; g < rho.size(); ++g)
+    if (!(rho[g] >= 0) || !std::isfinite(rho[g]))
+      throw InvalidArgument(
+          fmt::format("weight decay of group {} is {}; expected a finite value ≥ 0", g, rho[g]));
+  rho_ = rho;
+  if (grouped()) upload_group_penalty();
+}
+
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::upload_group_penalty() {
+  std::vector<S> per_param(group_of_.size());
+  for (std::size_t i = 0; i < per_param.size(); ++i)
+    per_param[i] = static_cast<S>(rho_[group_of_[i]]);
+  system_.copy_from_host(per_param.data(), penalty_.data(), per_param.size());
+}
+
+template <typename T, typename S>
+double LevenbergMarquardtStep<T, S>::penalty(const T* theta) {
+  const std::size_t n = engine_.num_params();
+  if (!grouped()) return rho_[0] > 0 ? 0.5 * rho_[0] * backend_.dot(n, theta, theta) : 0.0;
+  // θ was last written on the model's queue (an empty shard's build does not wait for it).
+  if constexpr (kMixed) backend_.synchronize();
+  system_.convert(n, theta, tmp_.data());
+  system_.scale_elementwise(n, tmp_.data(), penalty_.data(), false, rho_theta_.data());
+  return 0.5 * system_.dot(n, tmp_.data(), rho_theta_.data());
 }
 
 template <typename T, typename S>
@@ -77,7 +126,7 @@ void LevenbergMarquardtStep<T, S>::update_weight_decay(const T* params, double d
   // ½‖r‖² objectives (for the others 2F is the deviance playing its role).  Rank 0 decides and
   // broadcasts, so that every rank keeps the same ρ even if their LAPACKs round differently.
   const std::size_t n = engine_.num_params();
-  const double rho = weight_decay_;
+  const double rho = rho_[0];
   const double residuals = sum(static_cast<double>(ne_.m), times);
   const double theta_norm2 = backend_.dot(n, params, params);
   double next[2] = {rho, 0.0};  // ρ, γ
@@ -101,8 +150,73 @@ void LevenbergMarquardtStep<T, S>::update_weight_decay(const T* params, double d
     ScopedPhase timer(times, Phase::kCommunication);
     comm_->broadcast(next, sizeof next, 0);
   }
-  weight_decay_ = next[0];
+  rho_[0] = next[0];
+  gamma_.assign(1, next[1]);
   report.effective_parameters = next[1];
+}
+
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::update_group_weight_decays(const T* params,
+                                                              double data_objective,
+                                                              StepReport& report,
+                                                              PhaseTimes& times) {
+  // With R = diag(ρ_g(i)) and H = A + R the matrix this step solved with (before λ):
+  //   γ_g = n_g − ρ_g·Σ_{i∈g} [H⁻¹]_ii  (0 ≤ γ_g ≤ n_g, as H⁻¹ ≤ R⁻¹ on the diagonal),
+  //   ρ_g = γ_g·2F / ((N − γ)·‖θ_g‖²),  γ = Σ_g γ_g,
+  // MacKay's re-estimate per group.  Rank 0 decides and broadcasts, as for bayesian.
+  const std::size_t n = engine_.num_params();
+  const std::size_t groups = rho_.size();
+  const double residuals = sum(static_cast<double>(ne_.m), times);
+  // ρ_g, then γ_g; both kept as they are if H cannot be inverted.
+  std::vector<double> next(2 * groups, 0.0);
+  std::copy(rho_.begin(), rho_.end(), next.begin());
+  if (gamma_.size() == groups) std::copy(gamma_.begin(), gamma_.end(), next.begin() + static_cast<std::ptrdiff_t>(groups));
+  if (!distributed() || comm_->is_root()) {
+    ScopedPhase timer(times, Phase::kFactorization);
+    system_.copy(ne_.a.data(), eigen_work_.data(), n * n);
+    int info = system_.potrf(n, eigen_work_.data());
+    if (info == 0) info = system_.potri(n, eigen_work_.data());
+    if (info == 0) {
+      system_.clamped_diagonal(n, eigen_work_.data(), -std::numeric_limits<S>::infinity(),
+                               std::numeric_limits<S>::infinity(), eigenvalues_.data());
+      eigenvalues_host_.resize(n);
+      system_.copy_to_host(eigenvalues_.data(), eigenvalues_host_.data(), n);
+      std::vector<T> theta(n);
+      backend_.copy_to_host(params, theta.data(), n);
+      std::vector<double> trace(groups, 0.0), norm2(groups, 0.0);
+      for (std::size_t i = 0; i < n; ++i) {
+        trace[group_of_[i]] += static_cast<double>(eigenvalues_host_[i]);
+        norm2[group_of_[i]] += static_cast<double>(theta[i]) * static_cast<double>(theta[i]);
+      }
+      double gamma = 0;
+      for (std::size_t g = 0; g < groups; ++g) {
+        const auto size = static_cast<double>(group_sizes_[g]);
+        next[groups + g] = std::clamp(size - rho_[g] * trace[g], 0.0, size);
+        gamma += next[groups + g];
+      }
+      // A group the data no longer determine at all (γ_g = 0 in H's rounding, or θ_g = 0) is
+      // switched off: its ρ_g goes to the cap, the limit of γ_g/‖θ_g‖² as ρ_g grows (θ_g ∝ 1/ρ_g,
+      // γ_g ∝ 1/ρ_g), instead of 0/0 reading as "no penalty".
+      if (residuals > gamma && data_objective > 0)
+        for (std::size_t g = 0; g < groups; ++g) {
+          const double gamma_g = next[groups + g];
+          const double rho = gamma_g > 0 && norm2[g] > 0
+                                 ? gamma_g * 2.0 * data_objective / ((residuals - gamma) * norm2[g])
+                                 : kMaxGroupWeightDecay;
+          next[g] = std::min(rho, kMaxGroupWeightDecay);
+        }
+    }
+  }
+  if (distributed()) {
+    ScopedPhase timer(times, Phase::kCommunication);
+    comm_->broadcast(next.data(), next.size() * sizeof(double), 0);
+  }
+  std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(groups), rho_.begin());
+  gamma_.assign(next.begin() + static_cast<std::ptrdiff_t>(groups), next.end());
+  upload_group_penalty();
+  double gamma = 0;
+  for (const double g : gamma_) gamma += g;
+  report.effective_parameters = gamma;
 }
 
 template <typename T, typename S>
@@ -188,16 +302,29 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
   // there are fewer residuals than parameters, and no update could leave 0.  Start instead from
   // the evidence estimate with half the well-determined parameters, γ = min(n, N)/2, at the
   // first linearization point (ρ is 0 only until then: afterwards 2F > 0 keeps it positive).
-  if (options_.regularization == Regularization::kBayesian && weight_decay_ == 0 && f0 > 0) {
+  // ard starts every group there too.
+  const bool unset = std::all_of(rho_.begin(), rho_.end(), [](double r) { return r == 0; });
+  if (is_evidence_based(options_.regularization) && unset && f0 > 0) {
     const double residuals = sum(static_cast<double>(ne_.m), times);
     const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
     const double theta_norm2 = backend_.dot(n, params, params);
-    if (theta_norm2 > 0) weight_decay_ = gamma * 2.0 * f0 / ((residuals - gamma) * theta_norm2);
+    if (theta_norm2 > 0) {
+      std::fill(rho_.begin(), rho_.end(),
+                gamma * 2.0 * f0 / ((residuals - gamma) * theta_norm2));
+      if (grouped()) upload_group_penalty();
+    }
   }
-  // Weight decay: F + ½ρ‖θ‖², g + ρθ and A + ρI, the penalty's exact Hessian.
-  const double rho = weight_decay_;
+  // Weight decay: F + ½ρ‖θ‖², g + ρθ and A + ρI, the penalty's exact Hessian (ard: ρ_g(i) per
+  // parameter, R = diag(ρ_g(i)) in place of ρI).
+  const double rho = grouped() ? 0.0 : rho_[0];
   report.weight_decay = rho;
-  if (rho > 0) {
+  if (grouped()) {
+    report.penalty_after = penalty(params);  // tmp_ = θ, rho_theta_ = R·θ
+    system_.axpy(n, S(1), rho_theta_.data(), ne_.g.data());
+    system_.add_diagonal(n, ne_.a.data(), S(1), penalty_.data());
+    f0 += report.penalty_after;
+    report.objective_before = report.objective_after = f0;
+  } else if (rho > 0) {
     // θ was last written on the model's queue (an empty shard's build does not wait for it).
     if constexpr (kMixed) backend_.synchronize();
     system_.convert(n, params, tmp_.data());
@@ -207,7 +334,7 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     } else {
       system_.add_diagonal(n, ne_.a.data(), static_cast<S>(rho), nullptr);
     }
-    report.penalty_after = 0.5 * rho * backend_.dot(n, params, params);
+    report.penalty_after = penalty(params);
     f0 += report.penalty_after;
     report.objective_before = report.objective_after = f0;
   }
@@ -295,7 +422,7 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     }
     f1 = sum(f1, times);
     const double f1_data = f1;
-    const double penalty1 = rho > 0 ? 0.5 * rho * backend_.dot(n, trial_.data(), trial_.data()) : 0.0;
+    const double penalty1 = penalty(trial_.data());
     f1 += penalty1;
     if (std::isfinite(f1) && f1 < f0) {
       const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
@@ -317,6 +444,8 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       backend_.copy(trial_.data(), params, n);
       if (options_.regularization == Regularization::kBayesian)
         update_weight_decay(params, f1_data, report, times);
+      else if (options_.regularization == Regularization::kArd)
+        update_group_weight_decays(params, f1_data, report, times);
 
       if (options_.function_tolerance > 0 && f0 - f1 <= options_.function_tolerance * f0) {
         report.termination = TerminationReason::kFunctionTolerance;
@@ -342,7 +471,7 @@ std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
                                            std::size_t slice_samples, std::size_t max_batch,
                                            dist::Communicator* comm) {
   if constexpr (std::is_same_v<T, float>) {
-    if (options.system_precision == SystemPrecision::kFloat64)
+    if (resolve_system_precision(options, true) == SystemPrecision::kFloat64)
       return std::make_unique<LevenbergMarquardtStep<float, double>>(
           options, solver_type, engine, slice_samples, max_batch, comm);
   }

@@ -29,11 +29,13 @@ std::string_view to_string(Regularization r) {
     case Regularization::kNone: return "none";
     case Regularization::kL2: return "l2";
     case Regularization::kBayesian: return "bayesian";
+    case Regularization::kArd: return "ard";
   }
   return "unknown";
 }
 std::optional<Regularization> parse_regularization(std::string_view s) {
-  for (auto r : {Regularization::kNone, Regularization::kL2, Regularization::kBayesian})
+  for (auto r : {Regularization::kNone, Regularization::kL2, Regularization::kBayesian,
+                 Regularization::kArd})
     if (to_string(r) == s) return r;
   return std::nullopt;
 }
@@ -52,6 +54,16 @@ std::optional<DampingMatrix> parse_damping_matrix(std::string_view s) {
   for (auto t : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt})
     if (to_string(t) == s) return t;
   return std::nullopt;
+}
+
+bool is_evidence_based(Regularization r) {
+  return r == Regularization::kBayesian || r == Regularization::kArd;
+}
+
+SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model) {
+  if (options.system_precision != SystemPrecision::kAuto) return options.system_precision;
+  return float_model && is_evidence_based(options.regularization) ? SystemPrecision::kFloat64
+                                                                  : SystemPrecision::kModel;
 }
 
 namespace {
@@ -110,9 +122,10 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(regularization == Regularization::kNone || linear_solver != LinearSolverType::kDual,
             "linear_solver", to_string(linear_solver),
             "regularization cannot use the dual form: linear_solver = auto, cholesky, eigen or cg");
-  c.require(regularization != Regularization::kBayesian || linear_solver != LinearSolverType::kCg,
+  c.require(!is_evidence_based(regularization) || linear_solver != LinearSolverType::kCg,
             "linear_solver", to_string(linear_solver),
-            "bayesian regularization needs A's eigenvalues: linear_solver = auto, cholesky or eigen");
+            "bayesian and ard regularization need A itself (its eigenvalues, its inverse's "
+            "diagonal): linear_solver = auto, cholesky or eigen");
   return c.ok;
 }
 

@@ -72,7 +72,16 @@ std::string Summary::full_report() const {
   line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
                              rejected_steps, invalid_steps));
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
-  if (regularization != Regularization::kNone)
+  if (regularization == Regularization::kArd) {
+    line("Regularization",
+         fmt::format("ard, effective parameters γ = {:.1f} of {} in {} relevance groups",
+                     effective_parameters, num_params, penalty_groups.size()));
+    s += fmt::format("  {:<30}{:>8}{:>18}{:>14}\n", "group", "size", "weight decay ρ",
+                     "effective γ");
+    for (const PenaltyGroup& g : penalty_groups)
+      s += fmt::format("  {:<30}{:>8}{:>18.3e}{:>14.2f}\n", g.name, g.size, g.weight_decay,
+                       g.effective_parameters);
+  } else if (regularization != Regularization::kNone)
     line("Regularization",
          effective_parameters > 0
              ? fmt::format("{}, weight decay ρ = {:.3e}, effective parameters γ = {:.1f} of {}",

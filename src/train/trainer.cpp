@@ -114,9 +114,15 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   Summary summary;
   summary.model = spec_.describe();
   summary.loss = std::string(to_string(loss.kind()));
-  const bool mixed = std::is_same_v<T, float> && solver_options_.system_precision == SystemPrecision::kFloat64;
-  summary.precision = mixed ? "mixed (float32 model and Jacobian, float64 A, g and solve)"
-                            : precision_name(static_cast<T*>(nullptr));
+  const bool mixed = std::is_same_v<T, float> &&
+                     resolve_system_precision(solver_options_, true) == SystemPrecision::kFloat64;
+  summary.precision =
+      !mixed ? std::string(precision_name(static_cast<T*>(nullptr)))
+      : sopt.system_precision == SystemPrecision::kAuto
+          ? fmt::format("mixed (float32 model and Jacobian, float64 A, g and solve: {} "
+                        "regularization reads A's small eigenvalues, which float32 rounding swamps)",
+                        to_string(sopt.regularization))
+          : std::string("mixed (float32 model and Jacobian, float64 A, g and solve)");
   summary.device = backend_.name();
   summary.num_params = n;
   summary.training_samples = train.samples;
@@ -161,7 +167,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                                      static_cast<double>(backend_.available_memory_bytes()));
   plan_in.max_slice_samples = sopt.max_slice_samples;
   // Bayesian regularization's eigenvalue workspace.
-  if (sopt.regularization == Regularization::kBayesian) plan_in.extra_system_elements = n * n + n;
+  if (is_evidence_based(sopt.regularization)) plan_in.extra_system_elements = n * n + n;
   auto plan_for = [&](LinearSolverType type) {
     MemoryPlanInput in = plan_in;
     in.solver = type == LinearSolverType::kDual    ? SolverWorkspace::kDual
@@ -193,7 +199,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       try {
         (void)plan_for(solver_type);
       } catch (const MemoryPlanError& e) {
-        if (sopt.regularization == Regularization::kBayesian) throw;  // needs A's eigenvalues
+        if (is_evidence_based(sopt.regularization)) throw;  // needs A itself
         (void)plan_for(LinearSolverType::kCg);  // throws if even J does not fit
         solver_type = LinearSolverType::kCg;
         summary.linear_solver_reason = fmt::format(
@@ -302,7 +308,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.abandoned_steps = r.abandoned_steps;
     summary.history = r.history;
     lm->damping().set_state(resume->damping);
-    lm->set_weight_decay(resume->weight_decay);
+    lm->set_weight_decays(resume->weight_decays);
     rng.set_state(resume->epoch_rng);
     validation_failures = resume->validation_failures;
     first_epoch = resume->epochs_done + 1;
@@ -337,7 +343,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     state.batches_done = batches_done;
     state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
     state.damping = lm->damping().state();
-    state.weight_decay = lm->weight_decay();
+    state.weight_decays = lm->weight_decays();
     state.params.resize(n);
     backend_.copy_to_host(theta.data(), state.params.data(), n);
     if (valid_dev) {
@@ -383,7 +389,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       StepReport rep;
       for (;;) {
         const DampingStrategy::State damping_before = lm->damping().state();
-        const double weight_decay_before = lm->weight_decay();
+        const std::vector<double> weight_decays_before = lm->weight_decays();
         try {
           rep = lm->step(theta.data(), x, y, local_count, summary.times);
           break;
@@ -391,7 +397,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
           halve_slice(e);
           build_step();
           lm->damping().set_state(damping_before);
-          lm->set_weight_decay(weight_decay_before);
+          lm->set_weight_decays(weight_decays_before);
         }
       }
       ++summary.steps;
@@ -523,7 +529,16 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   }
   summary.final_lambda = lm->damping().lambda();
   summary.regularization = sopt.regularization;
-  summary.final_weight_decay = lm->weight_decay();
+  if (sopt.regularization == Regularization::kArd) {
+    const ParameterGroups groups = spec_.relevance_groups();
+    const std::vector<double>& rho = lm->weight_decays();
+    const std::vector<double>& gamma = lm->effective_parameters();
+    for (std::size_t g = 0; g < groups.count(); ++g)
+      summary.penalty_groups.push_back({groups.names[g], groups.sizes[g], rho[g],
+                                        g < gamma.size() ? gamma[g] : 0.0});
+  } else {
+    summary.final_weight_decay = lm->weight_decays().front();
+  }
   summary.peak_device_bytes =
       backend_.memory().peak_bytes_in_use() - bytes_before + lm->system_peak_bytes();
   backend_.copy_to_host(theta.data(), params.data(), n);

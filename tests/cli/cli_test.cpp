@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -277,6 +278,40 @@ TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
   const auto at = eval.output.find("MSE ");
   ASSERT_NE(at, std::string::npos) << eval.output;
   EXPECT_LT(std::stod(eval.output.substr(at + 4)), 0.01) << eval.output;
+}
+
+TEST(Cli, ArdNamesEachInputColumnAndSwitchesOffTheIrrelevantOne) {
+  // y = sin(2x₁) + 0.5·x₂² + a column of noise the target does not depend on.
+  Scratch s;
+  Rng rng(4);
+  std::ostringstream csv;
+  csv << "x1,x2,noise,y\n";
+  csv.precision(17);
+  for (int i = 0; i < 400; ++i) {
+    const double a = rng.uniform(-1.5, 1.5), b = rng.uniform(-1, 1), c = rng.normal();
+    csv << a << "," << b << "," << c << "," << std::sin(2 * a) + 0.5 * b * b + 0.05 * rng.normal()
+        << "\n";
+  }
+  s.write("data.csv", csv.str());
+  const std::string config = s.write(
+      "run.toml", regression_config("", 40) + "[solver]\nregularization = \"ard\"\n");
+  const Result fit = run("fit " + config + " --quiet --set trainer.batch_size=0");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const std::string summary = read_file(s.path("out") / "summary.txt");
+  // "  input 2 (noise)    12    1.000e+10    0.00": the weight decay of each input's group.
+  std::map<std::string, double> rho;
+  std::istringstream lines(summary);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string word, index, name;
+    std::size_t size = 0;
+    double decay = 0;
+    if (fields >> word >> index >> name >> size >> decay && word == "input") rho[name] = decay;
+  }
+  ASSERT_EQ(rho.size(), 3u) << summary;
+  ASSERT_TRUE(rho.count("(noise)") && rho.count("(x1)") && rho.count("(x2)")) << summary;
+  EXPECT_GT(rho["(noise)"], 100 * std::max(rho["(x1)"], rho["(x2)"])) << summary;
+  EXPECT_NE(summary.find("mixed (float32 model"), std::string::npos) << summary;
 }
 
 TEST(Cli, NcclOnTheCpuIsAClearErrorBeforeAnyOutput) {

@@ -112,6 +112,33 @@ TEST(Ranks, BayesianRegularizationMatchesOneRank) {
   EXPECT_EQ(many.decisions, one.decisions);
 }
 
+TEST(Ranks, ArdRegularizationMatchesOneRank) {
+  // One ρ per relevance group, from (A + R)⁻¹ on rank 0, broadcast as a vector.  Two inputs, one
+  // of them noise, so the groups differ.
+  const auto spec = ModelSpec::mlp(2, {6}, 1, Activation::kTanh);
+  SolverOptions solver;
+  solver.regularization = Regularization::kArd;
+  auto data = wave<double>(300, 1);
+  Dataset<double> two(data.samples, 2, 1);
+  Rng rng(7);
+  for (std::size_t s = 0; s < data.samples; ++s) {
+    two.x[2 * s] = data.x[s];
+    two.x[2 * s + 1] = rng.normal();
+    two.y[s] = data.y[s];
+  }
+  const auto one = train(spec, LossOptions{}, solver, options(6, 0), two, nullptr, nullptr);
+  const auto many = train(spec, LossOptions{}, solver, options(6, 0), two, nullptr, g_world);
+  ASSERT_EQ(one.summary.penalty_groups.size(), 5u);
+  ASSERT_EQ(many.summary.penalty_groups.size(), 5u);
+  for (std::size_t g = 0; g < 5; ++g) {
+    const double rho = one.summary.penalty_groups[g].weight_decay;
+    EXPECT_GT(rho, 0);
+    EXPECT_NEAR(many.summary.penalty_groups[g].weight_decay, rho, 1e-10 * rho);
+  }
+  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-10);
+  EXPECT_EQ(many.decisions, one.decisions);
+}
+
 TEST(Ranks, FloatRegressionMatchesOneRank) {
   const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
   const auto data = wave<float>(600, 2);

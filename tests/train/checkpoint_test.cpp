@@ -86,18 +86,26 @@ TEST_P(Resume, ContinuesBitIdenticallyToTheUninterruptedRun) {
 
 INSTANTIATE_TEST_SUITE_P(StopPoints, Resume, ::testing::Values(3, 8, 10));
 
-TEST(Checkpoints, BayesianRegularizationResumesBitIdentically) {
-  // ρ is re-estimated every step: the checkpoint must carry it.
+TEST(Checkpoints, EvidenceRegularizationResumesBitIdentically) {
+  // ρ (bayesian) or every group's ρ (ard) is re-estimated every step: the checkpoint carries them.
   const Dataset<double> train = noisy_sinc(120, 1);
-  const Outcome straight = run(train, nullptr, nullptr, -1, 0, Regularization::kBayesian);
-  const Outcome interrupted = run(train, nullptr, nullptr, 9, 0, Regularization::kBayesian);
-  ASSERT_TRUE(interrupted.state.has_value());
-  EXPECT_GT(interrupted.state->weight_decay, 0);
-  const Outcome resumed =
-      run(train, nullptr, &*interrupted.state, -1, 0, Regularization::kBayesian);
-  EXPECT_EQ(resumed.params, straight.params);
-  EXPECT_EQ(resumed.summary.final_weight_decay, straight.summary.final_weight_decay);
-  EXPECT_GT(straight.summary.final_weight_decay, 0);
+  for (const Regularization r : {Regularization::kBayesian, Regularization::kArd}) {
+    SCOPED_TRACE(std::string(to_string(r)));
+    const Outcome straight = run(train, nullptr, nullptr, -1, 0, r);
+    const Outcome interrupted = run(train, nullptr, nullptr, 9, 0, r);
+    ASSERT_TRUE(interrupted.state.has_value());
+    const std::vector<double>& rho = interrupted.state->weight_decays;
+    // 1-H-1: one input group, the hidden bias, the output weights and bias for ard.
+    ASSERT_EQ(rho.size(), r == Regularization::kArd ? 4u : 1u);
+    for (const double v : rho) EXPECT_GT(v, 0);
+    const Outcome resumed = run(train, nullptr, &*interrupted.state, -1, 0, r);
+    EXPECT_EQ(resumed.params, straight.params);
+    EXPECT_EQ(resumed.summary.final_weight_decay, straight.summary.final_weight_decay);
+    ASSERT_EQ(resumed.summary.penalty_groups.size(), straight.summary.penalty_groups.size());
+    for (std::size_t g = 0; g < straight.summary.penalty_groups.size(); ++g)
+      EXPECT_EQ(resumed.summary.penalty_groups[g].weight_decay,
+                straight.summary.penalty_groups[g].weight_decay);
+  }
 }
 
 TEST(Checkpoints, PeriodicCheckpointsAreEpochBoundaries) {

@@ -15,6 +15,7 @@
 // every rank iterates, summing one n-vector per iteration.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -38,8 +39,10 @@ struct StepReport {
   double gradient_max_norm = 0;
   double step_norm = 0;        // ‖lr·δ‖₂ of the accepted step
   int linear_iterations = 0;   // CG iterations summed over the attempts
-  double weight_decay = 0;     // ρ of the penalty ½ρ‖θ‖² this step used (0: none)
-  double effective_parameters = 0;  // γ = Σ aᵢ/(aᵢ + ρ) (bayesian regularization; else 0)
+  double weight_decay = 0;     // ρ of the penalty ½ρ‖θ‖² this step used (0: none; ard: 0, see
+                               // LmStepper::weight_decays())
+  double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
+                                    // aᵢ/(aᵢ + ρ); ard: Σ γ_g; else 0)
   TerminationReason termination = TerminationReason::kNone;
 };
 
@@ -53,10 +56,15 @@ class LmStepper {
   virtual DampingStrategy& damping() = 0;
   // Peak bytes of the float64 backend the step owns in mixed precision (0 otherwise).
   virtual std::size_t system_peak_bytes() const { return 0; }
-  // ρ of the weight-decay penalty: fixed for l2, re-estimated by bayesian regularization (and
-  // then part of a checkpoint).
-  virtual double weight_decay() const = 0;
-  virtual void set_weight_decay(double rho) = 0;
+  // ρ of the weight-decay penalty: one value (½ρ‖θ‖²; none, l2, bayesian) or, for ard, one per
+  // ModelSpec::relevance_groups() group (½Σ ρ_g‖θ_g‖²).  Fixed for l2; re-estimated by bayesian
+  // and ard, and then part of a checkpoint.
+  virtual const std::vector<double>& weight_decays() const = 0;
+  // Throws InvalidArgument when `rho` does not have weight_decays()'s size or holds a negative
+  // or non-finite value.
+  virtual void set_weight_decays(const std::vector<double>& rho) = 0;
+  // γ per group from the last evidence update (bayesian, ard); empty before the first.
+  virtual const std::vector<double>& effective_parameters() const = 0;
 };
 
 template <typename T, typename S = T>
@@ -79,8 +87,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
-  double weight_decay() const override { return weight_decay_; }
-  void set_weight_decay(double rho) override { weight_decay_ = rho; }
+  const std::vector<double>& weight_decays() const override { return rho_; }
+  void set_weight_decays(const std::vector<double>& rho) override;
+  const std::vector<double>& effective_parameters() const override { return gamma_; }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
   std::size_t slice_samples() const { return builder_.slice_samples(); }
@@ -109,6 +118,15 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // Bayesian regularization's update of ρ after an accepted step (identical on every rank).
   void update_weight_decay(const T* params, double data_objective, StepReport& report,
                            PhaseTimes& times);
+  // The same for ard, one ρ per group, from the diagonal of (A + R)⁻¹.
+  void update_group_weight_decays(const T* params, double data_objective, StepReport& report,
+                                  PhaseTimes& times);
+  // ½Σ ρ_i θ_i² of `theta` (T, on the model's backend).  ard: leaves θ (in S) in tmp_ and ρ∘θ
+  // in rho_theta_.
+  double penalty(const T* theta);
+  // penalty_ ← ρ_g(i) per parameter from rho_ (ard).
+  void upload_group_penalty();
+  bool grouped() const { return !group_of_.empty(); }
 
   NormalEquations<S> ne_;
   DeviceBuffer<S> delta_, d_, tmp_, packed_;
@@ -117,8 +135,13 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   dist::Communicator* comm_ = nullptr;
   LinearSolverType solver_type_;
   std::vector<S> staging_;
-  double weight_decay_ = 0;
-  DeviceBuffer<S> eigen_work_, eigenvalues_;  // bayesian regularization
+  std::vector<double> rho_{0.0};  // ρ per penalty group (one unless ard)
+  std::vector<double> gamma_;     // γ per group from the last evidence update
+  // ard: the group of each parameter, the group sizes, ρ per parameter and ρ∘θ on the device.
+  std::vector<std::uint32_t> group_of_;
+  std::vector<std::size_t> group_sizes_;
+  DeviceBuffer<S> penalty_, rho_theta_;
+  DeviceBuffer<S> eigen_work_, eigenvalues_;  // bayesian: A's eigenvalues; ard: diag((A + R)⁻¹)
   std::vector<S> eigenvalues_host_;
 };
 

@@ -45,6 +45,11 @@ enum class DampingMatrix {
 
 // Precision of the linear system (A, g, δ, the solve) relative to the model's.
 enum class SystemPrecision {
+  // The model's, except float64 for a float model under bayesian or ard regularization: their
+  // evidence updates read A's small eigenvalues (the diagonal of its inverse), which float32
+  // rounding of A = Σ JᵀJ swamps (measured on FANN's bank32nh: γ = 375–450 of 545 from a float32
+  // A, 227–238 from a float64 one, and 1.2–1.7× the test error).
+  kAuto,
   kModel,    // the model's precision throughout
   kFloat64,  // float64 A, g and solve on float32 Jacobian rows: mixed precision (a float64 model
              // is unaffected).  A costs twice the memory and SYRK runs at the float64 rate, but
@@ -61,7 +66,17 @@ enum class Regularization {
   // Needs the primal A (cholesky or eigen); costs one eigenvalue computation per accepted step.
   // l2 works with every solver but dual (with cg, ρ shifts its operator).
   kBayesian,
+  // Automatic relevance determination (MacKay 1994; Neal 1996): the same evidence update with one
+  // ρ per parameter group — each input's weights in the first layer, each later layer's weights,
+  // each layer's biases (ModelSpec::relevance_groups) — so that irrelevant inputs are switched
+  // off by their own large ρ.  γ_g = n_g − ρ_g·Σ_{i∈g} [(A + R)⁻¹]_ii with R = diag(ρ_g(i)),
+  // ρ_g = γ_g·‖r‖² / ((N − γ)·‖θ_g‖²), γ = Σ γ_g: one Cholesky inverse (n³) per accepted step.
+  // Needs the primal A (cholesky or eigen).
+  kArd,
 };
+
+// bayesian and ard: ρ re-estimated from the evidence.
+bool is_evidence_based(Regularization r);
 
 std::string_view to_string(LinearSolverType t);
 std::string_view to_string(Regularization r);
@@ -105,10 +120,10 @@ struct SolverOptions {
   double function_tolerance = 0.0;
   double parameter_tolerance = 0.0;
 
-  SystemPrecision system_precision = SystemPrecision::kModel;
+  SystemPrecision system_precision = SystemPrecision::kAuto;
 
-  // Objective F + ½ρ‖θ‖²: ρ = weight_decay for l2; its initial value for bayesian (0: start from
-  // the unregularized problem, as trainbr does).
+  // Objective F + ½ρ‖θ‖²: ρ = weight_decay for l2; its initial value for bayesian and ard (every
+  // group's; 0: the evidence estimate with γ = min(n, N)/2 at the first linearization point).
   Regularization regularization = Regularization::kNone;
   double weight_decay = 0.0;
 
@@ -130,5 +145,8 @@ struct SolverOptions {
   // Throws InvalidArgument with is_valid's message.
   void validate() const;
 };
+
+// kAuto resolved for a model in float (float_model) or double: kModel or kFloat64.
+SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model);
 
 }  // namespace lmtrain

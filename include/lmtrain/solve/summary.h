@@ -74,8 +74,16 @@ struct Summary {
   int abandoned_steps = 0; // steps whose attempts all failed
   double final_lambda = 0;
   Regularization regularization = Regularization::kNone;
-  double final_weight_decay = 0;     // ρ at the end
-  double effective_parameters = 0;   // γ of the last bayesian update (0: none)
+  double final_weight_decay = 0;     // ρ at the end (one-group regularizations; ard: 0)
+  double effective_parameters = 0;   // γ of the last evidence update (bayesian, ard; 0: none)
+  // ard: each relevance group's ρ and γ at the end (ModelSpec::relevance_groups' order).
+  struct PenaltyGroup {
+    std::string name;
+    std::size_t size = 0;
+    double weight_decay = 0;
+    double effective_parameters = 0;
+  };
+  std::vector<PenaltyGroup> penalty_groups;
 
   TerminationReason termination = TerminationReason::kNone;
   std::string message;  // details of the termination
