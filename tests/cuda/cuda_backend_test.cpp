@@ -305,6 +305,22 @@ TYPED_TEST(CudaBackendTest, CholeskyFactorAndSolve) {
   EXPECT_EQ(gpu.potrf(n, da.data()), 0);
 }
 
+TYPED_TEST(CudaBackendTest, CholeskyInverseMatchesLapack) {
+  // cuSOLVER potri (legacy 32-bit API) against LAPACK dpotri on the same factor.
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t n = 37, rows = 60;
+  const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
+  DeviceBuffer<T> da = this->upload(a);
+  std::vector<double> want = this->widen(a);
+  ASSERT_EQ(gpu.potrf(n, da.data()), 0);
+  ASSERT_EQ(gpu.potri(n, da.data()), 0);
+  ASSERT_EQ(cpu.potrf(n, want.data()), 0);
+  ASSERT_EQ(cpu.potri(n, want.data()), 0);
+  EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)), 10 * kTolerance<T>);
+}
+
 TYPED_TEST(CudaBackendTest, CholeskyReportsTheFailingLeadingMinor) {
   using T = TypeParam;
   const std::size_t n = 8;
