@@ -343,12 +343,14 @@ DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend) {
 //   SYRK rate = n(n+1) · rows flops (one triangle of JᵀJ, a multiply and an add per entry and
 //     row) / syrk_s.  The phase also holds the GEMV g = Jᵀr (2 · rows · n flops, not counted), so
 //     this too is a lower bound on the SYRK's own rate.
+// `flops`: the normal-equations products the run did (0: none, e.g. matrix-free CG).
 std::string assembly_rates_json(double rows, std::size_t n, std::size_t element_size,
-                                double jacobian_s, double syrk_s, const DeviceRoofline* roofline) {
+                                double jacobian_s, double flops, double syrk_s,
+                                const DeviceRoofline* roofline) {
   const double nd = static_cast<double>(n);
   const double bytes = rows * nd * static_cast<double>(element_size);
-  const double flops = nd * (nd + 1) * rows;
-  const double gbps = bytes / jacobian_s / 1e9, gflops = flops / syrk_s / 1e9;
+  const double gbps = bytes / jacobian_s / 1e9;
+  const double gflops = flops > 0 ? flops / syrk_s / 1e9 : std::nan("");
   std::string s = fmt::format(
       ",\"jacobian_rows\":{},\"jacobian_bytes\":{},\"jacobian_gbps\":{},\"syrk_flops\":{},"
       "\"syrk_gflops\":{}",
@@ -565,14 +567,25 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
   // rows of the short batches are not known here and the rates are left out.
   std::string rates;
-  if (summary.batch_size > 0 && train.samples % summary.batch_size == 0 && summary.steps > 0)
-    rates = assembly_rates_json(
-        static_cast<double>(summary.steps) * static_cast<double>(summary.batch_size) *
-            static_cast<double>(summary.residuals_per_sample),
-        summary.num_params, sizeof(T), summary.times[lmtrain::Phase::kJacobian],
-        summary.times[lmtrain::Phase::kNormalEquations], roofline ? &*roofline : nullptr);
-  else if (roofline)
+  if (summary.batch_size > 0 && train.samples % summary.batch_size == 0 && summary.steps > 0) {
+    // The products behind the "normal equations" phase: JᵀJ (n(n+1) flops per row, SYRK); none
+    // when J is stored instead (matrix-free CG, and the dual form, whose JJᵀ is part of its
+    // factorization phase).
+    const double m = static_cast<double>(summary.batch_size) *
+                     static_cast<double>(summary.residuals_per_sample);
+    const double rows = static_cast<double>(summary.steps) * m;
+    const double nd = static_cast<double>(summary.num_params);
+    const lmtrain::LinearSolverType used = summary.linear_solver_used;
+    const bool stored = used == lmtrain::LinearSolverType::kCg ||
+                        used == lmtrain::LinearSolverType::kDual;
+    const double flops = stored ? 0.0 : nd * (nd + 1) * rows;
+    rates = assembly_rates_json(rows, summary.num_params, sizeof(T),
+                                summary.times[lmtrain::Phase::kJacobian], flops,
+                                summary.times[lmtrain::Phase::kNormalEquations],
+                                roofline ? &*roofline : nullptr);
+  } else if (roofline) {
     rates = roofline->json();
+  }
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
       "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"
@@ -823,12 +836,14 @@ int run_jacobian(const Args& args) {
   // assembly; the forward pass is its own phase) and the normal-equations phase of one build
   // (medians over the repeats); see assembly_rates_json for what is and is not counted.
   const double assembly_s = median(assembly_seconds), syrk_s = median(syrk_seconds);
+  const double rows = static_cast<double>(s * engine.residuals_per_sample());
+  const double nd = static_cast<double>(n);
   const long long rss = peak_rss_bytes();  // before the roofline's buffers
   std::optional<DeviceRoofline> roofline;
   if (wants_roofline(args)) roofline = measure_roofline(*backend);
   const std::string rates =
-      assembly_rates_json(static_cast<double>(s * engine.residuals_per_sample()), n, sizeof(T),
-                          assembly_s, syrk_s, roofline ? &*roofline : nullptr);
+      assembly_rates_json(rows, n, sizeof(T), assembly_s, nd * (nd + 1) * rows, syrk_s,
+                          roofline ? &*roofline : nullptr);
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":\"W3\",\"variant\":{},"
       "\"device\":{},\"device_kind\":{},\"precision\":{},\"width\":{},\"depth\":{},"

@@ -50,6 +50,10 @@ def load(raw):
                 err_lines = [l.rstrip() for l in f if l.strip() and 'triton not found' not in l]
             err = ' / '.join(err_lines[-3:])
         result = next((l for l in lines if l.get('type') == 'result'), None)
+        if result and result.get('solver') in ('cg', 'dual'):
+            # J is stored, not folded into A: the "normal equations" phase holds no SYRK (drivers
+            # before 2026-11-22 still divided n²·rows by it).
+            result['syrk_gflops'] = result['syrk_gemm_fraction'] = None
         error = next((l for l in lines if l.get('type') == 'error'), None)
         runs.append({'workload': workload, 'variant': variant, 'tool': tool, 'rep': int(rep),
                      'result': result, 'epochs': [l for l in lines if l.get('type') == 'epoch'],
@@ -398,7 +402,7 @@ def targets(summary, order):
             f"final training MSE {fmt_loss(lm['final_train_loss'])} vs "
             f"{fmt_loss(peer['final_train_loss'])}.")
     if 'W6' in order:
-        for tool in (LMTRAIN, 'lmtrain-valstop', 'lmtrain-bayes'):
+        for tool in (LMTRAIN, 'lmtrain-ard', 'lmtrain-valstop', 'lmtrain-bayes'):
             sets = sorted({v for (w, v, t) in summary if w == 'W6'})
             better, compared = [], 0
             for v in sets:
