@@ -193,10 +193,14 @@ fann_workload() {
   local first="${w6_sets[0]}"
   w6_tools() {  # set rep budget
     local s="$1" rep="$2" b="$3"
-    run W6 "$s" lmtrain "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --device "$device"
+    # lmtrain's rows standardize the inputs with the training split's statistics, as `lmtrain fit`
+    # does by default (data.normalize_inputs = "standardize"); FANN trains on the files as they are.
+    local std=(--standardize-inputs)
+    run W6 "$s" lmtrain "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" "${std[@]}" --device "$device"
     run W6 "$s" fann-rprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm rprop
-    run W6 "$s" lmtrain-valstop "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --validation-fraction 0.2 --device "$device"
-    run W6 "$s" lmtrain-bayes "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" --regularization bayesian --device "$device"
+    run W6 "$s" lmtrain-ard "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" "${std[@]}" --regularization ard --device "$device"
+    run W6 "$s" lmtrain-valstop "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" "${std[@]}" --validation-fraction 0.2 --device "$device"
+    run W6 "$s" lmtrain-bayes "$rep" "$lmtrain_bin" W6 --set "$s" --datasets "$data" --budget "$b" --seed "$rep" "${std[@]}" --regularization bayesian --device "$device"
     run W6 "$s" fann-quickprop "$rep" "$fann_bin" --train "$data/$s.train" --test "$data/$s.test" --set "$s" --budget "$b" --seed "$rep" --algorithm quickprop
   }
   w6_tools "$first" 0 0.5  # warm-up

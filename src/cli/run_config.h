@@ -36,7 +36,8 @@
 //   [loss]     type = "mse", output_weights = [...], huber_delta = 1.0
 //   [solver]   every field of lmtrain::SolverOptions (solve/solver_options.h), same names,
 //              e.g. regularization = "bayesian" (none | l2 | bayesian | ard), weight_decay = 0.0;
-//              system_precision is set by precision = "mixed"
+//              system_precision is set by precision = "mixed" (float32 with bayesian or ard
+//              solves in float64 on its own: SystemPrecision::kAuto)
 //   [trainer]  every field of lmtrain::TrainerOptions (train/trainer.h), same names, plus
 //              checkpoint_every = 1 (epochs between checkpoints; 0: only on interruption)
 #pragma once
