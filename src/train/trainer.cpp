@@ -166,8 +166,11 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
           : static_cast<std::size_t>(sopt.memory_fraction *
                                      static_cast<double>(backend_.available_memory_bytes()));
   plan_in.max_slice_samples = sopt.max_slice_samples;
-  // Bayesian regularization's eigenvalue workspace.
-  if (is_evidence_based(sopt.regularization)) plan_in.extra_system_elements = n * n + n;
+  // Evidence updates' n × n workspace and n values (eigenvalues or the inverse's diagonal); ard
+  // also holds ρ per parameter and ρ∘θ.
+  if (is_evidence_based(sopt.regularization))
+    plan_in.extra_system_elements =
+        n * n + n + (sopt.regularization == Regularization::kArd ? 2 * n : 0);
   auto plan_for = [&](LinearSolverType type) {
     MemoryPlanInput in = plan_in;
     in.solver = type == LinearSolverType::kDual    ? SolverWorkspace::kDual
