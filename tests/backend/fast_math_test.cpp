@@ -47,6 +47,22 @@ TEST(FastMath, SigmoidWithinThreeUlpsWhereItIsNotTiny) {
   EXPECT_GE(fast_sigmoid(-200.0f), 0.0f);
 }
 
+TEST(FastMath, Expm1AndEluWithinThreeUlpsEverywhere) {
+  double worst = 0;
+  for (double x = -30.0; x <= 10.0; x += 1.0 / 4096) {
+    const auto xf = static_cast<float>(x);
+    worst = std::max(worst, ulps(fast_expm1(xf), std::expm1(static_cast<double>(xf))));
+  }
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-20f, 1e-7f, -3e-8f, 0.9999999f, -0.9999999f, 1.0f,
+                  -1.0f, -87.0f, -200.0f}) {
+    worst = std::max(worst, ulps(fast_expm1(x), std::expm1(static_cast<double>(x))));
+  }
+  EXPECT_LE(worst, 3.0);
+  EXPECT_EQ(fast_expm1(-200.0f), -1.0f);
+  EXPECT_EQ(fast_elu(2.5f), 2.5f);
+  EXPECT_EQ(fast_elu(-0.0f), -0.0f);
+}
+
 TEST(FastMath, ExpRelativeErrorBelowTwoUlps) {
   double worst = 0;
   for (double x = -80.0; x <= 80.0; x += 1.0 / 1024) {
@@ -80,6 +96,16 @@ TEST(FastMath, DispatchedActivationLoopsKeepTheScalarBounds) {
     if (exact > 1e-30) worst = std::max(worst, ulps(a[i], exact));
   }
   EXPECT_LE(worst, 3.0);
+  worst = 0;
+  activation_forward(Activation::kElu, 0, z.size(), z.data(), a.data());
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const double zi = static_cast<double>(z[i]);
+    worst = std::max(worst, ulps(a[i], zi > 0 ? zi : std::expm1(zi)));
+  }
+  EXPECT_LE(worst, 3.0);
+  activation_derivative(Activation::kElu, 0, z.size(), z.data(), a.data(), d.data());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    ASSERT_EQ(d[i], z[i] > 0 ? 1.0f : a[i] + 1.0f) << z[i];
 }
 
 }  // namespace
