@@ -13,7 +13,8 @@
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
-//    [--cg-max-iterations K] [--damping multiplicative|nielsen])
+//    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]:
+//    λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
@@ -87,6 +88,9 @@ struct Args {
   std::string damping = "multiplicative";  // multiplicative | nielsen
   std::string solver = "auto";              // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;                  // 0: SolverOptions' default
+  // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
+  // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
+  bool per_sample_damping = false;
   std::size_t cg_max_iterations = 0;        // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
@@ -100,7 +104,7 @@ struct Args {
       "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
-      "[--cg-max-iterations K] [--damping multiplicative|nielsen])\n"
+      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--regularization none|bayesian]\n"
@@ -159,6 +163,8 @@ Args parse(int argc, char** argv) {
       a.damping = value();
     else if (arg == "--solver")
       a.solver = value();
+    else if (arg == "--per-sample-damping")
+      a.per_sample_damping = true;
     else if (arg == "--cg-forcing")
       a.cg_forcing = std::stod(value());
     else if (arg == "--cg-max-iterations")
@@ -493,6 +499,13 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   solver.linear_solver = *linear_solver;
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
+  if (args.per_sample_damping) {
+    const double b = static_cast<double>(topt.batch_size > 0 ? std::min(topt.batch_size, train.samples)
+                                                              : train.samples);
+    solver.lambda_initial *= b;
+    solver.lambda_min *= b;
+    solver.lambda_max *= b;
+  }
   solver.validate();
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
