@@ -89,6 +89,16 @@ std::string Summary::full_report() const {
                            num_params)
              : fmt::format("{}, weight decay ρ = {:.3e}", to_string(regularization),
                            final_weight_decay));
+  // The evidence update's degenerate end: γ close to the residual count N means β = (N − γ)/‖r‖²
+  // is no longer determined and the fit interpolates (seen with single-ρ bayesian when N ≤ n).
+  const double rows = static_cast<double>(batch_size * residuals_per_sample);
+  if (is_evidence_based(regularization) && rows > 0 && effective_parameters > 0.9 * rows)
+    line("Warning", fmt::format("effective parameters γ = {:.1f} are {:.0f}% of the {} residuals "
+                                "per batch: the evidence no longer bounds the fit, which may "
+                                "interpolate the data; try regularization = \"ard\", a larger "
+                                "batch or a validation set",
+                                effective_parameters, 100.0 * effective_parameters / rows,
+                                batch_size * residuals_per_sample));
 
   s += "\nTime                              Seconds     Share\n";
   const double total = total_seconds > 0 ? total_seconds : 1.0;

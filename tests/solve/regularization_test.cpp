@@ -153,6 +153,45 @@ TEST(Regularization, BayesianReachesTheEvidenceFixedPointAndItsRidgeSolution) {
   // And θ is the ridge solution for that ρ.
   EXPECT_LE(relative_error(theta, data.ridge(rho)), 1e-8);
   EXPECT_NE(s.full_report().find("effective parameters"), std::string::npos);
+  EXPECT_EQ(s.full_report().find("Warning"), std::string::npos) << s.full_report();
+}
+
+TEST(Regularization, SummaryWarnsWhenTheEvidenceNoLongerBoundsTheFit) {
+  // 50 noisy samples (noise variance 0.25), 16 inputs of which 2 matter, 16-16-1 (289
+  // parameters): single-ρ bayesian reaches the evidence's degenerate end γ → N and interpolates;
+  // the Summary must say so.  ard on the same data keeps γ well below N and the training MSE
+  // near the noise level, without the warning.
+  constexpr std::size_t kInputs = 16, kSamples = 50;
+  Rng rng(1);
+  Dataset<double> train(kSamples, kInputs, 1);
+  for (std::size_t s = 0; s < kSamples; ++s) {
+    double y = 0;
+    for (std::size_t i = 0; i < kInputs; ++i) {
+      train.x[s * kInputs + i] = rng.normal();
+      if (i < 2) y += std::sin(train.x[s * kInputs + i]);
+    }
+    train.y[s] = y + 0.5 * rng.normal();
+  }
+  const ModelSpec spec = ModelSpec::mlp(kInputs, {16}, 1, Activation::kTanh);
+  auto fit = [&](Regularization r) {
+    SolverOptions o;
+    o.regularization = r;
+    TrainerOptions t;
+    t.max_epochs = 100;
+    auto backend = make_cpu_backend<double>();
+    Trainer<double> trainer(spec, LossOptions{}, o, t, *backend);
+    std::vector<double> theta =
+        Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 3);
+    return trainer.fit(theta, train);
+  };
+  const Summary bayesian = fit(Regularization::kBayesian);
+  ASSERT_GT(bayesian.effective_parameters, 0.9 * kSamples) << bayesian.full_report();
+  EXPECT_LT(bayesian.final_loss, 1e-4);  // interpolates
+  EXPECT_NE(bayesian.full_report().find("Warning"), std::string::npos) << bayesian.full_report();
+  const Summary ard = fit(Regularization::kArd);
+  EXPECT_LT(ard.effective_parameters, 0.5 * kSamples) << ard.full_report();
+  EXPECT_GT(ard.final_loss, 0.1);
+  EXPECT_EQ(ard.full_report().find("Warning"), std::string::npos) << ard.full_report();
 }
 
 // y = Σ w_i x_i + 0.4 + noise with inputs 2 and 4 irrelevant (w = 0): automatic relevance
