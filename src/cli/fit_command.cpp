@@ -228,13 +228,12 @@ int fit(const RunConfig& config, const FitArgs& args) {
       trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
   // ard's "input i" groups are the columns of a flat input: name them as the data file does.
   const auto& columns = data.train.inputs.column_names;
-  if (spec.input_shape().is_flat() && columns.size() == spec.inputs())
-    for (Summary::PenaltyGroup& g : summary.penalty_groups) {
-      std::size_t i = 0;
-      if (std::sscanf(g.name.c_str(), "input %zu", &i) == 1 && i < columns.size() &&
-          g.name == fmt::format("input {}", i))
-        g.name += fmt::format(" ({})", columns[i]);
-    }
+  if (!summary.penalty_groups.empty() && spec.input_shape().is_flat() &&
+      columns.size() == spec.inputs()) {
+    const std::size_t inputs = spec.relevance_groups().input_groups;
+    for (std::size_t i = 0; i < inputs && i < summary.penalty_groups.size(); ++i)
+      summary.penalty_groups[i].name += fmt::format(" ({})", columns[i]);
+  }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   progress.finish();

@@ -283,7 +283,8 @@ ParameterGroups ModelSpec::relevance_groups() const {
       // (dense) or channel (conv2d), repeated for every output unit.
       const std::size_t features = l.kind == LayerSpec::Kind::kDense ? in.size() : in.channels;
       const std::size_t run = per_out / features;  // consecutive weights of one feature
-      const auto base = static_cast<std::uint32_t>(g.names.size());
+      const auto base = static_cast<std::uint32_t>(g.names.size());  // 0: nothing precedes
+      g.input_groups = features;
       for (std::size_t f = 0; f < features; ++f) {
         g.names.push_back(fmt::format("input {}", f));
         g.sizes.push_back(outs * run);

@@ -102,10 +102,10 @@ void LevenbergMarquardtStep<T, S>::set_weight_decays(const std::vector<double>& 
 
 template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::upload_group_penalty() {
-  std::vector<S> per_param(group_of_.size());
-  for (std::size_t i = 0; i < per_param.size(); ++i)
-    per_param[i] = static_cast<S>(rho_[group_of_[i]]);
-  system_.copy_from_host(per_param.data(), penalty_.data(), per_param.size());
+  penalty_host_.resize(group_of_.size());
+  for (std::size_t i = 0; i < penalty_host_.size(); ++i)
+    penalty_host_[i] = static_cast<S>(rho_[group_of_[i]]);
+  system_.copy_from_host(penalty_host_.data(), penalty_.data(), penalty_host_.size());
 }
 
 template <typename T, typename S>
@@ -181,12 +181,13 @@ void LevenbergMarquardtStep<T, S>::update_group_weight_decays(const T* params,
                                std::numeric_limits<S>::infinity(), eigenvalues_.data());
       eigenvalues_host_.resize(n);
       system_.copy_to_host(eigenvalues_.data(), eigenvalues_host_.data(), n);
-      std::vector<T> theta(n);
-      backend_.copy_to_host(params, theta.data(), n);
+      theta_host_.resize(n);
+      backend_.copy_to_host(params, theta_host_.data(), n);
       std::vector<double> trace(groups, 0.0), norm2(groups, 0.0);
       for (std::size_t i = 0; i < n; ++i) {
         trace[group_of_[i]] += static_cast<double>(eigenvalues_host_[i]);
-        norm2[group_of_[i]] += static_cast<double>(theta[i]) * static_cast<double>(theta[i]);
+        const auto theta = static_cast<double>(theta_host_[i]);
+        norm2[group_of_[i]] += theta * theta;
       }
       double gamma = 0;
       for (std::size_t g = 0; g < groups; ++g) {

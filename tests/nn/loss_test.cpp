@@ -189,6 +189,7 @@ TEST(ModelSpec, RelevanceGroupsFollowThePyTorchParameterLayout) {
                                           "layer 2 (dense) weights", "layer 2 (dense) bias"};
   EXPECT_EQ(g.names, names);
   EXPECT_EQ(g.sizes, (std::vector<std::size_t>{4, 4, 4, 4, 8, 2}));
+  EXPECT_EQ(g.input_groups, 3u);
   for (std::size_t o = 0; o < 4; ++o)
     for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(g.group_of[o * 3 + i], i) << o << "," << i;
   for (std::size_t k = 12; k < 16; ++k) EXPECT_EQ(g.group_of[k], 3u);
@@ -205,6 +206,7 @@ TEST(ModelSpec, RelevanceGroupsFollowThePyTorchParameterLayout) {
   ASSERT_EQ(c.group_of.size(), cnn.num_params());
   EXPECT_EQ(c.names, (std::vector<std::string>{"input 0", "input 1", "layer 3 (dense) weights",
                                                "layer 3 (dense) bias"}));
+  EXPECT_EQ(c.input_groups, 2u);
   for (std::size_t o = 0; o < 3; ++o)
     for (std::size_t ch = 0; ch < 2; ++ch)
       for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(c.group_of[(o * 2 + ch) * 4 + k], ch);

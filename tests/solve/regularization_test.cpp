@@ -14,6 +14,19 @@ namespace {
 
 constexpr std::size_t kBatch = 60, kIn = 4, kOut = 1, kN = kOut * kIn + kOut;
 
+// Full-batch training (one LM step per epoch) from PyTorch's initialization with `seed`; the
+// trained parameters are left in *theta.
+template <typename T>
+Summary fit_full_batch(const ModelSpec& spec, const Dataset<T>& train, const SolverOptions& o,
+                       int epochs, std::uint64_t seed, std::vector<T>* theta) {
+  TrainerOptions t;
+  t.max_epochs = epochs;
+  auto backend = make_cpu_backend<T>();
+  Trainer<T> trainer(spec, LossOptions{}, o, t, *backend);
+  *theta = Sequential<T>(spec, *backend).initial_parameters(Init::kTorch, seed);
+  return trainer.fit(*theta, train);
+}
+
 struct Linear {
   std::vector<double> x, y, z;  // z: the design [X 1], kBatch × (kIn + 1)
   Linear() {
@@ -131,12 +144,8 @@ TEST(Regularization, BayesianReachesTheEvidenceFixedPointAndItsRidgeSolution) {
   train.y = data.y;
   SolverOptions o;
   o.regularization = Regularization::kBayesian;
-  TrainerOptions t;
-  t.max_epochs = 80;  // full batch: one step per epoch
-  auto backend = make_cpu_backend<double>();
-  Trainer<double> trainer(spec, LossOptions{}, o, t, *backend);
-  std::vector<double> theta = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 5);
-  const Summary s = trainer.fit(theta, train);
+  std::vector<double> theta;
+  const Summary s = fit_full_batch(spec, train, o, 80, 5, &theta);
   const double rho = s.final_weight_decay;
   ASSERT_GT(rho, 0) << s.full_report();
 
@@ -176,13 +185,8 @@ TEST(Regularization, SummaryWarnsWhenTheEvidenceNoLongerBoundsTheFit) {
   auto fit = [&](Regularization r) {
     SolverOptions o;
     o.regularization = r;
-    TrainerOptions t;
-    t.max_epochs = 100;
-    auto backend = make_cpu_backend<double>();
-    Trainer<double> trainer(spec, LossOptions{}, o, t, *backend);
-    std::vector<double> theta =
-        Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 3);
-    return trainer.fit(theta, train);
+    std::vector<double> theta;
+    return fit_full_batch(spec, train, o, 100, 3, &theta);
   };
   const Summary bayesian = fit(Regularization::kBayesian);
   ASSERT_GT(bayesian.effective_parameters, 0.9 * kSamples) << bayesian.full_report();
@@ -234,12 +238,8 @@ TEST(Regularization, ArdReachesEachGroupsEvidenceFixedPointAndSwitchesOffIrrelev
   train.y = data.y;
   SolverOptions o;
   o.regularization = Regularization::kArd;
-  TrainerOptions t;
-  t.max_epochs = 300;  // full batch: one step per epoch
-  auto backend = make_cpu_backend<double>();
-  Trainer<double> trainer(spec, LossOptions{}, o, t, *backend);
-  std::vector<double> theta = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 5);
-  const Summary s = trainer.fit(theta, train);
+  std::vector<double> theta;
+  const Summary s = fit_full_batch(spec, train, o, 300, 5, &theta);
   ASSERT_EQ(s.penalty_groups.size(), kK) << s.full_report();  // 6 inputs and the bias
   std::vector<double> rho(kK);
   for (std::size_t g = 0; g < kK; ++g) rho[g] = s.penalty_groups[g].weight_decay;
@@ -287,7 +287,7 @@ TEST(Regularization, ArdReachesEachGroupsEvidenceFixedPointAndSwitchesOffIrrelev
 TEST(Regularization, EvidenceRegularizationOfAFloatModelSolvesInFloat64) {
   // SystemPrecision::kAuto: float32 rounding of A swamps the small eigenvalues γ is made of, so a
   // float model's bayesian / ard step runs in mixed precision — bit for bit the run that asks
-  // for kFloat64 explicitly.
+  // for kFloat64 explicitly, and ending where a float64 model ends (γ, θ).
   EXPECT_EQ(resolve_system_precision(SolverOptions{}, true), SystemPrecision::kModel);
   const SparseLinear data;
   const ModelSpec spec = ModelSpec::mlp(SparseLinear::kInputs, {3}, 1, Activation::kTanh);
@@ -306,16 +306,23 @@ TEST(Regularization, EvidenceRegularizationOfAFloatModelSolvesInFloat64) {
       EXPECT_EQ(resolve_system_precision(o, false), precision == SystemPrecision::kAuto
                                                         ? SystemPrecision::kModel
                                                         : SystemPrecision::kFloat64);
-      TrainerOptions t;
-      t.max_epochs = 15;
-      auto backend = make_cpu_backend<float>();
-      Trainer<float> trainer(spec, LossOptions{}, o, t, *backend);
-      std::vector<float> theta =
-          Sequential<float>(spec, *backend).initial_parameters(Init::kTorch, 8);
-      summaries.push_back(trainer.fit(theta, train));
+      std::vector<float> theta;
+      summaries.push_back(fit_full_batch(spec, train, o, 15, 8, &theta));
       params.push_back(theta);
     }
     EXPECT_EQ(params[0], params[1]);
+    // And the float run's γ is the one a float64 model reaches from the same start.
+    Dataset<double> train64(train.samples, train.inputs, train.outputs);
+    train64.x = data.x;
+    train64.y = data.y;
+    SolverOptions o;
+    o.regularization = r;
+    std::vector<double> theta64;
+    const Summary reference = fit_full_batch(spec, train64, o, 15, 8, &theta64);
+    EXPECT_NEAR(summaries[0].effective_parameters, reference.effective_parameters,
+                1e-4 * reference.effective_parameters);
+    EXPECT_LE(relative_error(std::vector<double>(params[0].begin(), params[0].end()), theta64),
+              1e-4);
     EXPECT_NE(summaries[0].precision.find("mixed"), std::string::npos) << summaries[0].precision;
     EXPECT_NE(summaries[0].precision.find(to_string(r)), std::string::npos);
   }

@@ -46,6 +46,9 @@ struct ParameterGroups {
   std::vector<std::uint32_t> group_of;  // the group of each parameter
   std::vector<std::string> names;       // "input 3", "layer 2 (dense) weights", "layer 0 (dense) bias"
   std::vector<std::size_t> sizes;       // parameters per group (each > 0)
+  // Groups [0, input_groups) are the first layer's input features (dense) or channels (conv2d),
+  // in order: "input f" is group f.
+  std::size_t input_groups = 0;
   std::size_t count() const { return names.size(); }
 };
 

@@ -140,6 +140,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // ard: the group of each parameter, the group sizes, ρ per parameter and ρ∘θ on the device.
   std::vector<std::uint32_t> group_of_;
   std::vector<std::size_t> group_sizes_;
+  std::vector<S> penalty_host_;  // host staging of penalty_, kept across steps
+  std::vector<T> theta_host_;    // θ on the host for the per-group ‖θ_g‖²
   DeviceBuffer<S> penalty_, rho_theta_;
   DeviceBuffer<S> eigen_work_, eigenvalues_;  // bayesian: A's eigenvalues; ard: diag((A + R)⁻¹)
   std::vector<S> eigenvalues_host_;
