@@ -72,10 +72,21 @@ TEST(FastMath, ExpRelativeErrorBelowTwoUlps) {
   EXPECT_LE(worst, 2.0);
 }
 
-// The vectorized loops as dispatched on this CPU (baseline, AVX2 or AVX-512 build of the same
-// source): tanh and sigmoid over the same grid, each element within the scalar bound, and the
-// derivative loops from their closed forms.
-TEST(FastMath, DispatchedActivationLoopsKeepTheScalarBounds) {
+// Every build of the vectorized loops this CPU can run (baseline, AVX2, AVX-512 of the same
+// source), not only the one dispatched: tanh, sigmoid and elu over the same grid, each element
+// within the scalar bound, and the derivative loops from their closed forms.  A path the CPU
+// lacks is skipped, saying so.
+class ActivationLoops : public ::testing::TestWithParam<SimdPath> {};
+
+TEST_P(ActivationLoops, KeepTheScalarBounds) {
+  const SimdPath path = GetParam();
+  if (!cpu_has(path)) GTEST_SKIP() << "this CPU cannot run the " << to_string(path) << " loops";
+  auto activation_forward = [path](Activation f, std::size_t b, std::size_t e, const float* z,
+                                   float* a) { cpu::activation_forward(path, f, b, e, z, a); };
+  auto activation_derivative = [path](Activation f, std::size_t b, std::size_t e, const float* z,
+                                      const float* a, float* d) {
+    cpu::activation_derivative(path, f, b, e, z, a, d);
+  };
   std::vector<float> z;
   for (double x = -12.0; x <= 12.0; x += 1.0 / 1024) z.push_back(static_cast<float>(x));
   z.push_back(1e30f);
@@ -107,6 +118,13 @@ TEST(FastMath, DispatchedActivationLoopsKeepTheScalarBounds) {
   for (std::size_t i = 0; i < z.size(); ++i)
     ASSERT_EQ(d[i], z[i] > 0 ? 1.0f : a[i] + 1.0f) << z[i];
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, ActivationLoops,
+                         ::testing::Values(SimdPath::kBaseline, SimdPath::kAvx2, SimdPath::kAvx512),
+                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+
+// The path dispatched in this process is one the CPU has: the widest, or LMTRAIN_SIMD's.
+TEST(ActivationLoops, DispatchedPathIsOneTheCpuHas) { EXPECT_TRUE(cpu_has(simd_path())); }
 
 }  // namespace
 }  // namespace lmtrain::cpu

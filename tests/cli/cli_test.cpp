@@ -33,8 +33,8 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
-  const std::string command = std::string(LMTRAIN_CLI_PATH) + " " + args + " 2>&1";
+Result run_command(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -43,6 +43,13 @@ Result run(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+Result run(const std::string& args) { return run_command(std::string(LMTRAIN_CLI_PATH) + " " + args); }
+
+// The same with one environment assignment ("NAME=value") for the command.
+Result run_with_env(const std::string& assignment, const std::string& args) {
+  return run_command("env " + assignment + " " + std::string(LMTRAIN_CLI_PATH) + " " + args);
 }
 
 class Scratch {
@@ -339,6 +346,25 @@ TEST(Cli, InfoDevicesListsTheCpuTheCudaDevicesAndTheRankTransports) {
                             (dist::mpi_built() ? "built" : "not built") + ", nccl " +
                             (dist::nccl_built() ? "built" : "not built");
   EXPECT_NE(r.output.find(ranks), std::string::npos) << r.output;
+}
+
+// LMTRAIN_SIMD forces the activation loops' instruction set; a name the CPU cannot run (or an
+// unknown one) is a clear error at startup, not an illegal instruction in the middle of training.
+TEST(Cli, ForcedSimdPathIsNamedAndAnUnknownOneIsAClearError) {
+  const Result baseline = run_with_env("LMTRAIN_SIMD=baseline", "info --devices");
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.output;
+  EXPECT_NE(baseline.output.find("baseline loops"), std::string::npos) << baseline.output;
+  const Result bogus = run_with_env("LMTRAIN_SIMD=avx1024", "info --devices");
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+  EXPECT_NE(bogus.output.find("LMTRAIN_SIMD = avx1024: expected baseline, avx2 or avx512"),
+            std::string::npos)
+      << bogus.output;
+  Scratch s;
+  s.write("data.csv", regression_csv(100, 1));
+  const std::string config = s.write("run.toml", regression_config("", 2));
+  const Result fit = run_with_env("LMTRAIN_SIMD=avx1024", "fit " + config + " --quiet");
+  EXPECT_EQ(fit.exit_code, 2) << fit.output;
+  EXPECT_FALSE(fs::exists(s.path("out"))) << "an output directory was left behind";
 }
 
 TEST(Cli, CudaWithoutADeviceIsAClearErrorBeforeAnyOutput) {

@@ -128,13 +128,18 @@ lapack_int lapack_syevd(char jobz, lapack_int n, double* a, double* w) {
 template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
-  explicit CpuBackend(std::size_t memory_limit_bytes) : memory_(memory_limit_bytes) {}
+  // Resolves the activation loops' SIMD path here, where a bad LMTRAIN_SIMD can still throw
+  // (inside the loops' parallel regions it could not).
+  explicit CpuBackend(std::size_t memory_limit_bytes)
+      : memory_(memory_limit_bytes), simd_(cpu::simd_path()) {}
 
   std::string name() const override {
     if (memory_.limit_bytes() > 0)
-      return fmt::format("cpu ({}, {} threads, limited to {} bytes)", openblas_get_config(),
-                         omp_get_max_threads(), memory_.limit_bytes());
-    return fmt::format("cpu ({}, {} threads)", openblas_get_config(), omp_get_max_threads());
+      return fmt::format("cpu ({}, {} threads, {} loops, limited to {} bytes)",
+                         openblas_get_config(), omp_get_max_threads(), cpu::to_string(simd_),
+                         memory_.limit_bytes());
+    return fmt::format("cpu ({}, {} threads, {} loops)", openblas_get_config(),
+                       omp_get_max_threads(), cpu::to_string(simd_));
   }
   DeviceKind device_kind() const override { return DeviceKind::kCpu; }
   MemoryResource& memory() override { return memory_; }
@@ -403,6 +408,7 @@ class CpuBackend final : public Backend<T> {
 
  private:
   cpu::HostMemory memory_;
+  cpu::SimdPath simd_;
 };
 
 }  // namespace
