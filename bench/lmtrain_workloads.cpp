@@ -10,10 +10,12 @@
 // usage:
 //   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double | --mixed] [--device cpu|cuda]
+//   lmtrain_workloads W7 [--epochs 200] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
-//    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]:
+//    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]
+//    [--no-geodesic]: every solver option at lmtrain's defaults unless given;
 //    λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
@@ -85,7 +87,8 @@ struct Args {
   double validation_fraction = 0.0;
   bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
   std::string regularization = "none";  // none | l2 | bayesian
-  std::string damping = "multiplicative";  // multiplicative | nielsen
+  std::string damping = "nielsen";         // multiplicative | nielsen (lmtrain's default)
+  bool geodesic = true;                    // geodesic acceleration (lmtrain's default)
   std::string solver = "auto";              // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;                  // 0: SolverOptions' default
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
@@ -101,10 +104,11 @@ struct Args {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw lmtrain::InvalidArgument(fmt::format(
-      "{}\nusage: lmtrain_workloads W1|W2 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
+      "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
-      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping])\n"
+      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping] "
+      "[--no-geodesic])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--regularization none|bayesian]\n"
@@ -165,6 +169,8 @@ Args parse(int argc, char** argv) {
       a.solver = value();
     else if (arg == "--per-sample-damping")
       a.per_sample_damping = true;
+    else if (arg == "--no-geodesic")
+      a.geodesic = false;
     else if (arg == "--cg-forcing")
       a.cg_forcing = std::stod(value());
     else if (arg == "--cg-max-iterations")
@@ -485,13 +491,14 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
                      const lmtrain::TrainerOptions& topt, const lmtrain::Dataset<T>& train,
                      const lmtrain::Dataset<T>* validation, const lmtrain::Dataset<T>& test) {
   auto backend = make_backend<T>(args.device);
-  lmtrain::SolverOptions solver;  // the peers' damping: λ₀ = 1e-3, ×10 up, ×0.1 down
+  lmtrain::SolverOptions solver;  // lmtrain's defaults, then the flags
   const auto regularization = lmtrain::parse_regularization(args.regularization);
   if (!regularization) usage_error(fmt::format("--regularization {}: expected none, l2 or bayesian", args.regularization));
   solver.regularization = *regularization;
   const auto damping = lmtrain::parse_damping(args.damping);
   if (!damping) usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
+  solver.geodesic_acceleration = args.geodesic;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
   if (!linear_solver)
@@ -629,19 +636,21 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   return summary.termination == lmtrain::TerminationReason::kNonFiniteObjective ? 1 : 0;
 }
 
+// W1 (20 000 points, 1-20-1, batch 1 000), W2 (100 000 points, 1-256-1, batch 10 000) and W7
+// (W2's data and network, full batch: cuPyLMA's examples/curve_fitting).
 template <typename T>
 int run_sinc(const Args& args) {
-  const bool w1 = args.workload == "W1";
+  const bool w1 = args.workload == "W1", w7 = args.workload == "W7";
   const std::size_t n = w1 ? 20000 : 100000;
   lmtrain::Dataset<T> train, test;
   sinc_data(n, train, test);
   lmtrain::TrainerOptions topt;
-  topt.max_epochs = args.epochs > 0 ? args.epochs : (w1 ? 50 : 10);
-  topt.batch_size = w1 ? 1000 : 10000;
+  topt.max_epochs = args.epochs > 0 ? args.epochs : (w1 ? 50 : w7 ? 200 : 10);
+  topt.batch_size = w1 ? 1000 : w7 ? n : 10000;
   topt.seed = args.seed;
   const auto spec = lmtrain::ModelSpec::mlp(1, {w1 ? std::size_t{20} : std::size_t{256}}, 1,
                                             lmtrain::Activation::kTanh);
-  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : "sinc-769", spec,
+  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : w7 ? "sinc-769-full" : "sinc-769", spec,
                              lmtrain::LossOptions{}, topt, train, nullptr, test);
 }
 
@@ -874,7 +883,8 @@ int run_jacobian(const Args& args) {
 
 template <typename T>
 int run(const Args& args) {
-  if (args.workload == "W1" || args.workload == "W2") return run_sinc<T>(args);
+  if (args.workload == "W1" || args.workload == "W2" || args.workload == "W7")
+    return run_sinc<T>(args);
   if (args.workload == "W3") return run_jacobian<T>(args);
   if (args.workload == "W4") return run_fashion<T>(args);
   if (args.workload == "W6") return run_fann<T>(args);

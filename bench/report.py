@@ -139,8 +139,46 @@ def summarize(runs):
                 s[table] = {k: med([(o.get(table) or {}).get(k) for o in ok])
                             for k in ok[0][table]}
         s['termination'] = ', '.join(sorted({o.get('termination', '?') for o in ok})) if ok else None
+        # Solves per accepted step (lmtrain: accepted + rejected + invalid attempts; the peers
+        # report attempts per training step).
+        s['attempts_per_accepted'] = med([
+            (o['accepted'] + o.get('rejected', 0) + o.get('invalid', 0)) / o['accepted']
+            for o in ok if o.get('accepted')])
+        s['time_to_loss'] = {t: med([time_to_loss(r['epochs'], t) for r in rs if r['result']])
+                             for t in LOSS_TARGETS}
         out[key] = s
     return out
+
+
+LOSS_TARGETS = (1e-5, 1e-6, 1e-7)
+
+
+def time_to_loss(epochs, target):
+    """Wall time at the end of the first epoch whose training loss is at or below `target`
+    (None: never reached)."""
+    for e in epochs:
+        if e.get('train_loss') is not None and e['train_loss'] <= target:
+            return e['elapsed']
+    return None
+
+
+def time_to_loss_table(workload, summary, variants, lines):
+    """Time to reach each training-loss target: the median over the repetitions that reached it,
+    and how many did."""
+    tools = sorted({t for (w, v, t) in summary if w == workload}, key=lambda t: (t != LMTRAIN, t))
+    head = ('| set | tool | attempts per accepted step | '
+            + ' | '.join(f'time to {t:.0e}' for t in LOSS_TARGETS) + ' |')
+    lines += ['', f'Time to training loss ({workload}; "–": not reached in the run):', '', head,
+              '|' + '---|' * (head.count('|') - 1)]
+    for v in variants:
+        for t in tools:
+            s = summary.get((workload, v, t))
+            if not s or not s['ok']:
+                continue
+            att = '–' if s['attempts_per_accepted'] is None else f"{s['attempts_per_accepted']:.2f}"
+            cells = [fmt_time(s['time_to_loss'][x]) if s['time_to_loss'][x] is not None else '–'
+                     for x in LOSS_TARGETS]
+            lines.append(f"| {v} | {t} | {att} | " + ' | '.join(cells) + ' |')
 
 
 def training_table(workload, summary, variants, lines):
@@ -492,6 +530,8 @@ DESCRIPTIONS = {
           'cross-entropy, float32',
     'W6': 'FANN sets, 1 hidden layer of 16 tanh units, linear outputs, full batch, float32, '
           'same wall-clock budget for every tool',
+    'W7': "sinc-769-full: W2's data and network, full batch of 100 000 (cuPyLMA's "
+          'examples/curve_fitting), float32 model; lmtrain-mixed: float64 system',
 }
 
 
@@ -538,6 +578,8 @@ def main():
             err = jacobian_chart(summary, os.path.join(out_dir, png), args.raw)
         else:
             training_table(w, summary, variants, lines)
+            if w in ('W1', 'W2', 'W7'):
+                time_to_loss_table(w, summary, variants, lines)
             device_table(w, summary, variants, lines)
             phase_table(w, summary, variants, lines)
             png = f'{stem}-{w}.png'

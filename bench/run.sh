@@ -43,7 +43,7 @@ build=""
 do_build=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    W1|W2|W3|W4|W5|W6) workloads+=("$1") ;;
+    W1|W2|W3|W4|W5|W6|W7) workloads+=("$1") ;;
     --device) device="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
     --threads) threads="$2"; shift ;;
@@ -64,7 +64,7 @@ if [ "$tag_given" = 0 ] && { [ "${workloads[*]}" != "W1 W2 W6" ] || [ "$quick" =
 fi
 case "$device" in cpu|cuda) ;; *) echo "run.sh: --device must be cpu or cuda" >&2; exit 2 ;; esac
 
-w1_epochs=50; w2_epochs=10
+w1_epochs=50; w2_epochs=10; w7_epochs=200
 # W4: the CI test's Fashion-MNIST subset (tests/cli/fashion_cnn_test.cpp): the first 6 000
 # training and 2 000 test images, 5 epochs of 3 batches of 2 000.  The full 60 000 images take
 # 7–14 minutes per lmtrain run on 2 cores (examples/fashion-cnn/README.md), too long to repeat.
@@ -74,7 +74,7 @@ w3_grid=("64 1 500" "64 1 5000" "64 1 50000" "256 1 500" "256 1 5000" "256 1 500
 w3_repeats=3
 w6_sets=(kin32fm pumadyn-32fm bank32nh building census-house thyroid)
 if [ "$quick" = 1 ]; then
-  w1_epochs=5; w2_epochs=2; repeats=1; budget=1; w3_repeats=2
+  w1_epochs=5; w2_epochs=2; w7_epochs=5; repeats=1; budget=1; w3_repeats=2
   w4_train_rows=4000; w4_test_rows=1000; w4_epochs=1
   w3_grid=("64 1 500" "256 1 5000"); w6_sets=(kin32fm thyroid)
 fi
@@ -150,13 +150,15 @@ run() {
 # ---- workloads ---------------------------------------------------------------------------------
 sinc_workload() {
   local w="$1" epochs="$2" variant
-  variant=$([ "$w" = W1 ] && echo sinc-61 || echo sinc-769)
+  variant=$(case "$w" in W1) echo sinc-61 ;; W2) echo sinc-769 ;; W7) echo sinc-769-full ;; esac)
   # Warm-up (rep 0, not reported): one epoch of each tool.
   run "$w" "$variant" lmtrain 0 "$lmtrain_bin" "$w" --epochs 1 --device "$device"
   run "$w" "$variant" torch-lm 0 "$python_peer" "$bench/peers/torch_lm.py" "$w" --epochs 1 --device "$device"
   for rep in $(seq 1 "$repeats"); do
     run "$w" "$variant" lmtrain "$rep" "$lmtrain_bin" "$w" --epochs "$epochs" --seed "$rep" --device "$device"
     run "$w" "$variant" torch-lm "$rep" "$python_peer" "$bench/peers/torch_lm.py" "$w" --epochs "$epochs" --seed "$rep" --device "$device"
+    # W7's documented settings (examples/sinc-full-batch): float32 model, float64 system.
+    [ "$w" = W7 ] && run "$w" "$variant" lmtrain-mixed "$rep" "$lmtrain_bin" "$w" --epochs "$epochs" --seed "$rep" --mixed --device "$device"
   done
 }
 
@@ -238,6 +240,7 @@ for w in "${workloads[@]}"; do
   case "$w" in
     W1) sinc_workload W1 "$w1_epochs" ;;
     W2) sinc_workload W2 "$w2_epochs" ;;
+    W7) sinc_workload W7 "$w7_epochs" ;;
     W3) jacobian_workload ;;
     W4) fashion_workload ;;
     W5)

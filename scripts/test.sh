@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds lmtrain and runs every test:
-#   1. the optimized build: every test (unit, W1 convergence, the lmtrain binary end to end);
+#   1. the optimized build: every test (unit, W1 convergence, the lmtrain binary end to end),
+#      then the convergence runs again on each other SIMD path of the activation loops this CPU
+#      can run (LMTRAIN_SIMD=baseline, avx2, avx512), so that a CPU without AVX-512 is covered;
 #   2. the AddressSanitizer + UndefinedBehaviorSanitizer build: every test except the W1
 #      convergence runs, which take minutes under the sanitizers, and the mpirun tests (OpenMPI's
 #      own allocations trip LeakSanitizer);
@@ -17,6 +19,16 @@ echo "== release build and tests"
 cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+widest=$(build/release/bin/lmtrain info --devices | sed -n 's/.* \([a-z0-9]*\) loops.*/\1/p' | head -n 1)
+for path in baseline avx2 avx512; do
+  [[ $path == "$widest" ]] && continue
+  case $path in
+    avx2) grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || continue ;;
+    avx512) for f in avx512f avx512dq avx512vl avx512bw; do grep -qw $f /proc/cpuinfo || continue 2; done ;;
+  esac
+  echo "== convergence tests on the $path activation loops (LMTRAIN_SIMD=$path)"
+  LMTRAIN_SIMD=$path ctest --preset release -L convergence
+done
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan

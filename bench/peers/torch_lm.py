@@ -1,7 +1,7 @@
 """The PyTorch peers of the standard workloads (shared/WORKLOADS.md), printing JSON lines in the
 schema of bench/lmtrain_workloads.cpp.
 
-  W1, W2  torch-levenberg-marquardt's LevenbergMarquardtModule on the same data, network, batch
+  W1, W2, W7  torch-levenberg-marquardt's LevenbergMarquardtModule on the same data, network, batch
           and epochs as lmtrain, with its README configuration (MSELoss, learning_rate 1,
           attempts_per_step 10, solve_method 'qr' unless --solve says otherwise) and its
           StandardDampingStrategy with lmtrain's λ₀ = 1e-3, ×10 up, ×0.1 down, [1e-10, 1e10]
@@ -16,7 +16,7 @@ schema of bench/lmtrain_workloads.cpp.
           or, with --optimizer adam, torch.optim.Adam on nn.CrossEntropyLoss (the first-order
           baseline of WORKLOADS.md, PyTorch's default lr 1e-3), same batches and epochs.
 
-usage: python torch_lm.py W1|W2 [--epochs N] [--seed S] [--solve qr|cholesky|solve] [--device cpu|cuda]
+usage: python torch_lm.py W1|W2|W7 [--epochs N] [--seed S] [--solve qr|cholesky|solve] [--device cpu|cuda]
        python torch_lm.py W3 --width W --depth D --samples S [--method jacrev|jacfwd] [--repeats R]
        python torch_lm.py W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
                              [--seed S] [--solve qr|cholesky|solve] [--optimizer lm|adam] [--lr 1e-3]
@@ -174,9 +174,9 @@ def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch,
 def run_sinc(args):
     import torch_levenberg_marquardt as tlm
 
-    w1 = args.workload == 'W1'
-    n, hidden, batch = (20000, 20, 1000) if w1 else (100000, 256, 10000)
-    epochs = args.epochs if args.epochs > 0 else (50 if w1 else 10)
+    w1, w7 = args.workload == 'W1', args.workload == 'W7'
+    n, hidden, batch = (20000, 20, 1000) if w1 else (100000, 256, 100000 if w7 else 10000)
+    epochs = args.epochs if args.epochs > 0 else (50 if w1 else 200 if w7 else 10)
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
     x, y, xt, yt = (t.to(device) for t in sinc_data(n, torch.float32))
@@ -188,7 +188,8 @@ def run_sinc(args):
         with torch.no_grad():
             return float(torch.mean((model(xs) - ys) ** 2))
 
-    train_epochs(args, tool, 'sinc-61' if w1 else 'sinc-769', model, lm_stepper(module), mse, x, y,
+    variant = 'sinc-61' if w1 else 'sinc-769-full' if w7 else 'sinc-769'
+    train_epochs(args, tool, variant, model, lm_stepper(module), mse, x, y,
              xt, yt, batch, epochs, f'1-{hidden}-1 tanh',
              extra={'solver': args.solve, 'torch_lm_version': tlm.__version__})
 
@@ -347,7 +348,7 @@ def run_jacobian(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4'])
+    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4', 'W7'])
     p.add_argument('--epochs', type=int, default=-1)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--solve', default='qr', choices=['qr', 'cholesky', 'solve'])

@@ -72,7 +72,7 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
       {"epochs_done", s.epochs_done},
       {"batches_done", s.batches_done},
       {"epoch_rng", s.epoch_rng},
-      {"damping", {{"lambda", s.damping.lambda}, {"nu", s.damping.nu}}},
+      {"damping", {{"lambda", s.damping.lambda}, {"nu", s.damping.nu}, {"floor", s.damping.floor}}},
       {"weight_decays", s.weight_decays},
       {"validation_failures", s.validation_failures},
       {"partial_epoch", to_json(s.partial_epoch)},
@@ -89,6 +89,8 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
         {"rejected_steps", m.rejected_steps},
         {"invalid_steps", m.invalid_steps},
         {"abandoned_steps", m.abandoned_steps},
+        {"geodesic_applied", m.geodesic_applied},
+        {"geodesic_refused", m.geodesic_refused},
         {"history", history}}}};
   SafetensorsFile file;
   file.metadata["format"] = "pt";
@@ -128,6 +130,8 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     s.epoch_rng = meta.at("epoch_rng").get<std::array<std::uint64_t, 4>>();
     s.damping.lambda = meta.at("damping").at("lambda").get<double>();
     s.damping.nu = meta.at("damping").at("nu").get<double>();
+    // The learned floor of invalid attempts; checkpoints from before it existed have none.
+    s.damping.floor = meta.at("damping").value("floor", 0.0);
     // One ρ per penalty group; older checkpoints hold a single "weight_decay" (or none, before
     // regularization existed).
     if (meta.contains("weight_decays"))
@@ -150,6 +154,8 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     sum.rejected_steps = m.at("rejected_steps").get<int>();
     sum.invalid_steps = m.at("invalid_steps").get<int>();
     sum.abandoned_steps = m.at("abandoned_steps").get<int>();
+    sum.geodesic_applied = m.value("geodesic_applied", 0);  // absent before geodesic acceleration
+    sum.geodesic_refused = m.value("geodesic_refused", 0);
     for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("{}: damaged checkpoint metadata ({})", path, e.what()));

@@ -52,7 +52,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
       in.batch * (in.inputs + in.outputs + 3 * in.activation_floats_per_sample + R * in.outputs + R) * s +
       (mixed ? m * w : 0);
   plan.fixed_bytes = 6 * n * std::max(s, w) + (mixed ? n * s : 0) + a_bytes + solver_bytes +
-                     batch_bytes + in.workspace_elements * s + in.extra_system_elements * w;
+                     batch_bytes + in.workspace_elements * s + in.extra_system_elements * w +
+                     in.extra_model_elements * s;
   // With J stored whole (in solver_bytes) a slice needs only its seeds, and in mixed precision
   // the rows as built before widening; otherwise its rows, plus their widened copy when mixed.
   const std::size_t j_row_bytes = stores_j ? (mixed ? R * n * s : 0) : R * n * (s + (mixed ? w : 0));

@@ -9,7 +9,10 @@ namespace {
 class MultiplicativeDamping final : public DampingStrategy {
  public:
   explicit MultiplicativeDamping(const SolverOptions& o) : DampingStrategy(o) {}
-  void accept(double /*rho*/) override { lambda_ = clamp(lambda_ * options_.lambda_decrease); }
+  void accept(double /*rho*/) override {
+    decay_floor();
+    lambda_ = clamp(lambda_ * options_.lambda_decrease);
+  }
   bool reject() override {
     if (lambda_ >= options_.lambda_max) return false;
     lambda_ = clamp(lambda_ * options_.lambda_increase);
@@ -21,19 +24,27 @@ class NielsenDamping final : public DampingStrategy {
  public:
   explicit NielsenDamping(const SolverOptions& o) : DampingStrategy(o) {}
   void accept(double rho) override {
+    decay_floor();
     const double t = 2.0 * rho - 1.0;
-    lambda_ = clamp(lambda_ * std::max(1.0 / 3.0, 1.0 - t * t * t));
+    lambda_ = clamp(lambda_ * std::max(kLargestDecrease, 1.0 - t * t * t));
     nu_ = 2.0;
   }
+  // Nielsen's rule lowers λ by up to 3× after a very good step; here by up to 1/0.7.  A step that
+  // fit the model well says little about the next one (another batch, or the same batch after a
+  // large move), and the sharper decrease buys most of its λ back with rejections.  Measured with
+  // geodesic acceleration: attempts per accepted step 1.61 → 1.28 on W1 float64 (100 epochs,
+  // median MSE 2.1e-12 → 4.9e-12), 1.34 → 1.16 on W2 (20 epochs, 1.9e-6 → 1.8e-6), 1.47 → 1.19
+  // on W1 full batch (mixed, 200 epochs, 2.3e-7 → 1.4e-7), float32 W1 unchanged (20 seeds).
+  static constexpr double kLargestDecrease = 0.7;
   bool reject() override {
     if (lambda_ >= options_.lambda_max) return false;
     lambda_ = clamp(lambda_ * nu_);
     nu_ = std::min(nu_ * 2.0, 0x1.0p60);
     return true;
   }
-  State state() const override { return {lambda_, nu_}; }
+  State state() const override { return {lambda_, nu_, floor_}; }
   void set_state(const State& s) override {
-    lambda_ = s.lambda;
+    DampingStrategy::set_state(s);
     nu_ = s.nu;
   }
 
@@ -44,7 +55,31 @@ class NielsenDamping final : public DampingStrategy {
 }  // namespace
 
 double DampingStrategy::clamp(double l) const {
-  return std::clamp(l, options_.lambda_min, options_.lambda_max);
+  return std::clamp(std::max(l, floor_ * scale_), options_.lambda_min, options_.lambda_max);
+}
+
+void DampingStrategy::begin_step(double scale) {
+  scale_ = std::isfinite(scale) && scale > 0 ? scale : 1.0;
+  invalid_nu_ = 2;
+  lambda_ = clamp(lambda_);
+}
+
+void DampingStrategy::decay_floor() {
+  // The floor halves in 14 accepted steps: A's conditioning changes as training goes on, and a
+  // floor learned early must not hold λ above what later steps need.  Measured on W1 (float32,
+  // 20 seeds, both SIMD paths): a permanent floor left one seed at 1.4e-5 (λ held at the floor
+  // through a plateau); decay 0.9 / 0.95 / 0.98 gave worst 9.5e-7 / 1.0e-6 / 1.05e-6 at 1.25 /
+  // 1.18 / 1.13 attempts per accepted step.
+  constexpr double kFloorDecay = 0.95;
+  floor_ *= kFloorDecay;
+}
+
+bool DampingStrategy::invalid() {
+  if (lambda_ >= options_.lambda_max) return false;
+  lambda_ = clamp(lambda_ * invalid_nu_);
+  invalid_nu_ = std::min(invalid_nu_ * 2.0, 0x1.0p60);
+  floor_ = std::max(floor_, lambda_ / scale_);
+  return true;
 }
 
 std::unique_ptr<DampingStrategy> DampingStrategy::create(const SolverOptions& options) {

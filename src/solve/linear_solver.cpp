@@ -27,8 +27,11 @@ class CholeskySolver final : public LinearSolver<T> {
     backend_.copy(ne_->a.data(), factor_.data(), n_ * n_);
     backend_.add_diagonal(n_, factor_.data(), static_cast<T>(lambda), d_);
     if (backend_.potrf(n_, factor_.data()) != 0) return false;
-    backend_.copy(ne_->g.data(), delta, n_);
-    backend_.potrs(n_, factor_.data(), delta);
+    return solve_again(ne_->g.data(), delta);
+  }
+  bool solve_again(const T* rhs, T* x) override {
+    backend_.copy(rhs, x, n_);
+    backend_.potrs(n_, factor_.data(), x);
     return true;
   }
 
@@ -52,7 +55,8 @@ class EigenSolver final : public LinearSolver<T> {
         c_(backend.allocate(n)),
         s_(backend.allocate(n)),
         ones_(backend.allocate(n)),
-        tmp_(backend.allocate(n)) {
+        tmp_(backend.allocate(n)),
+        shifted_(backend.allocate(n)) {
     backend_.fill(ones_.data(), n_, T(1));
   }
   LinearSolverType type() const override { return LinearSolverType::kEigen; }
@@ -78,10 +82,23 @@ class EigenSolver final : public LinearSolver<T> {
   }
   bool solve(double lambda, T* delta) override {
     if (!ready_ || !(w_min_ + lambda > 0)) return false;
-    backend_.add_scaled(n_, w_.data(), static_cast<T>(lambda), ones_.data(), tmp_.data());
-    backend_.scale_elementwise(n_, c_.data(), tmp_.data(), /*divide=*/true, tmp_.data());
+    backend_.add_scaled(n_, w_.data(), static_cast<T>(lambda), ones_.data(), shifted_.data());
+    backend_.scale_elementwise(n_, c_.data(), shifted_.data(), /*divide=*/true, tmp_.data());
     backend_.gemv(Trans::kYes, n_, n_, T(1), q_.data(), n_, tmp_.data(), T(0), delta);
     if (scaled_) backend_.scale_elementwise(n_, delta, s_.data(), false, delta);
+    return true;
+  }
+  // The same with c = QᵀS·rhs: two more products with Q, O(n²).
+  bool solve_again(const T* rhs, T* x) override {
+    if (scaled_) {
+      backend_.scale_elementwise(n_, rhs, s_.data(), false, x);
+    } else {
+      backend_.copy(rhs, x, n_);
+    }
+    backend_.gemv(Trans::kNo, n_, n_, T(1), q_.data(), n_, x, T(0), tmp_.data());
+    backend_.scale_elementwise(n_, tmp_.data(), shifted_.data(), /*divide=*/true, tmp_.data());
+    backend_.gemv(Trans::kYes, n_, n_, T(1), q_.data(), n_, tmp_.data(), T(0), x);
+    if (scaled_) backend_.scale_elementwise(n_, x, s_.data(), false, x);
     return true;
   }
 
@@ -89,6 +106,7 @@ class EigenSolver final : public LinearSolver<T> {
   Backend<T>& backend_;
   std::size_t n_;
   DeviceBuffer<T> q_, w_, c_, s_, ones_, tmp_;
+  DeviceBuffer<T> shifted_;  // Λ + λ of the last solve
   bool scaled_ = false;
   bool ready_ = false;
   double w_min_ = 0;
@@ -176,11 +194,18 @@ class CgSolver final : public LinearSolver<T> {
       backend_.fill(tmp_.data(), n_, static_cast<T>(ne.shift));
       backend_.axpy(n_, T(1), tmp_.data(), diag_.data());
     }
-    g_norm_ = std::sqrt(backend_.dot(n_, ne.g.data(), ne.g.data()));
     return true;
   }
   bool solve(double lambda, T* delta) override {
-    const auto l = static_cast<T>(lambda);
+    lambda_ = lambda;
+    return iterate(ne_->g.data(), delta);
+  }
+  bool solve_again(const T* rhs, T* x) override { return iterate(rhs, x); }
+
+ private:
+  // Preconditioned CG on (JᵀJ + λD)x = rhs from x = 0, λ of the last solve().
+  bool iterate(const T* rhs, T* delta) {
+    const auto l = static_cast<T>(lambda_);
     // Jacobi preconditioner M = diag(JᵀJ) + λD, inverted once per λ.
     if (d_ != nullptr) {
       backend_.add_scaled(n_, diag_.data(), l, d_, tmp_.data());
@@ -193,11 +218,11 @@ class CgSolver final : public LinearSolver<T> {
     if (!backend_.all_finite(n_, m_inv_.data())) return false;
 
     backend_.fill(x_.data(), n_, T(0));
-    backend_.copy(ne_->g.data(), r_.data(), n_);
+    backend_.copy(rhs, r_.data(), n_);
     backend_.scale_elementwise(n_, r_.data(), m_inv_.data(), false, z_.data());
     backend_.copy(z_.data(), p_.data(), n_);
     double rz = backend_.dot(n_, r_.data(), z_.data());
-    const double target = forcing_ * g_norm_;
+    const double target = forcing_ * std::sqrt(backend_.dot(n_, rhs, rhs));
     iterations_ = 0;
     for (std::size_t k = 0; k < max_iterations_; ++k) {
       // q = Jᵀ(J p) summed over ranks, + λ D p.
@@ -230,7 +255,6 @@ class CgSolver final : public LinearSolver<T> {
     return true;
   }
 
- private:
   Backend<T>& backend_;
   std::size_t n_;
   dist::Communicator* comm_;
@@ -240,7 +264,7 @@ class CgSolver final : public LinearSolver<T> {
   std::vector<T> staging_;
   const NormalEquations<T>* ne_ = nullptr;
   const T* d_ = nullptr;
-  double g_norm_ = 0;
+  double lambda_ = 0;
   int iterations_ = 0;
 };
 

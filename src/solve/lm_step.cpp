@@ -70,6 +70,9 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
           options.regularization == Regularization::kL2 ? " (or cg)" : ""));
     rho_.assign(1, options.weight_decay);
   }
+  if (uses_geodesic_acceleration(options, solver_type))
+    geodesic_ = std::make_unique<GeodesicAcceleration<T, S>>(
+        options, engine, builder_, ne_, system_, max_batch * engine.residuals_per_sample());
   if (options.regularization == Regularization::kArd) {
     ParameterGroups groups = engine.model().spec().relevance_groups();
     group_of_ = std::move(groups.group_of);
@@ -268,6 +271,46 @@ void LevenbergMarquardtStep<T, S>::broadcast_device(S* data, std::size_t n, Phas
 }
 
 template <typename T, typename S>
+const T* LevenbergMarquardtStep<T, S>::model_delta() {
+  if constexpr (kMixed) {
+    system_.synchronize();
+    backend_.convert(engine_.num_params(), delta_.data(), delta_model_.data());
+    return delta_model_.data();
+  } else {
+    return delta_.data();
+  }
+}
+
+template <typename T, typename S>
+bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, double lr, PhaseTimes& times) {
+  const std::size_t n = engine_.num_params();
+  const bool collective = solver_type_ == LinearSolverType::kCg;
+  {
+    ScopedPhase timer(times, Phase::kGeodesic);
+    geodesic_->second_derivative(params, lr, model_delta());
+    // The next δ is written on the system's queue after the FD points read it (mixed).
+    if constexpr (kMixed) backend_.synchronize();
+  }
+  sum_device(geodesic_->rhs(), n, times);
+  bool applied = false;
+  {
+    ScopedPhase timer(times, Phase::kGeodesic);
+    if (!distributed() || comm_->is_root() || collective)
+      applied = geodesic_->correct(*solver_, lr, delta_.data());
+  }
+  if (distributed() && !collective) {
+    {
+      ScopedPhase timer(times, Phase::kCommunication);
+      int flag = applied ? 1 : 0;
+      comm_->broadcast(&flag, sizeof flag, 0);
+      applied = flag != 0;
+    }
+    if (applied) broadcast_device(delta_.data(), n, times);
+  }
+  return applied;
+}
+
+template <typename T, typename S>
 StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y, std::size_t batch,
                                            PhaseTimes& times) {
   const std::size_t n = engine_.num_params();
@@ -290,10 +333,12 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
   // Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)); only the upper triangle of A is ever
   // written, so the check must not read the rest.
   bool finite = std::isfinite(f0) && system_.all_finite(n, ne_.g.data());
+  double scale = 1;  // max A_ii: the scale of the damping floor (1 when A is not formed)
   if (finite && !ne_.jacobian_stored) {
     system_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<S>::infinity(),
                              std::numeric_limits<S>::infinity(), tmp_.data());
-    finite = system_.all_finite(n, tmp_.data());
+    scale = system_.max_abs(n, tmp_.data());
+    finite = std::isfinite(scale);
   }
   if (!finite) {
     report.termination = TerminationReason::kNonFiniteObjective;
@@ -339,6 +384,7 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     f0 += report.penalty_after;
     report.objective_before = report.objective_after = f0;
   }
+  damping_->begin_step(scale + rho);
   report.gradient_max_norm = system_.max_abs(n, ne_.g.data());
   if (options_.gradient_tolerance > 0 && report.gradient_max_norm <= options_.gradient_tolerance) {
     report.termination = TerminationReason::kGradientTolerance;
@@ -397,25 +443,36 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     if (distributed() && !collective && valid) broadcast_device(delta_.data(), n, times);
     if (!valid) {
       ++report.invalid;
-      if (!damping_->reject()) {
+      if (!damping_->invalid()) {
         report.termination = TerminationReason::kLambdaAboveMax;
         return report;
       }
       continue;
     }
 
+    // The Gauss–Newton model's reduction for the velocity δ (before any geodesic correction,
+    // which (A + λD)δ = g no longer describes).
+    const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
+    double delta_d_delta = 0;
+    if (d != nullptr) {
+      system_.scale_elementwise(n, delta_.data(), d, false, tmp_.data());
+      delta_d_delta = system_.dot(n, delta_.data(), tmp_.data());
+    } else {
+      delta_d_delta = system_.dot(n, delta_.data(), delta_.data());
+    }
+    const double predicted = lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * delta_d_delta);
+    if (geodesic_) {
+      if (accelerate(params, lr, times))
+        ++report.geodesic_applied;
+      else
+        ++report.geodesic_refused;
+    }
+
     double f1 = 0;
     {
       ScopedPhase timer(times, Phase::kTrialEvaluation);
-      const T* delta = nullptr;
-      if constexpr (kMixed) {
-        // θ stays in T: the trial is θ − lr·δ with δ rounded to T once.
-        system_.synchronize();
-        backend_.convert(n, delta_.data(), delta_model_.data());
-        delta = delta_model_.data();
-      } else {
-        delta = delta_.data();
-      }
+      // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
+      const T* delta = model_delta();
       backend_.add_scaled(n, params, static_cast<T>(-lr), delta, trial_.data());
       f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
       // The next attempt rewrites δ on the system's queue: the narrowing must be done reading it.
@@ -426,15 +483,6 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     const double penalty1 = penalty(trial_.data());
     f1 += penalty1;
     if (std::isfinite(f1) && f1 < f0) {
-      const double g_delta = system_.dot(n, ne_.g.data(), delta_.data());
-      double delta_d_delta = 0;
-      if (d != nullptr) {
-        system_.scale_elementwise(n, delta_.data(), d, false, tmp_.data());
-        delta_d_delta = system_.dot(n, delta_.data(), tmp_.data());
-      } else {
-        delta_d_delta = system_.dot(n, delta_.data(), delta_.data());
-      }
-      const double predicted = lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * delta_d_delta);
       report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
       report.accepted = true;
       report.objective_after = f1;
@@ -458,6 +506,17 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
       return report;
     }
     ++report.rejected;
+    // As in Ceres, the parameter tolerance applies to rejected steps too: at a minimum no trial
+    // lowers F, and a step below the tolerance means there is nothing left to gain.
+    if (options_.parameter_tolerance > 0) {
+      report.step_norm = lr * std::sqrt(system_.dot(n, delta_.data(), delta_.data()));
+      const double param_norm = std::sqrt(backend_.dot(n, params, params));
+      if (report.step_norm <=
+          options_.parameter_tolerance * (param_norm + options_.parameter_tolerance)) {
+        report.termination = TerminationReason::kParameterTolerance;
+        return report;
+      }
+    }
     if (!damping_->reject()) {
       report.termination = TerminationReason::kLambdaAboveMax;
       return report;

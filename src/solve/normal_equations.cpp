@@ -47,6 +47,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     if (ne.a.data() != before) system_.fill(ne.a.data(), n * n, S(0));
   }
 
+  slice_holds_batch_ = false;
   if (batch == 0) {
     // A rank whose shard of this batch is empty contributes zeros to the sums.
     engine_.clear_batch();
@@ -96,6 +97,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     return objective;
   }
 
+  slice_holds_batch_ = batch <= slice_samples_;
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
@@ -118,6 +120,56 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     system_.synchronize();
   }
   return objective;
+}
+
+template <typename T, typename S>
+void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, const T* u,
+                                                            const NormalEquations<S>& ne, S* out) {
+  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
+  const std::size_t batch = engine_.batch(), m = batch * R;
+  if (batch == 0) {
+    system_.fill(out, n, S(0));
+    return;
+  }
+  const S* us = nullptr;
+  if constexpr (kWiden) {
+    wide_u_.reserve(system_.memory(), max_batch_ * R);
+    backend_.synchronize();  // u was written on the model's queue
+    system_.convert(m, u, wide_u_.data());
+    us = wide_u_.data();
+  } else {
+    us = u;
+  }
+  if (store_jacobian_) {
+    system_.gemv(Trans::kYes, m, n, S(1), ne.j.data(), n, us, S(0), out);
+    return;
+  }
+  if (slice_holds_batch_) {
+    const S* j = nullptr;
+    if constexpr (kWiden) {
+      j = wide_slice_.data();
+    } else {
+      j = slice_.data();
+    }
+    system_.gemv(Trans::kYes, m, n, S(1), j, n, us, S(0), out);
+    return;
+  }
+  for (std::size_t first = 0; first < batch; first += slice_samples_) {
+    const std::size_t count = std::min(slice_samples_, batch - first);
+    const std::size_t rows = count * R;
+    engine_.jacobian_rows(params, first, count, slice_.data(), n);
+    const S* j = nullptr;
+    if constexpr (kWiden) {
+      backend_.synchronize();
+      system_.convert(rows * n, slice_.data(), wide_slice_.data());
+      j = wide_slice_.data();
+    } else {
+      j = slice_.data();
+    }
+    system_.gemv(Trans::kYes, rows, n, S(1), j, n, us + first * R, first == 0 ? S(0) : S(1), out);
+    system_.synchronize();  // before the next slice overwrites the buffers
+  }
+  slice_holds_batch_ = false;
 }
 
 template class NormalEquationsBuilder<float, float>;

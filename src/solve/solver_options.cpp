@@ -60,6 +60,11 @@ bool is_evidence_based(Regularization r) {
   return r == Regularization::kBayesian || r == Regularization::kArd;
 }
 
+bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver) {
+  return options.geodesic_acceleration &&
+         (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen);
+}
+
 SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model) {
   if (options.system_precision != SystemPrecision::kAuto) return options.system_precision;
   return float_model && is_evidence_based(options.regularization) ? SystemPrecision::kFloat64
@@ -117,6 +122,10 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
+  c.require(geodesic_ratio > 0 && finite(geodesic_ratio), "geodesic_ratio", geodesic_ratio,
+            "0 < geodesic_ratio < ∞");
+  c.require(geodesic_step > 0 && geodesic_step <= 1, "geodesic_step", geodesic_step,
+            "0 < geodesic_step ≤ 1");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
   c.require(regularization == Regularization::kNone || linear_solver != LinearSolverType::kDual,

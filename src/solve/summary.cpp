@@ -71,6 +71,14 @@ std::string Summary::full_report() const {
                                accepted_steps, abandoned_steps));
   line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
                              rejected_steps, invalid_steps));
+  const int attempts = accepted_steps + rejected_steps + invalid_steps;
+  line("Attempts per step", fmt::format("{:.3f} per accepted step", accepted_steps > 0
+                                                                       ? static_cast<double>(attempts) / accepted_steps
+                                                                       : 0.0));
+  if (geodesic_acceleration)
+    line("Geodesic acceleration", fmt::format("{} attempts corrected, {} kept the plain step "
+                                              "(correction over geodesic_ratio)",
+                                              geodesic_applied, geodesic_refused));
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
   if (regularization == Regularization::kArd) {
     line("Regularization",

@@ -177,6 +177,13 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                 : type == LinearSolverType::kEigen ? SolverWorkspace::kEigen
                 : type == LinearSolverType::kCg    ? SolverWorkspace::kCg
                                                    : SolverWorkspace::kCholesky;
+    if (uses_geodesic_acceleration(sopt, type)) {
+      const std::size_t residuals = local_batch * R;
+      in.extra_model_elements +=
+          GeodesicAcceleration<T>::model_elements(residuals, model.outputs(), n);
+      in.extra_system_elements += mixed ? GeodesicAcceleration<float, double>::system_elements(n, residuals)
+                                        : GeodesicAcceleration<T>::system_elements(n, residuals);
+    }
     return plan_memory(in);
   };
 
@@ -224,6 +231,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
         "cholesky on the all-reduced A is used";
   }
   summary.linear_solver_used = solver_type;
+  summary.geodesic_acceleration = uses_geodesic_acceleration(sopt, solver_type);
   const MemoryPlan plan = plan_for(solver_type);
   summary.memory_plan = plan.describe();
   summary.planned_peak_bytes = plan.peak_bytes;
@@ -309,6 +317,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.rejected_steps = r.rejected_steps;
     summary.invalid_steps = r.invalid_steps;
     summary.abandoned_steps = r.abandoned_steps;
+    summary.geodesic_applied = r.geodesic_applied;
+    summary.geodesic_refused = r.geodesic_refused;
     summary.history = r.history;
     lm->damping().set_state(resume->damping);
     lm->set_weight_decays(resume->weight_decays);
@@ -409,6 +419,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
       summary.rejected_steps += rep.rejected;
       summary.invalid_steps += rep.invalid;
+      summary.geodesic_applied += rep.geodesic_applied;
+      summary.geodesic_refused += rep.geodesic_refused;
       record.accepted += rep.accepted ? 1 : 0;
       record.rejected += rep.rejected;
       record.invalid += rep.invalid;

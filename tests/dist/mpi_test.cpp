@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <numbers>
 #include <type_traits>
 
@@ -166,7 +168,7 @@ TEST(Ranks, MixedPrecisionRegressionMatchesOneRank) {
   solver.system_precision = SystemPrecision::kFloat64;
   const auto one = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, nullptr);
   const auto many = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, g_world);
-  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-5);
+  EXPECT_EQ(many.params, one.params);  // bit for bit, as the README says
   EXPECT_EQ(many.decisions, one.decisions);
   EXPECT_NE(many.summary.precision.find("mixed"), std::string::npos);
 }
@@ -178,10 +180,12 @@ TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
   const auto data = blobs(300, 3), validation = blobs(101, 4);
   const auto one = train(spec, ce, SolverOptions{}, options(4, 70), data, &validation, nullptr);
   const auto many = train(spec, ce, SolverOptions{}, options(4, 70), data, &validation, g_world);
-  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-10);
+  // Summation order of A differs between rank counts by double rounding; Nielsen damping takes λ
+  // down to where cond(A + λI) ≈ 1e6 amplifies it (measured: 1.6e-10).
+  EXPECT_LE(max_relative_difference(many.params, one.params), 1e-9);
   EXPECT_EQ(many.decisions, one.decisions);
   EXPECT_NEAR(many.summary.final_validation_loss, one.summary.final_validation_loss,
-              1e-10 * one.summary.final_validation_loss);
+              1e-9 * one.summary.final_validation_loss);
 }
 
 // CG with a tight forcing term reaches the Cholesky step: the same training to 1e-7.
@@ -189,6 +193,7 @@ TEST(ConjugateGradients, ReachesTheCholeskyStep) {
   const auto spec = ModelSpec::mlp(1, {10}, 1, Activation::kTanh);
   SolverOptions cholesky, cg;
   cholesky.linear_solver = LinearSolverType::kCholesky;
+  cholesky.geodesic_acceleration = false;  // CG's steps have none (inexact solves)
   cg.linear_solver = LinearSolverType::kCg;
   cg.cg_forcing = 1e-13;
   cg.cg_max_iterations = 5000;  // λ down to 1e-4 makes the system ill-conditioned
@@ -214,8 +219,9 @@ TEST(ConjugateGradients, TrainsAModelWhoseNormalMatrixExceedsTheBudget) {
     EXPECT_NE(std::string(e.what()).find("linear_solver = \"cg\""), std::string::npos) << e.what();
   }
   solver.linear_solver = LinearSolverType::kCg;
-  const auto run = train(spec, LossOptions{}, solver, options(2, 100), data, nullptr, g_world);
-  EXPECT_LT(run.summary.final_loss, 0.5 * run.summary.initial_loss);
+  const auto run = train(spec, LossOptions{}, solver, options(4, 100), data, nullptr, g_world);
+  // Measured: 0.147 → 0.0108 in 16 steps (the same on 1–4 ranks).
+  EXPECT_LT(run.summary.final_loss, 0.2 * run.summary.initial_loss);
   // auto falls back to CG by itself when A does not fit (Marquardt damping rules out the dual).
   solver.linear_solver = LinearSolverType::kAuto;
   solver.damping_matrix = DampingMatrix::kMarquardt;
@@ -232,6 +238,16 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = lmtrain::dist::make_communicator_from_environment();
   lmtrain::testing::g_world = world.get();
+  // The launch's rank count (tests/dist/CMakeLists.txt passes --expected-ranks=N with mpirun -np
+  // N): a launcher that started N separate one-rank jobs would otherwise pass every comparison.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.starts_with("--expected-ranks=") && std::stoi(arg.substr(17)) != world->size()) {
+      std::fprintf(stderr, "rank %d: the world has %d ranks, but the test was launched with %s\n",
+                   world->rank(), world->size(), arg.c_str());
+      return 1;
+    }
+  }
   // Only rank 0 prints; every rank asserts (a failure anywhere fails the job).
   if (!world->is_root()) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -82,16 +82,16 @@ TEST(Damping, NielsenFollowsTheGainRatioFormula) {
   o.damping = DampingType::kNielsen;
   o.lambda_initial = 1.0;
   auto d = DampingStrategy::create(o);
-  d->accept(0.9);  // λ·max(1/3, 1 − 0.8³) = 0.488
-  EXPECT_NEAR(d->lambda(), 1.0 - 0.512, 1e-15);
-  d->accept(1.0);  // max(1/3, 0) = 1/3
-  EXPECT_NEAR(d->lambda(), 0.488 / 3.0, 1e-15);
+  d->accept(0.6);  // λ·max(0.7, 1 − 0.2³) = 0.992
+  EXPECT_NEAR(d->lambda(), 1.0 - 0.008, 1e-15);
+  d->accept(0.9);  // max(0.7, 1 − 0.8³ = 0.488) = 0.7: the decrease is bounded
+  EXPECT_NEAR(d->lambda(), 0.992 * 0.7, 1e-15);
   const double l = d->lambda();
   EXPECT_TRUE(d->reject());  // ×ν = 2
   EXPECT_NEAR(d->lambda(), 2 * l, 1e-15);
   EXPECT_TRUE(d->reject());  // ×ν = 4
   EXPECT_NEAR(d->lambda(), 8 * l, 1e-15);
-  d->accept(0.5);  // ×max(1/3, 1) = 1, ν reset
+  d->accept(0.5);  // ×max(0.7, 1) = 1, ν reset
   EXPECT_NEAR(d->lambda(), 8 * l, 1e-15);
   EXPECT_TRUE(d->reject());
   EXPECT_NEAR(d->lambda(), 16 * l, 1e-15);
@@ -99,6 +99,7 @@ TEST(Damping, NielsenFollowsTheGainRatioFormula) {
 
 TEST(Damping, MultiplicativeClampsAndReportsTheCeiling) {
   SolverOptions o;
+  o.damping = DampingType::kMultiplicative;
   o.lambda_initial = 1e-9;
   o.lambda_max = 1e-7;
   auto d = DampingStrategy::create(o);
@@ -111,6 +112,39 @@ TEST(Damping, MultiplicativeClampsAndReportsTheCeiling) {
   EXPECT_TRUE(d->reject());
   EXPECT_DOUBLE_EQ(d->lambda(), 1e-7);
   EXPECT_FALSE(d->reject());  // already at lambda_max
+}
+
+// An invalid attempt raises λ by ν = 2 (4, 8, … while the same step keeps failing) and makes the
+// λ that is tried next a floor relative to the scale of A: later steps do not go below it, in
+// whatever scale A has by then, while it decays by 0.95 per accepted step.
+TEST(Damping, InvalidAttemptsLearnAFloorRelativeToTheScaleOfA) {
+  for (const DampingType type : {DampingType::kMultiplicative, DampingType::kNielsen}) {
+    SolverOptions o;
+    o.damping = type;
+    o.lambda_initial = 1e-3;
+    auto d = DampingStrategy::create(o);
+    d->begin_step(1000.0);
+    EXPECT_TRUE(d->invalid());
+    EXPECT_DOUBLE_EQ(d->lambda(), 2e-3);
+    EXPECT_TRUE(d->invalid());
+    EXPECT_DOUBLE_EQ(d->lambda(), 8e-3);  // floor: 8e-3 / 1000 = 8e-6 of max A_ii
+    d->accept(1.0);
+    EXPECT_DOUBLE_EQ(d->lambda(), 7.6e-3);  // the decrease stops at the (decayed) floor
+    d->begin_step(4000.0);                  // A's scale grew fourfold: so does the floor
+    EXPECT_DOUBLE_EQ(d->lambda(), 3.04e-2);
+    d->begin_step(10.0);
+    d->accept(1.0);
+    const double decrease = type == DampingType::kNielsen ? 0.7 : 0.1;
+    EXPECT_DOUBLE_EQ(d->lambda(), std::max(3.04e-2 * decrease, 7.22e-5));
+    const DampingStrategy::State state = d->state();
+    EXPECT_DOUBLE_EQ(state.floor, 7.22e-6);
+    auto restored = DampingStrategy::create(o);
+    restored->set_state(state);
+    restored->begin_step(10.0);
+    restored->accept(1.0);
+    d->accept(1.0);
+    EXPECT_EQ(restored->lambda(), d->lambda());
+  }
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ TEST(Termination, MaxEpochs) {
 
 TEST(Termination, LambdaAboveMaxWhenNoStepCanLowerTheLoss) {
   SolverOptions s;
+  s.damping = DampingType::kMultiplicative;
   s.lambda_max = 1e-1;
   s.max_attempts = 50;
   const TrainedRun r = train(ModelSpec(1).dense(1), exact_minimum_data(), s, {}, nullptr, {1.0, 0.0});

@@ -14,6 +14,7 @@ enum class Phase : std::size_t {
   kNormalEquations,   // SYRK / GEMV accumulation of A = JᵀJ and g = Jᵀr (or JJᵀ for the dual)
   kFactorization,     // damping, factorization and triangular solves (every retry)
   kTrialEvaluation,   // forward pass at a trial point
+  kGeodesic,          // geodesic acceleration: residuals at θ ± h·v, Jᵀr_vv, its solve
   kValidation,        // epoch-end evaluation of training and validation loss
   kCommunication,     // all-reduce of A, g and scalars between ranks
   kOther,
@@ -23,7 +24,7 @@ enum class Phase : std::size_t {
 constexpr std::string_view phase_name(Phase p) {
   constexpr std::array<std::string_view, static_cast<std::size_t>(Phase::kCount)> names = {
       "forward", "jacobian", "normal equations (syrk)", "factorization + solve",
-      "trial evaluation", "epoch evaluation", "communication", "other"};
+      "trial evaluation", "geodesic acceleration", "epoch evaluation", "communication", "other"};
   return names[static_cast<std::size_t>(p)];
 }
 

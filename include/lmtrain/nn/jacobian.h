@@ -39,6 +39,9 @@ class JacobianEngine {
 
   // Objective F at other parameters on the current batch (a trial step): forward only.
   double objective(const T* params);
+  // Residuals of the current batch at other parameters (batch·R values into r); returns F there.
+  // Leaves the linearization (activations, residuals, seeds) untouched.
+  double residuals_at(const T* params, T* r);
 
  private:
   const Sequential<T>& model_;
@@ -48,6 +51,7 @@ class JacobianEngine {
   ForwardState<T> trial_state_;
   DeviceBuffer<T> residuals_;
   DeviceBuffer<T> seeds_;
+  DeviceBuffer<T> trial_seeds_;  // residuals_at's seeds (unused, but the loss writes them)
   DeviceBuffer<T> g_a_;
   DeviceBuffer<T> g_b_;
   std::size_t slice_capacity_ = 0;

@@ -37,6 +37,7 @@ struct MemoryPlanInput {
   std::size_t budget_bytes = 0;
   std::size_t max_slice_samples = 0;    // 0: no cap
   std::size_t extra_system_elements = 0;  // other fixed buffers of the system's precision
+  std::size_t extra_model_elements = 0;   // other fixed buffers of the model's precision
 };
 
 struct MemoryPlan {

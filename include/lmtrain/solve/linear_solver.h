@@ -22,6 +22,9 @@ class LinearSolver {
   virtual bool prepare(const NormalEquations<T>& ne, const T* d) = 0;
   // Writes δ; returns false on a failed factorization (a recoverable, invalid step).
   virtual bool solve(double lambda, T* delta) = 0;
+  // x = (A + λD)⁻¹·rhs with the λ of the last successful solve(), reusing its factorization (a
+  // second right-hand side: geodesic acceleration).  False when the solver cannot (dual form).
+  virtual bool solve_again(const T* /*rhs*/, T* /*x*/) { return false; }
 
   // Iterations of the last solve (CG; 0 for the direct solvers).
   virtual int iterations() const { return 0; }

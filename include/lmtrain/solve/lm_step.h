@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lmtrain/solve/damping.h"
+#include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
 #include "lmtrain/solve/termination.h"
 
@@ -39,6 +40,8 @@ struct StepReport {
   double gradient_max_norm = 0;
   double step_norm = 0;        // ‖lr·δ‖₂ of the accepted step
   int linear_iterations = 0;   // CG iterations summed over the attempts
+  int geodesic_applied = 0;    // attempts whose trial included the geodesic correction
+  int geodesic_refused = 0;    // attempts whose correction failed the ratio test
   double weight_decay = 0;     // ρ of the penalty ½ρ‖θ‖² this step used (0: none; ard: 0, see
                                // LmStepper::weight_decays())
   double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
@@ -106,6 +109,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   NormalEquationsBuilder<T, S> builder_;
   std::unique_ptr<LinearSolver<S>> solver_;
   std::unique_ptr<DampingStrategy> damping_;
+  std::unique_ptr<GeodesicAcceleration<T, S>> geodesic_;  // null when off or with the dual form
   // Sums over the ranks; no-ops with one rank.
   double sum(double local, PhaseTimes& times);
   void sum_device(S* data, std::size_t n, PhaseTimes& times);
@@ -127,6 +131,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // penalty_ ← ρ_g(i) per parameter from rho_ (ard).
   void upload_group_penalty();
   bool grouped() const { return !group_of_.empty(); }
+  // δ in the model's precision for a trial or a derivative along it: δ itself, or rounded to T
+  // once (mixed precision).
+  const T* model_delta();
+  // The geodesic correction of the attempt's δ (identical on every rank); true when applied.
+  bool accelerate(const T* params, double lr, PhaseTimes& times);
 
   NormalEquations<S> ne_;
   DeviceBuffer<S> delta_, d_, tmp_, packed_;

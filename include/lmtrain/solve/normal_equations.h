@@ -55,6 +55,10 @@ class NormalEquationsBuilder {
                PhaseTimes& times);
 
   std::size_t slice_samples() const { return slice_samples_; }
+  // out = Jᵀu for the batch of the last build (u: batch·R values in T on the model's backend,
+  // out: n values in S).  Reads J where it still is — the stored J, or the slice when the batch
+  // fitted one — and otherwise builds the slices again (no SYRK).
+  void jacobian_transpose_times(const T* params, const T* u, const NormalEquations<S>& ne, S* out);
   JacobianEngine<T>& engine() { return engine_; }
 
  private:
@@ -68,6 +72,8 @@ class NormalEquationsBuilder {
   DeviceBuffer<T> slice_;
   DeviceBuffer<S> wide_slice_;  // the slice in S (mixed precision only)
   DeviceBuffer<S> wide_r_;      // the batch's residuals in S (mixed precision only)
+  DeviceBuffer<S> wide_u_;      // jacobian_transpose_times' u in S (mixed precision only)
+  bool slice_holds_batch_ = false;  // the last build's batch fitted one slice, still in slice_
 };
 
 }  // namespace lmtrain

@@ -72,6 +72,9 @@ struct Summary {
   int rejected_steps = 0;  // valid trials that did not lower the loss
   int invalid_steps = 0;   // failed factorizations or non-finite steps
   int abandoned_steps = 0; // steps whose attempts all failed
+  int geodesic_applied = 0;  // attempts whose trial included the geodesic correction
+  int geodesic_refused = 0;  // attempts whose correction failed the ratio test
+  bool geodesic_acceleration = false;  // as used (off with the dual form)
   double final_lambda = 0;
   Regularization regularization = Regularization::kNone;
   double final_weight_decay = 0;     // ρ at the end (one-group regularizations; ard: 0)

@@ -1,0 +1,65 @@
+// Geodesic acceleration of an LM step (SolverOptions::geodesic_acceleration; Transtrum, Machta &
+// Sethna 2011, Transtrum & Sethna 2012).  The step v = −lr·δ is the velocity of a path on the
+// model manifold; its acceleration a solves the same damped system with another right-hand side,
+//   (A + λD) a = −Jᵀ r_vv,   r_vv = D²_v r ≈ (r(θ + hv) − 2 r(θ) + r(θ − hv)) / h²,
+// and the trial becomes θ + v + ½a.  In the step's sign convention (θ_trial = θ − lr·δ) that is
+//   δ ← δ + a'/(2·lr)   with a' = (A + λD)⁻¹ Jᵀ r_vv = −a,
+// kept only when 2‖a‖ ≤ α‖v‖ (α = geodesic_ratio): a larger correction means the second-order
+// path is not to be trusted that far.
+//
+// Costs per attempt: two forward passes (residuals at θ ± hv), one product Jᵀu (a GEMV on J where
+// it is still held — the stored J, or the one slice a batch fitted — otherwise the slices are
+// built again, without SYRK) and one more solve with the attempt's factorization.
+#pragma once
+
+#include <type_traits>
+
+#include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/linear_solver.h"
+#include "lmtrain/solve/normal_equations.h"
+#include "lmtrain/solve/solver_options.h"
+
+namespace lmtrain {
+
+template <typename T, typename S = T>
+class GeodesicAcceleration {
+ public:
+  // `max_residuals`: the most residual rows of a batch on this rank; `ne`: the normal equations
+  // the step solves (read for a stored J), which must outlive this object.
+  GeodesicAcceleration(const SolverOptions& options, JacobianEngine<T>& engine,
+                       NormalEquationsBuilder<T, S>& builder, const NormalEquations<S>& ne,
+                       Backend<S>& system, std::size_t max_residuals);
+
+  // Elements allocated for it, for the memory plan.  Model precision: two residual vectors, the
+  // seeds the loss writes beside them (the engine's), the point θ ± hv.  System precision: the
+  // right-hand side and the correction, and in mixed precision u widened for Jᵀu (the builder's).
+  static std::size_t model_elements(std::size_t max_residuals, std::size_t outputs, std::size_t n) {
+    return max_residuals * (2 + outputs) + n;
+  }
+  static std::size_t system_elements(std::size_t n, std::size_t max_residuals) {
+    return 2 * n + (std::is_same_v<T, S> ? 0 : max_residuals);
+  }
+
+  // This rank's Jᵀ r_vv along v = −lr·δ (δ in T on the model's backend) into rhs(); the caller
+  // sums rhs() over the ranks.
+  void second_derivative(const T* params, double lr, const T* delta);
+  S* rhs() { return rhs_.data(); }
+
+  // a' = (A + λD)⁻¹ rhs() with the solver's last factorization; when 2‖a‖ ≤ α‖v‖, δ ← δ +
+  // a'/(2·lr) (δ in S on the system's backend) and true.  False (δ unchanged) when the
+  // correction is too large or the solver cannot solve again.
+  bool correct(LinearSolver<S>& solver, double lr, S* delta);
+
+ private:
+  double ratio_, step_;
+  JacobianEngine<T>& engine_;
+  NormalEquationsBuilder<T, S>& builder_;
+  Backend<T>& backend_;
+  Backend<S>& system_;
+  const NormalEquations<S>& ne_;
+  DeviceBuffer<T> plus_, minus_;  // r(θ + hv), r(θ − hv); then r_vv in plus_
+  DeviceBuffer<T> point_;         // θ ± hv
+  DeviceBuffer<S> rhs_, accel_;
+};
+
+}  // namespace lmtrain
