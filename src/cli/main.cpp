@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "run_config.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/model_file.h"
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     if (comm && comm->size() > 1)  // never leave the other ranks waiting in a collective
       comm->abort(2, fmt::format("lmtrain: rank {} of {}: error: {}", comm->rank(), comm->size(), e.what()));
-    fmt::print(stderr, "lmtrain: error: {}\n", e.what());
+    fmt::print(stderr, "lmtrain: error: {}\n", lmtrain::cli::in_config_terms(e.what()));
     return 2;
   }
   return 0;

@@ -500,7 +500,8 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
     Section s(*solver, "solver");
     parse_solver(s, c.solver);
     std::string error;
-    if (!c.solver.is_valid(&error)) throw InvalidArgument(fmt::format("{}: {}", where(*solver), error));
+    if (!c.solver.is_valid(&error))
+      throw InvalidArgument(fmt::format("{}: {}", where(*solver), in_config_terms(error)));
   }
 
   if (const toml::table* trainer = top.table("trainer")) {
@@ -517,11 +518,23 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
     c.checkpoint_every = static_cast<int>(s.count("checkpoint_every", 1));
     s.finish();
     std::string error;
-    if (!t.is_valid(&error)) throw InvalidArgument(fmt::format("{}: {}", where(*trainer), error));
+    if (!t.is_valid(&error))
+      throw InvalidArgument(fmt::format("{}: {}", where(*trainer), in_config_terms(error)));
   }
   c.trainer.seed = c.seed;
   top.finish();
   return c;
+}
+
+std::string in_config_terms(std::string message) {
+  for (const auto& [cpp, toml] : {std::pair<std::string_view, std::string_view>{"LossOptions::kind", "loss.type"},
+                                  {"SolverOptions::", "solver."},
+                                  {"TrainerOptions::", "trainer."},
+                                  {"LossOptions::", "loss."}}) {
+    for (std::size_t at = message.find(cpp); at != std::string::npos; at = message.find(cpp, at))
+      message.replace(at, cpp.size(), toml);
+  }
+  return message;
 }
 
 }  // namespace lmtrain::cli

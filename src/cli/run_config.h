@@ -114,4 +114,9 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
 
 std::string_view to_string(Precision p);
 
+// A library message in the configuration's terms: the C++ option names it uses
+// (SolverOptions::lambda_min, TrainerOptions::max_epochs, LossOptions::huber_delta) become the
+// TOML keys a user writes (solver.lambda_min, trainer.max_epochs, loss.huber_delta).
+std::string in_config_terms(std::string message);
+
 }  // namespace lmtrain::cli

@@ -72,8 +72,8 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
       {"epochs_done", s.epochs_done},
       {"batches_done", s.batches_done},
       {"epoch_rng", s.epoch_rng},
-      {"damping", {{"lambda", s.damping.lambda}, {"nu", s.damping.nu}, {"floor", s.damping.floor}}},
-      {"weight_decays", s.weight_decays},
+      {"damping", {{"lambda", s.stepper.damping.lambda}, {"nu", s.stepper.damping.nu}, {"floor", s.stepper.damping.floor}}},
+      {"weight_decays", s.stepper.weight_decays},
       {"validation_failures", s.validation_failures},
       {"partial_epoch", to_json(s.partial_epoch)},
       {"summary",
@@ -128,16 +128,16 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     s.epochs_done = meta.at("epochs_done").get<int>();
     s.batches_done = meta.at("batches_done").get<std::size_t>();
     s.epoch_rng = meta.at("epoch_rng").get<std::array<std::uint64_t, 4>>();
-    s.damping.lambda = meta.at("damping").at("lambda").get<double>();
-    s.damping.nu = meta.at("damping").at("nu").get<double>();
+    s.stepper.damping.lambda = meta.at("damping").at("lambda").get<double>();
+    s.stepper.damping.nu = meta.at("damping").at("nu").get<double>();
     // The learned floor of invalid attempts; checkpoints from before it existed have none.
-    s.damping.floor = meta.at("damping").value("floor", 0.0);
+    s.stepper.damping.floor = meta.at("damping").value("floor", 0.0);
     // One ρ per penalty group; older checkpoints hold a single "weight_decay" (or none, before
     // regularization existed).
     if (meta.contains("weight_decays"))
-      s.weight_decays = meta.at("weight_decays").get<std::vector<double>>();
+      s.stepper.weight_decays = meta.at("weight_decays").get<std::vector<double>>();
     else
-      s.weight_decays = {meta.value("weight_decay", 0.0)};
+      s.stepper.weight_decays = {meta.value("weight_decay", 0.0)};
     s.validation_failures = meta.at("validation_failures").get<int>();
     s.partial_epoch = epoch_from_json(meta.at("partial_epoch"));
     const nlohmann::json& m = meta.at("summary");

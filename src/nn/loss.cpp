@@ -12,25 +12,26 @@ void LossOptions::validate(std::size_t outputs) const {
   if (!output_weights.empty()) {
     if (kind != LossKind::kMse)
       throw InvalidArgument(fmt::format(
-          "loss.output_weights is set but loss = \"{}\"; per-output weights apply to \"mse\" only",
+          "LossOptions::output_weights is set but LossOptions::kind = \"{}\"; per-output weights "
+          "apply to \"mse\" only",
           to_string(kind)));
     if (output_weights.size() != outputs)
       throw InvalidArgument(fmt::format(
-          "loss.output_weights has {} values but the model has {} outputs; give one weight per output",
+          "LossOptions::output_weights has {} values but the model has {} outputs; give one weight per output",
           output_weights.size(), outputs));
     for (std::size_t i = 0; i < output_weights.size(); ++i)
       if (!(output_weights[i] > 0) || !std::isfinite(output_weights[i]))
         throw InvalidArgument(fmt::format(
-            "loss.output_weights[{}] = {}; weights must be positive and finite", i,
+            "LossOptions::output_weights[{}] = {}; weights must be positive and finite", i,
             output_weights[i]));
   }
   if (kind == LossKind::kHuber && (!(huber_delta > 0) || !std::isfinite(huber_delta)))
     throw InvalidArgument(
-        fmt::format("loss.huber_delta = {}; it must be positive and finite", huber_delta));
+        fmt::format("LossOptions::huber_delta = {}; it must be positive and finite", huber_delta));
   if ((kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt) && outputs < 2)
     throw InvalidArgument(fmt::format(
-        "loss = \"{}\" needs at least 2 outputs (one logit per class) but the model has {}; for a "
-        "binary target with one output use loss = \"bce\"",
+        "LossOptions::kind = \"{}\" needs at least 2 outputs (one logit per class) but the model "
+        "has {}; for a binary target with one output use LossOptions::kind = \"bce\"",
         to_string(kind), outputs));
 }
 

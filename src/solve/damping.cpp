@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace lmtrain {
 namespace {
@@ -87,5 +88,46 @@ std::unique_ptr<DampingStrategy> DampingStrategy::create(const SolverOptions& op
   if (options.damping == DampingType::kNielsen) return std::make_unique<NielsenDamping>(options);
   return std::make_unique<MultiplicativeDamping>(options);
 }
+
+template <typename S>
+Damping<S>::Damping(const SolverOptions& options, Backend<S>& system, std::size_t n)
+    : options_(options),
+      system_(system),
+      n_(n),
+      marquardt_(options.damping_matrix == DampingMatrix::kMarquardt),
+      schedule_(DampingStrategy::create(options)),
+      d_(system.allocate(n)),
+      tmp_(system.allocate(n)) {}
+
+template <typename S>
+void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives) {
+  const auto lo = static_cast<S>(options_.marquardt_min), hi = static_cast<S>(options_.marquardt_max);
+  double scale = 1;
+  if (!ne.jacobian_stored) {
+    system_.clamped_diagonal(n_, ne.a.data(), marquardt_ ? lo : S(0),
+                             marquardt_ ? hi : std::numeric_limits<S>::max(), d_.data());
+    scale = system_.max_abs(n_, d_.data());
+  } else if (marquardt_) {
+    // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
+    system_.column_sums_of_squares(ne.m, n_, ne.j.data(), n_, d_.data());
+    collectives.sum_device(d_.data(), n_);
+    if (ne.shift > 0) {  // the diagonal of JᵀJ + ρI, as A would have it
+      system_.fill(tmp_.data(), n_, static_cast<S>(ne.shift));
+      system_.axpy(n_, S(1), tmp_.data(), d_.data());
+    }
+    system_.clamp(n_, d_.data(), lo, hi, d_.data());
+  }
+  schedule_->begin_step(scale);
+}
+
+template <typename S>
+double Damping<S>::weighted_norm2(const S* delta) {
+  if (!marquardt_) return system_.dot(n_, delta, delta);
+  system_.scale_elementwise(n_, delta, d_.data(), false, tmp_.data());
+  return system_.dot(n_, delta, tmp_.data());
+}
+
+template class Damping<float>;
+template class Damping<double>;
 
 }  // namespace lmtrain

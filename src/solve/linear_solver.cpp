@@ -150,32 +150,17 @@ class DualSolver final : public LinearSolver<T> {
   const NormalEquations<T>* ne_ = nullptr;
 };
 
-// Sums a device vector over the ranks (through host memory unless the device is the host).
-template <typename T>
-void allreduce_device(Backend<T>& backend, dist::Communicator* comm, T* data, std::size_t n,
-                      std::vector<T>& staging) {
-  if (comm == nullptr || comm->size() == 1) return;
-  if (backend.device_kind() == DeviceKind::kCpu) {
-    comm->allreduce_sum(data, n);
-    return;
-  }
-  staging.resize(n);
-  backend.copy_to_host(data, staging.data(), n);
-  comm->allreduce_sum(staging.data(), n);
-  backend.copy_from_host(staging.data(), data, n);
-}
-
 // Preconditioned CG on (JᵀJ + λD)δ = g, J (m × n) the rank's stored rows.  Every vector but
 // J·p is n long and identical on all ranks (built from all-reduced quantities), so every rank
 // computes the same iterates.
 template <typename T>
 class CgSolver final : public LinearSolver<T> {
  public:
-  CgSolver(Backend<T>& backend, std::size_t n, std::size_t max_residuals, dist::Communicator* comm,
-           const SolverOptions& options)
+  CgSolver(Backend<T>& backend, std::size_t n, std::size_t max_residuals,
+           Collectives<T>* collectives, const SolverOptions& options)
       : backend_(backend),
         n_(n),
-        comm_(comm),
+        collectives_(collectives),
         forcing_(options.cg_forcing),
         max_iterations_(options.cg_max_iterations > 0 ? options.cg_max_iterations : n),
         jp_(backend.allocate(std::max<std::size_t>(max_residuals, 1))) {
@@ -189,7 +174,7 @@ class CgSolver final : public LinearSolver<T> {
     ne_ = &ne;
     d_ = d;
     backend_.column_sums_of_squares(ne.m, n_, ne.j.data(), n_, diag_.data());
-    allreduce_device(backend_, comm_, diag_.data(), n_, staging_);
+    if (collectives_ != nullptr) collectives_->sum_device(diag_.data(), n_);
     if (ne.shift > 0) {  // diag(JᵀJ + ρI)
       backend_.fill(tmp_.data(), n_, static_cast<T>(ne.shift));
       backend_.axpy(n_, T(1), tmp_.data(), diag_.data());
@@ -231,7 +216,7 @@ class CgSolver final : public LinearSolver<T> {
         backend_.gemv(Trans::kNo, ne_->m, n_, T(1), ne_->j.data(), n_, p_.data(), T(0), jp_.data());
         backend_.gemv(Trans::kYes, ne_->m, n_, T(1), ne_->j.data(), n_, jp_.data(), T(0), q_.data());
       }
-      allreduce_device(backend_, comm_, q_.data(), n_, staging_);
+      if (collectives_ != nullptr) collectives_->sum_device(q_.data(), n_);
       if (ne_->shift > 0) backend_.axpy(n_, static_cast<T>(ne_->shift), p_.data(), q_.data());
       if (d_ != nullptr) {
         backend_.scale_elementwise(n_, p_.data(), d_, false, tmp_.data());
@@ -257,11 +242,10 @@ class CgSolver final : public LinearSolver<T> {
 
   Backend<T>& backend_;
   std::size_t n_;
-  dist::Communicator* comm_;
+  Collectives<T>* collectives_;
   double forcing_;
   std::size_t max_iterations_;
   DeviceBuffer<T> jp_, diag_, m_inv_, x_, r_, z_, p_, q_, tmp_;
-  std::vector<T> staging_;
   const NormalEquations<T>* ne_ = nullptr;
   const T* d_ = nullptr;
   double lambda_ = 0;
@@ -273,17 +257,31 @@ class CgSolver final : public LinearSolver<T> {
 template <typename T>
 std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type, Backend<T>& backend,
                                                          std::size_t n, std::size_t max_residuals,
-                                                         dist::Communicator* comm,
+                                                         Collectives<T>* collectives,
                                                          const SolverOptions& options) {
   switch (type) {
     case LinearSolverType::kCg:
-      return std::make_unique<CgSolver<T>>(backend, n, max_residuals, comm, options);
+      return std::make_unique<CgSolver<T>>(backend, n, max_residuals, collectives, options);
     case LinearSolverType::kCholesky: return std::make_unique<CholeskySolver<T>>(backend, n);
     case LinearSolverType::kEigen: return std::make_unique<EigenSolver<T>>(backend, n);
     case LinearSolverType::kDual: return std::make_unique<DualSolver<T>>(backend, max_residuals);
     case LinearSolverType::kAuto: break;
   }
   throw InvalidArgument("LinearSolver::create needs a resolved solver type, not \"auto\"");
+}
+
+template <typename T>
+std::size_t LinearSolver<T>::workspace_elements(LinearSolverType type, std::size_t n,
+                                                std::size_t max_residuals) {
+  switch (type) {
+    case LinearSolverType::kCholesky: return n * n;          // the factor
+    case LinearSolverType::kEigen: return n * n + 6 * n;     // eigenvectors, 6 n-vectors
+    case LinearSolverType::kDual:                           // the m × m Gram, its factor, u
+      return 2 * max_residuals * max_residuals + max_residuals;
+    case LinearSolverType::kCg: return std::max<std::size_t>(max_residuals, 1) + 8 * n;
+    case LinearSolverType::kAuto: break;
+  }
+  return 0;
 }
 
 template class LinearSolver<float>;

@@ -60,6 +60,22 @@ bool is_evidence_based(Regularization r) {
   return r == Regularization::kBayesian || r == Regularization::kArd;
 }
 
+std::optional<std::string> regularization_conflict(Regularization r, LinearSolverType solver) {
+  if (r != Regularization::kNone && solver == LinearSolverType::kDual)
+    return fmt::format(
+        "SolverOptions::linear_solver = dual cannot be used with regularization = {}: the dual "
+        "form's right-hand side must lie in J's row space, which g + ρθ does not; use auto, "
+        "cholesky, eigen{}",
+        to_string(r), r == Regularization::kL2 ? " or cg" : "");
+  if (is_evidence_based(r) && solver == LinearSolverType::kCg)
+    return fmt::format(
+        "SolverOptions::linear_solver = cg cannot be used with regularization = {}: its evidence "
+        "update needs A itself (its eigenvalues, its inverse's diagonal), which matrix-free CG "
+        "never forms; use auto, cholesky or eigen",
+        to_string(r));
+  return std::nullopt;
+}
+
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver) {
   return options.geodesic_acceleration &&
          (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen);
@@ -80,14 +96,14 @@ struct Checker {
   void require(bool condition, std::string_view field, double value, std::string_view constraint) {
     if (ok && !condition) {
       ok = false;
-      if (error) *error = fmt::format("solver.{} = {} violates: {}", field, value, constraint);
+      if (error) *error = fmt::format("SolverOptions::{} = {} violates: {}", field, value, constraint);
     }
   }
   void require(bool condition, std::string_view field, std::string_view value,
                std::string_view constraint) {
     if (ok && !condition) {
       ok = false;
-      if (error) *error = fmt::format("solver.{} = \"{}\" violates: {}", field, value, constraint);
+      if (error) *error = fmt::format("SolverOptions::{} = \"{}\" violates: {}", field, value, constraint);
     }
   }
 };
@@ -128,13 +144,10 @@ bool SolverOptions::is_valid(std::string* error) const {
             "0 < geodesic_step ≤ 1");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
-  c.require(regularization == Regularization::kNone || linear_solver != LinearSolverType::kDual,
-            "linear_solver", to_string(linear_solver),
-            "regularization cannot use the dual form: linear_solver = auto, cholesky, eigen or cg");
-  c.require(!is_evidence_based(regularization) || linear_solver != LinearSolverType::kCg,
-            "linear_solver", to_string(linear_solver),
-            "bayesian and ard regularization need A itself (its eigenvalues, its inverse's "
-            "diagonal): linear_solver = auto, cholesky or eigen");
+  if (const auto conflict = regularization_conflict(regularization, linear_solver); c.ok && conflict) {
+    c.ok = false;
+    if (error) *error = *conflict;
+  }
   return c.ok;
 }
 

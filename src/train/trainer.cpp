@@ -18,14 +18,14 @@ bool TrainerOptions::is_valid(std::string* error) const {
     if (error) *error = msg;
     return false;
   };
-  if (max_epochs < 1) return fail(fmt::format("trainer.max_epochs = {} violates: max_epochs ≥ 1", max_epochs));
+  if (max_epochs < 1) return fail(fmt::format("TrainerOptions::max_epochs = {} violates: max_epochs ≥ 1", max_epochs));
   if (!(max_time_seconds > 0))
-    return fail(fmt::format("trainer.max_time_seconds = {} violates: max_time_seconds > 0", max_time_seconds));
+    return fail(fmt::format("TrainerOptions::max_time_seconds = {} violates: max_time_seconds > 0", max_time_seconds));
   if (max_validation_failures < 1)
-    return fail(fmt::format("trainer.max_validation_failures = {} violates: ≥ 1",
+    return fail(fmt::format("TrainerOptions::max_validation_failures = {} violates: ≥ 1",
                             max_validation_failures));
   if (!std::isfinite(loss_goal) || loss_goal < 0)
-    return fail(fmt::format("trainer.loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
+    return fail(fmt::format("TrainerOptions::loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
   return true;
 }
 
@@ -320,8 +320,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.geodesic_applied = r.geodesic_applied;
     summary.geodesic_refused = r.geodesic_refused;
     summary.history = r.history;
-    lm->damping().set_state(resume->damping);
-    lm->set_weight_decays(resume->weight_decays);
+    lm->set_state(resume->stepper);
     rng.set_state(resume->epoch_rng);
     validation_failures = resume->validation_failures;
     first_epoch = resume->epochs_done + 1;
@@ -355,8 +354,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     state.epochs_done = epochs_done;
     state.batches_done = batches_done;
     state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
-    state.damping = lm->damping().state();
-    state.weight_decays = lm->weight_decays();
+    state.stepper = lm->state();
     state.params.resize(n);
     backend_.copy_to_host(theta.data(), state.params.data(), n);
     if (valid_dev) {
@@ -401,16 +399,14 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       }
       StepReport rep;
       for (;;) {
-        const DampingStrategy::State damping_before = lm->damping().state();
-        const std::vector<double> weight_decays_before = lm->weight_decays();
+        const StepperState before = lm->state();
         try {
           rep = lm->step(theta.data(), x, y, local_count, summary.times);
           break;
         } catch (const OutOfMemory& e) {
           halve_slice(e);
           build_step();
-          lm->damping().set_state(damping_before);
-          lm->set_weight_decays(weight_decays_before);
+          lm->set_state(before);
         }
       }
       ++summary.steps;
@@ -429,35 +425,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
 
       if (rep.termination != TerminationReason::kNone) {
         summary.termination = rep.termination;
-        switch (rep.termination) {
-          case TerminationReason::kNonFiniteObjective:
-            summary.message = fmt::format(
-                "the loss or the Jacobian of batch {} in epoch {} is not finite; parameters are "
-                "the last finite ones. Check the data for extreme values (standardize the "
-                "inputs), or lower learning_rate",
-                b, epoch);
-            break;
-          case TerminationReason::kLambdaAboveMax:
-            summary.message = fmt::format(
-                "no trial step lowered the loss with λ at lambda_max = {:.3e} (epoch {}, batch {})",
-                sopt.lambda_max, epoch, b);
-            break;
-          case TerminationReason::kGradientTolerance:
-            summary.message = fmt::format("‖Jᵀr‖∞ = {:.3e} ≤ gradient_tolerance = {:.3e}",
-                                          rep.gradient_max_norm, sopt.gradient_tolerance);
-            break;
-          case TerminationReason::kFunctionTolerance:
-            summary.message = fmt::format(
-                "relative decrease {:.3e} ≤ function_tolerance = {:.3e}",
-                (rep.objective_before - rep.objective_after) / rep.objective_before,
-                sopt.function_tolerance);
-            break;
-          case TerminationReason::kParameterTolerance:
-            summary.message = fmt::format("step norm {:.3e} ≤ parameter_tolerance·(‖θ‖ + tol)",
-                                          rep.step_norm);
-            break;
-          default: break;
-        }
+        summary.message = fmt::format("epoch {}, batch {}: {}", epoch, b, rep.message);
       }
 
       IterationSummary it;
@@ -465,7 +433,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       it.batch = b;
       it.step = summary.steps;
       it.batch_loss = loss.reported(rep.objective_after - rep.penalty_after, count);  // data only
-      it.lambda = lm->damping().lambda();
+      it.lambda = lm->lambda();
       it.elapsed_seconds = seconds_since(start);
       it.report = rep;
       // Stops decided outside the LM step (a callback, the clock, the stop flag) may differ
@@ -502,7 +470,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
 
     summary.epochs = epoch;
     record.training_loss = summary.final_loss = training_loss();
-    record.lambda = lm->damping().lambda();
+    record.lambda = lm->lambda();
     if (valid_dev) {
       record.validation_loss = summary.final_validation_loss = validation_loss();
       if (record.validation_loss < summary.best_validation_loss) {
@@ -542,17 +510,17 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
     summary.restored_best = true;
     summary.final_loss = training_loss();
   }
-  summary.final_lambda = lm->damping().lambda();
+  summary.final_lambda = lm->lambda();
   summary.regularization = sopt.regularization;
   if (sopt.regularization == Regularization::kArd) {
     const ParameterGroups groups = spec_.relevance_groups();
-    const std::vector<double>& rho = lm->weight_decays();
+    const std::vector<double>& rho = lm->state().weight_decays;
     const std::vector<double>& gamma = lm->effective_parameters();
     for (std::size_t g = 0; g < groups.count(); ++g)
       summary.penalty_groups.push_back({groups.names[g], groups.sizes[g], rho[g],
                                         g < gamma.size() ? gamma[g] : 0.0});
   } else {
-    summary.final_weight_decay = lm->weight_decays().front();
+    summary.final_weight_decay = lm->state().weight_decays.front();
   }
   summary.peak_device_bytes =
       backend_.memory().peak_bytes_in_use() - bytes_before + lm->system_peak_bytes();

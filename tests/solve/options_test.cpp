@@ -22,7 +22,7 @@ TEST_P(SolverOptionsValidation, MessageNamesFieldValueAndConstraint) {
   GetParam().spoil(o);
   std::string error;
   EXPECT_FALSE(o.is_valid(&error));
-  EXPECT_NE(error.find("solver." + GetParam().field + " = " + GetParam().value_text),
+  EXPECT_NE(error.find("SolverOptions::" + GetParam().field + " = " + GetParam().value_text),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("violates"), std::string::npos) << error;
@@ -71,7 +71,7 @@ TEST(TrainerOptions, MessageNamesFieldAndValue) {
   t.max_epochs = 0;
   std::string error;
   EXPECT_FALSE(t.is_valid(&error));
-  EXPECT_NE(error.find("trainer.max_epochs = 0"), std::string::npos) << error;
+  EXPECT_NE(error.find("TrainerOptions::max_epochs = 0"), std::string::npos) << error;
   t = TrainerOptions{};
   t.max_time_seconds = -3;
   EXPECT_THROW(t.validate(), InvalidArgument);

@@ -334,7 +334,7 @@ TEST(Regularization, SolverCombinationsThatCannotWorkAreRefused) {
   o.linear_solver = LinearSolverType::kCg;
   std::string error;
   EXPECT_FALSE(o.is_valid(&error));
-  EXPECT_NE(error.find("solver.linear_solver = \"cg\""), std::string::npos) << error;
+  EXPECT_NE(error.find("SolverOptions::linear_solver = cg"), std::string::npos) << error;
   o.regularization = Regularization::kL2;
   EXPECT_TRUE(o.is_valid(&error)) << error;
   o.linear_solver = LinearSolverType::kDual;

@@ -94,7 +94,7 @@ TEST(Checkpoints, EvidenceRegularizationResumesBitIdentically) {
     const Outcome straight = run(train, nullptr, nullptr, -1, 0, r);
     const Outcome interrupted = run(train, nullptr, nullptr, 9, 0, r);
     ASSERT_TRUE(interrupted.state.has_value());
-    const std::vector<double>& rho = interrupted.state->weight_decays;
+    const std::vector<double>& rho = interrupted.state->stepper.weight_decays;
     // 1-H-1: one input group, the hidden bias, the output weights and bias for ard.
     ASSERT_EQ(rho.size(), r == Regularization::kArd ? 4u : 1u);
     for (const double v : rho) EXPECT_GT(v, 0);

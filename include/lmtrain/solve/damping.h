@@ -16,6 +16,8 @@
 
 #include <memory>
 
+#include "lmtrain/solve/collectives.h"
+#include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/solver_options.h"
 
 namespace lmtrain {
@@ -60,6 +62,42 @@ class DampingStrategy {
   double floor_ = 0;         // relative to scale_
   double scale_ = 1;         // max A_ii of the current step
   double invalid_nu_ = 2;    // growth of λ on consecutive invalid attempts
+};
+
+// The damping of an LM step on the system's device: λ (its DampingStrategy) and the matrix D of
+// (A + λD)δ = g — I, or Marquardt's clamp(diag A, marquardt_min, marquardt_max), which for a
+// stored J is the clamped column sums of squares summed over the ranks (plus a penalty's shift).
+template <typename S>
+class Damping {
+ public:
+  Damping(const SolverOptions& options, Backend<S>& system, std::size_t n);
+
+  // Elements of S it allocates for n parameters (the memory plan's share).
+  static std::size_t system_elements(std::size_t n) { return 2 * n; }
+
+  // Once per step, after A (or the stored J) and any penalty are final: D, and the scale of the
+  // invalid-attempt floor (max A_ii; 1 when A is not formed).
+  void prepare(const NormalEquations<S>& ne, Collectives<S>& collectives);
+  // D on the device, or nullptr for D = I.  Valid until the next prepare().
+  const S* matrix() const { return marquardt_ ? d_.data() : nullptr; }
+  // δᵀDδ.
+  double weighted_norm2(const S* delta);
+
+  double lambda() const { return schedule_->lambda(); }
+  void accepted(double gain_ratio) { schedule_->accept(gain_ratio); }
+  // False when λ is already at lambda_max (the step cannot go on).
+  bool rejected() { return schedule_->reject(); }
+  bool invalid() { return schedule_->invalid(); }
+  DampingStrategy::State state() const { return schedule_->state(); }
+  void set_state(const DampingStrategy::State& state) { schedule_->set_state(state); }
+
+ private:
+  SolverOptions options_;
+  Backend<S>& system_;
+  std::size_t n_;
+  bool marquardt_;
+  std::unique_ptr<DampingStrategy> schedule_;
+  DeviceBuffer<S> d_, tmp_;
 };
 
 }  // namespace lmtrain

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string_view>
 
-#include "lmtrain/dist/communicator.h"
+#include "lmtrain/solve/collectives.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/solver_options.h"
 
@@ -30,12 +30,15 @@ class LinearSolver {
   virtual int iterations() const { return 0; }
 
   // `type` must be resolved (not kAuto).  `n` parameters, up to `max_residuals` rows (dual).
-  // CG sums its n-vectors over `comm` (null: one rank) and reads cg_forcing and
+  // CG sums its n-vectors over `collectives` (null: one rank) and reads cg_forcing and
   // cg_max_iterations from `options`.
   static std::unique_ptr<LinearSolver> create(LinearSolverType type, Backend<T>& backend,
                                               std::size_t n, std::size_t max_residuals,
-                                              dist::Communicator* comm = nullptr,
+                                              Collectives<T>* collectives = nullptr,
                                               const SolverOptions& options = {});
+  // Elements of T that create() allocates (the memory plan's share).
+  static std::size_t workspace_elements(LinearSolverType type, std::size_t n,
+                                        std::size_t max_residuals);
 };
 
 }  // namespace lmtrain

@@ -81,6 +81,12 @@ enum class Regularization {
 
 // bayesian and ard: ρ re-estimated from the evidence.
 bool is_evidence_based(Regularization r);
+// Why `r` cannot run with `solver` (the message names SolverOptions' fields and what to use), or
+// nothing when it can.  The one place of the rule: the dual form's right-hand side must lie in
+// J's row space, which g + Rθ does not; bayesian and ard need A itself (its eigenvalues, its
+// inverse's diagonal), which matrix-free CG never forms.  kAuto always can: the solver selection
+// then never picks an incompatible solver.
+std::optional<std::string> regularization_conflict(Regularization r, LinearSolverType solver);
 
 std::string_view to_string(LinearSolverType t);
 std::string_view to_string(Regularization r);

@@ -1,0 +1,70 @@
+// Weight-decay penalties of the objective, F + ½θᵀRθ (SolverOptions::regularization):
+//   none      R = 0
+//   l2        R = ρI, ρ = weight_decay fixed
+//   bayesian  R = ρI, ρ re-estimated after every accepted step (MacKay 1992; MATLAB trainbr)
+//   ard       R = diag(ρ_g(i)), one ρ per ModelSpec::relevance_groups() group, re-estimated
+//             the same way per group (MacKay 1994; Neal 1996)
+// A penalty adds Rθ to g and R to A (the exact Hessian of ½θᵀRθ; with a stored J, the shift of
+// its operator), reports its value at trial points, and — for the evidence-based ones — updates
+// ρ from the A + R just solved.  Rank 0 makes every evidence decision and broadcasts it, so all
+// ranks keep the same ρ even if their LAPACKs round differently.  The formulas are in
+// solver_options.h; how they were chosen in docs/design.md ("Regularization — as built").
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/collectives.h"
+#include "lmtrain/solve/normal_equations.h"
+#include "lmtrain/solve/solver_options.h"
+
+namespace lmtrain {
+
+template <typename T, typename S>
+class Penalty {
+ public:
+  virtual ~Penalty() = default;
+
+  // The penalty of options.regularization for a step that solves with `solver` (resolved; the
+  // combination must pass check_regularization).  T is the model's precision, S the system's.
+  static std::unique_ptr<Penalty> create(const SolverOptions& options, LinearSolverType solver,
+                                         JacobianEngine<T>& engine, Backend<S>& system,
+                                         Collectives<S>& collectives);
+  // System-precision elements it allocates for n parameters (the memory plan's share).
+  static std::size_t system_elements(const SolverOptions& options, std::size_t n);
+
+  // Adds the penalty at θ to the linearized system of a step (g, and A or ne.shift) and returns
+  // ½θᵀRθ.  `data_objective`: F of the data at θ (summed over ranks).  An evidence-based penalty
+  // whose ρ is still 0 first starts it from the evidence estimate γ = min(n, N)/2.
+  virtual double apply(const T* /*theta*/, double /*data_objective*/,
+                       NormalEquations<S>& /*ne*/) {
+    return 0.0;
+  }
+  // ½θᵀRθ at a trial point.
+  virtual double value(const T* /*theta*/) { return 0.0; }
+  // After an accepted step to θ with data objective F: the evidence update from the A + R the
+  // step solved with (bayesian, ard); returns γ = Σ γ_g (0 for a fixed penalty).
+  virtual double update(const T* /*theta*/, double /*data_objective*/,
+                        const NormalEquations<S>& /*ne*/, PhaseTimes& /*times*/) {
+    return 0.0;
+  }
+
+  // ρ per penalty group (one value unless ard): part of a checkpoint.
+  const std::vector<double>& weight_decays() const { return rho_; }
+  // Throws InvalidArgument when `rho` has another size or holds a negative or non-finite value.
+  void set_weight_decays(const std::vector<double>& rho);
+  // γ per group from the last evidence update (empty before the first).
+  const std::vector<double>& effective_parameters() const { return gamma_; }
+  // The single ρ of the penalties that have one (0 for none and ard), for StepReport.
+  virtual double weight_decay() const { return 0.0; }
+
+ protected:
+  explicit Penalty(Regularization kind) : kind_(kind) {}
+  virtual void weight_decays_changed() {}
+  Regularization kind_;
+  std::vector<double> rho_{0.0};
+  std::vector<double> gamma_;
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,320 @@
+#include "lmtrain/solve/penalty.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace {
+
+// Cap of an ard group's ρ: reached when the evidence drives the group's weights to zero (an input
+// the data do not support); large enough to pin them there, small enough to keep A + R finite.
+constexpr double kMaxGroupWeightDecay = 1e10;
+
+template <typename T, typename S>
+class NoPenalty final : public Penalty<T, S> {
+ public:
+  NoPenalty() : Penalty<T, S>(Regularization::kNone) {}
+};
+
+// ½ρ‖θ‖² with one ρ: fixed (l2) or re-estimated after every accepted step (bayesian).
+template <typename T, typename S>
+class UniformPenalty final : public Penalty<T, S> {
+ public:
+  UniformPenalty(const SolverOptions& options, JacobianEngine<T>& engine, Backend<S>& system,
+                 Collectives<S>& collectives)
+      : Penalty<T, S>(options.regularization),
+        engine_(engine),
+        model_(engine.model_backend()),
+        system_(system),
+        collectives_(collectives),
+        theta_(system.allocate(engine.num_params())) {
+    this->rho_.assign(1, options.weight_decay);
+    if (options.regularization == Regularization::kBayesian) {
+      work_ = system.allocate(engine.num_params() * engine.num_params());
+      eigenvalues_ = system.allocate(engine.num_params());
+    }
+  }
+
+  double weight_decay() const override { return this->rho_[0]; }
+
+  double apply(const T* theta, double data_objective, NormalEquations<S>& ne) override {
+    const std::size_t n = engine_.num_params();
+    if (this->kind_ == Regularization::kBayesian && this->rho_[0] == 0 && data_objective > 0)
+      start_from_evidence_estimate(theta, data_objective, ne);
+    const double rho = this->rho_[0];
+    if (rho <= 0) return 0.0;
+    // θ was last written on the model's queue (an empty shard's build does not wait for it).
+    if constexpr (!std::is_same_v<T, S>) model_.synchronize();
+    system_.convert(n, theta, theta_.data());
+    system_.axpy(n, static_cast<S>(rho), theta_.data(), ne.g.data());
+    if (ne.jacobian_stored)
+      ne.shift = rho;  // JᵀJ + ρI (+ λD) as CG's operator
+    else
+      system_.add_diagonal(n, ne.a.data(), static_cast<S>(rho), nullptr);
+    return value(theta);
+  }
+
+  double value(const T* theta) override {
+    const double rho = this->rho_[0];
+    return rho > 0 ? 0.5 * rho * model_.dot(engine_.num_params(), theta, theta) : 0.0;
+  }
+
+  // γ = Σ aᵢ/(aᵢ + ρ) from the eigenvalues eᵢ = aᵢ + ρ of the A + ρI just solved, then
+  // ρ = γ·2F/((N − γ)·‖θ‖²): ‖r‖² = 2F for the ½‖r‖² objectives (for the others 2F is the
+  // deviance playing its role).
+  double update(const T* theta, double data_objective, const NormalEquations<S>& ne,
+                PhaseTimes& times) override {
+    if (this->kind_ != Regularization::kBayesian) return 0.0;
+    const std::size_t n = engine_.num_params();
+    const double rho = this->rho_[0];
+    const double residuals = collectives_.sum(static_cast<double>(ne.m));
+    const double theta_norm2 = model_.dot(n, theta, theta);
+    double next[2] = {rho, this->gamma_.empty() ? 0.0 : this->gamma_[0]};  // ρ, γ
+    if (collectives_.is_root()) {
+      ScopedPhase timer(times, Phase::kFactorization);
+      system_.copy(ne.a.data(), work_.data(), n * n);
+      if (system_.eigenvalues(n, work_.data(), eigenvalues_.data()) == 0) {
+        host_.resize(n);
+        system_.copy_to_host(eigenvalues_.data(), host_.data(), n);
+        double gamma = 0;
+        for (const S e : host_) {
+          const double a = std::max(0.0, static_cast<double>(e) - rho);
+          if (a + rho > 0) gamma += a / (a + rho);
+        }
+        next[1] = gamma;
+        if (residuals > gamma && theta_norm2 > 0 && data_objective > 0)
+          next[0] = gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2);
+      }
+    }
+    collectives_.broadcast_host(next, 2);
+    this->rho_[0] = next[0];
+    this->gamma_.assign(1, next[1]);
+    return next[1];
+  }
+
+ private:
+  // With ρ = 0, γ would be rank(A) — N itself when there are fewer residuals than parameters —
+  // and no update could leave 0: start from the estimate with half the well-determined
+  // parameters, γ = min(n, N)/2, at the first linearization point.
+  void start_from_evidence_estimate(const T* theta, double data_objective,
+                                    const NormalEquations<S>& ne) {
+    const std::size_t n = engine_.num_params();
+    const double residuals = collectives_.sum(static_cast<double>(ne.m));
+    const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
+    const double theta_norm2 = model_.dot(n, theta, theta);
+    if (theta_norm2 > 0)
+      this->rho_[0] = gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2);
+  }
+
+  JacobianEngine<T>& engine_;
+  Backend<T>& model_;
+  Backend<S>& system_;
+  Collectives<S>& collectives_;
+  DeviceBuffer<S> theta_;                // θ in S
+  DeviceBuffer<S> work_, eigenvalues_;   // bayesian: A's eigenvalues
+  std::vector<S> host_;
+};
+
+// ½Σ_g ρ_g‖θ_g‖² over ModelSpec::relevance_groups(): R = diag(ρ_g(i)) held on the device.
+template <typename T, typename S>
+class GroupPenalty final : public Penalty<T, S> {
+ public:
+  GroupPenalty(const SolverOptions& options, JacobianEngine<T>& engine, Backend<S>& system,
+               Collectives<S>& collectives)
+      : Penalty<T, S>(Regularization::kArd),
+        engine_(engine),
+        model_(engine.model_backend()),
+        system_(system),
+        collectives_(collectives) {
+    const std::size_t n = engine.num_params();
+    ParameterGroups groups = engine.model().spec().relevance_groups();
+    group_of_ = std::move(groups.group_of);
+    group_sizes_ = std::move(groups.sizes);
+    this->rho_.assign(group_sizes_.size(), options.weight_decay);
+    for (auto* b : {&r_, &theta_, &r_theta_, &diagonal_}) *b = system.allocate(n);
+    work_ = system.allocate(n * n);
+    weight_decays_changed();
+  }
+
+  double apply(const T* theta, double data_objective, NormalEquations<S>& ne) override {
+    const std::size_t n = engine_.num_params();
+    const bool unset =
+        std::all_of(this->rho_.begin(), this->rho_.end(), [](double r) { return r == 0; });
+    if (unset && data_objective > 0) {
+      // Every group starts from the single-ρ evidence estimate, γ = min(n, N)/2.
+      const double residuals = collectives_.sum(static_cast<double>(ne.m));
+      const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
+      const double theta_norm2 = model_.dot(n, theta, theta);
+      if (theta_norm2 > 0) {
+        std::fill(this->rho_.begin(), this->rho_.end(),
+                  gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2));
+        weight_decays_changed();
+      }
+    }
+    const double penalty = value(theta);  // theta_ = θ, r_theta_ = Rθ
+    system_.axpy(n, S(1), r_theta_.data(), ne.g.data());
+    system_.add_diagonal(n, ne.a.data(), S(1), r_.data());
+    return penalty;
+  }
+
+  double value(const T* theta) override {
+    const std::size_t n = engine_.num_params();
+    // θ was last written on the model's queue (an empty shard's build does not wait for it).
+    if constexpr (!std::is_same_v<T, S>) model_.synchronize();
+    system_.convert(n, theta, theta_.data());
+    system_.scale_elementwise(n, theta_.data(), r_.data(), false, r_theta_.data());
+    return 0.5 * system_.dot(n, theta_.data(), r_theta_.data());
+  }
+
+  // With H = A + R the matrix the step solved with (before λ):
+  //   γ_g = n_g − ρ_g·Σ_{i∈g} [H⁻¹]_ii  (0 ≤ γ_g ≤ n_g, as H⁻¹ ≤ R⁻¹ on the diagonal),
+  //   ρ_g = γ_g·2F / ((N − γ)·‖θ_g‖²),  γ = Σ_g γ_g,
+  // MacKay's re-estimate per group; both kept as they are if H cannot be inverted.
+  double update(const T* theta, double data_objective, const NormalEquations<S>& ne,
+                PhaseTimes& times) override {
+    const std::size_t n = engine_.num_params();
+    const std::size_t groups = this->rho_.size();
+    const double residuals = collectives_.sum(static_cast<double>(ne.m));
+    std::vector<double>& next = next_;  // ρ_g, then γ_g
+    next.assign(2 * groups, 0.0);
+    std::copy(this->rho_.begin(), this->rho_.end(), next.begin());
+    if (this->gamma_.size() == groups)
+      std::copy(this->gamma_.begin(), this->gamma_.end(),
+                next.begin() + static_cast<std::ptrdiff_t>(groups));
+    if (collectives_.is_root()) {
+      ScopedPhase timer(times, Phase::kFactorization);
+      if (inverse_diagonal(ne, n)) {
+        theta_host_.resize(n);
+        model_.copy_to_host(theta, theta_host_.data(), n);
+        estimate(data_objective, residuals, next);
+      }
+    }
+    collectives_.broadcast_host(next.data(), next.size());
+    std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(groups),
+              this->rho_.begin());
+    this->gamma_.assign(next.begin() + static_cast<std::ptrdiff_t>(groups), next.end());
+    weight_decays_changed();
+    double gamma = 0;
+    for (const double g : this->gamma_) gamma += g;
+    return gamma;
+  }
+
+ private:
+  // diagonal_host_ ← diag((A + R)⁻¹) through Cholesky (potrf, potri); false if it fails.
+  bool inverse_diagonal(const NormalEquations<S>& ne, std::size_t n) {
+    system_.copy(ne.a.data(), work_.data(), n * n);
+    int info = system_.potrf(n, work_.data());
+    if (info == 0) info = system_.potri(n, work_.data());
+    if (info != 0) return false;
+    system_.clamped_diagonal(n, work_.data(), -std::numeric_limits<S>::infinity(),
+                             std::numeric_limits<S>::infinity(), diagonal_.data());
+    diagonal_host_.resize(n);
+    system_.copy_to_host(diagonal_.data(), diagonal_host_.data(), n);
+    return true;
+  }
+
+  // next = (ρ_g, γ_g) from diagonal_host_ and theta_host_.
+  void estimate(double data_objective, double residuals, std::vector<double>& next) const {
+    const std::size_t groups = this->rho_.size(), n = group_of_.size();
+    std::vector<double> trace(groups, 0.0), norm2(groups, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      trace[group_of_[i]] += static_cast<double>(diagonal_host_[i]);
+      const auto theta = static_cast<double>(theta_host_[i]);
+      norm2[group_of_[i]] += theta * theta;
+    }
+    double gamma = 0;
+    for (std::size_t g = 0; g < groups; ++g) {
+      const auto size = static_cast<double>(group_sizes_[g]);
+      next[groups + g] = std::clamp(size - this->rho_[g] * trace[g], 0.0, size);
+      gamma += next[groups + g];
+    }
+    // A group the data no longer determine at all (γ_g = 0 in H's rounding, or θ_g = 0) is
+    // switched off: its ρ_g goes to the cap, the limit of γ_g/‖θ_g‖² as ρ_g grows (θ_g ∝ 1/ρ_g,
+    // γ_g ∝ 1/ρ_g), instead of 0/0 reading as "no penalty".
+    if (!(residuals > gamma && data_objective > 0)) return;
+    for (std::size_t g = 0; g < groups; ++g) {
+      const double gamma_g = next[groups + g];
+      const double rho = gamma_g > 0 && norm2[g] > 0
+                             ? gamma_g * 2.0 * data_objective / ((residuals - gamma) * norm2[g])
+                             : kMaxGroupWeightDecay;
+      next[g] = std::min(rho, kMaxGroupWeightDecay);
+    }
+  }
+
+  // r_ ← ρ_g(i) per parameter.
+  void weight_decays_changed() override {
+    r_host_.resize(group_of_.size());
+    for (std::size_t i = 0; i < r_host_.size(); ++i)
+      r_host_[i] = static_cast<S>(this->rho_[group_of_[i]]);
+    system_.copy_from_host(r_host_.data(), r_.data(), r_host_.size());
+  }
+
+  JacobianEngine<T>& engine_;
+  Backend<T>& model_;
+  Backend<S>& system_;
+  Collectives<S>& collectives_;
+  std::vector<std::uint32_t> group_of_;
+  std::vector<std::size_t> group_sizes_;
+  DeviceBuffer<S> r_, theta_, r_theta_, diagonal_, work_;
+  std::vector<S> r_host_, diagonal_host_;  // host staging, kept across steps
+  std::vector<T> theta_host_;
+  std::vector<double> next_;
+};
+
+}  // namespace
+
+template <typename T, typename S>
+std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& options,
+                                                     LinearSolverType solver,
+                                                     JacobianEngine<T>& engine, Backend<S>& system,
+                                                     Collectives<S>& collectives) {
+  if (const auto conflict = regularization_conflict(options.regularization, solver))
+    throw InvalidArgument(*conflict);
+  switch (options.regularization) {
+    case Regularization::kNone: return std::make_unique<NoPenalty<T, S>>();
+    case Regularization::kL2:
+    case Regularization::kBayesian:
+      return std::make_unique<UniformPenalty<T, S>>(options, engine, system, collectives);
+    case Regularization::kArd:
+      return std::make_unique<GroupPenalty<T, S>>(options, engine, system, collectives);
+  }
+  return std::make_unique<NoPenalty<T, S>>();
+}
+
+template <typename T, typename S>
+std::size_t Penalty<T, S>::system_elements(const SolverOptions& options, std::size_t n) {
+  switch (options.regularization) {
+    case Regularization::kNone: return 0;
+    case Regularization::kL2: return n;                   // θ in S
+    case Regularization::kBayesian: return n * n + 2 * n; // eigenvalue work, eigenvalues, θ
+    case Regularization::kArd: return n * n + 4 * n;      // inverse, R, θ, Rθ, its diagonal
+  }
+  return 0;
+}
+
+template <typename T, typename S>
+void Penalty<T, S>::set_weight_decays(const std::vector<double>& rho) {
+  if (rho.size() != rho_.size())
+    throw InvalidArgument(fmt::format(
+        "weight decays: {} values given, but regularization = {} on this model has {} penalty "
+        "group{}",
+        rho.size(), to_string(kind_), rho_.size(), rho_.size() == 1 ? "" : "s"));
+  for (std::size_t g = 0; g < rho.size(); ++g)
+    if (!(rho[g] >= 0) || !std::isfinite(rho[g]))
+      throw InvalidArgument(
+          fmt::format("weight decay of group {} is {}; expected a finite value ≥ 0", g, rho[g]));
+  rho_ = rho;
+  weight_decays_changed();
+}
+
+template class Penalty<float, float>;
+template class Penalty<double, double>;
+template class Penalty<float, double>;
+
+}  // namespace lmtrain
