@@ -58,6 +58,7 @@
 #include "lmtrain/io/fann_reader.h"
 #include "lmtrain/io/idx_reader.h"
 #include "lmtrain/lmtrain.h"
+#include "lmtrain/solve/solver_selection.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/nn/memory_plan.h"
 #include "lmtrain/solve/normal_equations.h"
@@ -806,18 +807,15 @@ int run_jacobian(const Args& args) {
   lmtrain::JacobianEngine<T> engine(model, loss);
   const std::size_t n = model.num_params(), s = args.samples;
 
-  // The same plan the Trainer makes (half the available memory).
-  lmtrain::MemoryPlanInput in;
-  in.num_params = n;
-  in.batch = s;
-  in.residuals_per_sample = 1;
-  in.inputs = 1;
-  in.outputs = 1;
-  in.activation_floats_per_sample = model.activation_floats_per_sample();
-  in.max_width = model.max_width();
-  in.element_size = sizeof(T);
-  in.budget_bytes = backend->available_memory_bytes() / 2;
-  const lmtrain::MemoryPlan plan = lmtrain::plan_memory(in);
+  // The same plan the Trainer makes for a Cholesky step (half the available memory).
+  lmtrain::StepProblem problem;
+  problem.batch = problem.local_batch = s;
+  problem.residuals_per_sample = 1;
+  problem.budget_bytes = backend->available_memory_bytes() / 2;
+  lmtrain::SolverOptions cholesky;
+  cholesky.linear_solver = lmtrain::LinearSolverType::kCholesky;
+  const lmtrain::MemoryPlan plan =
+      lmtrain::plan_step_memory(cholesky, lmtrain::LinearSolverType::kCholesky, model, problem);
   lmtrain::NormalEquationsBuilder<T> builder(engine, plan.slice_samples, s, false);
 
   std::vector<T> x(s), y(s);

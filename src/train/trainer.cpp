@@ -10,6 +10,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/solver_selection.h"
 
 namespace lmtrain {
 
@@ -148,91 +149,27 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   };
   const std::size_t local_batch = (batch + static_cast<std::size_t>(ranks) - 1) / static_cast<std::size_t>(ranks);
 
-  // Memory plan for one solver; the budget is this rank's device.
-  MemoryPlanInput plan_in;
-  plan_in.num_params = n;
-  plan_in.batch = local_batch;
-  plan_in.residuals_per_sample = R;
-  plan_in.inputs = model.inputs();
-  plan_in.outputs = model.outputs();
-  plan_in.activation_floats_per_sample = model.activation_floats_per_sample();
-  plan_in.max_width = model.max_width();
-  plan_in.workspace_elements = model.workspace_elements();
-  plan_in.element_size = sizeof(T);
-  plan_in.system_element_size = mixed ? sizeof(double) : sizeof(T);
-  plan_in.budget_bytes =
+  // The linear solver and the memory plan; the budget is this rank's device.
+  StepProblem problem;
+  problem.batch = batch;
+  problem.local_batch = local_batch;
+  problem.residuals_per_sample = R;
+  problem.ranks = ranks;
+  problem.collectives = comm_ != nullptr && (ranks > 1 || comm_->supports_device_buffers());
+  problem.budget_bytes =
       sopt.memory_budget_bytes > 0
           ? sopt.memory_budget_bytes
           : static_cast<std::size_t>(sopt.memory_fraction *
                                      static_cast<double>(backend_.available_memory_bytes()));
-  plan_in.max_slice_samples = sopt.max_slice_samples;
-  // Evidence updates' n × n workspace and n values (eigenvalues or the inverse's diagonal); ard
-  // also holds ρ per parameter and ρ∘θ.
-  if (is_evidence_based(sopt.regularization))
-    plan_in.extra_system_elements =
-        n * n + n + (sopt.regularization == Regularization::kArd ? 2 * n : 0);
-  auto plan_for = [&](LinearSolverType type) {
-    MemoryPlanInput in = plan_in;
-    in.solver = type == LinearSolverType::kDual    ? SolverWorkspace::kDual
-                : type == LinearSolverType::kEigen ? SolverWorkspace::kEigen
-                : type == LinearSolverType::kCg    ? SolverWorkspace::kCg
-                                                   : SolverWorkspace::kCholesky;
-    if (uses_geodesic_acceleration(sopt, type)) {
-      const std::size_t residuals = local_batch * R;
-      in.extra_model_elements +=
-          GeodesicAcceleration<T>::model_elements(residuals, model.outputs(), n);
-      in.extra_system_elements += mixed ? GeodesicAcceleration<float, double>::system_elements(n, residuals)
-                                        : GeodesicAcceleration<T>::system_elements(n, residuals);
-    }
-    return plan_memory(in);
-  };
-
-  // Resolve the linear solver: the dual form when the batch has fewer residuals than parameters
-  // (one rank), the matrix-free CG when A does not fit, Cholesky otherwise.
-  const std::size_t m = batch * R;
-  LinearSolverType solver_type = sopt.linear_solver;
-  if (solver_type == LinearSolverType::kAuto) {
-    const bool regularized = sopt.regularization != Regularization::kNone;
-    if (m < n && sopt.damping_matrix == DampingMatrix::kIdentity && ranks == 1 && !regularized) {
-      solver_type = LinearSolverType::kDual;
-      summary.linear_solver_reason =
-          fmt::format("auto: {} residual rows per batch < {} parameters, so the m×m dual system is "
-                      "smaller than A",
-                      m, n);
-    } else {
-      solver_type = LinearSolverType::kCholesky;
-      summary.linear_solver_reason =
-          m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n)
-          : ranks > 1   ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
-          : regularized ? "auto: regularization cannot use the dual form; using the primal A = JᵀJ"
-                        : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
-      try {
-        (void)plan_for(solver_type);
-      } catch (const MemoryPlanError& e) {
-        if (is_evidence_based(sopt.regularization)) throw;  // needs A itself
-        (void)plan_for(LinearSolverType::kCg);  // throws if even J does not fit
-        solver_type = LinearSolverType::kCg;
-        summary.linear_solver_reason = fmt::format(
-            "auto: A = JᵀJ does not fit the memory budget ({}), so matrix-free CG on the stored "
-            "Jacobian rows",
-            e.what());
-      }
-    }
-  } else if (solver_type == LinearSolverType::kDual &&
-             sopt.damping_matrix != DampingMatrix::kIdentity) {
-    solver_type = LinearSolverType::kCholesky;
-    summary.linear_solver_reason =
-        "dual requested but damping_matrix = marquardt; the dual form solves (JJᵀ + λI) only, so "
-        "cholesky on the primal system is used";
-  } else if (solver_type == LinearSolverType::kDual && ranks > 1) {
-    solver_type = LinearSolverType::kCholesky;
-    summary.linear_solver_reason =
-        "dual requested but the job has several ranks and the dual form needs the whole J on one; "
-        "cholesky on the all-reduced A is used";
-  }
+  // θ and the best θ, the batch, and the evaluation's activations.
+  problem.caller_elements = 2 * n + local_batch * (model.inputs() + model.outputs()) +
+                            local_batch * model.activation_floats_per_sample();
+  const SolverChoice choice = choose_linear_solver(sopt, model, problem);
+  const LinearSolverType solver_type = choice.type;
+  summary.linear_solver_reason = choice.reason;
+  const MemoryPlan& plan = choice.plan;
   summary.linear_solver_used = solver_type;
   summary.geodesic_acceleration = uses_geodesic_acceleration(sopt, solver_type);
-  const MemoryPlan plan = plan_for(solver_type);
   summary.memory_plan = plan.describe();
   summary.planned_peak_bytes = plan.peak_bytes;
   backend_.memory().reset_peak();

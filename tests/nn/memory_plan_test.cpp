@@ -1,5 +1,7 @@
-// The memory planner: slices sized from the budget by its documented byte counts, and a clear
-// failure before training when A itself does not fit.
+// The memory planner's arithmetic: the slice is the largest that fits the budget after the fixed
+// buffers, capped by the batch and by max_slice_samples, and a problem whose fixed buffers leave
+// no room for one sample fails before training with the sizes and the ways out.  Whether the
+// components' byte counts match what they allocate is tests/solve/step_memory_test.cpp.
 #include <gtest/gtest.h>
 
 #include "lmtrain/core/error.h"
@@ -8,83 +10,56 @@
 namespace lmtrain {
 namespace {
 
-MemoryPlanInput w1_like() {
+MemoryPlanInput input(std::size_t fixed, std::size_t per_sample, std::size_t budget) {
   MemoryPlanInput in;
-  in.num_params = 61;
   in.batch = 1000;
-  in.residuals_per_sample = 1;
-  in.inputs = 1;
-  in.outputs = 1;
-  in.activation_floats_per_sample = 62;
-  in.max_width = 20;
-  in.element_size = 4;
-  in.budget_bytes = std::size_t{1} << 30;
+  in.fixed_bytes = fixed;
+  in.bytes_per_slice_sample = per_sample;
+  in.budget_bytes = budget;
+  in.num_params = 61;
+  in.normal_matrix_bytes = 61 * 61 * 4;
   return in;
 }
 
 TEST(MemoryPlan, SliceIsTheLargestThatFitsTheBudget) {
-  MemoryPlanInput in = w1_like();
-  // fixed = 6n·s + (n² + n)·s + n²·s + batch·(1 + 1 + 3·62 + 1 + 1)·s; per sample = (n + 2·20)·s.
-  const std::size_t s = 4, n = 61;
-  const std::size_t fixed = 6 * n * s + (n * n + n) * s + n * n * s + 1000 * 190 * s;
-  const std::size_t per = (n + 40) * s;
-  in.budget_bytes = fixed + 37 * per + per / 2;
-  const MemoryPlan plan = plan_memory(in);
-  EXPECT_EQ(plan.fixed_bytes, fixed);
-  EXPECT_EQ(plan.bytes_per_slice_sample, per);
+  const std::size_t fixed = 812'345, per = 404;
+  const MemoryPlan plan = plan_memory(input(fixed, per, fixed + 37 * per + per / 2));
   EXPECT_EQ(plan.slice_samples, 37u);
   EXPECT_EQ(plan.slices_per_batch, 28u);  // ⌈1000 / 37⌉
-  EXPECT_LE(plan.peak_bytes, in.budget_bytes);
-}
-
-TEST(MemoryPlan, MixedPrecisionCountsTheSystemInFloat64AndTheWidenedSlice) {
-  MemoryPlanInput in = w1_like();
-  in.system_element_size = 8;
-  // A, its factor and the n-vectors in 8 bytes (6n at the larger size, plus δ rounded to the
-  // model's 4), the batch's residuals widened once; a slice sample's rows twice (4 + 8 bytes).
-  const std::size_t n = 61;
-  const std::size_t fixed = 6 * n * 8 + n * 4 + (n * n + n) * 8 + n * n * 8 + 1000 * 190 * 4 + 1000 * 8;
-  const std::size_t per = n * (4 + 8) + 2 * 20 * 4;
-  in.budget_bytes = fixed + 10 * per;
-  const MemoryPlan plan = plan_memory(in);
+  EXPECT_EQ(plan.peak_bytes, fixed + 37 * per);
   EXPECT_EQ(plan.fixed_bytes, fixed);
-  EXPECT_EQ(plan.bytes_per_slice_sample, per);
-  EXPECT_EQ(plan.normal_matrix_bytes, n * n * 8);
-  EXPECT_EQ(plan.slice_samples, 10u);
+  // One byte less than 37 samples need: 36.
+  EXPECT_EQ(plan_memory(input(fixed, per, fixed + 37 * per - 1)).slice_samples, 36u);
 }
 
 TEST(MemoryPlan, LargeBudgetTakesTheWholeBatchAndHonoursTheCap) {
-  MemoryPlanInput in = w1_like();
+  MemoryPlanInput in = input(1000, 100, std::size_t{1} << 30);
   EXPECT_EQ(plan_memory(in).slice_samples, 1000u);
+  EXPECT_EQ(plan_memory(in).slices_per_batch, 1u);
   in.max_slice_samples = 64;
   EXPECT_EQ(plan_memory(in).slice_samples, 64u);
   EXPECT_EQ(plan_memory(in).slices_per_batch, 16u);
 }
 
-TEST(MemoryPlan, NormalMatrixThatCannotFitFailsWithSizesAndWayOut) {
-  MemoryPlanInput in = w1_like();
-  in.num_params = 50000;                  // A alone: 50000² · 4 B = 9.3 GiB
-  in.budget_bytes = std::size_t{1} << 30;  // 1 GiB
+TEST(MemoryPlan, ProblemThatCannotFitFailsWithSizesAndWayOut) {
+  MemoryPlanInput in = input(std::size_t{10} << 30, 1000, std::size_t{1} << 30);
+  in.num_params = 50000;
+  in.normal_matrix_bytes = std::size_t{50000} * 50000 * 4;  // 9.31 GiB
+  in.way_out = ", or the way out of this solver";
   try {
     plan_memory(in);
-    FAIL() << "plan accepted a 9 GiB normal matrix in 1 GiB";
+    FAIL() << "plan accepted 10 GiB of fixed buffers in 1 GiB";
   } catch (const MemoryPlanError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("50000 parameters"), std::string::npos) << msg;
     EXPECT_NE(msg.find("9.31 GiB"), std::string::npos) << msg;
     EXPECT_NE(msg.find("1.00 GiB"), std::string::npos) << msg;
     EXPECT_NE(msg.find("Ways out"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the way out of this solver"), std::string::npos) << msg;
   }
-}
-
-TEST(MemoryPlan, DualFormCountsTheGramMatrixAndStoredJacobian) {
-  MemoryPlanInput in = w1_like();
-  in.solver = SolverWorkspace::kDual;
-  in.num_params = 5000;
-  in.batch = 200;
-  const MemoryPlan plan = plan_memory(in);
-  EXPECT_EQ(plan.normal_matrix_bytes, 200u * 200u * 4u);
-  EXPECT_GE(plan.fixed_bytes, (200u * 200u * 2 + 200u * 5000u) * 4u);
+  // Exactly one sample fits: no failure.
+  in.budget_bytes = in.fixed_bytes + in.bytes_per_slice_sample;
+  EXPECT_EQ(plan_memory(in).slice_samples, 1u);
 }
 
 }  // namespace

@@ -24,6 +24,21 @@ class JacobianEngine {
   // Sizes the buffers for batches of up to `batch` samples and slices of up to `slice` samples.
   void reserve(std::size_t batch, std::size_t slice);
 
+  // Elements it allocates, for the memory plan: independent of the slice (two sets of
+  // activations — the linearization's and the trial's —, residuals and seeds of a batch, and the
+  // seeds beside residuals_at's residuals when it is used), and per slice sample (two buffers of
+  // seed rows as wide as the widest layer).
+  static std::size_t fixed_elements(const Sequential<T>& model, std::size_t batch,
+                                    std::size_t residuals_per_sample, bool trial_residuals) {
+    const std::size_t m = batch * residuals_per_sample;
+    return 2 * batch * model.activation_floats_per_sample() + m + m * model.outputs() +
+           (trial_residuals ? m * model.outputs() : 0);
+  }
+  static std::size_t slice_sample_elements(const Sequential<T>& model,
+                                           std::size_t residuals_per_sample) {
+    return 2 * residuals_per_sample * model.max_width();
+  }
+
   // Forward pass, residuals and seeds of a batch (x: batch × inputs, y: batch × outputs, both
   // device pointers that must stay valid until the next call).  Returns the objective F.
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);

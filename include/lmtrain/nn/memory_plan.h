@@ -1,18 +1,15 @@
-// The memory planner: from a byte budget and the problem's sizes, the number of samples whose
-// Jacobian rows are built at once (the slice).  Users never have to pick it; they may cap it.
+// The memory planner: from a byte budget and the bytes the step's components report, the number
+// of samples whose Jacobian rows are built at once (the slice).  Users never have to pick it;
+// they may cap it.
 //
-// Bytes counted (element size s = sizeof(T); the system's A, solver and stored J use its own
-// element size w, which is 8 in mixed precision, where a slice also holds its widened copy):
-//   fixed      parameters and their step/trial/backup/damping copies   6n·s
-//              A = JᵀJ and g                                             (n² + n)·s
-//              solver workspace: cholesky n², eigen n² + 2n, dual (with J stored) m² + m·n + m,
-//              cg (J stored, no A) m·n + 2m + 8n
-//              batch data, residuals and seeds of a batch, and three sets of activations
-//              (linearization, trial step, evaluation)                  batch·(in + out + 3·act + R·C + R)·s
-//              layers' own scratch (convolution columns, bounded)        workspace·s
-//   per slice sample   Jacobian rows R·n plus two seed buffers 2·R·w_max  (·s)
-// slice = min(batch, (budget − fixed) / per-sample, cap).  If not even one sample fits, planning
-// fails before training with the sizes and the ways out.
+// Every component reports its own buffers (solve/solver_selection.cpp gathers them): the
+// Jacobian engine (activations, residuals, seeds; per slice sample the seed rows), the
+// normal-equation builder (A and g, or the stored J; per slice sample its Jacobian rows and, in
+// mixed precision, their widened copy), the linear solver's workspace, the damping, the penalty,
+// the geodesic acceleration, the step's own vectors and the trainer's.  The planner only does
+// the arithmetic:
+//   slice = min(batch, (budget − fixed) / per-sample, cap),
+// and, when not even one sample fits, fails before training with the sizes and the ways out.
 #pragma once
 
 #include <cstddef>
@@ -20,24 +17,18 @@
 
 namespace lmtrain {
 
-enum class SolverWorkspace { kCholesky, kEigen, kDual, kCg };
-
 struct MemoryPlanInput {
-  std::size_t num_params = 0;           // n
-  std::size_t batch = 0;                // samples per LM step
-  std::size_t residuals_per_sample = 0; // R
-  std::size_t inputs = 0;
-  std::size_t outputs = 0;
-  std::size_t activation_floats_per_sample = 0;
-  std::size_t max_width = 0;
-  std::size_t workspace_elements = 0;   // Sequential::workspace_elements()
-  std::size_t element_size = 4;         // the model's (J as built)
-  std::size_t system_element_size = 0;  // A, g, the solver, stored J; 0: element_size
-  SolverWorkspace solver = SolverWorkspace::kCholesky;
   std::size_t budget_bytes = 0;
-  std::size_t max_slice_samples = 0;    // 0: no cap
-  std::size_t extra_system_elements = 0;  // other fixed buffers of the system's precision
-  std::size_t extra_model_elements = 0;   // other fixed buffers of the model's precision
+  std::size_t batch = 0;              // samples per step on this device
+  std::size_t max_slice_samples = 0;  // 0: no cap
+  std::size_t fixed_bytes = 0;        // every buffer whose size does not depend on the slice
+  std::size_t bytes_per_slice_sample = 0;
+  // For a failure's message: the system matrix alone (A, or the dual form's Gram), what it is,
+  // the parameter count, and the way out that fits the solver.
+  std::size_t normal_matrix_bytes = 0;
+  std::string normal_matrix_name = "A = JᵀJ";
+  std::size_t num_params = 0;
+  std::string way_out;
 };
 
 struct MemoryPlan {

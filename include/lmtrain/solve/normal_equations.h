@@ -55,6 +55,23 @@ class NormalEquationsBuilder {
                PhaseTimes& times);
 
   std::size_t slice_samples() const { return slice_samples_; }
+
+  // Elements it allocates, for the memory plan, with n parameters, up to `max_residuals` rows per
+  // batch and R rows per sample: A and g (or the stored J, r and g), in mixed precision the
+  // batch's residuals widened; per slice sample the Jacobian rows as built (T) and, in mixed
+  // precision with A formed, their widened copy (S).
+  static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian) {
+    return (store_jacobian ? max_residuals * n + max_residuals + n : n * n + n) +
+           (kWiden ? max_residuals : 0);
+  }
+  static std::size_t slice_sample_model_elements(std::size_t n, std::size_t residuals_per_sample,
+                                                 bool store_jacobian) {
+    return store_jacobian && !kWiden ? 0 : residuals_per_sample * n;
+  }
+  static std::size_t slice_sample_system_elements(std::size_t n, std::size_t residuals_per_sample,
+                                                  bool store_jacobian) {
+    return kWiden && !store_jacobian ? residuals_per_sample * n : 0;
+  }
   // out = Jᵀu for the batch of the last build (u: batch·R values in T on the model's backend,
   // out: n values in S).  Reads J where it still is — the stored J, or the slice when the batch
   // fitted one — and otherwise builds the slices again (no SYRK).
