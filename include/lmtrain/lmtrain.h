@@ -7,5 +7,5 @@
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/nn/sequential.h"
 #include "lmtrain/solve/solver_options.h"
-#include "lmtrain/solve/summary.h"
+#include "lmtrain/train/summary.h"
 #include "lmtrain/train/trainer.h"

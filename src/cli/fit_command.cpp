@@ -194,7 +194,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   }
 
   std::vector<StepRow> steps;
-  std::vector<EpochRecord> epochs = resume ? resume->summary.history : std::vector<EpochRecord>{};
+  std::vector<EpochRecord> epochs = resume ? resume->progress.history : std::vector<EpochRecord>{};
   const std::vector<std::string> earlier =
       resume ? earlier_history(out_dir / "history.csv", resume->epochs_done + 1, resume->batches_done)
              : std::vector<std::string>{};

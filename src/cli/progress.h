@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "lmtrain/solve/summary.h"
+#include "lmtrain/train/summary.h"
 #include "lmtrain/train/trainer.h"
 
 namespace lmtrain::cli {

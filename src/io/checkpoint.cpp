@@ -63,7 +63,7 @@ constexpr SafetensorsDtype dtype_of() {
 template <typename T>
 void write_checkpoint(const std::string& path, const TrainingState<T>& s,
                       const nlohmann::json& fingerprint) {
-  const Summary& m = s.summary;
+  const TrainingProgress& m = s.progress;
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : m.history) history.push_back(to_json(e));
   nlohmann::json meta = {
@@ -141,7 +141,7 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     s.validation_failures = meta.at("validation_failures").get<int>();
     s.partial_epoch = epoch_from_json(meta.at("partial_epoch"));
     const nlohmann::json& m = meta.at("summary");
-    Summary& sum = s.summary;
+    TrainingProgress& sum = s.progress;
     sum.initial_loss = number(m.at("initial_loss"));
     sum.final_loss = number(m.at("final_loss"));
     sum.initial_validation_loss = number(m.at("initial_validation_loss"));

@@ -92,9 +92,10 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
     }
     const double predicted = predicted_reduction(lambda);
     if (geodesic_) ++(accelerate(params, times) ? report.geodesic_applied : report.geodesic_refused);
-    const auto [f1, penalty1] = trial(params, times);
+    const auto [data1, penalty1] = trial(params, times);
+    const double f1 = data1 + penalty1;
     if (std::isfinite(f1) && f1 < f0) {
-      accept(params, f0, f1, penalty1, predicted, report, times);
+      accept(params, f0, data1, penalty1, predicted, report, times);
       return report;
     }
     ++report.rejected;
@@ -217,16 +218,15 @@ std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params, P
     // The next attempt rewrites δ on the system's queue: the narrowing must be done reading it.
     if constexpr (kMixed) backend_.synchronize();
   }
-  f1 = collectives_.sum(f1);
-  const double penalty = penalty_->value(trial_.data());
-  return {f1 + penalty, penalty};
+  return {collectives_.sum(f1), penalty_->value(trial_.data())};
 }
 
 template <typename T, typename S>
-void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double f1, double penalty1,
+void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double data1, double penalty1,
                                           double predicted, StepReport& report,
                                           PhaseTimes& times) {
   const std::size_t n = engine_.num_params();
+  const double f1 = data1 + penalty1;
   report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
   report.accepted = true;
   report.objective_after = f1;
@@ -235,7 +235,7 @@ void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double f1, doubl
   damping_.accepted(report.gain_ratio);
   const double param_norm = std::sqrt(backend_.dot(n, params, params));
   backend_.copy(trial_.data(), params, n);
-  report.effective_parameters = penalty_->update(params, f1 - penalty1, ne_, times);
+  report.effective_parameters = penalty_->update(params, data1, ne_, times);
   if (!function_tolerance_reached(f0, f1, report))
     parameter_tolerance_reached(report.step_norm, param_norm, report);
 }

@@ -11,6 +11,9 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/nn/memory_plan.h"
 #include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/train/early_stopping.h"
+#include "lmtrain/train/predict.h"
+#include "lmtrain/train/stop_consensus.h"
 
 namespace lmtrain {
 
@@ -49,24 +52,18 @@ struct DeviceData {
   }
 };
 
-// Objective F over rows [begin, begin + rows) of a data set, forward passes of `chunk` samples.
-template <typename T>
-double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
-                       const DeviceData<T>& data, std::size_t begin, std::size_t rows,
-                       std::size_t chunk, ForwardState<T>& state) {
-  double f = 0;
-  const std::size_t in = model.inputs(), out = model.outputs();
-  chunk = std::max<std::size_t>(chunk, 1);
-  for (std::size_t first = begin; first < begin + rows; first += chunk) {
-    const std::size_t count = std::min(chunk, begin + rows - first);
-    const T* z = model.forward(params, data.x.data() + first * in, count, state, false);
-    f += loss.objective(count, z, data.y.data() + first * out);
-  }
-  return f;
-}
-
 const char* precision_name(float*) { return "float32"; }
 const char* precision_name(double*) { return "float64"; }
+
+template <typename T>
+void check_data(const Dataset<T>& data, const char* what, const Sequential<T>& model,
+                const ModelSpec& spec) {
+  data.validate(what);
+  if (data.inputs != model.inputs() || data.outputs != model.outputs())
+    throw InvalidArgument(fmt::format(
+        "{} has {} inputs and {} outputs per sample but the model {} expects {} and {}", what,
+        data.inputs, data.outputs, spec.describe(), model.inputs(), model.outputs()));
+}
 
 }  // namespace
 
@@ -84,420 +81,437 @@ Trainer<T>::Trainer(ModelSpec model, LossOptions loss, SolverOptions solver, Tra
   trainer_options_.validate();
 }
 
+// One fit: the model, the step and the device data it builds (setup), the epochs it runs, and
+// what it reports at the end.
 template <typename T>
-Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
-                        const Dataset<T>* validation, const TrainingState<T>* resume) {
-  const auto start = Clock::now();
-  Sequential<T> model(spec_, backend_);
-  Loss<T> loss(loss_options_, model.outputs(), backend_);
-  const std::size_t n = model.num_params();
-  if (params.size() != n)
+class Trainer<T>::Run {
+ public:
+  Run(Trainer& trainer, std::size_t params, const Dataset<T>& train, const Dataset<T>* validation);
+  // From `params` (initial losses) or from a checkpoint's state.
+  void start(std::vector<T>& params, const TrainingState<T>* resume);
+  bool stopped() const { return summary_.termination != TerminationReason::kNone; }
+  int first_epoch() const { return first_epoch_; }
+  void run_epoch(int epoch);
+  Summary finish(std::vector<T>& params);
+
+ private:
+  void describe_problem();
+  void build_step();
+  void halve_slice(const OutOfMemory& e);
+  // This rank's share of `count` samples starting at `first`: a contiguous block.
+  std::pair<std::size_t, std::size_t> shard(std::size_t first, std::size_t count) const;
+  // The reported loss on a whole data set: each rank evaluates its block of rows, summed.
+  double data_loss(const DeviceData<T>& data);
+  // One LM step on batch b of the epoch's order; false when training stops.
+  bool run_step(int epoch, std::size_t b, EpochRecord& record);
+  StepReport step_with_memory_recovery(const T* x, const T* y, std::size_t count);
+  // The stops decided outside the step, agreed over the ranks; checkpoints an interruption.
+  bool outside_stop(const IterationSummary& it, int epoch, std::size_t b, const EpochRecord& record);
+  void end_epoch(int epoch, EpochRecord& record);
+  TrainingState<T> state(int epochs_done, std::size_t batches_done, const EpochRecord& current) const;
+
+  Trainer& t_;
+  const TrainerOptions& topt_;
+  const SolverOptions& sopt_;
+  const Clock::time_point start_ = Clock::now();
+  Sequential<T> model_;
+  Loss<T> loss_;
+  std::size_t n_;
+  int ranks_, rank_;
+  std::size_t samples_, batch_, local_batch_;
+  Summary summary_;
+  LinearSolverType solver_type_ = LinearSolverType::kCholesky;
+  std::size_t slice_ = 1;
+  std::size_t bytes_before_ = 0;
+  // The engine and the step own every slice-sized buffer (see build_step).
+  std::unique_ptr<JacobianEngine<T>> engine_;
+  std::unique_ptr<LmStepper<T>> lm_;
+  std::unique_ptr<DeviceData<T>> train_, validation_;
+  DeviceBuffer<T> theta_, xb_, yb_;
+  std::unique_ptr<EarlyStopping<T>> early_stopping_;
+  ForwardState<T> eval_state_;
+  Rng rng_;
+  std::array<std::uint64_t, 4> epoch_rng_{};  // the RNG before the current epoch's shuffle
+  std::vector<std::int64_t> order_;
+  int first_epoch_ = 1;
+  std::size_t first_batch_ = 0;
+  EpochRecord partial_;
+};
+
+template <typename T>
+Trainer<T>::Run::Run(Trainer& trainer, std::size_t params, const Dataset<T>& train,
+                     const Dataset<T>* validation)
+    : t_(trainer),
+      topt_(trainer.trainer_options_),
+      sopt_(trainer.solver_options_),
+      model_(trainer.spec_, trainer.backend_),
+      loss_(trainer.loss_options_, model_.outputs(), trainer.backend_),
+      n_(model_.num_params()),
+      ranks_(trainer.comm_ != nullptr ? trainer.comm_->size() : 1),
+      rank_(trainer.comm_ != nullptr ? trainer.comm_->rank() : 0),
+      samples_(train.samples),
+      batch_(topt_.batch_size == 0 ? train.samples : std::min(topt_.batch_size, train.samples)),
+      local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) / static_cast<std::size_t>(ranks_)),
+      rng_(topt_.seed) {
+  if (params != n_)
     throw InvalidArgument(fmt::format("fit: {} initial parameters given, the model {} has {}",
-                                      params.size(), spec_.describe(), n));
-  train.validate("training data");
-  if (train.inputs != model.inputs() || train.outputs != model.outputs())
-    throw InvalidArgument(fmt::format(
-        "training data has {} inputs and {} outputs per sample but the model {} expects {} and {}",
-        train.inputs, train.outputs, spec_.describe(), model.inputs(), model.outputs()));
+                                      params, trainer.spec_.describe(), n_));
+  check_data(train, "training data", model_, trainer.spec_);
+  if (validation != nullptr) check_data(*validation, "validation data", model_, trainer.spec_);
+  describe_problem();  // and the step, planned before the data take device memory
+  train_ = std::make_unique<DeviceData<T>>(trainer.backend_, train);
   if (validation != nullptr) {
-    validation->validate("validation data");
-    if (validation->inputs != model.inputs() || validation->outputs != model.outputs())
-      throw InvalidArgument(fmt::format(
-          "validation data has {} inputs and {} outputs per sample but the model expects {} and {}",
-          validation->inputs, validation->outputs, model.inputs(), model.outputs()));
+    summary_.validation_samples = validation->samples;
+    validation_ = std::make_unique<DeviceData<T>>(trainer.backend_, *validation);
+    early_stopping_ =
+        std::make_unique<EarlyStopping<T>>(trainer.backend_, n_, topt_.max_validation_failures);
   }
+  Backend<T>& backend = trainer.backend_;
+  theta_ = backend.allocate(n_);
+  xb_ = backend.allocate(local_batch_ * model_.inputs());
+  yb_ = backend.allocate(local_batch_ * model_.outputs());
+  order_.resize(samples_);
+}
 
-  const TrainerOptions& topt = trainer_options_;
-  const SolverOptions& sopt = solver_options_;
-  const std::size_t batch = topt.batch_size == 0 ? train.samples : std::min(topt.batch_size, train.samples);
-  const std::size_t R = loss.residuals_per_sample();
-
-  Summary summary;
-  summary.model = spec_.describe();
-  summary.loss = std::string(to_string(loss.kind()));
+template <typename T>
+void Trainer<T>::Run::describe_problem() {
+  Summary& s = summary_;
+  const std::size_t R = loss_.residuals_per_sample();
+  s.model = t_.spec_.describe();
+  s.loss = std::string(to_string(loss_.kind()));
   const bool mixed = std::is_same_v<T, float> &&
-                     resolve_system_precision(solver_options_, true) == SystemPrecision::kFloat64;
-  summary.precision =
+                     resolve_system_precision(sopt_, true) == SystemPrecision::kFloat64;
+  s.precision =
       !mixed ? std::string(precision_name(static_cast<T*>(nullptr)))
-      : sopt.system_precision == SystemPrecision::kAuto
+      : sopt_.system_precision == SystemPrecision::kAuto
           ? fmt::format("mixed (float32 model and Jacobian, float64 A, g and solve: {} "
                         "regularization reads A's small eigenvalues, which float32 rounding swamps)",
-                        to_string(sopt.regularization))
+                        to_string(sopt_.regularization))
           : std::string("mixed (float32 model and Jacobian, float64 A, g and solve)");
-  summary.device = backend_.name();
-  summary.num_params = n;
-  summary.training_samples = train.samples;
-  summary.validation_samples = validation ? validation->samples : 0;
-  summary.batch_size = batch;
-  summary.residuals_per_sample = R;
-  summary.batches_per_epoch = (train.samples + batch - 1) / batch;
-  summary.linear_solver_given = sopt.linear_solver;
-  summary.damping = sopt.damping;
-  summary.damping_matrix = sopt.damping_matrix;
-  summary.memory_budget_given = sopt.memory_budget_bytes;
-  summary.max_slice_samples_given = sopt.max_slice_samples;
-
-  const int ranks = comm_ != nullptr ? comm_->size() : 1;
-  const int rank = comm_ != nullptr ? comm_->rank() : 0;
-  summary.ranks = ranks;
-  summary.communicator = comm_ != nullptr ? comm_->name() : "local";
-  // This rank's share of `count` samples starting at `first`: a contiguous block.
-  auto shard = [&](std::size_t first, std::size_t count) {
-    const std::size_t lo = count * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks);
-    const std::size_t hi = count * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks);
-    return std::pair{first + lo, hi - lo};
-  };
-  const std::size_t local_batch = (batch + static_cast<std::size_t>(ranks) - 1) / static_cast<std::size_t>(ranks);
+  s.device = t_.backend_.name();
+  s.num_params = n_;
+  s.training_samples = samples_;
+  s.batch_size = batch_;
+  s.residuals_per_sample = R;
+  s.batches_per_epoch = (samples_ + batch_ - 1) / batch_;
+  s.linear_solver_given = sopt_.linear_solver;
+  s.damping = sopt_.damping;
+  s.damping_matrix = sopt_.damping_matrix;
+  s.memory_budget_given = sopt_.memory_budget_bytes;
+  s.max_slice_samples_given = sopt_.max_slice_samples;
+  s.regularization = sopt_.regularization;
+  s.ranks = ranks_;
+  s.communicator = t_.comm_ != nullptr ? t_.comm_->name() : "local";
 
   // The linear solver and the memory plan; the budget is this rank's device.
   StepProblem problem;
-  problem.batch = batch;
-  problem.local_batch = local_batch;
+  problem.batch = batch_;
+  problem.local_batch = local_batch_;
   problem.residuals_per_sample = R;
-  problem.ranks = ranks;
-  problem.collectives = comm_ != nullptr && (ranks > 1 || comm_->supports_device_buffers());
+  problem.ranks = ranks_;
+  problem.collectives =
+      t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
   problem.budget_bytes =
-      sopt.memory_budget_bytes > 0
-          ? sopt.memory_budget_bytes
-          : static_cast<std::size_t>(sopt.memory_fraction *
-                                     static_cast<double>(backend_.available_memory_bytes()));
+      sopt_.memory_budget_bytes > 0
+          ? sopt_.memory_budget_bytes
+          : static_cast<std::size_t>(sopt_.memory_fraction *
+                                     static_cast<double>(t_.backend_.available_memory_bytes()));
   // θ and the best θ, the batch, and the evaluation's activations.
-  problem.caller_elements = 2 * n + local_batch * (model.inputs() + model.outputs()) +
-                            local_batch * model.activation_floats_per_sample();
-  const SolverChoice choice = choose_linear_solver(sopt, model, problem);
-  const LinearSolverType solver_type = choice.type;
-  summary.linear_solver_reason = choice.reason;
-  const MemoryPlan& plan = choice.plan;
-  summary.linear_solver_used = solver_type;
-  summary.geodesic_acceleration = uses_geodesic_acceleration(sopt, solver_type);
-  summary.memory_plan = plan.describe();
-  summary.planned_peak_bytes = plan.peak_bytes;
-  backend_.memory().reset_peak();
-  const std::size_t bytes_before = backend_.memory().bytes_in_use();
-  summary.slice_samples = plan.slice_samples;
-
-  // The engine and the step own every slice-sized buffer.  An allocation that fails at run time
-  // although the plan fitted (another process took device memory, a library's workspace) halves
-  // the slice and rebuilds both; the step then runs again from its unchanged inputs.  With
-  // several ranks the failure ends the job instead: the other ranks are already waiting in a
-  // collective of the step.
-  std::size_t slice = plan.slice_samples;
-  std::unique_ptr<JacobianEngine<T>> engine;
-  std::unique_ptr<LmStepper<T>> lm;
-  auto halve_slice = [&](const OutOfMemory& e) {
-    lm.reset();
-    engine.reset();
-    if (slice == 1 || ranks > 1)
-      throw OutOfMemory(fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice,
-                                    ranks > 1 ? "; with several ranks the slice is not halved" : ""));
-    slice = (slice + 1) / 2;
-    ++summary.slice_halvings;
-    summary.slice_samples = slice;
-    summary.slice_halving_cause = e.what();
-  };
-  auto build_step = [&] {
-    for (;;) {
-      try {
-        engine = std::make_unique<JacobianEngine<T>>(model, loss);
-        lm = make_lm_step<T>(sopt, solver_type, *engine, slice, local_batch, comm_);
-        return;
-      } catch (const OutOfMemory& e) {
-        halve_slice(e);
-      }
-    }
-  };
+  problem.caller_elements = 2 * n_ + local_batch_ * (model_.inputs() + model_.outputs()) +
+                            local_batch_ * model_.activation_floats_per_sample();
+  const SolverChoice choice = choose_linear_solver(sopt_, model_, problem);
+  solver_type_ = choice.type;
+  s.linear_solver_reason = choice.reason;
+  s.linear_solver_used = solver_type_;
+  s.geodesic_acceleration = uses_geodesic_acceleration(sopt_, solver_type_);
+  s.memory_plan = choice.plan.describe();
+  s.planned_peak_bytes = choice.plan.peak_bytes;
+  s.slice_samples = slice_ = choice.plan.slice_samples;
+  t_.backend_.memory().reset_peak();
+  bytes_before_ = t_.backend_.memory().bytes_in_use();
   build_step();
+}
 
-  DeviceData<T> train_dev(backend_, train);
-  std::unique_ptr<DeviceData<T>> valid_dev;
-  if (validation) valid_dev = std::make_unique<DeviceData<T>>(backend_, *validation);
-  DeviceBuffer<T> theta = backend_.allocate(n);
-  DeviceBuffer<T> best = backend_.allocate(n);
-  DeviceBuffer<T> xb = backend_.allocate(local_batch * model.inputs());
-  DeviceBuffer<T> yb = backend_.allocate(local_batch * model.outputs());
-  ForwardState<T> eval_state;
+// An allocation that fails at run time although the plan fitted (another process took device
+// memory, a library's workspace) halves the slice and rebuilds engine and step; the step then
+// runs again from its unchanged inputs.  With several ranks the failure ends the job instead:
+// the other ranks are already waiting in a collective of the step.
+template <typename T>
+void Trainer<T>::Run::build_step() {
+  for (;;) {
+    try {
+      engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
+      lm_ = make_lm_step<T>(sopt_, solver_type_, *engine_, slice_, local_batch_, t_.comm_);
+      return;
+    } catch (const OutOfMemory& e) {
+      halve_slice(e);
+    }
+  }
+}
 
-  // Losses over a whole data set: each rank evaluates its block of rows, the sums are reduced.
-  auto data_loss = [&](const DeviceData<T>& data) {
-    ScopedPhase timer(summary.times, Phase::kValidation);
-    const auto [first, count] = shard(0, data.samples);
-    double f = total_objective(model, loss, theta.data(), data, first, count, local_batch, eval_state);
-    if (ranks > 1) {
-      ScopedPhase comm_timer(summary.times, Phase::kCommunication);
-      f = comm_->sum(f);
-    }
-    return loss.reported(f, data.samples);
-  };
-  auto training_loss = [&] { return data_loss(train_dev); };
-  auto validation_loss = [&] { return data_loss(*valid_dev); };
+template <typename T>
+void Trainer<T>::Run::halve_slice(const OutOfMemory& e) {
+  lm_.reset();
+  engine_.reset();
+  if (slice_ == 1 || ranks_ > 1)
+    throw OutOfMemory(fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice_,
+                                  ranks_ > 1 ? "; with several ranks the slice is not halved" : ""));
+  slice_ = (slice_ + 1) / 2;
+  ++summary_.slice_halvings;
+  summary_.slice_samples = slice_;
+  summary_.slice_halving_cause = e.what();
+}
 
-  Rng rng(topt.seed);
-  int validation_failures = 0;
-  int first_epoch = 1;
-  std::size_t first_batch = 0;
-  EpochRecord partial;
-  if (resume != nullptr) {
-    if (resume->params.size() != n || (!resume->best_params.empty() && resume->best_params.size() != n))
-      throw InvalidArgument(fmt::format("resume: the checkpoint holds {} parameters, the model {} has {}",
-                                        resume->params.size(), spec_.describe(), n));
-    params = resume->params;
-    const Summary& r = resume->summary;
-    summary.initial_loss = r.initial_loss;
-    summary.final_loss = r.final_loss;
-    summary.initial_validation_loss = r.initial_validation_loss;
-    summary.final_validation_loss = r.final_validation_loss;
-    summary.best_validation_loss = r.best_validation_loss;
-    summary.best_epoch = r.best_epoch;
-    summary.epochs = r.epochs;
-    summary.steps = r.steps;
-    summary.accepted_steps = r.accepted_steps;
-    summary.rejected_steps = r.rejected_steps;
-    summary.invalid_steps = r.invalid_steps;
-    summary.abandoned_steps = r.abandoned_steps;
-    summary.geodesic_applied = r.geodesic_applied;
-    summary.geodesic_refused = r.geodesic_refused;
-    summary.history = r.history;
-    lm->set_state(resume->stepper);
-    rng.set_state(resume->epoch_rng);
-    validation_failures = resume->validation_failures;
-    first_epoch = resume->epochs_done + 1;
-    first_batch = resume->batches_done;
-    partial = resume->partial_epoch;
-    backend_.copy_from_host(params.data(), theta.data(), n);
-    if (valid_dev) {
-      const std::vector<T>& b = resume->best_params.empty() ? params : resume->best_params;
-      backend_.copy_from_host(b.data(), best.data(), n);
-    }
-  } else {
-    backend_.copy_from_host(params.data(), theta.data(), n);
-    summary.initial_loss = summary.final_loss = training_loss();
-    if (valid_dev) {
-      summary.initial_validation_loss = summary.best_validation_loss = validation_loss();
-      backend_.copy(theta.data(), best.data(), n);
-    }
-    if (!std::isfinite(summary.initial_loss)) {
-      summary.termination = TerminationReason::kNonFiniteObjective;
-      summary.message = fmt::format(
+template <typename T>
+std::pair<std::size_t, std::size_t> Trainer<T>::Run::shard(std::size_t first,
+                                                          std::size_t count) const {
+  const auto r = static_cast<std::size_t>(rank_), size = static_cast<std::size_t>(ranks_);
+  const std::size_t lo = count * r / size, hi = count * (r + 1) / size;
+  return {first + lo, hi - lo};
+}
+
+template <typename T>
+double Trainer<T>::Run::data_loss(const DeviceData<T>& data) {
+  ScopedPhase timer(summary_.times, Phase::kValidation);
+  const auto [first, count] = shard(0, data.samples);
+  double f = total_objective(model_, loss_, theta_.data(), data.x.data(), data.y.data(), first,
+                             count, local_batch_, eval_state_);
+  if (ranks_ > 1) {
+    ScopedPhase comm_timer(summary_.times, Phase::kCommunication);
+    f = t_.comm_->sum(f);
+  }
+  return loss_.reported(f, data.samples);
+}
+
+template <typename T>
+void Trainer<T>::Run::start(std::vector<T>& params, const TrainingState<T>* resume) {
+  Backend<T>& backend = t_.backend_;
+  if (resume == nullptr) {
+    backend.copy_from_host(params.data(), theta_.data(), n_);
+    summary_.initial_loss = summary_.final_loss = data_loss(*train_);
+    if (early_stopping_) early_stopping_->start(theta_.data(), data_loss(*validation_), summary_);
+    if (!std::isfinite(summary_.initial_loss)) {
+      summary_.termination = TerminationReason::kNonFiniteObjective;
+      summary_.message = fmt::format(
           "the initial training loss is not finite ({}); check the data scale and the "
           "initialization",
-          summary.initial_loss);
+          summary_.initial_loss);
+    }
+    return;
+  }
+  if (resume->params.size() != n_ || (!resume->best_params.empty() && resume->best_params.size() != n_))
+    throw InvalidArgument(fmt::format("resume: the checkpoint holds {} parameters, the model {} has {}",
+                                      resume->params.size(), t_.spec_.describe(), n_));
+  params = resume->params;
+  static_cast<TrainingProgress&>(summary_) = resume->progress;
+  lm_->set_state(resume->stepper);
+  rng_.set_state(resume->epoch_rng);
+  first_epoch_ = resume->epochs_done + 1;
+  first_batch_ = resume->batches_done;
+  partial_ = resume->partial_epoch;
+  backend.copy_from_host(params.data(), theta_.data(), n_);
+  if (early_stopping_) {
+    early_stopping_->set_failures(resume->validation_failures);
+    const std::vector<T>& b = resume->best_params.empty() ? params : resume->best_params;
+    backend.copy_from_host(b.data(), early_stopping_->best(), n_);
+  }
+}
+
+template <typename T>
+TrainingState<T> Trainer<T>::Run::state(int epochs_done, std::size_t batches_done,
+                                        const EpochRecord& current) const {
+  TrainingState<T> s;
+  s.epochs_done = epochs_done;
+  s.batches_done = batches_done;
+  s.epoch_rng = batches_done == 0 ? rng_.state() : epoch_rng_;
+  s.stepper = lm_->state();
+  s.params.resize(n_);
+  t_.backend_.copy_to_host(theta_.data(), s.params.data(), n_);
+  if (early_stopping_) {
+    s.best_params.resize(n_);
+    t_.backend_.copy_to_host(early_stopping_->best(), s.best_params.data(), n_);
+    s.validation_failures = early_stopping_->failures();
+  }
+  s.partial_epoch = current;
+  s.progress = summary_;
+  return s;
+}
+
+template <typename T>
+void Trainer<T>::Run::run_epoch(int epoch) {
+  // Each epoch's permutation depends only on the RNG state at its start, so a checkpoint needs
+  // that state and nothing of the order itself.
+  epoch_rng_ = rng_.state();
+  std::iota(order_.begin(), order_.end(), 0);
+  if (topt_.shuffle && batch_ < samples_) rng_.shuffle(std::span<std::int64_t>(order_));
+  EpochRecord record;
+  record.epoch = epoch;
+  std::size_t b = 0;
+  if (epoch == first_epoch_ && first_batch_ > 0) {
+    record = partial_;
+    b = first_batch_;
+  }
+  for (; b * batch_ < samples_; ++b) {
+    if (!run_step(epoch, b, record)) break;
+  }
+  // Interrupted inside the epoch: its checkpoint is written; the epoch's bookkeeping is not.
+  if (summary_.termination == TerminationReason::kInterrupted && (b + 1) * batch_ < samples_) return;
+  end_epoch(epoch, record);
+}
+
+template <typename T>
+StepReport Trainer<T>::Run::step_with_memory_recovery(const T* x, const T* y, std::size_t count) {
+  for (;;) {
+    const StepperState before = lm_->state();
+    try {
+      return lm_->step(theta_.data(), x, y, count, summary_.times);
+    } catch (const OutOfMemory& e) {
+      halve_slice(e);
+      build_step();
+      lm_->set_state(before);
     }
   }
+}
 
-  // The state a checkpoint stores; `epoch_rng` is the RNG before the current epoch's shuffle.
-  std::array<std::uint64_t, 4> epoch_rng = rng.state();
-  auto make_state = [&](int epochs_done, std::size_t batches_done, const EpochRecord& current) {
-    TrainingState<T> state;
-    state.epochs_done = epochs_done;
-    state.batches_done = batches_done;
-    state.epoch_rng = batches_done == 0 ? rng.state() : epoch_rng;
-    state.stepper = lm->state();
-    state.params.resize(n);
-    backend_.copy_to_host(theta.data(), state.params.data(), n);
-    if (valid_dev) {
-      state.best_params.resize(n);
-      backend_.copy_to_host(best.data(), state.best_params.data(), n);
-    }
-    state.validation_failures = validation_failures;
-    state.partial_epoch = current;
-    state.summary = summary;
-    return state;
-  };
-
-  std::vector<std::int64_t> order(train.samples);
-  for (int epoch = first_epoch; epoch <= topt.max_epochs &&
-                                summary.termination == TerminationReason::kNone;
-       ++epoch) {
-    // Each epoch's permutation depends only on the RNG state at its start, so a checkpoint needs
-    // that state and nothing of the order itself.
-    epoch_rng = rng.state();
-    std::iota(order.begin(), order.end(), 0);
-    if (topt.shuffle && batch < train.samples) rng.shuffle(std::span<std::int64_t>(order));
-    EpochRecord record;
-    record.epoch = epoch;
-    std::size_t b = 0;
-    if (epoch == first_epoch && first_batch > 0) {
-      record = partial;
-      b = first_batch;
-    }
-    for (; b * batch < train.samples; ++b) {
-      const std::size_t first = b * batch;
-      const std::size_t count = std::min(batch, train.samples - first);
-      const auto [local_first, local_count] = shard(first, count);
-      const std::span<const std::int64_t> rows(order.data() + local_first, local_count);
-      const T* x = train_dev.x.data();
-      const T* y = train_dev.y.data();
-      if (batch < train.samples || ranks > 1) {
-        ScopedPhase timer(summary.times, Phase::kOther);
-        backend_.gather_rows(train_dev.x.data(), model.inputs(), rows, xb.data());
-        backend_.gather_rows(train_dev.y.data(), model.outputs(), rows, yb.data());
-        x = xb.data();
-        y = yb.data();
-      }
-      StepReport rep;
-      for (;;) {
-        const StepperState before = lm->state();
-        try {
-          rep = lm->step(theta.data(), x, y, local_count, summary.times);
-          break;
-        } catch (const OutOfMemory& e) {
-          halve_slice(e);
-          build_step();
-          lm->set_state(before);
-        }
-      }
-      ++summary.steps;
-      if (rep.effective_parameters > 0) summary.effective_parameters = rep.effective_parameters;
-      summary.accepted_steps += rep.accepted ? 1 : 0;
-      summary.abandoned_steps += rep.accepted || rep.termination != TerminationReason::kNone ? 0 : 1;
-      summary.rejected_steps += rep.rejected;
-      summary.invalid_steps += rep.invalid;
-      summary.geodesic_applied += rep.geodesic_applied;
-      summary.geodesic_refused += rep.geodesic_refused;
-      record.accepted += rep.accepted ? 1 : 0;
-      record.rejected += rep.rejected;
-      record.invalid += rep.invalid;
-      record.gradient_max_norm = rep.gradient_max_norm;
-      if (rep.accepted) record.step_norm = rep.step_norm;
-
-      if (rep.termination != TerminationReason::kNone) {
-        summary.termination = rep.termination;
-        summary.message = fmt::format("epoch {}, batch {}: {}", epoch, b, rep.message);
-      }
-
-      IterationSummary it;
-      it.epoch = epoch;
-      it.batch = b;
-      it.step = summary.steps;
-      it.batch_loss = loss.reported(rep.objective_after - rep.penalty_after, count);  // data only
-      it.lambda = lm->lambda();
-      it.elapsed_seconds = seconds_since(start);
-      it.report = rep;
-      // Stops decided outside the LM step (a callback, the clock, the stop flag) may differ
-      // between ranks, so with several ranks they are summed: any rank's reason stops them all
-      // at the same step.
-      double stops[3] = {0, 0, 0};  // callback, time budget, interruption
-      for (const auto& cb : callbacks_)
-        if (cb(it) == CallbackResult::kStop) stops[0] = 1;
-      if (it.elapsed_seconds >= topt.max_time_seconds) stops[1] = 1;
-      if (stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed)) stops[2] = 1;
-      if (ranks > 1) {
-        ScopedPhase timer(summary.times, Phase::kCommunication);
-        comm_->allreduce_sum(stops, 3);
-      }
-      if (summary.termination == TerminationReason::kNone && stops[0] > 0) {
-        summary.termination = TerminationReason::kUserCallback;
-        summary.message = fmt::format("stopped by the iteration callback after step {}", summary.steps);
-      }
-      if (summary.termination == TerminationReason::kNone && stops[1] > 0) {
-        summary.termination = TerminationReason::kTimeBudget;
-        summary.message = fmt::format("{:.2f} s elapsed ≥ max_time_seconds = {}",
-                                      it.elapsed_seconds, topt.max_time_seconds);
-      }
-      if (summary.termination == TerminationReason::kNone && stops[2] > 0) {
-        summary.termination = TerminationReason::kInterrupted;
-        summary.message = fmt::format("interrupted in epoch {} after batch {}", epoch, b);
-        const bool epoch_complete = (b + 1) * batch >= train.samples;
-        if (checkpoint_ && !epoch_complete) checkpoint_(make_state(epoch - 1, b + 1, record));
-        if (epoch_complete) ++b;  // finish the epoch's bookkeeping below, then checkpoint
-      }
-      if (summary.termination != TerminationReason::kNone) break;
-    }
-    if (summary.termination == TerminationReason::kInterrupted && b * batch < train.samples) break;
-
-    summary.epochs = epoch;
-    record.training_loss = summary.final_loss = training_loss();
-    record.lambda = lm->lambda();
-    if (valid_dev) {
-      record.validation_loss = summary.final_validation_loss = validation_loss();
-      if (record.validation_loss < summary.best_validation_loss) {
-        summary.best_validation_loss = record.validation_loss;
-        summary.best_epoch = epoch;
-        validation_failures = 0;
-        backend_.copy(theta.data(), best.data(), n);
-      } else if (++validation_failures >= topt.max_validation_failures &&
-                 summary.termination == TerminationReason::kNone) {
-        summary.termination = TerminationReason::kValidationMaxFail;
-        summary.message = fmt::format(
-            "validation loss did not improve on {:.6e} (epoch {}) for {} epochs",
-            summary.best_validation_loss, summary.best_epoch, validation_failures);
-      }
-    }
-    record.seconds = seconds_since(start);
-    summary.history.push_back(record);
-    if (epoch_callback_) epoch_callback_(record);
-    if (summary.termination == TerminationReason::kNone && record.training_loss <= topt.loss_goal) {
-      summary.termination = TerminationReason::kLossGoal;
-      summary.message = fmt::format("training loss {:.6e} ≤ loss_goal = {:.6e}",
-                                    record.training_loss, topt.loss_goal);
-    }
-    const bool periodic = checkpoint_every_ > 0 && epoch % checkpoint_every_ == 0;
-    if (checkpoint_ && (periodic || summary.termination == TerminationReason::kInterrupted) &&
-        summary.termination != TerminationReason::kNonFiniteObjective)
-      checkpoint_(make_state(epoch, 0, EpochRecord{}));
+template <typename T>
+bool Trainer<T>::Run::run_step(int epoch, std::size_t b, EpochRecord& record) {
+  const std::size_t first = b * batch_;
+  const std::size_t count = std::min(batch_, samples_ - first);
+  const auto [local_first, local_count] = shard(first, count);
+  const T* x = train_->x.data();
+  const T* y = train_->y.data();
+  if (batch_ < samples_ || ranks_ > 1) {
+    ScopedPhase timer(summary_.times, Phase::kOther);
+    const std::span<const std::int64_t> rows(order_.data() + local_first, local_count);
+    t_.backend_.gather_rows(train_->x.data(), model_.inputs(), rows, xb_.data());
+    t_.backend_.gather_rows(train_->y.data(), model_.outputs(), rows, yb_.data());
+    x = xb_.data();
+    y = yb_.data();
   }
-  if (summary.termination == TerminationReason::kNone) {
-    summary.termination = TerminationReason::kMaxEpochs;
-    summary.message = fmt::format("{} epochs done", summary.epochs);
+  const StepReport rep = step_with_memory_recovery(x, y, local_count);
+  summary_.count(rep);
+  record.accepted += rep.accepted ? 1 : 0;
+  record.rejected += rep.rejected;
+  record.invalid += rep.invalid;
+  record.gradient_max_norm = rep.gradient_max_norm;
+  if (rep.accepted) record.step_norm = rep.step_norm;
+  if (rep.effective_parameters > 0) summary_.effective_parameters = rep.effective_parameters;
+  if (rep.termination != TerminationReason::kNone) {
+    summary_.termination = rep.termination;
+    summary_.message = fmt::format("epoch {}, batch {}: {}", epoch, b, rep.message);
   }
+  IterationSummary it;
+  it.epoch = epoch;
+  it.batch = b;
+  it.step = summary_.steps;
+  it.batch_loss = loss_.reported(rep.objective_after - rep.penalty_after, count);  // data only
+  it.lambda = lm_->lambda();
+  it.elapsed_seconds = seconds_since(start_);
+  it.report = rep;
+  return !outside_stop(it, epoch, b, record) && !stopped();
+}
 
-  if (valid_dev && topt.restore_best &&
-      summary.best_validation_loss < summary.final_validation_loss) {
-    backend_.copy(best.data(), theta.data(), n);
-    summary.restored_best = true;
-    summary.final_loss = training_loss();
+template <typename T>
+bool Trainer<T>::Run::outside_stop(const IterationSummary& it, int epoch, std::size_t b,
+                                   const EpochRecord& record) {
+  StopRequests local;
+  for (const auto& cb : t_.callbacks_)
+    if (cb(it) == CallbackResult::kStop) local.callback = true;
+  local.time = it.elapsed_seconds >= topt_.max_time_seconds;
+  local.interrupt = t_.stop_flag_ != nullptr && t_.stop_flag_->load(std::memory_order_relaxed);
+  const StopRequests stops = agree_on_stops(local, t_.comm_, summary_.times);
+  if (stopped()) return false;  // the step's own reason stands
+  if (stops.callback) {
+    summary_.termination = TerminationReason::kUserCallback;
+    summary_.message = fmt::format("stopped by the iteration callback after step {}", summary_.steps);
+  } else if (stops.time) {
+    summary_.termination = TerminationReason::kTimeBudget;
+    summary_.message = fmt::format("{:.2f} s elapsed ≥ TrainerOptions::max_time_seconds = {}",
+                                   it.elapsed_seconds, topt_.max_time_seconds);
+  } else if (stops.interrupt) {
+    summary_.termination = TerminationReason::kInterrupted;
+    summary_.message = fmt::format("interrupted in epoch {} after batch {}", epoch, b);
+    // Inside an epoch the checkpoint is written here; after its last batch, by end_epoch.
+    if (t_.checkpoint_ && (b + 1) * batch_ < samples_) t_.checkpoint_(state(epoch - 1, b + 1, record));
   }
-  summary.final_lambda = lm->lambda();
-  summary.regularization = sopt.regularization;
-  if (sopt.regularization == Regularization::kArd) {
-    const ParameterGroups groups = spec_.relevance_groups();
-    const std::vector<double>& rho = lm->state().weight_decays;
-    const std::vector<double>& gamma = lm->effective_parameters();
+  return stopped();
+}
+
+template <typename T>
+void Trainer<T>::Run::end_epoch(int epoch, EpochRecord& record) {
+  summary_.epochs = epoch;
+  record.training_loss = summary_.final_loss = data_loss(*train_);
+  record.lambda = lm_->lambda();
+  if (early_stopping_) {
+    record.validation_loss = data_loss(*validation_);
+    if (early_stopping_->update(epoch, record.validation_loss, theta_.data(), summary_) && !stopped()) {
+      summary_.termination = TerminationReason::kValidationMaxFail;
+      summary_.message = fmt::format(
+          "validation loss did not improve on {:.6e} (epoch {}) for {} epochs",
+          summary_.best_validation_loss, summary_.best_epoch, early_stopping_->failures());
+    }
+  }
+  record.seconds = seconds_since(start_);
+  summary_.history.push_back(record);
+  if (t_.epoch_callback_) t_.epoch_callback_(record);
+  if (!stopped() && record.training_loss <= topt_.loss_goal) {
+    summary_.termination = TerminationReason::kLossGoal;
+    summary_.message = fmt::format("training loss {:.6e} ≤ TrainerOptions::loss_goal = {:.6e}",
+                                   record.training_loss, topt_.loss_goal);
+  }
+  const bool periodic = t_.checkpoint_every_ > 0 && epoch % t_.checkpoint_every_ == 0;
+  if (t_.checkpoint_ && (periodic || summary_.termination == TerminationReason::kInterrupted) &&
+      summary_.termination != TerminationReason::kNonFiniteObjective)
+    t_.checkpoint_(state(epoch, 0, EpochRecord{}));
+}
+
+template <typename T>
+Summary Trainer<T>::Run::finish(std::vector<T>& params) {
+  if (!stopped()) {
+    summary_.termination = TerminationReason::kMaxEpochs;
+    summary_.message = fmt::format("{} epochs done", summary_.epochs);
+  }
+  if (early_stopping_ && topt_.restore_best && early_stopping_->restore(theta_.data(), summary_)) {
+    summary_.restored_best = true;
+    summary_.final_loss = data_loss(*train_);
+  }
+  summary_.final_lambda = lm_->lambda();
+  const std::vector<double> rho = lm_->state().weight_decays;
+  if (sopt_.regularization == Regularization::kArd) {
+    const ParameterGroups groups = t_.spec_.relevance_groups();
+    const std::vector<double>& gamma = lm_->effective_parameters();
     for (std::size_t g = 0; g < groups.count(); ++g)
-      summary.penalty_groups.push_back({groups.names[g], groups.sizes[g], rho[g],
-                                        g < gamma.size() ? gamma[g] : 0.0});
+      summary_.penalty_groups.push_back({groups.names[g], groups.sizes[g], rho[g],
+                                         g < gamma.size() ? gamma[g] : 0.0});
   } else {
-    summary.final_weight_decay = lm->state().weight_decays.front();
+    summary_.final_weight_decay = rho.front();
   }
-  summary.peak_device_bytes =
-      backend_.memory().peak_bytes_in_use() - bytes_before + lm->system_peak_bytes();
-  backend_.copy_to_host(theta.data(), params.data(), n);
-  backend_.synchronize();
-  summary.total_seconds = seconds_since(start);
-  return summary;
+  summary_.peak_device_bytes =
+      t_.backend_.memory().peak_bytes_in_use() - bytes_before_ + lm_->system_peak_bytes();
+  t_.backend_.copy_to_host(theta_.data(), params.data(), n_);
+  t_.backend_.synchronize();
+  summary_.total_seconds = seconds_since(start_);
+  return summary_;
+}
+
+template <typename T>
+Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
+                        const Dataset<T>* validation, const TrainingState<T>* resume) {
+  Run run(*this, params.size(), train, validation);
+  run.start(params, resume);
+  for (int epoch = run.first_epoch(); epoch <= trainer_options_.max_epochs && !run.stopped(); ++epoch)
+    run.run_epoch(epoch);
+  return run.finish(params);
 }
 
 template <typename T>
 double Trainer<T>::evaluate(const std::vector<T>& params, const Dataset<T>& data) {
-  Sequential<T> model(spec_, backend_);
-  Loss<T> loss(loss_options_, model.outputs(), backend_);
-  data.validate("evaluation data");
-  DeviceData<T> dev(backend_, data);
-  DeviceBuffer<T> theta = backend_.allocate(params.size());
-  backend_.copy_from_host(params.data(), theta.data(), params.size());
-  ForwardState<T> state;
-  const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
-  return loss.reported(total_objective(model, loss, theta.data(), dev, 0, data.samples, chunk, state),
-                       data.samples);
+  return lmtrain::evaluate(spec_, loss_options_, params, data, backend_);
 }
 
 template <typename T>
 std::vector<T> Trainer<T>::predict(const std::vector<T>& params, const std::vector<T>& x) {
-  Sequential<T> model(spec_, backend_);
-  const std::size_t samples = x.size() / model.inputs();
-  DeviceBuffer<T> xd = backend_.allocate(x.size());
-  backend_.copy_from_host(x.data(), xd.data(), x.size());
-  DeviceBuffer<T> theta = backend_.allocate(params.size());
-  backend_.copy_from_host(params.data(), theta.data(), params.size());
-  ForwardState<T> state;
-  std::vector<T> out(samples * model.outputs());
-  const std::size_t chunk = 4096;
-  for (std::size_t first = 0; first < samples; first += chunk) {
-    const std::size_t count = std::min(chunk, samples - first);
-    const T* z = model.forward(theta.data(), xd.data() + first * model.inputs(), count, state, false);
-    backend_.copy_to_host(z, out.data() + first * model.outputs(), count * model.outputs());
-  }
-  return out;
+  return lmtrain::predict(spec_, params, x, backend_);
 }
 
 template class Trainer<float>;

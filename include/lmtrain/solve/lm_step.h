@@ -138,10 +138,10 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   double predicted_reduction(double lambda);
   // The geodesic correction of the attempt's δ (identical on every rank); true when applied.
   bool accelerate(const T* params, PhaseTimes& times);
-  // F (data and penalty) at θ − lr·δ, summed over the ranks, and the penalty's part of it.
+  // F of the data at θ − lr·δ (summed over the ranks) and the penalty there.
   std::pair<double, double> trial(const T* params, PhaseTimes& times);
   // Takes the trial: gain ratio, λ, θ ← trial, the evidence update, the convergence checks.
-  void accept(T* params, double f0, double f1, double penalty1, double predicted,
+  void accept(T* params, double f0, double data1, double penalty1, double predicted,
               StepReport& report, PhaseTimes& times);
   // δ in the model's precision for a trial or a derivative along it: δ itself, or rounded to T
   // once (mixed precision).

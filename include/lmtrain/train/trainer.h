@@ -15,7 +15,7 @@
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/solve/summary.h"
+#include "lmtrain/train/summary.h"
 #include "lmtrain/train/dataset.h"
 
 namespace lmtrain {
@@ -67,7 +67,7 @@ struct TrainingState {
   std::vector<T> best_params;    // best validation model (empty without validation)
   int validation_failures = 0;
   EpochRecord partial_epoch;     // counts of the unfinished epoch
-  Summary summary;               // counters, losses and history so far
+  TrainingProgress progress;     // counters, losses and history so far
 };
 using IterationCallback = std::function<CallbackResult(const IterationSummary&)>;
 
@@ -104,14 +104,15 @@ class Trainer {
   Summary fit(std::vector<T>& params, const Dataset<T>& train,
               const Dataset<T>* validation = nullptr, const TrainingState<T>* resume = nullptr);
 
-  // Reported loss of `params` on `data` (forward passes in batches).
+  // Reported loss of `params` on `data` (lmtrain::evaluate with this trainer's model and loss).
   double evaluate(const std::vector<T>& params, const Dataset<T>& data);
-  // Network outputs (samples × outputs) for `x` (samples × inputs).
+  // Network outputs (samples × outputs) for `x` (samples × inputs): lmtrain::predict.
   std::vector<T> predict(const std::vector<T>& params, const std::vector<T>& x);
 
   const ModelSpec& model() const { return spec_; }
 
  private:
+  class Run;  // one fit(): its state and phases (trainer.cpp)
   ModelSpec spec_;
   LossOptions loss_options_;
   SolverOptions solver_options_;

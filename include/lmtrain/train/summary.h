@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lmtrain/core/timer.h"
+#include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/solver_options.h"
 #include "lmtrain/solve/termination.h"
 
@@ -28,7 +29,30 @@ struct EpochRecord {
   double seconds = 0;            // wall clock since training started
 };
 
-struct Summary {
+// A run's counters and losses so far: what a checkpoint carries and a resumed run continues,
+// copied whole (Summary is one).
+struct TrainingProgress {
+  double initial_loss = 0;
+  double final_loss = 0;
+  double initial_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double final_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  double best_validation_loss = std::numeric_limits<double>::quiet_NaN();
+  int best_epoch = 0;
+  int epochs = 0;
+  int steps = 0;
+  int accepted_steps = 0;
+  int rejected_steps = 0;    // valid trials that did not lower the loss
+  int invalid_steps = 0;     // failed factorizations or non-finite steps
+  int abandoned_steps = 0;   // steps whose attempts all failed
+  int geodesic_applied = 0;  // attempts whose trial included the geodesic correction
+  int geodesic_refused = 0;  // attempts whose correction failed the ratio test
+  std::vector<EpochRecord> history;
+
+  // Counts one step's attempts.
+  void count(const StepReport& step);
+};
+
+struct Summary : TrainingProgress {
   // Problem.
   std::string model;
   std::string loss;
@@ -58,23 +82,10 @@ struct Summary {
   int slice_halvings = 0;               // run-time allocation failures answered by halving
   std::string slice_halving_cause;      // the last one's message
 
-  // Progress.
-  double initial_loss = 0;
-  double final_loss = 0;
-  double initial_validation_loss = std::numeric_limits<double>::quiet_NaN();
-  double final_validation_loss = std::numeric_limits<double>::quiet_NaN();
-  double best_validation_loss = std::numeric_limits<double>::quiet_NaN();
-  int best_epoch = 0;
+  bool geodesic_acceleration = false;  // as used (off with cg and the dual form)
+
+  // Outcome (the counters and losses are TrainingProgress's).
   bool restored_best = false;
-  int epochs = 0;
-  int steps = 0;
-  int accepted_steps = 0;
-  int rejected_steps = 0;  // valid trials that did not lower the loss
-  int invalid_steps = 0;   // failed factorizations or non-finite steps
-  int abandoned_steps = 0; // steps whose attempts all failed
-  int geodesic_applied = 0;  // attempts whose trial included the geodesic correction
-  int geodesic_refused = 0;  // attempts whose correction failed the ratio test
-  bool geodesic_acceleration = false;  // as used (off with the dual form)
   double final_lambda = 0;
   Regularization regularization = Regularization::kNone;
   double final_weight_decay = 0;     // ρ at the end (one-group regularizations; ard: 0)
@@ -93,7 +104,6 @@ struct Summary {
 
   PhaseTimes times;
   double total_seconds = 0;
-  std::vector<EpochRecord> history;
 
   bool converged() const { return is_convergence(termination); }
   std::string brief_report() const;

@@ -1,4 +1,4 @@
-#include "lmtrain/solve/summary.h"
+#include "lmtrain/train/summary.h"
 
 #include <fmt/format.h>
 
@@ -7,6 +7,16 @@
 #include "lmtrain/nn/memory_plan.h"
 
 namespace lmtrain {
+
+void TrainingProgress::count(const StepReport& step) {
+  ++steps;
+  accepted_steps += step.accepted ? 1 : 0;
+  abandoned_steps += step.accepted || step.termination != TerminationReason::kNone ? 0 : 1;
+  rejected_steps += step.rejected;
+  invalid_steps += step.invalid;
+  geodesic_applied += step.geodesic_applied;
+  geodesic_refused += step.geodesic_refused;
+}
 
 std::string Summary::brief_report() const {
   return fmt::format("lmtrain: {} epochs, loss {:.6e} → {:.6e}, termination: {}", epochs,

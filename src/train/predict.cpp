@@ -1,0 +1,97 @@
+#include "lmtrain/train/predict.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+
+template <typename T>
+std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x,
+                       std::size_t samples, std::size_t chunk) {
+  Backend<T>& backend = model.backend();
+  ForwardState<T> state;
+  std::vector<T> out(samples * model.outputs());
+  chunk = std::max<std::size_t>(chunk, 1);
+  for (std::size_t first = 0; first < samples; first += chunk) {
+    const std::size_t count = std::min(chunk, samples - first);
+    const T* z = model.forward(params, x + first * model.inputs(), count, state, false);
+    backend.copy_to_host(z, out.data() + first * model.outputs(), count * model.outputs());
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params,
+                       const std::vector<T>& x, Backend<T>& backend) {
+  const Sequential<T> model(spec, backend);
+  if (params.size() != model.num_params())
+    throw InvalidArgument(fmt::format("predict: {} parameters given, the model {} has {}",
+                                      params.size(), spec.describe(), model.num_params()));
+  if (x.size() % model.inputs() != 0)
+    throw InvalidArgument(fmt::format(
+        "predict: {} input values are not whole samples of the model's {} inputs", x.size(),
+        model.inputs()));
+  DeviceBuffer<T> xd = backend.allocate(x.size()), theta = backend.allocate(params.size());
+  backend.copy_from_host(x.data(), xd.data(), x.size());
+  backend.copy_from_host(params.data(), theta.data(), params.size());
+  return predict(model, theta.data(), xd.data(), x.size() / model.inputs());
+}
+
+template <typename T>
+double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
+                       const T* x, const T* y, std::size_t first, std::size_t rows,
+                       std::size_t chunk, ForwardState<T>& state) {
+  double f = 0;
+  const std::size_t in = model.inputs(), out = model.outputs();
+  chunk = std::max<std::size_t>(chunk, 1);
+  for (std::size_t begin = first; begin < first + rows; begin += chunk) {
+    const std::size_t count = std::min(chunk, first + rows - begin);
+    const T* z = model.forward(params, x + begin * in, count, state, false);
+    f += loss.objective(count, z, y + begin * out);
+  }
+  return f;
+}
+
+template <typename T>
+double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
+                const std::vector<T>& params, const Dataset<T>& data, Backend<T>& backend) {
+  const Sequential<T> model(spec, backend);
+  const Loss<T> loss(loss_options, model.outputs(), backend);
+  data.validate("evaluation data");
+  if (params.size() != model.num_params() || data.inputs != model.inputs() ||
+      data.outputs != model.outputs())
+    throw InvalidArgument(fmt::format(
+        "evaluate: {} parameters and data of {} inputs and {} outputs, but the model {} has {} "
+        "parameters, {} inputs and {} outputs",
+        params.size(), data.inputs, data.outputs, spec.describe(), model.num_params(),
+        model.inputs(), model.outputs()));
+  DeviceBuffer<T> x = backend.allocate(data.x.size()), y = backend.allocate(data.y.size()),
+                  theta = backend.allocate(params.size());
+  backend.copy_from_host(data.x.data(), x.data(), data.x.size());
+  backend.copy_from_host(data.y.data(), y.data(), data.y.size());
+  backend.copy_from_host(params.data(), theta.data(), params.size());
+  ForwardState<T> state;
+  const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
+  return loss.reported(
+      total_objective(model, loss, theta.data(), x.data(), y.data(), 0, data.samples, chunk, state),
+      data.samples);
+}
+
+#define LMTRAIN_INSTANTIATE(T)                                                                   \
+  template std::vector<T> predict<T>(const Sequential<T>&, const T*, const T*, std::size_t,       \
+                                     std::size_t);                                               \
+  template std::vector<T> predict<T>(const ModelSpec&, const std::vector<T>&,                     \
+                                     const std::vector<T>&, Backend<T>&);                        \
+  template double total_objective<T>(const Sequential<T>&, const Loss<T>&, const T*, const T*,    \
+                                     const T*, std::size_t, std::size_t, std::size_t,             \
+                                     ForwardState<T>&);                                          \
+  template double evaluate<T>(const ModelSpec&, const LossOptions&, const std::vector<T>&,        \
+                              const Dataset<T>&, Backend<T>&);
+LMTRAIN_INSTANTIATE(float)
+LMTRAIN_INSTANTIATE(double)
+#undef LMTRAIN_INSTANTIATE
+
+}  // namespace lmtrain
