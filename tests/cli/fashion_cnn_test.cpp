@@ -3,6 +3,7 @@
 // The accuracy is recomputed here from `lmtrain predict`'s classes and the labels read straight
 // from the IDX file (gzip, then the format's header), not taken from lmtrain's own report.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -83,8 +84,11 @@ TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
   if (!fs::exists(images))
     GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist; "
                     "scripts/install-deps.sh installs it)";
-  const fs::path out = fs::temp_directory_path() / "lmtrain-fashion-cnn-test";
-  fs::remove_all(out);
+  // A directory of this process: checkouts that run their tests at the same time must not share
+  // one.
+  std::string scratch = (fs::temp_directory_path() / "lmtrain-fashion-cnn-test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(scratch.data()), nullptr) << scratch;
+  const fs::path out = fs::path(scratch) / "run";
   constexpr std::size_t kTestRows = 2000, kClasses = 10;
   std::string output;
   int status = run(std::string(LMTRAIN_CLI_PATH) + " fit " + LMTRAIN_SOURCE_DIR +
@@ -133,7 +137,7 @@ TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
   // What the fit reported for the same 2 000 images.
   ASSERT_TRUE(model.provenance.contains("test_accuracy")) << model.provenance.dump();
   EXPECT_NEAR(model.provenance["test_accuracy"].get<double>(), accuracy, 0.5 / kTestRows);
-  fs::remove_all(out);
+  fs::remove_all(scratch);
 }
 
 }  // namespace
