@@ -3,6 +3,7 @@
 #   1. the optimized build: every test (unit, W1 convergence, the lmtrain binary end to end),
 #      then the convergence runs again on each other SIMD path of the activation loops this CPU
 #      can run (LMTRAIN_SIMD=baseline, avx2, avx512), so that a CPU without AVX-512 is covered;
+#      then the installed CMake package in a consumer project (scripts/test-consumer.sh);
 #   2. the AddressSanitizer + UndefinedBehaviorSanitizer build: every test except the W1
 #      convergence runs, which take minutes under the sanitizers, and the mpirun tests (OpenMPI's
 #      own allocations trip LeakSanitizer);
@@ -29,6 +30,9 @@ for path in baseline avx2 avx512; do
   echo "== convergence tests on the $path activation loops (LMTRAIN_SIMD=$path)"
   LMTRAIN_SIMD=$path ctest --preset release -L convergence
 done
+
+echo "== the installed package in another project (find_package(lmtrain), the README's example)"
+scripts/test-consumer.sh
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan

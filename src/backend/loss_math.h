@@ -11,7 +11,9 @@
 
 namespace lmtrain::kernels {
 
-LMTRAIN_HD double guarded_sqrt(double x) { return sqrt(x > kSqrtGuard ? x : kSqrtGuard); }
+LMTRAIN_HD double guarded_sqrt(double x) {
+  return sqrt(x > kSqrtGuard ? x : kSqrtGuard);
+}
 
 // Cross-entropy of one sample with logits z and target probabilities y; writes p = softmax(z)
 // when p != nullptr.  log-sum-exp is shifted by max(z).
@@ -36,8 +38,12 @@ LMTRAIN_HD double elementwise_loss(LossKind kind, double delta, double z, double
   const double e = z - y;
   switch (kind) {
     case LossKind::kBce: {
-      *dl = sigmoid(z) - y;
-      return softplus(z) - y * z;
+      // softplus(z) − yz = (1 − y)·softplus(z) + y·softplus(−z) and σ(z) − y = (1 − y)·σ(z) −
+      // y·σ(−z) (softplus(z) − z = softplus(−z), σ(z) − 1 = −σ(−z)).  The right-hand forms do not
+      // cancel at a confident right logit: at z = 40, y = 1, ℓ = log1p(e⁻⁴⁰) ≈ 4e-18 where the
+      // left-hand ones give 0, and so r and ∂r/∂z of core/loss_kind.h.
+      *dl = (1.0 - y) * sigmoid(z) - y * sigmoid(-z);
+      return (1.0 - y) * softplus(z) + y * softplus(-z);
     }
     case LossKind::kHuber: {
       const double ae = fabs(e);
@@ -73,8 +79,10 @@ LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, con
       }
       return f;
     }
-    case LossKind::kCrossEntropy: return cross_entropy_sample(c, z, y, nullptr);
-    case LossKind::kCrossEntropySqrt: return 0.5 * cross_entropy_sample(c, z, y, nullptr);
+    case LossKind::kCrossEntropy:
+      return cross_entropy_sample(c, z, y, nullptr);
+    case LossKind::kCrossEntropySqrt:
+      return 0.5 * cross_entropy_sample(c, z, y, nullptr);
     default: {
       double f = 0.0, dl = 0.0;
       for (std::size_t k = 0; k < c; ++k)
@@ -88,8 +96,8 @@ LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, con
 // Residuals (R per sample) and seed rows (R × C) of one sample; returns its objective.
 // `scratch` holds at least C doubles.
 template <typename T>
-LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z,
-                                   const T* y, T* r, T* seeds, double* scratch) {
+LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z, const T* y,
+                                   T* r, T* seeds, double* scratch) {
   switch (loss.kind) {
     case LossKind::kMse: {
       double f = 0.0;

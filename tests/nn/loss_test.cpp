@@ -9,7 +9,9 @@
 namespace lmtrain::testing {
 namespace {
 
-double softplus(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
+double softplus(double z) {
+  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+}
 
 // PyTorch reduction="mean" formulas.
 double torch_loss(LossKind kind, const std::vector<double>& z, const std::vector<double>& y,
@@ -27,13 +29,20 @@ double torch_loss(LossKind kind, const std::vector<double>& z, const std::vector
   for (std::size_t i = 0; i < z.size(); ++i) {
     const double e = z[i] - y[i];
     switch (kind) {
-      case LossKind::kMse: sum += e * e; break;
-      case LossKind::kBce: sum += softplus(z[i]) - y[i] * z[i]; break;
+      case LossKind::kMse:
+        sum += e * e;
+        break;
+      case LossKind::kBce:
+        sum += softplus(z[i]) - y[i] * z[i];
+        break;
       case LossKind::kHuber:
         sum += std::fabs(e) <= delta ? 0.5 * e * e : delta * (std::fabs(e) - 0.5 * delta);
         break;
-      case LossKind::kL1: sum += std::fabs(e); break;
-      default: break;
+      case LossKind::kL1:
+        sum += std::fabs(e);
+        break;
+      default:
+        break;
     }
   }
   return sum / static_cast<double>(z.size());
@@ -75,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(AllLosses, ReportedLoss,
                          ::testing::Values(LossKind::kMse, LossKind::kCrossEntropy,
                                            LossKind::kCrossEntropySqrt, LossKind::kBce,
                                            LossKind::kHuber, LossKind::kL1),
-                         [](const auto& test_param) { return std::string(to_string(test_param.param)); });
+                         [](const auto& test_param) {
+                           return std::string(to_string(test_param.param));
+                         });
 
 TEST(ReportedLoss, MseOutputWeightsWeightEachColumn) {
   const std::size_t batch = 5, c = 2;
@@ -92,30 +103,140 @@ TEST(ReportedLoss, MseOutputWeightsWeightEachColumn) {
   EXPECT_NEAR(loss.reported(loss.objective(batch, z.data(), y.data()), batch), expected, 1e-13);
 }
 
-// A residual at exactly zero must give a finite Jacobian row (the √ is guarded), never NaN.
-TEST(GuardedSqrt, ZeroResidualsGiveFiniteSeeds) {
+// Residuals at (or next to) zero, where the square roots are guarded, against values derived by
+// hand from core/loss_kind.h for 3 outputs: F, r and the seed rows ∂r/∂z.  kSqrtGuard = 1e-30
+// and kProbabilityGuard = 1e-30 make 1/√guard = 1e15.
+struct GuardedCase {
+  const char* name;
+  LossKind kind;
+  std::vector<double> z, y;
+  double objective;
+  std::vector<double> r, seeds;  // R, R × 3
+  double tolerance;              // relative to the largest expected value of each vector
+};
+
+std::vector<GuardedCase> guarded_cases() {
+  const double u = std::exp(-40.0), v = std::exp(-20.0);
+  const double bce = std::log1p(u), bce_r = std::sqrt(2 * bce), bce_dr = u / (1 + u) / bce_r;
+  const double ce = std::log1p(2 * v), ce_r = std::sqrt(ce);
+  const double p1 = v / (1 + 2 * v);  // p₁ = p₂; p₀ − 1 = −2p₁
+  return {
+      // ℓ = |e| = 0: r = 0, and ℓ'(0) = sign(0) = 0 makes the row 0 despite 1/√guard.
+      {"l1_zero",
+       LossKind::kL1,
+       {0.5, -0.25, 2.0},
+       {0.5, -0.25, 2.0},
+       0,
+       {0, 0, 0},
+       {0, 0, 0, 0, 0, 0, 0, 0, 0},
+       0},
+      // e = ±1e-32: r = ±√(2e-32), ∂r/∂z = 1/√max(2|e|, 1e-30) = 1e15; e = 0.25: r = √0.5,
+      // ∂r/∂z = 1/√0.5.
+      {"l1_tiny",
+       LossKind::kL1,
+       {1e-32, -1e-32, 0.25},
+       {0, 0, 0},
+       0.25 + 2e-32,
+       {std::sqrt(2e-32), -std::sqrt(2e-32), std::sqrt(0.5)},
+       {1e15, 0, 0, 0, 1e15, 0, 0, 0, std::sqrt(2.0)},
+       1e-14},
+      // Quadratic zone (δ = 1): r = e exactly, so ∂r/∂z = 1 even at e = 0.
+      {"huber_zero",
+       LossKind::kHuber,
+       {0.5, -0.25, 2.0},
+       {0.5, -0.25, 2.0},
+       0,
+       {0, 0, 0},
+       {1, 0, 0, 0, 1, 0, 0, 0, 1},
+       0},
+      // e = (0, 0.5, −3): ℓ = (0, 0.125, 2.5), r = (0, 0.5, −√5), ∂r/∂z = (1, 1, δ/√(2ℓ) = 1/√5).
+      {"huber_mixed",
+       LossKind::kHuber,
+       {0, 0.5, -3},
+       {0, 0, 0},
+       2.625,
+       {0, 0.5, -std::sqrt(5.0)},
+       {1, 0, 0, 0, 1, 0, 0, 0, 1 / std::sqrt(5.0)},
+       1e-15},
+      // Confident and right at z = ±40: ℓ = log1p(e⁻⁴⁰) ≈ 4.2e-18 each, r = √(2ℓ), and
+      // ℓ' = σ(z) − y = ∓e⁻⁴⁰/(1 + e⁻⁴⁰), so ∂r/∂z = ℓ'/r.
+      {"bce_confident",
+       LossKind::kBce,
+       {40, -40, 40},
+       {1, 0, 1},
+       3 * bce,
+       {bce_r, bce_r, bce_r},
+       {-bce_dr, 0, 0, 0, bce_dr, 0, 0, 0, -bce_dr},
+       1e-12},
+      // At z = ±800, e⁻⁸⁰⁰ underflows: ℓ = 0 and ℓ' = 0 in double.
+      {"bce_zero",
+       LossKind::kBce,
+       {800, -800, 800},
+       {1, 0, 1},
+       0,
+       {0, 0, 0},
+       {0, 0, 0, 0, 0, 0, 0, 0, 0},
+       0},
+      // p = (1, 0, 0) to double precision: CE = 0, r = √CE = 0, row (p − y)/(2√guard) = 0.
+      {"ce_sqrt_zero",
+       LossKind::kCrossEntropySqrt,
+       {800, -800, -800},
+       {1, 0, 0},
+       0,
+       {0},
+       {0, 0, 0},
+       0},
+      // z = (20, 0, 0): p = (1, v, v)/(1 + 2v) with v = e⁻²⁰, CE = log1p(2v) ≈ 4e-9, F = ½CE,
+      // r = √CE, row (p − y)/(2r).  p₀ − 1 ≈ −4e-9 is formed from p₀ ≈ 1, which costs
+      // ε/4e-9 ≈ 5e-8 of relative accuracy.
+      {"ce_sqrt_tiny",
+       LossKind::kCrossEntropySqrt,
+       {20, 0, 0},
+       {1, 0, 0},
+       0.5 * ce,
+       {ce_r},
+       {-2 * p1 / (2 * ce_r), p1 / (2 * ce_r), p1 / (2 * ce_r)},
+       1e-6},
+      // p = (1, 0, 0): r_k = (p_k − y_k)/√max(p_k, 1e-30) = 0; row k of L = √p_k (e_k − p) with
+      // √p guarded: (0, 0, 0), 1e-15·(−1, 1, 0), 1e-15·(−1, 0, 1).
+      {"ce_zero",
+       LossKind::kCrossEntropy,
+       {800, -800, -800},
+       {1, 0, 0},
+       0,
+       {0, 0, 0},
+       {0, 0, 0, -1e-15, 1e-15, 0, -1e-15, 0, 1e-15},
+       1e-15},
+  };
+}
+
+// |got − want| ≤ tolerance · max|want| elementwise (exact when want is all zeros).
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_LE(std::fabs(got[i] - want[i]), tolerance * scale)
+        << what << "[" << i << "] = " << got[i] << ", expected " << want[i];
+}
+
+TEST(GuardedSqrt, ZeroAndTinyResidualsMatchClosedForms) {
   auto backend = make_cpu_backend<double>();
-  for (LossKind kind : {LossKind::kL1, LossKind::kHuber, LossKind::kCrossEntropySqrt,
-                        LossKind::kBce, LossKind::kCrossEntropy}) {
+  for (const GuardedCase& g : guarded_cases()) {
     LossOptions o;
-    o.kind = kind;
+    o.kind = g.kind;
     const std::size_t c = 3;
-    std::vector<double> z = {0.5, -0.25, 2.0}, y = z;
-    if (kind == LossKind::kCrossEntropySqrt || kind == LossKind::kCrossEntropy) {
-      z = {800.0, -800.0, -800.0};  // p = (1, 0, 0) to double precision: CE = 0
-      y = {1.0, 0.0, 0.0};
-    }
-    if (kind == LossKind::kBce) {
-      z = {40.0, -40.0, 40.0};
-      y = {1.0, 0.0, 1.0};
-    }
     Loss<double> loss(o, c, *backend);
     const std::size_t rows = loss.residuals_per_sample();
     std::vector<double> r(rows), seeds(rows * c);
-    const double f = loss.linearize(1, z.data(), y.data(), r.data(), seeds.data());
-    EXPECT_TRUE(std::isfinite(f)) << to_string(kind);
-    for (double v : r) EXPECT_TRUE(std::isfinite(v)) << to_string(kind);
-    for (double v : seeds) EXPECT_TRUE(std::isfinite(v)) << to_string(kind);
+    const double f = loss.linearize(1, g.z.data(), g.y.data(), r.data(), seeds.data());
+    EXPECT_LE(std::fabs(f - g.objective), g.tolerance * g.objective) << g.name;
+    EXPECT_LE(std::fabs(loss.objective(1, g.z.data(), g.y.data()) - g.objective),
+              g.tolerance * g.objective)
+        << g.name;
+    expect_close(r, g.r, g.tolerance, std::string(g.name) + " r");
+    expect_close(seeds, g.seeds, g.tolerance, std::string(g.name) + " seeds");
   }
 }
 
@@ -185,8 +306,12 @@ TEST(ModelSpec, RelevanceGroupsFollowThePyTorchParameterLayout) {
   const auto mlp = ModelSpec::mlp(3, {4}, 2, Activation::kTanh);
   const ParameterGroups g = mlp.relevance_groups();
   ASSERT_EQ(g.group_of.size(), mlp.num_params());
-  const std::vector<std::string> names = {"input 0", "input 1", "input 2", "layer 0 (dense) bias",
-                                          "layer 2 (dense) weights", "layer 2 (dense) bias"};
+  const std::vector<std::string> names = {"input 0",
+                                          "input 1",
+                                          "input 2",
+                                          "layer 0 (dense) bias",
+                                          "layer 2 (dense) weights",
+                                          "layer 2 (dense) bias"};
   EXPECT_EQ(g.names, names);
   EXPECT_EQ(g.sizes, (std::vector<std::size_t>{4, 4, 4, 4, 8, 2}));
   EXPECT_EQ(g.input_groups, 3u);
