@@ -57,6 +57,7 @@
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/io/fann_reader.h"
 #include "lmtrain/io/idx_reader.h"
+#include "lmtrain/io/standardization.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/solve/solver_selection.h"
 #include "lmtrain/nn/jacobian.h"
@@ -455,33 +456,14 @@ double accuracy(const std::vector<T>& pred, const lmtrain::Dataset<T>& d) {
   return static_cast<double>(right) / static_cast<double>(d.samples);
 }
 
-// Per-column (W4: per-pixel) standardization with the training split's mean and population standard deviation,
-// a constant pixel only centred: what `lmtrain fit` does for normalize_inputs = "standardize"
-// (Standardization::fit in src/cli/data_loading.cpp), here in double on the raw values.
+// Per-column (W4: per-pixel) standardization with the training split's mean and population
+// standard deviation, a constant pixel only centred: io::Standardization, what `lmtrain fit` does
+// for normalize_inputs = "standardize".
 template <typename T>
 void standardize(lmtrain::Dataset<T>& train, std::initializer_list<lmtrain::Dataset<T>*> others) {
-  const std::size_t cols = train.inputs, n = train.samples;
-  std::vector<double> mean(cols, 0.0), scale(cols, 0.0);
-  for (std::size_t s = 0; s < n; ++s)
-    for (std::size_t c = 0; c < cols; ++c) mean[c] += static_cast<double>(train.x[s * cols + c]);
-  for (double& m : mean) m /= static_cast<double>(n);
-  for (std::size_t s = 0; s < n; ++s)
-    for (std::size_t c = 0; c < cols; ++c) {
-      const double d = static_cast<double>(train.x[s * cols + c]) - mean[c];
-      scale[c] += d * d;
-    }
-  for (double& v : scale) {
-    v = std::sqrt(v / static_cast<double>(n));
-    if (!(v > 1e-12)) v = 1.0;
-  }
-  std::vector<lmtrain::Dataset<T>*> all{&train};
-  all.insert(all.end(), others.begin(), others.end());
-  for (lmtrain::Dataset<T>* d : all)
-    for (std::size_t s = 0; s < d->samples; ++s)
-      for (std::size_t c = 0; c < cols; ++c) {
-        T& v = d->x[s * cols + c];
-        v = static_cast<T>((static_cast<double>(v) - mean[c]) / scale[c]);
-      }
+  const auto s = lmtrain::io::Standardization::fit(std::span<const T>(train.x), train.inputs);
+  s.apply(std::span<T>(train.x));
+  for (lmtrain::Dataset<T>* d : others) s.apply(std::span<T>(d->x));
 }
 
 // ---- W1 / W2 / W6: training through the Trainer ----------------------------------------------

@@ -8,4 +8,5 @@
 #include "lmtrain/nn/sequential.h"
 #include "lmtrain/solve/solver_options.h"
 #include "lmtrain/train/summary.h"
+#include "lmtrain/train/predict.h"
 #include "lmtrain/train/trainer.h"

@@ -100,17 +100,17 @@ std::string read_text(const std::string& path) {
 // Network outputs for a table's inputs (already normalized), in the targets' original units.
 template <typename T>
 std::vector<double> predict_original_units(Trainer<T>& trainer, const std::vector<T>& params,
-                                           const LabeledTable& table, const PreparedData& data) {
+                                           const io::LabeledTable& table, const PreparedData& data) {
   const Dataset<T> d = to_dataset<T>(table);
   const std::vector<T> out = trainer.predict(params, d.x);
   std::vector<double> values(out.begin(), out.end());
-  data.target_norm.invert(values, table.targets.cols);
+  data.normalization.targets.invert(std::span<double>(values));
   return values;
 }
 
-std::vector<double> original_targets(const LabeledTable& table, const PreparedData& data) {
+std::vector<double> original_targets(const io::LabeledTable& table, const PreparedData& data) {
   std::vector<double> values = table.targets.values;
-  data.target_norm.invert(values, table.targets.cols);
+  data.normalization.targets.invert(std::span<double>(values));
   return values;
 }
 
@@ -276,7 +276,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
     }
   } else if (config.data.task == Task::kClassification) {
     // No test set: the confusion matrix of the validation set, or else of the training set.
-    const LabeledTable& table = data.validation ? *data.validation : data.train;
+    const io::LabeledTable& table = data.validation ? *data.validation : data.train;
     const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
                                       original_targets(table, data), table.targets.cols, true);
     test_report = fmt::format("\n{} set (no test set given): {}\n  {}\n{}",
@@ -291,7 +291,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
     std::vector<double> x = data.train.inputs.values;
     const std::vector<double> y = original_targets(data.train, data);
     const std::vector<double> prediction = predict_original_units(trainer, params, data.train, data);
-    if (!data.input_norm.empty()) data.input_norm.invert(x, 1);
+    data.normalization.inputs.invert(std::span<double>(x));
     std::vector<std::size_t> order(x.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
@@ -303,10 +303,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   io::ModelFile model;
   model.architecture = spec;
   model.parameters.assign(params.begin(), params.end());
-  model.normalization.input_mean = data.input_norm.mean;
-  model.normalization.input_std = data.input_norm.scale;
-  model.normalization.target_mean = data.target_norm.mean;
-  model.normalization.target_std = data.target_norm.scale;
+  model.normalization = data.normalization;
   model.loss = std::string(to_string(config.loss.kind));
   model.task = config.data.task == Task::kClassification ? io::Task::kClassification : io::Task::kRegression;
   model.num_classes = data.classes;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 
@@ -13,13 +12,11 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
-#include "lmtrain/io/csv_reader.h"
-#include "lmtrain/io/fann_reader.h"
-#include "lmtrain/io/idx_reader.h"
 #include "lmtrain/io/model_file.h"
-#include "lmtrain/io/npy_reader.h"
 #include "lmtrain/io/npy_writer.h"
+#include "lmtrain/io/table.h"
 #include "lmtrain/lmtrain.h"
+#include "lmtrain/train/predict.h"
 #include "metrics.h"
 #include "plots.h"
 
@@ -41,11 +38,9 @@ io::ModelFile load_model(const std::string& path) {
 template <typename T>
 std::vector<double> forward(const io::ModelFile& model, const std::vector<double>& x) {
   auto backend = make_cpu_backend<T>();
-  Sequential<T> net(model.architecture, *backend);
   const std::vector<T> params(model.parameters.begin(), model.parameters.end());
-  const std::vector<T> inputs(x.begin(), x.end());
-  Trainer<T> runner(model.architecture, LossOptions{}, SolverOptions{}, TrainerOptions{}, *backend);
-  const std::vector<T> out = runner.predict(params, inputs);
+  const std::vector<T> out =
+      predict(model.architecture, params, std::vector<T>(x.begin(), x.end()), *backend);
   return std::vector<double>(out.begin(), out.end());
 }
 
@@ -68,49 +63,11 @@ void softmax_rows(std::vector<double>& z, std::size_t cols) {
 // Inputs of a data file for a model with `inputs` features.
 io::NumericTable read_inputs(const std::string& path, const std::vector<std::string>& columns,
                              std::size_t inputs) {
-  if (!fs::exists(path)) throw InvalidArgument(fmt::format("--data {}: no such file", path));
-  DataSource source;
-  source.key = "--data";
+  io::TableSource source;
+  source.what = "--data";
   source.path = path;
   source.inputs = columns;
-  // Reuse the training readers; targets are irrelevant here, so name the last column as the
-  // (ignored) target only for CSV files that carry one more column than the model needs.
-  std::string name = fs::path(path).filename().string();
-  if (name.ends_with(".gz")) name.resize(name.size() - 3);
-  const std::string ext = fs::path(name).extension().string();
-  io::NumericTable table;
-  if (ext == ".npy") {
-    table = io::read_npy(path);
-  } else if (name.find("idx") != std::string::npos) {
-    table = io::read_idx(path);
-  } else if (ext == ".data" || ext == ".train" || ext == ".test" || ext == ".fann") {
-    table = io::read_fann(path).inputs;
-  } else {
-    io::CsvOptions options;
-    for (const auto& c : columns) {
-      std::size_t index = 0;
-      const auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), index);
-      options.columns.push_back(ec == std::errc{} && p == c.data() + c.size()
-                                    ? io::ColumnRef::by_index(index)
-                                    : io::ColumnRef::by_name(c));
-    }
-    table = io::read_csv(path, options);
-    if (columns.empty() && table.cols > inputs) {
-      // The first `inputs` columns, as the model was trained on (targets usually come last).
-      io::NumericTable first;
-      first.rows = table.rows;
-      first.cols = inputs;
-      first.source = table.source;
-      for (std::size_t r = 0; r < table.rows; ++r)
-        for (std::size_t c = 0; c < inputs; ++c) first.values.push_back(table(r, c));
-      table = std::move(first);
-    }
-  }
-  if (table.cols != inputs)
-    throw InvalidArgument(fmt::format("{} has {} input columns but the model takes {}; choose the "
-                                      "columns with --columns",
-                                      path, table.cols, inputs));
-  return table;
+  return io::read_input_table(source, inputs);
 }
 
 }  // namespace
@@ -155,14 +112,13 @@ int run_predict(const PredictArgs& args) {
 int run_eval(const EvalArgs& args) {
   const io::ModelFile model = load_model(args.model);
   const bool classification = model.task == io::Task::kClassification;
-  DataSource source;
-  source.key = "--data";
+  io::TableSource source;
+  source.what = "--data";
   source.path = args.data;
   source.targets_path = args.targets;
   source.inputs = args.columns;
   source.targets = args.target_columns;
-  LabeledTable table = load_source(source, classification ? Task::kClassification : Task::kRegression,
-                                   model.num_classes);
+  const io::LabeledTable table = io::read_labeled_table(source, classification, model.num_classes);
   if (table.inputs.cols != model.architecture.inputs() || table.targets.cols != model.architecture.outputs())
     throw InvalidArgument(fmt::format(
         "{} gives {} inputs and {} targets per row; the model takes {} and produces {}", args.data,
@@ -170,12 +126,7 @@ int run_eval(const EvalArgs& args) {
   std::vector<double> z = network_outputs(model, table.inputs.values);
   // The loss as training reported it: on normalized targets.
   std::vector<double> normalized_targets = table.targets.values;
-  if (model.normalization.normalizes_targets())
-    for (std::size_t i = 0; i < normalized_targets.size(); ++i) {
-      const std::size_t c = i % table.targets.cols;
-      normalized_targets[i] = (normalized_targets[i] - model.normalization.target_mean[c]) /
-                              model.normalization.target_std[c];
-    }
+  model.normalization.targets.apply(std::span<double>(normalized_targets));
   auto backend = make_cpu_backend<double>();
   LossOptions loss_options;
   loss_options.kind = *parse_loss(model.loss);

@@ -172,22 +172,6 @@ void check_normalization_pair(const std::vector<double>& mean, const std::vector
   }
 }
 
-template <typename T>
-void normalize_columns(const std::vector<double>& mean, const std::vector<double>& stddev,
-                       std::span<T> x, bool forward, const char* what) {
-  const std::size_t cols = mean.size();
-  if (cols == 0) return;
-  if (stddev.size() != cols || x.size() % cols != 0)
-    throw InvalidArgument(fmt::format(
-        "{}: {} values are not rows of {} columns (normalization has {} means and {} stds)", what,
-        x.size(), cols, cols, stddev.size()));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const std::size_t c = i % cols;
-    const double v = static_cast<double>(x[i]);
-    x[i] = static_cast<T>(forward ? (v - mean[c]) / stddev[c] : v * stddev[c] + mean[c]);
-  }
-}
-
 // ---- reading ---------------------------------------------------------------------------------
 
 class ModelFileParser {
@@ -220,10 +204,10 @@ class ModelFileParser {
     model.class_names = class_names();
     model.provenance = provenance();
     parameters(model);
-    model.normalization.input_mean = normalization_tensor(kInputMean);
-    model.normalization.input_std = normalization_tensor(kInputStd);
-    model.normalization.target_mean = normalization_tensor(kTargetMean);
-    model.normalization.target_std = normalization_tensor(kTargetStd);
+    model.normalization.inputs.mean = normalization_tensor(kInputMean);
+    model.normalization.inputs.scale = normalization_tensor(kInputStd);
+    model.normalization.targets.mean = normalization_tensor(kTargetMean);
+    model.normalization.targets.scale = normalization_tensor(kTargetStd);
     check_no_unexpected_tensors(model.architecture);
     validate_model_file(model, fmt::format("\"{}\"", source_));
     return model;
@@ -393,22 +377,7 @@ std::string_view to_string(Task task) {
   return task == Task::kRegression ? "regression" : "classification";
 }
 
-template <typename T>
-void apply_input_normalization(const Normalization& normalization, std::span<T> x) {
-  normalize_columns(normalization.input_mean, normalization.input_std, x, true,
-                    "apply_input_normalization");
-}
 
-template <typename T>
-void undo_target_normalization(const Normalization& normalization, std::span<T> y) {
-  normalize_columns(normalization.target_mean, normalization.target_std, y, false,
-                    "undo_target_normalization");
-}
-
-template void apply_input_normalization<float>(const Normalization&, std::span<float>);
-template void apply_input_normalization<double>(const Normalization&, std::span<double>);
-template void undo_target_normalization<float>(const Normalization&, std::span<float>);
-template void undo_target_normalization<double>(const Normalization&, std::span<double>);
 
 std::vector<ParameterTensor> parameter_tensors(const ModelSpec& spec) {
   std::vector<ParameterTensor> tensors;
@@ -573,8 +542,8 @@ void validate_model_file(const ModelFile& model, const std::string& context) {
     throw InvalidArgument(fmt::format("{}: {} parameters given but the architecture {} has {}",
                                       context, model.parameters.size(), spec.describe(), count));
   const Normalization& n = model.normalization;
-  check_normalization_pair(n.input_mean, n.input_std, spec.inputs(), "input", "input", context);
-  check_normalization_pair(n.target_mean, n.target_std, spec.outputs(), "target", "output",
+  check_normalization_pair(n.inputs.mean, n.inputs.scale, spec.inputs(), "input", "input", context);
+  check_normalization_pair(n.targets.mean, n.targets.scale, spec.outputs(), "target", "output",
                            context);
   if (!parse_loss(model.loss)) {
     std::vector<std::string_view> names;
@@ -647,10 +616,10 @@ std::string encode_model_file(const ModelFile& model) {
       file.tensors.push_back(SafetensorsTensor::from_values<double>(std::string(name), {v.size()},
                                                                     std::span<const double>(v)));
   };
-  add_normalization(kInputMean, n.input_mean);
-  add_normalization(kInputStd, n.input_std);
-  add_normalization(kTargetMean, n.target_mean);
-  add_normalization(kTargetStd, n.target_std);
+  add_normalization(kInputMean, n.inputs.mean);
+  add_normalization(kInputStd, n.inputs.scale);
+  add_normalization(kTargetMean, n.targets.mean);
+  add_normalization(kTargetStd, n.targets.scale);
 
   Json provenance = model.provenance;
   if (!provenance.contains("lmtrain_version"))

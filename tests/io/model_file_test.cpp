@@ -67,12 +67,12 @@ ModelFile random_model(const ModelSpec& spec, bool as_float, std::uint64_t seed)
     if (as_float) p = static_cast<double>(static_cast<float>(p));
   }
   for (std::size_t c = 0; c < spec.inputs(); ++c) {
-    m.normalization.input_mean.push_back(random_value(rng));
-    m.normalization.input_std.push_back(std::abs(random_value(rng)));
+    m.normalization.inputs.mean.push_back(random_value(rng));
+    m.normalization.inputs.scale.push_back(std::abs(random_value(rng)));
   }
   for (std::size_t c = 0; c < spec.outputs(); ++c) {
-    m.normalization.target_mean.push_back(random_value(rng));
-    m.normalization.target_std.push_back(std::abs(random_value(rng)));
+    m.normalization.targets.mean.push_back(random_value(rng));
+    m.normalization.targets.scale.push_back(std::abs(random_value(rng)));
   }
   m.loss = "cross_entropy";
   m.task = Task::kClassification;
@@ -93,10 +93,10 @@ void expect_same_model(const ModelFile& a, const ModelFile& b) {
   ASSERT_EQ(a.parameters.size(), b.parameters.size());
   EXPECT_EQ(std::memcmp(a.parameters.data(), b.parameters.data(), a.parameters.size() * 8), 0)
       << "parameters differ in some bit";
-  EXPECT_EQ(a.normalization.input_mean, b.normalization.input_mean);
-  EXPECT_EQ(a.normalization.input_std, b.normalization.input_std);
-  EXPECT_EQ(a.normalization.target_mean, b.normalization.target_mean);
-  EXPECT_EQ(a.normalization.target_std, b.normalization.target_std);
+  EXPECT_EQ(a.normalization.inputs.mean, b.normalization.inputs.mean);
+  EXPECT_EQ(a.normalization.inputs.scale, b.normalization.inputs.scale);
+  EXPECT_EQ(a.normalization.targets.mean, b.normalization.targets.mean);
+  EXPECT_EQ(a.normalization.targets.scale, b.normalization.targets.scale);
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.task, b.task);
   EXPECT_EQ(a.num_classes, b.num_classes);
@@ -178,8 +178,8 @@ TEST_F(ModelFileTest, BytesOfATinyModelMatchAnIndependentlyBuiltFile) {
   ModelFile m;
   m.architecture = ModelSpec(1).dense(1);
   m.parameters = {0.5, -0.25};
-  m.normalization.input_mean = {2.0};
-  m.normalization.input_std = {4.0};
+  m.normalization.inputs.mean = {2.0};
+  m.normalization.inputs.scale = {4.0};
   m.provenance = Json::object({{"seed", 3}});
   const std::string bytes = encode_model_file<float>(m);
 
@@ -252,11 +252,11 @@ TEST_F(ModelFileTest, WriterValidatesEveryField) {
     change(m);
     return invalid_argument_message([&] { (void)encode_model_file<double>(m); });
   };
-  expect_contains(error([](ModelFile& m) { m.normalization.input_std[2] = 0.0; }),
+  expect_contains(error([](ModelFile& m) { m.normalization.inputs.scale[2] = 0.0; }),
                   {"normalization.input_std[2] = 0", "std > 0"});
-  expect_contains(error([](ModelFile& m) { m.normalization.target_mean[0] = std::nan(""); }),
+  expect_contains(error([](ModelFile& m) { m.normalization.targets.mean[0] = std::nan(""); }),
                   {"normalization.target_mean[0]", "not finite"});
-  expect_contains(error([](ModelFile& m) { m.normalization.target_std.clear(); }),
+  expect_contains(error([](ModelFile& m) { m.normalization.targets.scale.clear(); }),
                   {"normalization.target_mean has 3 and normalization.target_std 0 values",
                    "one value per output (3)"});
   expect_contains(error([](ModelFile& m) { m.loss = "hinge"; }),
@@ -509,10 +509,10 @@ TEST_F(ModelFileTest, ArchitectureJsonRoundTripsEveryLayerKind) {
 
 TEST_F(ModelFileTest, NormalizationHelpersStandardizeInputsAndRestoreTargets) {
   Normalization n;
-  n.input_mean = {1.0, -2.0};
-  n.input_std = {0.5, 4.0};
-  n.target_mean = {10.0, 20.0};
-  n.target_std = {2.0, 0.25};
+  n.inputs.mean = {1.0, -2.0};
+  n.inputs.scale = {0.5, 4.0};
+  n.targets.mean = {10.0, 20.0};
+  n.targets.scale = {2.0, 0.25};
   std::vector<double> x = {2.0, 2.0, 0.0, -6.0, 1.5, 0.0};
   apply_input_normalization<double>(n, x);
   EXPECT_EQ(x, (std::vector<double>{2.0, 1.0, -2.0, -1.0, 1.0, 0.5}));
@@ -525,10 +525,8 @@ TEST_F(ModelFileTest, NormalizationHelpersStandardizeInputsAndRestoreTargets) {
   for (double& v : z) v = random_value(rng);
   original = z;
   Normalization same;  // target = input statistics: undo(apply(z)) ≈ z
-  same.target_mean = n.input_mean;
-  same.target_std = n.input_std;
-  same.input_mean = n.input_mean;
-  same.input_std = n.input_std;
+  same.targets = n.inputs;
+  same.inputs = n.inputs;
   apply_input_normalization<double>(same, z);
   undo_target_normalization<double>(same, z);
   for (std::size_t i = 0; i < z.size(); ++i)
@@ -542,7 +540,7 @@ TEST_F(ModelFileTest, NormalizationHelpersStandardizeInputsAndRestoreTargets) {
 
   std::vector<double> odd(3);
   expect_contains(invalid_argument_message([&] { apply_input_normalization<double>(n, odd); }),
-                  {"apply_input_normalization", "3 values are not rows of 2 columns"});
+                  {"Standardization::apply", "3 values are not whole rows of the standardization's 2 columns"});
 }
 
 TEST_F(ModelFileTest, ProvenanceCarriesTheVersionAndAUtcDate) {

@@ -61,12 +61,12 @@ void write_case(const std::string& dir, const std::string& name, const ModelSpec
     if (as_float) p = static_cast<double>(static_cast<float>(p));
   }
   for (std::size_t c = 0; c < spec.inputs(); ++c) {
-    model.normalization.input_mean.push_back(5.0 * normal(rng));
-    model.normalization.input_std.push_back(positive(rng));
+    model.normalization.inputs.mean.push_back(5.0 * normal(rng));
+    model.normalization.inputs.scale.push_back(positive(rng));
   }
   for (std::size_t c = 0; c < spec.outputs(); ++c) {
-    model.normalization.target_mean.push_back(10.0 * normal(rng));
-    model.normalization.target_std.push_back(positive(rng));
+    model.normalization.targets.mean.push_back(10.0 * normal(rng));
+    model.normalization.targets.scale.push_back(positive(rng));
   }
   model.loss = "mse";
   model.provenance = lmtrain::io::make_provenance();
@@ -77,7 +77,7 @@ void write_case(const std::string& dir, const std::string& name, const ModelSpec
   std::vector<double> x(rows * spec.inputs());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t c = i % spec.inputs();
-    x[i] = model.normalization.input_mean[c] + 1.5 * model.normalization.input_std[c] * normal(rng);
+    x[i] = model.normalization.inputs.mean[c] + 1.5 * model.normalization.inputs.scale[c] * normal(rng);
   }
   const std::vector<double> y = predict(model, x, rows);
 

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lmtrain/io/standardization.h"
 #include "lmtrain/nn/model_spec.h"
 
 namespace lmtrain::io {
@@ -46,28 +47,29 @@ std::string_view to_string(ParameterDtype dtype);  // "F32", "F64"
 enum class Task { kRegression, kClassification };
 std::string_view to_string(Task task);  // "regression", "classification"
 
-// Per-column standardization learned from the training data.  Each pair is either empty (no
-// normalization of that side) or has one entry per input (per output) with every std > 0.
+// Per-column standardization learned from the training data (io/standardization.h).  Each side
+// is either empty (no normalization) or has one entry per input (per output).  Stored as the
+// tensors normalization.input_mean, .input_std, .target_mean and .target_std.
 struct Normalization {
-  std::vector<double> input_mean;
-  std::vector<double> input_std;
-  std::vector<double> target_mean;
-  std::vector<double> target_std;
+  Standardization inputs;
+  Standardization targets;
 
-  bool normalizes_inputs() const { return !input_mean.empty(); }
-  bool normalizes_targets() const { return !target_mean.empty(); }
+  bool normalizes_inputs() const { return !inputs.empty(); }
+  bool normalizes_targets() const { return !targets.empty(); }
 };
 
-// x ← (x − input_mean) / input_std per column, on `x` holding rows of input_mean.size() values
-// (row-major).  Computed in double and rounded to T once.  Does nothing without input
-// normalization; throws InvalidArgument when x.size() is not a multiple of the column count.
+// x ← (x − mean)/std per column with the input standardization: what the network was trained
+// on.  Does nothing without it; throws InvalidArgument when x is not whole rows.
 template <typename T>
-void apply_input_normalization(const Normalization& normalization, std::span<T> x);
+void apply_input_normalization(const Normalization& normalization, std::span<T> x) {
+  normalization.inputs.apply(x);
+}
 
-// y ← y'·target_std + target_mean per column: turns the network's normalized outputs back into
-// target units.  Same conventions as apply_input_normalization.
+// y ← y'·std + mean per column: the network's normalized outputs back in target units.
 template <typename T>
-void undo_target_normalization(const Normalization& normalization, std::span<T> y);
+void undo_target_normalization(const Normalization& normalization, std::span<T> y) {
+  normalization.targets.invert(y);
+}
 
 struct ModelFile {
   ModelSpec architecture;
