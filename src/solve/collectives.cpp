@@ -12,14 +12,15 @@ double Collectives<S>::sum(double local) {
 template <typename S>
 void Collectives<S>::sum_device(S* device_data, std::size_t n) {
   if (!active()) return;
-  ScopedPhase timer(*times_, Phase::kCommunication);
   if (on_device()) {
     // NCCL: summed in place, ordered after the work already queued on the stream.
+    ScopedPhase timer(*times_, Phase::kCommunication);
     comm_->allreduce_sum_device(device_data, n, backend_.native_stream());
     backend_.synchronize();
     return;
   }
-  backend_.synchronize();
+  backend_.synchronize();  // the device's earlier phases are timed by their own clocks
+  ScopedPhase timer(*times_, Phase::kCommunication);
   if (backend_.device_kind() == DeviceKind::kCpu) {
     comm_->allreduce_sum(device_data, n);
     return;
@@ -33,13 +34,14 @@ void Collectives<S>::sum_device(S* device_data, std::size_t n) {
 template <typename S>
 void Collectives<S>::broadcast_device(S* device_data, std::size_t n) {
   if (!active()) return;
-  ScopedPhase timer(*times_, Phase::kCommunication);
   if (on_device()) {
+    ScopedPhase timer(*times_, Phase::kCommunication);
     comm_->broadcast_device(device_data, n * sizeof(S), 0, backend_.native_stream());
     backend_.synchronize();
     return;
   }
-  backend_.synchronize();
+  backend_.synchronize();  // the device's earlier phases are timed by their own clocks
+  ScopedPhase timer(*times_, Phase::kCommunication);
   if (backend_.device_kind() == DeviceKind::kCpu) {
     comm_->broadcast(device_data, n * sizeof(S), 0);
     return;

@@ -49,6 +49,8 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& option
     geodesic_ = std::make_unique<GeodesicAcceleration<T, S>>(
         options, engine, builder_, ne_, system_, max_batch * engine.residuals_per_sample());
   const std::size_t n = engine.num_params();
+  model_clock_ = backend_.make_phase_clock();
+  if constexpr (kMixed) system_clock_ = system_.make_phase_clock();
   delta_ = system_.allocate(n);
   tmp_ = system_.allocate(n);
   trial_ = backend_.allocate(n);
@@ -68,8 +70,18 @@ template <typename T, typename S>
 StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y, std::size_t batch,
                                               PhaseTimes& times) {
   collectives_.time_into(times);
+  const StepReport report = run(params, x, y, batch, times);
+  // The device phases, read now that the step's scalars have brought the host up to date.
+  model_clock_->collect(times);
+  if constexpr (kMixed) system_clock_->collect(times);
+  return report;
+}
+
+template <typename T, typename S>
+StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, std::size_t batch,
+                                             PhaseTimes& times) {
   StepReport report;
-  double f0 = linearize(params, x, y, batch, times);
+  double f0 = linearize(params, x, y, batch);
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_.lambda();
   if (non_finite_system(f0, report)) return report;
@@ -81,18 +93,18 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
   report.gradient_max_norm = system_.max_abs(engine_.num_params(), ne_.g.data());
   if (gradient_tolerance_reached(report)) return report;
 
-  const bool prepared = prepare(times);
+  const bool prepared = prepare();
   while (report.attempts < options_.max_attempts) {
     ++report.attempts;
     const double lambda = report.lambda = damping_.lambda();
-    if (!solve(prepared, lambda, report, times)) {
+    if (!solve(prepared, lambda, report)) {
       ++report.invalid;
       if (lambda_above_max(damping_.invalid(), report)) return report;
       continue;
     }
     const double predicted = predicted_reduction(lambda);
-    if (geodesic_) ++(accelerate(params, times) ? report.geodesic_applied : report.geodesic_refused);
-    const auto [data1, penalty1] = trial(params, times);
+    if (geodesic_) ++(accelerate(params) ? report.geodesic_applied : report.geodesic_refused);
+    const auto [data1, penalty1] = trial(params);
     const double f1 = data1 + penalty1;
     if (std::isfinite(f1) && f1 < f0) {
       accept(params, f0, data1, penalty1, predicted, report, times);
@@ -113,9 +125,9 @@ StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y,
 
 template <typename T, typename S>
 double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, const T* y,
-                                               std::size_t batch, PhaseTimes& times) {
+                                               std::size_t batch) {
   const std::size_t n = engine_.num_params();
-  double f0 = builder_.build(params, x, y, batch, ne_, times);
+  double f0 = builder_.build(params, x, y, batch, ne_, *model_clock_, system_clock());
   if (!collectives_.active()) return f0;
   f0 = ne_.objective = collectives_.sum(f0);
   collectives_.sum_device(ne_.g.data(), n);
@@ -128,22 +140,19 @@ double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, cons
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::prepare(PhaseTimes& times) {
-  ScopedPhase timer(times, Phase::kFactorization);
+bool LevenbergMarquardtStep<T, S>::prepare() {
+  ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
   damping_.prepare(ne_, collectives_);
   // Dense solvers run on rank 0 only (the others receive δ); CG is collective.
-  const bool prepared = solves_here() ? solver_->prepare(ne_, damping_.matrix()) : true;
-  system_.synchronize();
-  return prepared;
+  return solves_here() ? solver_->prepare(ne_, damping_.matrix()) : true;
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::solve(bool prepared, double lambda, StepReport& report,
-                                         PhaseTimes& times) {
+bool LevenbergMarquardtStep<T, S>::solve(bool prepared, double lambda, StepReport& report) {
   const std::size_t n = engine_.num_params();
   bool valid = false;
   {
-    ScopedPhase timer(times, Phase::kFactorization);
+    ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
     if (solves_here()) {
       valid = prepared && solver_->solve(lambda, delta_.data()) &&
               system_.all_finite(n, delta_.data());
@@ -169,8 +178,10 @@ double LevenbergMarquardtStep<T, S>::predicted_reduction(double lambda) {
 template <typename T, typename S>
 const T* LevenbergMarquardtStep<T, S>::model_delta() {
   if constexpr (kMixed) {
-    system_.synchronize();
+    backend_.order_after(system_.native_stream());  // δ was written on the system's queue
     backend_.convert(engine_.num_params(), delta_.data(), delta_model_.data());
+    // The next solve rewrites δ on the system's queue: after this narrowing has read it.
+    system_.order_after(backend_.native_stream());
     return delta_model_.data();
   } else {
     return delta_.data();
@@ -184,19 +195,17 @@ double LevenbergMarquardtStep<T, S>::step_norm() {
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, PhaseTimes& times) {
+bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
   const std::size_t n = engine_.num_params();
   const double lr = options_.learning_rate;
   {
-    ScopedPhase timer(times, Phase::kGeodesic);
+    ScopedDevicePhase phase(*model_clock_, Phase::kGeodesic);
     geodesic_->second_derivative(params, lr, model_delta());
-    // The next δ is written on the system's queue after the points θ ± hv read it (mixed).
-    if constexpr (kMixed) backend_.synchronize();
   }
   collectives_.sum_device(geodesic_->rhs(), n);
   bool applied = false;
   {
-    ScopedPhase timer(times, Phase::kGeodesic);
+    ScopedDevicePhase phase(system_clock(), Phase::kGeodesic);
     if (solves_here()) applied = geodesic_->correct(*solver_, lr, delta_.data());
   }
   if (!collectives_.active() || collective_solver()) return applied;
@@ -206,17 +215,15 @@ bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, PhaseTimes& times
 }
 
 template <typename T, typename S>
-std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params, PhaseTimes& times) {
+std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params) {
   const std::size_t n = engine_.num_params();
   double f1 = 0;
   {
-    ScopedPhase timer(times, Phase::kTrialEvaluation);
+    ScopedDevicePhase phase(*model_clock_, Phase::kTrialEvaluation);
     // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
     backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
                         trial_.data());
     f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
-    // The next attempt rewrites δ on the system's queue: the narrowing must be done reading it.
-    if constexpr (kMixed) backend_.synchronize();
   }
   return {collectives_.sum(f1), penalty_->value(trial_.data())};
 }

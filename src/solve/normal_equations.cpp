@@ -29,6 +29,19 @@ template <typename T, typename S>
 double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
                                            std::size_t batch, NormalEquations<S>& ne,
                                            PhaseTimes& times) {
+  const std::unique_ptr<PhaseClock> model = backend_.make_phase_clock();
+  const std::unique_ptr<PhaseClock> system = kWiden ? system_.make_phase_clock() : nullptr;
+  const double objective = build(params, x, y, batch, ne, *model, system ? *system : *model);
+  system_.synchronize();
+  model->collect(times);
+  if (system) system->collect(times);
+  return objective;
+}
+
+template <typename T, typename S>
+double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
+                                           std::size_t batch, NormalEquations<S>& ne,
+                                           PhaseClock& model_clock, PhaseClock& system_clock) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   const std::size_t m = batch * R;
   ne.n = n;
@@ -54,46 +67,25 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     ne.objective = 0;
     system_.fill(ne.g.data(), n, S(0));
     if (!store_jacobian_) system_.fill(ne.a.data(), n * n, S(0));
-    system_.synchronize();
     return 0;
   }
   double objective = 0;
   {
-    ScopedPhase timer(times, Phase::kForward);
+    ScopedDevicePhase phase(model_clock, Phase::kForward);
     objective = engine_.linearize(params, x, y, batch);
-    backend_.synchronize();
   }
   ne.objective = objective;
   // The residuals in S: the engine's own buffer, or widened once per batch.
   const S* r = nullptr;
   if constexpr (kWiden) {
+    system_.order_after(backend_.native_stream());
     system_.convert(m, engine_.residuals(), wide_r_.data());
     r = wide_r_.data();
   } else {
     r = engine_.residuals();
   }
-
   if (store_jacobian_) {
-    {
-      ScopedPhase timer(times, Phase::kJacobian);
-      for (std::size_t first = 0; first < batch; first += slice_samples_) {
-        const std::size_t count = std::min(slice_samples_, batch - first);
-        S* rows = ne.j.data() + first * R * n;
-        if constexpr (kWiden) {
-          engine_.jacobian_rows(params, first, count, slice_.data(), n);
-          backend_.synchronize();
-          system_.convert(count * R * n, slice_.data(), rows);
-          system_.synchronize();  // before the next slice overwrites slice_
-        } else {
-          engine_.jacobian_rows(params, first, count, rows, n);
-        }
-      }
-      system_.copy(r, ne.r.data(), m);
-      system_.synchronize();
-    }
-    ScopedPhase timer(times, Phase::kNormalEquations);
-    system_.gemv(Trans::kYes, m, n, S(1), ne.j.data(), n, r, S(0), ne.g.data());
-    system_.synchronize();
+    build_stored(params, batch, ne, r, model_clock, system_clock);
     return objective;
   }
 
@@ -102,13 +94,15 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
     {
-      ScopedPhase timer(times, Phase::kJacobian);
+      // Mixed precision: the previous slice's widening (system queue) must have read slice_.
+      if constexpr (kWiden) backend_.order_after(system_.native_stream());
+      ScopedDevicePhase phase(model_clock, Phase::kJacobian);
       engine_.jacobian_rows(params, first, count, slice_.data(), n);
-      backend_.synchronize();
     }
-    ScopedPhase timer(times, Phase::kNormalEquations);
+    ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     const S* j = nullptr;
     if constexpr (kWiden) {
+      system_.order_after(backend_.native_stream());
       system_.convert(rows * n, slice_.data(), wide_slice_.data());
       j = wide_slice_.data();
     } else {
@@ -117,9 +111,35 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     const S beta = first == 0 ? S(0) : S(1);
     system_.syrk_ata(n, rows, S(1), j, n, beta, ne.a.data());
     system_.gemv(Trans::kYes, rows, n, S(1), j, n, r + first * R, beta, ne.g.data());
-    system_.synchronize();
   }
   return objective;
+}
+
+template <typename T, typename S>
+void NormalEquationsBuilder<T, S>::build_stored(const T* params, std::size_t batch,
+                                                NormalEquations<S>& ne, const S* r,
+                                                PhaseClock& model_clock,
+                                                PhaseClock& system_clock) {
+  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
+  for (std::size_t first = 0; first < batch; first += slice_samples_) {
+    const std::size_t count = std::min(slice_samples_, batch - first);
+    S* rows = ne.j.data() + first * R * n;
+    if constexpr (kWiden) {
+      backend_.order_after(system_.native_stream());  // the last widening read slice_
+      {
+        ScopedDevicePhase phase(model_clock, Phase::kJacobian);
+        engine_.jacobian_rows(params, first, count, slice_.data(), n);
+      }
+      system_.order_after(backend_.native_stream());
+      system_.convert(count * R * n, slice_.data(), rows);
+    } else {
+      ScopedDevicePhase phase(model_clock, Phase::kJacobian);
+      engine_.jacobian_rows(params, first, count, rows, n);
+    }
+  }
+  ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+  system_.copy(r, ne.r.data(), batch * R);
+  system_.gemv(Trans::kYes, batch * R, n, S(1), ne.j.data(), n, r, S(0), ne.g.data());
 }
 
 template <typename T, typename S>
@@ -134,7 +154,7 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
   const S* us = nullptr;
   if constexpr (kWiden) {
     wide_u_.reserve(system_.memory(), max_batch_ * R);
-    backend_.synchronize();  // u was written on the model's queue
+    system_.order_after(backend_.native_stream());  // u was written on the model's queue
     system_.convert(m, u, wide_u_.data());
     us = wide_u_.data();
   } else {
@@ -157,19 +177,20 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
+    if constexpr (kWiden) backend_.order_after(system_.native_stream());
     engine_.jacobian_rows(params, first, count, slice_.data(), n);
     const S* j = nullptr;
     if constexpr (kWiden) {
-      backend_.synchronize();
+      system_.order_after(backend_.native_stream());
       system_.convert(rows * n, slice_.data(), wide_slice_.data());
       j = wide_slice_.data();
     } else {
       j = slice_.data();
     }
     system_.gemv(Trans::kYes, rows, n, S(1), j, n, us + first * R, first == 0 ? S(0) : S(1), out);
-    system_.synchronize();  // before the next slice overwrites the buffers
   }
   slice_holds_batch_ = false;
+  if constexpr (kWiden) backend_.order_after(system_.native_stream());  // the last GEMV read slice_
 }
 
 template class NormalEquationsBuilder<float, float>;

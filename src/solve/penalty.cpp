@@ -50,7 +50,7 @@ class UniformPenalty final : public Penalty<T, S> {
     const double rho = this->rho_[0];
     if (rho <= 0) return 0.0;
     // θ was last written on the model's queue (an empty shard's build does not wait for it).
-    if constexpr (!std::is_same_v<T, S>) model_.synchronize();
+    if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
     system_.convert(n, theta, theta_.data());
     system_.axpy(n, static_cast<S>(rho), theta_.data(), ne.g.data());
     if (ne.jacobian_stored)
@@ -166,7 +166,7 @@ class GroupPenalty final : public Penalty<T, S> {
   double value(const T* theta) override {
     const std::size_t n = engine_.num_params();
     // θ was last written on the model's queue (an empty shard's build does not wait for it).
-    if constexpr (!std::is_same_v<T, S>) model_.synchronize();
+    if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
     system_.convert(n, theta, theta_.data());
     system_.scale_elementwise(n, theta_.data(), r_.data(), false, r_theta_.data());
     return 0.5 * system_.dot(n, theta_.data(), r_theta_.data());

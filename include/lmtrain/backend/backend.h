@@ -20,6 +20,7 @@
 #include "lmtrain/core/buffer.h"
 #include "lmtrain/core/image_shape.h"
 #include "lmtrain/core/loss_kind.h"
+#include "lmtrain/core/timer.h"
 
 namespace lmtrain {
 
@@ -45,6 +46,14 @@ class Backend {
   // The queue the backend's work runs on (a cudaStream_t for CUDA; null for the CPU), for
   // communicators that enqueue collectives on device buffers.
   virtual void* native_stream() { return nullptr; }
+  // Work queued on this backend from now on starts only after everything queued so far on
+  // `other_queue` (another backend's native_stream() on the same device) — ordered on the device,
+  // without a host wait.  A no-op on the CPU, where every call has finished when it returns.
+  virtual void order_after(void* /*other_queue*/) {}
+  // A clock for phases of this backend's queue (core/timer.h); the host clock on the CPU.
+  virtual std::unique_ptr<PhaseClock> make_phase_clock() {
+    return std::make_unique<HostPhaseClock>();
+  }
 
   DeviceBuffer<T> allocate(std::size_t count) { return DeviceBuffer<T>(memory(), count); }
 

@@ -45,8 +45,50 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Adds the lifetime of the scope to one phase.  A backend that runs asynchronously (CUDA) must
-// synchronize before the scope closes for the figure to mean anything; the Trainer does so.
+// Times phases of work a device runs asynchronously, without making the host wait for it:
+// begin() and end() mark points in the device's queue (CUDA events), and collect() adds the time
+// between each pair to a PhaseTimes, waiting only for marks the host waits for anyway at the end
+// of an LM step.  The CPU runs work as it is called, so its clock is the host clock.
+class PhaseClock {
+ public:
+  virtual ~PhaseClock() = default;
+  virtual void begin(Phase phase) = 0;
+  virtual void end(Phase phase) = 0;
+  // Adds every phase ended since the last collect() to `times`.
+  virtual void collect(PhaseTimes& times) = 0;
+};
+
+class HostPhaseClock final : public PhaseClock {
+ public:
+  void begin(Phase) override { start_ = Clock::now(); }
+  void end(Phase phase) override { pending_[phase] += seconds_since(start_); }
+  void collect(PhaseTimes& times) override {
+    for (std::size_t p = 0; p < pending_.seconds.size(); ++p) times.seconds[p] += pending_.seconds[p];
+    pending_ = PhaseTimes{};
+  }
+
+ private:
+  Clock::time_point start_ = Clock::now();
+  PhaseTimes pending_;
+};
+
+// Marks the scope as one phase on a PhaseClock.
+class ScopedDevicePhase {
+ public:
+  ScopedDevicePhase(PhaseClock& clock, Phase phase) : clock_(clock), phase_(phase) {
+    clock_.begin(phase_);
+  }
+  ScopedDevicePhase(const ScopedDevicePhase&) = delete;
+  ScopedDevicePhase& operator=(const ScopedDevicePhase&) = delete;
+  ~ScopedDevicePhase() { clock_.end(phase_); }
+
+ private:
+  PhaseClock& clock_;
+  Phase phase_;
+};
+
+// Adds the lifetime of the scope to one phase, on the host's clock: for work the host waits for
+// (a collective, a scalar read).  Device work is timed with a PhaseClock instead.
 class ScopedPhase {
  public:
   ScopedPhase(PhaseTimes& times, Phase phase) : times_(times), phase_(phase) {}

@@ -128,18 +128,20 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   static constexpr bool kMixed = !std::is_same_v<T, S>;
   static Backend<S>* own_system(JacobianEngine<T>& engine, std::unique_ptr<Backend<S>>& owned);
 
+  StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
+  PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
   // F, A (or J) and g of the batch, summed over the ranks.
-  double linearize(const T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
+  double linearize(const T* params, const T* x, const T* y, std::size_t batch);
   // D and the solver's preparation, once per step; false when the solver cannot be prepared.
-  bool prepare(PhaseTimes& times);
+  bool prepare();
   // δ for λ on every rank (rank 0 solves a dense system and broadcasts); false when invalid.
-  bool solve(bool prepared, double lambda, StepReport& report, PhaseTimes& times);
+  bool solve(bool prepared, double lambda, StepReport& report);
   // The Gauss–Newton model's reduction F − m(δ) for the δ just solved with λ.
   double predicted_reduction(double lambda);
   // The geodesic correction of the attempt's δ (identical on every rank); true when applied.
-  bool accelerate(const T* params, PhaseTimes& times);
+  bool accelerate(const T* params);
   // F of the data at θ − lr·δ (summed over the ranks) and the penalty there.
-  std::pair<double, double> trial(const T* params, PhaseTimes& times);
+  std::pair<double, double> trial(const T* params);
   // Takes the trial: gain ratio, λ, θ ← trial, the evidence update, the convergence checks.
   void accept(T* params, double f0, double data1, double penalty1, double predicted,
               StepReport& report, PhaseTimes& times);
@@ -170,6 +172,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   Damping<S> damping_;
   std::unique_ptr<Penalty<T, S>> penalty_;
   std::unique_ptr<GeodesicAcceleration<T, S>> geodesic_;  // null when off (see solver_options.h)
+  // Phases of the model's queue, and of the system's in mixed precision (its own queue); read
+  // into the step's PhaseTimes once per step.
+  std::unique_ptr<PhaseClock> model_clock_, system_clock_;
   DeviceBuffer<S> delta_, tmp_, packed_;
   DeviceBuffer<T> trial_;
   DeviceBuffer<T> delta_model_;  // δ rounded to T (mixed precision only)

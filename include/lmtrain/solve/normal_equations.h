@@ -11,6 +11,7 @@
 // how small λ can go before the factorization fails.
 #pragma once
 
+#include <memory>
 #include <type_traits>
 
 #include "lmtrain/core/timer.h"
@@ -50,7 +51,12 @@ class NormalEquationsBuilder {
       : NormalEquationsBuilder(engine, engine.model_backend(), slice_samples, max_batch,
                                store_jacobian) {}
 
-  // Linearizes at `params` on a batch and fills `ne`; returns F.
+  // Linearizes at `params` on a batch and fills `ne`; returns F.  The phases are marked on the
+  // clocks of the model's queue (forward, Jacobian) and the system's (SYRK, GEMV), which are one
+  // and the same when S = T; nothing waits for the device beyond F's own read.
+  double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<S>& ne,
+               PhaseClock& model_clock, PhaseClock& system_clock);
+  // The same, timed into `times` and finished on the device when it returns.
   double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<S>& ne,
                PhaseTimes& times);
 
@@ -80,6 +86,9 @@ class NormalEquationsBuilder {
 
  private:
   static constexpr bool kWiden = !std::is_same_v<T, S>;
+  // The stored-J path of build(): J (and r) kept whole, g = Jᵀr.
+  void build_stored(const T* params, std::size_t batch, NormalEquations<S>& ne, const S* r,
+                    PhaseClock& model_clock, PhaseClock& system_clock);
   JacobianEngine<T>& engine_;
   Backend<T>& backend_;
   Backend<S>& system_;

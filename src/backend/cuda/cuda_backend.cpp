@@ -27,6 +27,7 @@
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "kernels.h"
+#include "phase_clock.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 
@@ -171,6 +172,13 @@ class CudaBackend final : public Backend<T> {
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
   int device_index() const override { return device_; }
   void* native_stream() override { return stream(); }
+  void order_after(void* other_queue) override {
+    bind(device_);
+    cuda::order_after(stream(), static_cast<cudaStream_t>(other_queue));
+  }
+  std::unique_ptr<PhaseClock> make_phase_clock() override {
+    return cuda::make_event_phase_clock(stream());
+  }
   MemoryResource& memory() override { return memory_; }
   std::size_t available_memory_bytes() const override {
     return device_memory_info(device_).free_bytes;
