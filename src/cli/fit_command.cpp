@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <numeric>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -16,6 +16,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/checkpoint.h"
+#include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
 #include "lmtrain/lmtrain.h"
 #include "metrics.h"
@@ -65,17 +66,21 @@ std::string history_csv(const std::vector<std::string>& earlier, const std::vect
   return s;
 }
 
-// Rows of an earlier history.csv before the resume position (epoch, batch).
+// Rows of an earlier history.csv before the resume position (epoch, batch), verbatim.  The file
+// is read by the CSV reader (a damaged one is an error naming its line); none: no earlier rows.
 std::vector<std::string> earlier_history(const fs::path& path, int epoch, std::size_t batch) {
-  std::vector<std::string> kept;
+  if (!fs::exists(path)) return {};
+  io::CsvOptions options;
+  options.columns = {io::ColumnRef::by_name("epoch"), io::ColumnRef::by_name("batch")};
+  const io::NumericTable keys = io::read_csv(path.string(), options);
+  std::vector<std::string> lines;
   std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    int e = 0;
-    std::size_t b = 0;
-    if (std::sscanf(line.c_str(), "%d,%zu", &e, &b) != 2) continue;
-    if (e < epoch || (e == epoch && b < batch)) kept.push_back(line);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::vector<std::string> kept;
+  for (std::size_t r = 0; r < keys.rows; ++r) {
+    const auto e = static_cast<int>(keys(r, 0));
+    const auto b = static_cast<std::size_t>(keys(r, 1));
+    if (e < epoch || (e == epoch && b < batch)) kept.push_back(lines.at(keys.source_lines[r] - 1));
   }
   return kept;
 }
@@ -127,10 +132,9 @@ std::unique_ptr<Backend<T>> make_backend(const std::string& device) {
   return make_cuda_backend<T>(index);
 }
 
-template <typename T>
-int fit(const RunConfig& config, const FitArgs& args) {
-  const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
-  const PreparedData data = prepare_data(config, expected_inputs);
+// The model the configuration describes for the prepared data; its outputs must match the
+// targets.
+ModelSpec checked_spec(const RunConfig& config, const PreparedData& data) {
   const ModelSpec spec = config.model_spec(data.train.inputs.cols);
   spec.validate();
   if (spec.outputs() != data.train.targets.cols)
@@ -140,166 +144,189 @@ int fit(const RunConfig& config, const FitArgs& args) {
         config.config_path, spec.outputs(), data.train.targets.cols,
         config.data.task == Task::kClassification ? "classes" : "columns",
         data.train.targets.cols));
+  return spec;
+}
 
+// The ranks' communicator for this device: GPU ranks sum device buffers with NCCL (bootstrapped
+// over the MPI ranks); `nccl` asks for it even with one rank, `host` keeps MPI with the device
+// data staged through host memory.
+template <typename T>
+dist::Communicator* connect_ranks(const RunConfig& config, const FitArgs& args, Backend<T>& backend) {
   dist::Communicator* comm = args.comm != nullptr ? args.comm->get() : nullptr;
-  // The device and the communicator first: a bad choice fails before any output exists.
-  auto backend = make_backend<T>(config.device);
-  // GPU ranks sum device buffers with NCCL (bootstrapped over the MPI ranks); `nccl` asks for it
-  // even with one rank, `host` keeps MPI with the device data staged through host memory.
-  if (args.comm != nullptr && backend->device_kind() == DeviceKind::kCuda &&
+  if (args.comm != nullptr && backend.device_kind() == DeviceKind::kCuda &&
       (config.communicator == CommunicatorChoice::kNccl ||
        (config.communicator == CommunicatorChoice::kAuto && comm != nullptr && comm->size() > 1 &&
         dist::nccl_built()))) {
     if (*args.comm == nullptr) *args.comm = dist::make_local_communicator();
-    *args.comm = dist::make_nccl_communicator(std::move(*args.comm), backend->device_index());
-    comm = args.comm->get();
-  } else if (config.communicator == CommunicatorChoice::kNccl) {
+    *args.comm = dist::make_nccl_communicator(std::move(*args.comm), backend.device_index());
+    return args.comm->get();
+  }
+  if (config.communicator == CommunicatorChoice::kNccl)
     throw InvalidArgument(fmt::format("{}: communicator = \"nccl\" needs a CUDA device (device = \"{}\" "
                                       "runs on the CPU); use communicator = \"auto\"",
                                       config.config_path, config.device));
-  }
-  const bool root = comm == nullptr || comm->is_root();
-  const bool quiet = args.quiet || !root;
-  const fs::path out_dir(args.resume_dir.empty() ? config.output_dir : args.resume_dir);
-  const fs::path checkpoint_path = out_dir / "checkpoint.safetensors";
-  if (root) {
-    fs::create_directories(out_dir);
+  return comm;
+}
+
+// Where the run's files go; only rank 0 writes and (unless --quiet) prints.
+struct RunFiles {
+  fs::path dir, checkpoint;
+  bool root = true;
+  bool quiet = false;
+};
+
+RunFiles open_run_directory(const RunConfig& config, const FitArgs& args,
+                            const dist::Communicator* comm) {
+  RunFiles f;
+  f.root = comm == nullptr || comm->is_root();
+  f.quiet = args.quiet || !f.root;
+  f.dir = args.resume_dir.empty() ? config.output_dir : args.resume_dir;
+  f.checkpoint = f.dir / "checkpoint.safetensors";
+  if (f.root) {
+    fs::create_directories(f.dir);
     if (args.resume_dir.empty())
-      io::write_file_atomically((out_dir / "run.toml").string(), read_text(config.config_path));
+      io::write_file_atomically((f.dir / "run.toml").string(), read_text(config.config_path));
   }
+  return f;
+}
 
-  Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
-  trainer.set_communicator(comm);
-  const Dataset<T> train = to_dataset<T>(data.train);
-  std::optional<Dataset<T>> validation;
-  if (data.validation) validation = to_dataset<T>(*data.validation);
-  const std::size_t batch = config.trainer.batch_size == 0 ? train.samples
-                                                           : std::min(config.trainer.batch_size, train.samples);
+template <typename T>
+std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles& files,
+                                            const nlohmann::json& fingerprint) {
+  if (args.resume_dir.empty()) return std::nullopt;
+  if (!fs::exists(files.checkpoint))
+    throw InvalidArgument(fmt::format("--resume {}: no checkpoint.safetensors there; give the "
+                                      "output directory of an earlier `lmtrain fit`",
+                                      args.resume_dir));
+  TrainingState<T> state = io::read_checkpoint<T>(files.checkpoint.string(), fingerprint);
+  if (!files.quiet)
+    fmt::print("resuming {} from epoch {}, batch {}\n", files.dir.string(), state.epochs_done,
+               state.batches_done);
+  return state;
+}
 
-  const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
-                                      {"seed", config.seed},
-                                      {"batch_size", batch},
-                                      {"precision", std::string(to_string(config.precision))},
-                                      {"loss", std::string(to_string(config.loss.kind))}};
-  std::optional<TrainingState<T>> resume;
-  if (!args.resume_dir.empty()) {
-    if (!fs::exists(checkpoint_path))
-      throw InvalidArgument(fmt::format("--resume {}: no checkpoint.safetensors there; give the "
-                                        "output directory of an earlier `lmtrain fit`",
-                                        args.resume_dir));
-    resume = io::read_checkpoint<T>(checkpoint_path.string(), fingerprint);
-    if (!quiet)
-      fmt::print("resuming {} from epoch {}, batch {}\n", out_dir.string(), resume->epochs_done,
-                 resume->batches_done);
+// The step and epoch records of a run: the progress display, history.csv and epochs.csv
+// (rewritten atomically after every epoch, so a kill leaves whole files).
+class RunRecorder {
+ public:
+  RunRecorder(const RunFiles& files, int max_epochs, std::size_t batches, std::vector<EpochRecord> epochs,
+              std::vector<std::string> earlier)
+      : files_(files), epochs_(std::move(epochs)), earlier_(std::move(earlier)),
+        progress_(max_epochs, batches, !files.quiet) {}
+  void on_step(const IterationSummary& it) {
+    steps_.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
+                      it.report.gradient_max_norm, it.report.step_norm, it.elapsed_seconds});
+    progress_.on_step(it);
   }
+  void on_epoch(const EpochRecord& e) {
+    epochs_.push_back(e);
+    progress_.on_epoch(e);
+    if (!files_.root) return;
+    io::write_file_atomically((files_.dir / "history.csv").string(), history_csv(earlier_, steps_, epochs_));
+    io::write_file_atomically((files_.dir / "epochs.csv").string(), epochs_csv(epochs_));
+  }
+  void finish() { progress_.finish(); }
 
-  std::vector<StepRow> steps;
-  std::vector<EpochRecord> epochs = resume ? resume->progress.history : std::vector<EpochRecord>{};
-  const std::vector<std::string> earlier =
-      resume ? earlier_history(out_dir / "history.csv", resume->epochs_done + 1, resume->batches_done)
-             : std::vector<std::string>{};
-  Progress progress(config.trainer.max_epochs, (train.samples + batch - 1) / batch, !quiet);
-  trainer.add_callback([&](const IterationSummary& it) {
-    steps.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
-                     it.report.gradient_max_norm, it.report.step_norm, it.elapsed_seconds});
-    progress.on_step(it);
-    return CallbackResult::kContinue;
-  });
-  trainer.set_epoch_callback([&](const EpochRecord& e) {
-    epochs.push_back(e);
-    progress.on_epoch(e);
-    if (!root) return;
-    io::write_file_atomically((out_dir / "history.csv").string(), history_csv(earlier, steps, epochs));
-    io::write_file_atomically((out_dir / "epochs.csv").string(), epochs_csv(epochs));
-  });
-  trainer.set_checkpoint_handler(
-      [&](const TrainingState<T>& state) {
-        if (root) io::write_checkpoint(checkpoint_path.string(), state, fingerprint);
-      },
-      config.checkpoint_every);
-  g_stop = false;
-  trainer.set_stop_flag(&g_stop);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+ private:
+  const RunFiles& files_;
+  std::vector<StepRow> steps_;
+  std::vector<EpochRecord> epochs_;
+  std::vector<std::string> earlier_;
+  Progress progress_;
+};
 
-  std::vector<T> params =
-      Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
-  Summary summary =
-      trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
-  // ard's "input i" groups are the columns of a flat input: name them as the data file does.
+// ard's "input i" groups are the columns of a flat input: name them as the data file does.
+void name_input_groups(Summary& summary, const PreparedData& data, const ModelSpec& spec) {
   const auto& columns = data.train.inputs.column_names;
-  if (!summary.penalty_groups.empty() && spec.input_shape().is_flat() &&
-      columns.size() == spec.inputs()) {
-    const std::size_t inputs = spec.relevance_groups().input_groups;
-    for (std::size_t i = 0; i < inputs && i < summary.penalty_groups.size(); ++i)
-      summary.penalty_groups[i].name += fmt::format(" ({})", columns[i]);
-  }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  progress.finish();
+  if (summary.penalty_groups.empty() || !spec.input_shape().is_flat() ||
+      columns.size() != spec.inputs())
+    return;
+  const std::size_t inputs = spec.relevance_groups().input_groups;
+  for (std::size_t i = 0; i < inputs && i < summary.penalty_groups.size(); ++i)
+    summary.penalty_groups[i].name += fmt::format(" ({})", columns[i]);
+}
 
-  if (!root) return summary.termination == TerminationReason::kInterrupted ? 130
-                    : summary.termination == TerminationReason::kNonFiniteObjective ? 3 : 0;
+// An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
+std::optional<int> early_end(const Summary& summary, const RunFiles& files, const RunConfig& config) {
   if (summary.termination == TerminationReason::kInterrupted) {
-    fmt::print(stderr,
-               "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
-               "  lmtrain fit {} --resume {}\n",
-               static_cast<int>(g_signal), checkpoint_path.string(), config.config_path, out_dir.string());
+    if (files.root)
+      fmt::print(stderr,
+                 "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
+                 "  lmtrain fit {} --resume {}\n",
+                 static_cast<int>(g_signal), files.checkpoint.string(), config.config_path,
+                 files.dir.string());
     return 130;
   }
   if (summary.termination == TerminationReason::kNonFiniteObjective) {
-    fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
-               summary.message, checkpoint_path.string());
-    io::write_file_atomically((out_dir / "summary.txt").string(), summary.full_report());
+    if (files.root) {
+      fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
+                 summary.message, files.checkpoint.string());
+      io::write_file_atomically((files.dir / "summary.txt").string(), summary.full_report());
+    }
     return 3;
   }
+  return files.root ? std::nullopt : std::optional<int>(0);
+}
 
-  // Test-set figures in the data's own units.
-  std::string test_report;
-  nlohmann::json provenance = io::make_provenance();
+void write_confusion(const Metrics& m, const RunFiles& files) {
+  std::string csv;
+  for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
+  io::write_file_atomically((files.dir / "confusion.csv").string(), csv);
+}
+
+// Test-set figures in the data's own units (or, for classification without a test set, the
+// confusion matrix of the validation or training set): the report's text, and provenance.
+template <typename T>
+std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
+                              const PreparedData& data, const RunConfig& config,
+                              const RunFiles& files, nlohmann::json& provenance) {
+  const bool classification = config.data.task == Task::kClassification;
   if (data.test) {
     const double test_loss = trainer.evaluate(params, to_dataset<T>(*data.test));
     const Metrics m = compute_metrics(predict_original_units(trainer, params, *data.test, data),
                                       original_targets(*data.test, data), data.test->targets.cols,
-                                      config.data.task == Task::kClassification);
-    test_report = fmt::format("\nTest set: {}\n  loss {:.6e}, {}\n{}", data.test->description,
-                              test_loss, m.describe(), m.confusion_table());
+                                      classification);
     provenance["test_loss"] = test_loss;
     if (m.classification) {
       provenance["test_accuracy"] = m.accuracy;
-      std::string csv;
-      for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
-      io::write_file_atomically((out_dir / "confusion.csv").string(), csv);
+      write_confusion(m, files);
     } else {
       provenance["test_mse"] = m.mse;
       provenance["test_r2"] = m.r2;
     }
-  } else if (config.data.task == Task::kClassification) {
-    // No test set: the confusion matrix of the validation set, or else of the training set.
-    const io::LabeledTable& table = data.validation ? *data.validation : data.train;
-    const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
-                                      original_targets(table, data), table.targets.cols, true);
-    test_report = fmt::format("\n{} set (no test set given): {}\n  {}\n{}",
-                              data.validation ? "Validation" : "Training", table.description,
-                              m.describe(), m.confusion_table());
-    std::string csv;
-    for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
-    io::write_file_atomically((out_dir / "confusion.csv").string(), csv);
+    return fmt::format("\nTest set: {}\n  loss {:.6e}, {}\n{}", data.test->description, test_loss,
+                       m.describe(), m.confusion_table());
   }
-  // 1-D regression: the curve over the training inputs, for the fit plot.
-  if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1) {
-    std::vector<double> x = data.train.inputs.values;
-    const std::vector<double> y = original_targets(data.train, data);
-    const std::vector<double> prediction = predict_original_units(trainer, params, data.train, data);
-    data.normalization.inputs.invert(std::span<double>(x));
-    std::vector<std::size_t> order(x.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
-    std::string csv = "x,y,prediction\n";
-    for (std::size_t i : order) csv += fmt::format("{:.9g},{:.9g},{:.9g}\n", x[i], y[i], prediction[i]);
-    io::write_file_atomically((out_dir / "fit.csv").string(), csv);
-  }
+  if (!classification) return "";
+  const io::LabeledTable& table = data.validation ? *data.validation : data.train;
+  const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
+                                    original_targets(table, data), table.targets.cols, true);
+  write_confusion(m, files);
+  return fmt::format("\n{} set (no test set given): {}\n  {}\n{}",
+                     data.validation ? "Validation" : "Training", table.description, m.describe(),
+                     m.confusion_table());
+}
 
+// 1-D regression: the curve over the training inputs, for the fit plot.
+template <typename T>
+void write_fit_curve(Trainer<T>& trainer, const std::vector<T>& params, const PreparedData& data,
+                     const RunFiles& files) {
+  std::vector<double> x = data.train.inputs.values;
+  const std::vector<double> y = original_targets(data.train, data);
+  const std::vector<double> prediction = predict_original_units(trainer, params, data.train, data);
+  data.normalization.inputs.invert(std::span<double>(x));
+  std::vector<std::size_t> order(x.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
+  std::string csv = "x,y,prediction\n";
+  for (std::size_t i : order) csv += fmt::format("{:.9g},{:.9g},{:.9g}\n", x[i], y[i], prediction[i]);
+  io::write_file_atomically((files.dir / "fit.csv").string(), csv);
+}
+
+template <typename T>
+void write_model(const std::vector<T>& params, const ModelSpec& spec, const PreparedData& data,
+                 const RunConfig& config, const Summary& summary, nlohmann::json provenance,
+                 const RunFiles& files) {
   io::ModelFile model;
   model.architecture = spec;
   model.parameters.assign(params.begin(), params.end());
@@ -313,18 +340,76 @@ int fit(const RunConfig& config, const FitArgs& args) {
   if (!std::isnan(summary.final_validation_loss)) provenance["final_validation_loss"] = summary.final_validation_loss;
   provenance["termination"] = std::string(to_string(summary.termination));
   provenance["config"] = fs::path(config.config_path).filename().string();
-  model.provenance = provenance;
-  io::write_model_file<T>((out_dir / "model.safetensors").string(), model);
+  model.provenance = std::move(provenance);
+  io::write_model_file<T>((files.dir / "model.safetensors").string(), model);
+}
 
-  const std::string report = summary.full_report() + test_report;
-  io::write_file_atomically((out_dir / "summary.txt").string(), report);
+template <typename T>
+int fit(const RunConfig& config, const FitArgs& args) {
+  const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
+  const PreparedData data = prepare_data(config, expected_inputs);
+  const ModelSpec spec = checked_spec(config, data);
+  // The device and the communicator first: a bad choice fails before any output exists.
+  auto backend = make_backend<T>(config.device);
+  dist::Communicator* comm = connect_ranks(config, args, *backend);
+  const RunFiles files = open_run_directory(config, args, comm);
+
+  Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
+  trainer.set_communicator(comm);
+  const Dataset<T> train = to_dataset<T>(data.train);
+  std::optional<Dataset<T>> validation;
+  if (data.validation) validation = to_dataset<T>(*data.validation);
+  const std::size_t batch = config.trainer.batch_size == 0 ? train.samples
+                                                           : std::min(config.trainer.batch_size, train.samples);
+  const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
+                                      {"seed", config.seed},
+                                      {"batch_size", batch},
+                                      {"precision", std::string(to_string(config.precision))},
+                                      {"loss", std::string(to_string(config.loss.kind))}};
+  const std::optional<TrainingState<T>> resume = load_resume<T>(args, files, fingerprint);
+  RunRecorder recorder(files, config.trainer.max_epochs, (train.samples + batch - 1) / batch,
+                       resume ? resume->progress.history : std::vector<EpochRecord>{},
+                       resume ? earlier_history(files.dir / "history.csv", resume->epochs_done + 1,
+                                                resume->batches_done)
+                              : std::vector<std::string>{});
+  trainer.add_callback([&](const IterationSummary& it) {
+    recorder.on_step(it);
+    return CallbackResult::kContinue;
+  });
+  trainer.set_epoch_callback([&](const EpochRecord& e) { recorder.on_epoch(e); });
+  trainer.set_checkpoint_handler(
+      [&](const TrainingState<T>& state) {
+        if (files.root) io::write_checkpoint(files.checkpoint.string(), state, fingerprint);
+      },
+      config.checkpoint_every);
+  g_stop = false;
+  trainer.set_stop_flag(&g_stop);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::vector<T> params =
+      Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
+  Summary summary =
+      trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  name_input_groups(summary, data, spec);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  recorder.finish();
+  if (const auto code = early_end(summary, files, config)) return *code;
+
+  nlohmann::json provenance = io::make_provenance();
+  const std::string held_out = evaluate_held_out(trainer, params, data, config, files, provenance);
+  if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1)
+    write_fit_curve(trainer, params, data, files);
+  write_model(params, spec, data, config, summary, provenance, files);
+  const std::string report = summary.full_report() + held_out;
+  io::write_file_atomically((files.dir / "summary.txt").string(), report);
   std::string warning;
-  const auto pngs = make_plots(out_dir.string(), &warning);
-  if (!quiet) {
+  const auto pngs = make_plots(files.dir.string(), &warning);
+  if (!files.quiet) {
     fmt::print("{}", report);
     fmt::print("\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
                "checkpoint.safetensors{}\n",
-               out_dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
+               files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
   }
   if (!warning.empty()) fmt::print(stderr, "lmtrain: warning: {}\n", warning);
   return 0;

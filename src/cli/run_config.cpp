@@ -372,22 +372,11 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(text.str(), path, overrides);
 }
 
-RunConfig parse_run_config(std::string_view text, const std::string& path,
-                           const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    const auto& src = e.source();
-    throw InvalidArgument(fmt::format("{}:{}:{}: {}", path, src.begin.line, src.begin.column,
-                                      e.description()));
-  }
-  for (const auto& o : overrides) apply_override(root, o);
+namespace {
 
-  RunConfig c;
-  c.config_path = path;
-  const std::filesystem::path base = std::filesystem::path(path).parent_path();
-  Section top(root, "");
+// seed, precision, device, communicator and output_dir.
+void parse_top_level(Section& top, const std::string& path, const std::filesystem::path& base,
+                     RunConfig& c) {
   c.seed = static_cast<std::uint64_t>(top.count("seed", 0));
   if (auto p = top.choice("precision", {"float32", "mixed", "float64"})) {
     c.precision = *p == "float32" ? Precision::kFloat32
@@ -416,86 +405,135 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
   const auto out = top.string("output_dir");
   const std::filesystem::path out_path(out.value_or("runs/" + std::filesystem::path(path).stem().string()));
   c.output_dir = (out_path.is_absolute() ? out_path : base / out_path).lexically_normal().string();
+}
 
+std::optional<ImageShape> parse_input_shape(Section& s) {
+  std::optional<ImageShape> shape;
+  if (auto n = s.integer("inputs")) {
+    if (*n < 1) throw InvalidArgument(fmt::format("{}: model.inputs = {}; expected ≥ 1", where(*s.node("inputs")), *n));
+    shape = ImageShape{static_cast<std::size_t>(*n), 1, 1};
+  }
+  if (const toml::node* node = s.node("input_shape")) {
+    const auto* arr = node->as_array();
+    std::vector<std::size_t> dims;
+    if (arr)
+      for (const auto& d : *arr)
+        if (auto v = d.value_exact<std::int64_t>(); v && *v > 0) dims.push_back(static_cast<std::size_t>(*v));
+    if (!arr || dims.size() != arr->size() || dims.empty() || dims.size() > 3)
+      throw InvalidArgument(fmt::format(
+          "{}: model.input_shape must be [channels, height, width] (or [features]) of positive "
+          "integers",
+          where(*node)));
+    while (dims.size() < 3) dims.push_back(1);
+    shape = ImageShape{dims[0], dims[1], dims[2]};
+  }
+  return shape;
+}
+
+void parse_model(const toml::table& model, ModelConfig& m) {
+  Section s(model, "model");
+  m.input_shape = parse_input_shape(s);
+  if (auto init = s.choice("init", {"torch", "glorot", "he"})) m.init = parse_init(*init);
+  const toml::node* layers = s.node("layers");
+  const toml::array* arr = layers ? layers->as_array() : nullptr;
+  if (!arr || arr->empty())
+    throw InvalidArgument(fmt::format(
+        "{}: model.layers must be a non-empty array of layer tables, e.g. [{{ type = \"dense\", "
+        "units = 20 }}, {{ type = \"tanh\" }}, {{ type = \"dense\", units = 1 }}]",
+        layers ? where(*layers) : where(model)));
+  for (std::size_t i = 0; i < arr->size(); ++i) m.layers.push_back(parse_layer(*arr->get(i), i));
+  s.finish();
+}
+
+void parse_data(const toml::table& data, const std::filesystem::path& base, DataConfig& d) {
+  Section s(data, "data");
+  d.task = s.choice("task", {"regression", "classification"}).value_or("regression") == "regression"
+               ? Task::kRegression
+               : Task::kClassification;
+  d.classes = s.count("classes", 0);
+  d.validation_fraction = s.number("validation_fraction", 0.0);
+  d.test_fraction = s.number("test_fraction", 0.0);
+  for (auto [key, value] : {std::pair{"validation_fraction", d.validation_fraction},
+                            std::pair{"test_fraction", d.test_fraction}})
+    if (!(value >= 0 && value < 1))
+      throw InvalidArgument(fmt::format("{}: data.{} = {}; expected 0 ≤ value < 1",
+                                        where(*s.node(key)), key, value));
+  if (d.validation_fraction + d.test_fraction >= 1)
+    throw InvalidArgument(fmt::format("{}: data.validation_fraction + data.test_fraction = {} "
+                                      "leaves no training samples; keep the sum below 1",
+                                      where(data), d.validation_fraction + d.test_fraction));
+  d.standardize_inputs =
+      s.choice("normalize_inputs", {"standardize", "none"}).value_or("standardize") == "standardize";
+  d.standardize_targets =
+      s.choice("normalize_targets", {"standardize", "none"}).value_or("standardize") == "standardize" &&
+      d.task == Task::kRegression;
+  const toml::table* train = s.table("train");
+  if (!train)
+    throw InvalidArgument(fmt::format("{}: no [data.train] table with the training data's path", where(data)));
+  d.train = parse_source(*train, "data.train", base);
+  if (const toml::table* v = s.table("validation")) d.validation = parse_source(*v, "data.validation", base);
+  if (const toml::table* t = s.table("test")) d.test = parse_source(*t, "data.test", base);
+  s.finish();
+}
+
+void parse_loss_section(const toml::table* loss, Task task, LossOptions& o) {
+  if (loss == nullptr) {
+    if (task == Task::kClassification) o.kind = LossKind::kCrossEntropy;
+    return;
+  }
+  Section s(*loss, "loss");
+  if (auto type = s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"}))
+    o.kind = *lmtrain::parse_loss(*type);
+  o.output_weights = s.numbers("output_weights");
+  o.huber_delta = s.number("huber_delta", o.huber_delta);
+  s.finish();
+}
+
+void parse_trainer(const toml::table& trainer, RunConfig& c) {
+  Section s(trainer, "trainer");
+  TrainerOptions& t = c.trainer;
+  t.max_epochs = static_cast<int>(s.count("max_epochs", static_cast<std::size_t>(t.max_epochs), 1));
+  t.batch_size = s.count("batch_size", t.batch_size);
+  t.shuffle = s.boolean("shuffle").value_or(t.shuffle);
+  t.loss_goal = s.number("loss_goal", t.loss_goal);
+  t.max_time_seconds = s.number("max_time_seconds", t.max_time_seconds);
+  t.max_validation_failures = static_cast<int>(
+      s.count("max_validation_failures", static_cast<std::size_t>(t.max_validation_failures), 1));
+  t.restore_best = s.boolean("restore_best").value_or(t.restore_best);
+  c.checkpoint_every = static_cast<int>(s.count("checkpoint_every", 1));
+  s.finish();
+  std::string error;
+  if (!t.is_valid(&error))
+    throw InvalidArgument(fmt::format("{}: {}", where(trainer), in_config_terms(error)));
+}
+
+}  // namespace
+
+RunConfig parse_run_config(std::string_view text, const std::string& path,
+                           const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw InvalidArgument(fmt::format("{}:{}:{}: {}", path, src.begin.line, src.begin.column,
+                                      e.description()));
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+
+  RunConfig c;
+  c.config_path = path;
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+  Section top(root, "");
+  parse_top_level(top, path, base, c);
   const toml::table* model = top.table("model");
   if (!model)
     throw InvalidArgument(fmt::format("{}: no [model] table; add one with layers = [...]", path));
-  {
-    Section s(*model, "model");
-    if (auto n = s.integer("inputs")) {
-      if (*n < 1) throw InvalidArgument(fmt::format("{}: model.inputs = {}; expected ≥ 1", where(*s.node("inputs")), *n));
-      c.model.input_shape = ImageShape{static_cast<std::size_t>(*n), 1, 1};
-    }
-    if (const toml::node* shape = s.node("input_shape")) {
-      const auto* arr = shape->as_array();
-      std::vector<std::size_t> dims;
-      if (arr)
-        for (const auto& d : *arr)
-          if (auto v = d.value_exact<std::int64_t>(); v && *v > 0) dims.push_back(static_cast<std::size_t>(*v));
-      if (!arr || dims.size() != arr->size() || dims.empty() || dims.size() > 3)
-        throw InvalidArgument(fmt::format(
-            "{}: model.input_shape must be [channels, height, width] (or [features]) of positive "
-            "integers",
-            where(*shape)));
-      while (dims.size() < 3) dims.push_back(1);
-      c.model.input_shape = ImageShape{dims[0], dims[1], dims[2]};
-    }
-    if (auto init = s.choice("init", {"torch", "glorot", "he"})) c.model.init = parse_init(*init);
-    const toml::node* layers = s.node("layers");
-    const toml::array* arr = layers ? layers->as_array() : nullptr;
-    if (!arr || arr->empty())
-      throw InvalidArgument(fmt::format(
-          "{}: model.layers must be a non-empty array of layer tables, e.g. [{{ type = \"dense\", "
-          "units = 20 }}, {{ type = \"tanh\" }}, {{ type = \"dense\", units = 1 }}]",
-          layers ? where(*layers) : where(*model)));
-    for (std::size_t i = 0; i < arr->size(); ++i) c.model.layers.push_back(parse_layer(*arr->get(i), i));
-    s.finish();
-  }
-
+  parse_model(*model, c.model);
   const toml::table* data = top.table("data");
   if (!data) throw InvalidArgument(fmt::format("{}: no [data] table; add [data.train] path = \"...\"", path));
-  {
-    Section s(*data, "data");
-    c.data.task = s.choice("task", {"regression", "classification"}).value_or("regression") == "regression"
-                      ? Task::kRegression
-                      : Task::kClassification;
-    c.data.classes = s.count("classes", 0);
-    c.data.validation_fraction = s.number("validation_fraction", 0.0);
-    c.data.test_fraction = s.number("test_fraction", 0.0);
-    for (auto [key, value] : {std::pair{"validation_fraction", c.data.validation_fraction},
-                              std::pair{"test_fraction", c.data.test_fraction}})
-      if (!(value >= 0 && value < 1))
-        throw InvalidArgument(fmt::format("{}: data.{} = {}; expected 0 ≤ value < 1",
-                                          where(*s.node(key)), key, value));
-    if (c.data.validation_fraction + c.data.test_fraction >= 1)
-      throw InvalidArgument(fmt::format("{}: data.validation_fraction + data.test_fraction = {} "
-                                        "leaves no training samples; keep the sum below 1",
-                                        where(*data), c.data.validation_fraction + c.data.test_fraction));
-    c.data.standardize_inputs =
-        s.choice("normalize_inputs", {"standardize", "none"}).value_or("standardize") == "standardize";
-    c.data.standardize_targets =
-        s.choice("normalize_targets", {"standardize", "none"}).value_or("standardize") == "standardize" &&
-        c.data.task == Task::kRegression;
-    const toml::table* train = s.table("train");
-    if (!train)
-      throw InvalidArgument(fmt::format("{}: no [data.train] table with the training data's path", where(*data)));
-    c.data.train = parse_source(*train, "data.train", base);
-    if (const toml::table* v = s.table("validation")) c.data.validation = parse_source(*v, "data.validation", base);
-    if (const toml::table* t = s.table("test")) c.data.test = parse_source(*t, "data.test", base);
-    s.finish();
-  }
-
-  if (const toml::table* loss = top.table("loss")) {
-    Section s(*loss, "loss");
-    if (auto type = s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"}))
-      c.loss.kind = *parse_loss(*type);
-    c.loss.output_weights = s.numbers("output_weights");
-    c.loss.huber_delta = s.number("huber_delta", c.loss.huber_delta);
-    s.finish();
-  } else if (c.data.task == Task::kClassification) {
-    c.loss.kind = LossKind::kCrossEntropy;
-  }
-
+  parse_data(*data, base, c.data);
+  parse_loss_section(top.table("loss"), c.data.task, c.loss);
   if (const toml::table* solver = top.table("solver")) {
     Section s(*solver, "solver");
     parse_solver(s, c.solver);
@@ -503,24 +541,7 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
     if (!c.solver.is_valid(&error))
       throw InvalidArgument(fmt::format("{}: {}", where(*solver), in_config_terms(error)));
   }
-
-  if (const toml::table* trainer = top.table("trainer")) {
-    Section s(*trainer, "trainer");
-    TrainerOptions& t = c.trainer;
-    t.max_epochs = static_cast<int>(s.count("max_epochs", static_cast<std::size_t>(t.max_epochs), 1));
-    t.batch_size = s.count("batch_size", t.batch_size);
-    t.shuffle = s.boolean("shuffle").value_or(t.shuffle);
-    t.loss_goal = s.number("loss_goal", t.loss_goal);
-    t.max_time_seconds = s.number("max_time_seconds", t.max_time_seconds);
-    t.max_validation_failures = static_cast<int>(
-        s.count("max_validation_failures", static_cast<std::size_t>(t.max_validation_failures), 1));
-    t.restore_best = s.boolean("restore_best").value_or(t.restore_best);
-    c.checkpoint_every = static_cast<int>(s.count("checkpoint_every", 1));
-    s.finish();
-    std::string error;
-    if (!t.is_valid(&error))
-      throw InvalidArgument(fmt::format("{}: {}", where(*trainer), in_config_terms(error)));
-  }
+  if (const toml::table* trainer = top.table("trainer")) parse_trainer(*trainer, c);
   c.trainer.seed = c.seed;
   top.finish();
   return c;
