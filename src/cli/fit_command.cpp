@@ -12,7 +12,7 @@
 
 #include "commands.h"
 #include "data_loading.h"
-#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/checkpoint.h"
@@ -114,19 +114,6 @@ std::vector<double> original_targets(const LabeledTable& table, const PreparedDa
   return values;
 }
 
-// device = "cpu" | "cuda" | "cuda:N" | "auto" (the first CUDA device when one is visible).
-template <typename T>
-std::unique_ptr<Backend<T>> make_backend(const std::string& device) {
-  if (device == "cpu" || (device == "auto" && cuda_device_count() == 0)) return make_cpu_backend<T>();
-  const int index = device.starts_with("cuda:") ? std::stoi(device.substr(5)) : 0;
-  if (cuda_device_count() <= index)
-    throw InvalidArgument(fmt::format(
-        "device = \"{}\" but {} CUDA device(s) are visible{}; `lmtrain info --devices` lists them, "
-        "or use device = \"cpu\"",
-        device, cuda_device_count(), cuda_backend_built() ? "" : " (lmtrain was built without CUDA)"));
-  return make_cuda_backend<T>(index);
-}
-
 template <typename T>
 int fit(const RunConfig& config, const FitArgs& args) {
   const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
@@ -143,7 +130,10 @@ int fit(const RunConfig& config, const FitArgs& args) {
 
   dist::Communicator* comm = args.comm != nullptr ? args.comm->get() : nullptr;
   // The device and the communicator first: a bad choice fails before any output exists.
-  auto backend = make_backend<T>(config.device);
+  // Each rank takes the GPU of its node-local rank unless device = "cuda:N" (backend/device.h).
+  const DeviceChoice device =
+      choose_device(config.device, comm != nullptr ? comm->local_rank() : 0);
+  auto backend = make_backend<T>(device);
   // GPU ranks sum device buffers with NCCL (bootstrapped over the MPI ranks); `nccl` asks for it
   // even with one rank, `host` keeps MPI with the device data staged through host memory.
   if (args.comm != nullptr && backend->device_kind() == DeviceKind::kCuda &&
@@ -226,6 +216,11 @@ int fit(const RunConfig& config, const FitArgs& args) {
       Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
   Summary summary =
       trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  // Which device every rank used (collective: all ranks get here, even when interrupted).
+  const std::string this_rank =
+      fmt::format("{} on {} ({})", device.label(), dist::host_name(), device.reason);
+  summary.rank_devices =
+      comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
   // ard's "input i" groups are the columns of a flat input: name them as the data file does.
   const auto& columns = data.train.inputs.column_names;
   if (!summary.penalty_groups.empty() && spec.input_shape().is_flat() &&

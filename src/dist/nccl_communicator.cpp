@@ -141,6 +141,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
+  int local_rank() const override { return host_->local_rank(); }
   std::string name() const override {
     const std::string host = host_->name();
     if (host == "local") return fmt::format("nccl {} (1 rank)", version_);
@@ -151,6 +152,9 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(float* data, std::size_t n) override { host_->allreduce_sum(data, n); }
   void broadcast(void* data, std::size_t bytes, int root) override {
     host_->broadcast(data, bytes, root);
+  }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    host_->allgather(mine, bytes, all);
   }
 
   bool supports_device_buffers() const override { return true; }
