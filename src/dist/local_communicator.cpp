@@ -106,6 +106,10 @@ bool nccl_built() noexcept {
   return false;
 }
 
+std::string nccl_runtime_description() {
+  return "lmtrain was built without NCCL";
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> /*host*/,
                                                      int /*cuda_device*/) {
   throw Error(

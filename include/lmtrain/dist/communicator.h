@@ -69,8 +69,14 @@ class Communicator {
 
 std::unique_ptr<Communicator> make_local_communicator();
 
-// True when lmtrain was built with NCCL (and the CUDA backend).
+// True when lmtrain was built with NCCL (and the CUDA backend).  NCCL itself (libnccl.so.2) is
+// loaded when the first NCCL communicator is made, so runs without one need no NCCL installed.
 bool nccl_built() noexcept;
+// "NCCL 2.28.9 (/path/libnccl.so.2)": the library make_nccl_communicator loads (it is loaded by
+// this call), or why none can be ("not loadable: ..." / "lmtrain was built without NCCL").
+// Looks at $LMTRAIN_NCCL_LIBRARY, then libnccl.so.2 on the loader's path, then the library
+// lmtrain was built against.  Never throws.
+std::string nccl_runtime_description();
 // A communicator for a GPU rank: the same ranks as `host` (local or MPI), with NCCL for the
 // device-buffer collectives on `cuda_device` (an index among the visible CUDA devices).  `host`
 // keeps the host collectives, bootstraps NCCL (rank 0's ncclUniqueId is broadcast over it) and
