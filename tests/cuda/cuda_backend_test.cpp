@@ -306,19 +306,40 @@ TYPED_TEST(CudaBackendTest, CholeskyFactorAndSolve) {
 }
 
 TYPED_TEST(CudaBackendTest, CholeskyInverseMatchesLapack) {
-  // cuSOLVER potri (legacy 32-bit API) against LAPACK dpotri on the same factor.
+  // potri (64-bit Xpotrs against blocks of the identity) against LAPACK dpotri on the same
+  // matrix.  n = 2 000 takes several blocks of columns (8 MiB each: 4 in double, 2 in float) and
+  // its element-wise kernels wrap their grid-stride loops (n² > the 2²⁰ threads of a grid).
+  // Rounding grows like √n: the tolerance is scaled from n = 37's.
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
-  const std::size_t n = 37, rows = 60;
-  const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
-  DeviceBuffer<T> da = this->upload(a);
-  std::vector<double> want = this->widen(a);
-  ASSERT_EQ(gpu.potrf(n, da.data()), 0);
-  ASSERT_EQ(gpu.potri(n, da.data()), 0);
-  ASSERT_EQ(cpu.potrf(n, want.data()), 0);
-  ASSERT_EQ(cpu.potri(n, want.data()), 0);
-  EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)), 10 * kTolerance<T>);
+  for (const std::size_t n : {std::size_t{37}, std::size_t{2000}}) {
+    SCOPED_TRACE(n);
+    const std::size_t rows = 60;
+    const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
+    DeviceBuffer<T> da = this->upload(a);
+    std::vector<double> want = this->widen(a);
+    ASSERT_EQ(gpu.potrf(n, da.data()), 0);
+    ASSERT_EQ(gpu.potri(n, da.data()), 0);
+    ASSERT_EQ(cpu.potrf(n, want.data()), 0);
+    ASSERT_EQ(cpu.potri(n, want.data()), 0);
+    const double scale = std::sqrt(static_cast<double>(n) / 37.0);
+    EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)),
+              10 * scale * kTolerance<T>);
+  }
+}
+
+TYPED_TEST(CudaBackendTest, CholeskyInverseReportsAZeroOnTheFactorsDiagonal) {
+  // LAPACK's potri convention: info = k when the factor's k-th diagonal entry is zero.
+  using T = TypeParam;
+  const std::size_t n = 9;
+  std::vector<T> factor = this->random(n * n, 0.5, 1.0);
+  factor[5 * n + 5] = T(0);
+  factor[7 * n + 7] = T(0);
+  DeviceBuffer<T> da = this->upload(factor);
+  std::vector<double> want = this->widen(factor);
+  EXPECT_EQ(this->cpu_->potri(n, want.data()), 6);
+  EXPECT_EQ(this->gpu_->potri(n, da.data()), 6);
 }
 
 TYPED_TEST(CudaBackendTest, CholeskyReportsTheFailingLeadingMinor) {

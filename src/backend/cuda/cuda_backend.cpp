@@ -1,7 +1,8 @@
 // CUDA backend: cuBLAS (64-bit API) for GEMM/GEMV/SYRK, cuSOLVER's 64-bit generic API
-// (cusolverDnXpotrf/Xpotrs/Xsyevd) for the factorizations, lmtrain's kernels (kernels.h) for
-// the rest.  Everything is queued on the backend's one stream; the host waits only where a
-// scalar comes back (reductions, factorization status) or data is copied to the host.
+// (cusolverDnXpotrf/Xpotrs/Xsyevd; potri through Xpotrs) for the factorizations, lmtrain's kernels
+// (kernels.h, std::size_t sizes and grid-stride loops) for the rest: no size reaches a library or
+// a kernel as a 32-bit int.  Everything is queued on the backend's one stream; the host waits only
+// where a scalar comes back (reductions, factorization status) or data is copied to the host.
 //
 // Row-major ↔ column-major: the memory of a row-major m × n matrix with leading dimension ld is
 // the column-major n × m matrix (its transpose) with the same ld.  So row-major C = op(A) op(B)
@@ -15,10 +16,10 @@
 #include <cusolverDn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -337,30 +338,35 @@ class CudaBackend final : public Backend<T> {
     if (info != 0)
       throw BackendError(fmt::format("cusolverDnXpotrs failed with info {} (n = {})", info, n));
   }
-  // Legacy 32-bit API: cuSOLVER has no 64-bit Xpotri.
+  // cuSOLVER's potri exists only in the legacy API, whose int lda and lwork make it wrong from
+  // n = 46 341 (n² > 2³¹).  So (LLᵀ)⁻¹ is solved for with the 64-bit cusolverDnXpotrs against the
+  // identity, a block of columns at a time (kernels.h: identity_columns, store_inverse_columns,
+  // finish_inverse): an n × k block instead of a second n × n matrix.  2n³ flops against potri's
+  // n³, once per accepted step of ard.
   int potri(std::size_t n, T* a) override {
     if (n == 0) return 0;
     bind(device_);
-    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw BackendError(fmt::format("cusolverDn potri: n = {} exceeds its int range", n));
-    const int ni = static_cast<int>(n);
-    int lwork = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      CUSOLVER_CHECK(cusolverDnSpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
-    } else {
-      CUSOLVER_CHECK(cusolverDnDpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
+    // LAPACK's info: the first zero on the factor's diagonal (none after a successful potrf).
+    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data());
+    if (const double zero = reduction_result(); zero < static_cast<double>(n))
+      return static_cast<int>(zero) + 1;
+    const std::size_t k = inverse_block_columns(n);
+    inverse_block_.reserve(memory_, n * k);
+    inverse_diagonal_.reserve(memory_, n);
+    for (std::size_t j0 = 0; j0 < n; j0 += k) {
+      const std::size_t count = std::min(k, n - j0);
+      cuda::identity_columns(stream(), n, j0, count, inverse_block_.data());
+      CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                      i64(count), kDataType<T>, a, i64(n), kDataType<T>,
+                                      inverse_block_.data(), i64(n), info_.data()));
+      cuda::store_inverse_columns(stream(), n, j0, count, inverse_block_.data(), a,
+                                  inverse_diagonal_.data());
     }
-    reserve_solver_workspace(static_cast<std::size_t>(lwork) * sizeof(T), 0);
-    T* work = reinterpret_cast<T*>(device_workspace_.data());
-    if constexpr (std::is_same_v<T, float>) {
-      CUSOLVER_CHECK(cusolverDnSpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
-    } else {
-      CUSOLVER_CHECK(cusolverDnDpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
-    }
-    const int info = factorization_info();
-    if (info < 0)
-      throw BackendError(fmt::format("cusolverDn potri: argument {} invalid (n = {})", -info, n));
-    return info;
+    // Xpotrs reports only invalid arguments; one check after the loop (it waits for the stream).
+    if (const int info = factorization_info(); info != 0)
+      throw BackendError(fmt::format("cusolverDnXpotrs (inverse): info {} (n = {})", info, n));
+    cuda::finish_inverse(stream(), n, inverse_diagonal_.data(), a);
+    return 0;
   }
   // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
   // `a` — the layout backend.h promises.
@@ -430,8 +436,8 @@ class CudaBackend final : public Backend<T> {
                             std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
                             std::size_t stride_c, std::size_t count) override {
     bind(device_);
-    cuda::gemm_strided_batched(cublas(), ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                               stride_b, beta, c, ldc, stride_c, count);
+    cuda::gemm_strided_batched(cublas(), ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                               beta, c, ldc, stride_c, count);
   }
   void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) override {
     bind(device_);
@@ -500,13 +506,13 @@ class CudaBackend final : public Backend<T> {
     std::size_t device_bytes = 0;
     std::size_t host_bytes = 0;
     CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n), kDataType<T>, a, i64(n),
+        kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
     reserve_solver_workspace(device_bytes, host_bytes);
-    CUSOLVER_CHECK(cusolverDnXsyevd(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
-        device_bytes, host_workspace_.data(), host_bytes, info_.data()));
+    CUSOLVER_CHECK(cusolverDnXsyevd(cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER,
+                                    i64(n), kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>,
+                                    device_workspace_.data(), device_bytes, host_workspace_.data(),
+                                    host_bytes, info_.data()));
     const int info = factorization_info();
     if (info < 0)
       throw BackendError(fmt::format("cusolverDnXsyevd: argument {} invalid (n = {})", -info, n));
@@ -538,6 +544,14 @@ class CudaBackend final : public Backend<T> {
     return info;
   }
 
+  // Columns of the identity potri solves for at once: 8 MiB worth, at least 256 (so large n
+  // still gives the triangular solves some width), at most n.
+  static std::size_t inverse_block_columns(std::size_t n) {
+    constexpr std::size_t kBlockBytes = std::size_t{8} << 20;
+    const std::size_t k = std::max<std::size_t>(kBlockBytes / (n * sizeof(T)), 256);
+    return std::min(k, n);
+  }
+
   // Grow-only, so repeated factorizations of the same size (every λ retry) allocate nothing.
   void reserve_solver_workspace(std::size_t device_bytes, std::size_t host_bytes) {
     if (device_bytes > 0) device_workspace_.reserve(memory_, device_bytes);
@@ -555,6 +569,8 @@ class CudaBackend final : public Backend<T> {
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
   DeviceBuffer<double> loss_scratch_;
+  DeviceBuffer<T> inverse_block_;     // potri: n × k columns of the identity, then of the inverse
+  DeviceBuffer<T> inverse_diagonal_;  // potri: the inverse's diagonal
   DeviceBuffer<std::int64_t> row_indices_;
   std::string name_;
 };

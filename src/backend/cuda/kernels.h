@@ -59,6 +59,19 @@ void dense_jacobian(cudaStream_t stream, std::size_t rows, std::size_t out, std:
 // -------------------------
 template <typename T>
 void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a);
+// The inverse (LLᵀ)⁻¹ from a column-major lower factor in `a`, built k columns at a time
+// (cuda_backend.cpp, potri): identity_columns writes columns [j0, j0 + count) of I (column-major,
+// n × count) into b; after a solve turns them into columns of the inverse X,
+// store_inverse_columns puts their part above the diagonal into a's strictly upper triangle
+// (column-major: the factor's unused half) and X_jj into diagonal[j]; finish_inverse copies that
+// half over the factor's (row-major: strict lower → strict upper) and writes the diagonal.
+template <typename T>
+void identity_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count, T* b);
+template <typename T>
+void store_inverse_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count,
+                           const T* block, T* a, T* diagonal);
+template <typename T>
+void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a);
 template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
 template <typename T>
@@ -84,6 +97,10 @@ void max_abs(cudaStream_t stream, std::size_t n, const T* x, double* partials);
 // Number of elements that are NaN or ±inf.
 template <typename T>
 void count_nonfinite(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+// The smallest i with a[i·(n + 1)] == 0 (a zero on an n × n matrix's diagonal), as a double;
+// +∞ when there is none.
+template <typename T>
+void first_zero_on_diagonal(cudaStream_t stream, std::size_t n, const T* a, double* partials);
 
 // ---- loss_kernels.cu (batch > 0): one thread per sample running the shared per-sample code of
 // backend/loss_math.h; the objective F is reduced like the reductions above. ----------------------

@@ -8,31 +8,77 @@ namespace {
 constexpr unsigned kTile = 32;
 constexpr unsigned kTileRows = 8;  // a 32 × 8 block moves a 32 × 32 tile, 4 rows per thread
 
-// Lower tile (tr, tc), tc ≤ tr, is the transpose of upper tile (tc, tr).  The upper tile is read
-// with coalesced row loads into shared memory and written back transposed with coalesced row
-// stores (the +1 column avoids shared-memory bank conflicts).  On a diagonal tile only the strict
-// lower part is written, and only upper elements are read, so no element is both read and
-// written.
+// Lower tile (tr, tc), tc ≤ tr, is the transpose of upper tile (tc, tr).  The source tile is
+// read with coalesced row loads into shared memory and written back transposed with coalesced
+// row stores (the +1 column avoids shared-memory bank conflicts).  Only strictly-off-diagonal
+// elements of the source triangle are read and only those of the other triangle written, so on a
+// diagonal tile no element is both read and written.  `from_lower` copies the strict lower
+// triangle into the upper one instead (the last step of potri).
 template <typename T>
-__global__ void __launch_bounds__(kTile* kTileRows) symmetrize_upper_kernel(std::size_t n, T* a) {
+__global__ void __launch_bounds__(kTile* kTileRows)
+    mirror_triangle_kernel(std::size_t n, T* a, bool from_lower) {
   __shared__ T tile[kTile][kTile + 1];
   const std::size_t tiles = (n + kTile - 1) / kTile;
   for (std::size_t tr = blockIdx.y; tr < tiles; tr += gridDim.y) {
     for (std::size_t tc = blockIdx.x; tc <= tr; tc += gridDim.x) {
+      // Source element (row, col) of the tile pair, strictly inside its triangle.
       for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
-        const std::size_t row = tc * kTile + k;
-        const std::size_t col = tr * kTile + threadIdx.x;
-        if (row < n && col < n) tile[k][threadIdx.x] = a[row * n + col];
+        const std::size_t row = (from_lower ? tr : tc) * kTile + k;
+        const std::size_t col = (from_lower ? tc : tr) * kTile + threadIdx.x;
+        if (row < n && col < n && (from_lower ? col < row : row < col))
+          tile[k][threadIdx.x] = a[row * n + col];
       }
       __syncthreads();
       for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
-        const std::size_t i = tr * kTile + k;
-        const std::size_t j = tc * kTile + threadIdx.x;
-        if (i < n && j < i) a[i * n + j] = tile[threadIdx.x][k];
+        const std::size_t i = (from_lower ? tc : tr) * kTile + k;
+        const std::size_t j = (from_lower ? tr : tc) * kTile + threadIdx.x;
+        if (i < n && j < n && (from_lower ? i < j : j < i)) a[i * n + j] = tile[threadIdx.x][k];
       }
       __syncthreads();
     }
   }
+}
+
+void launch_mirror(cudaStream_t stream, std::size_t n, auto* a, bool from_lower) {
+  if (n < 2) return;
+  const std::size_t tiles = (n + kTile - 1) / kTile;
+  const unsigned g = tiles < 65535 ? static_cast<unsigned>(tiles) : 65535u;
+  mirror_triangle_kernel<<<dim3(g, g), dim3(kTile, kTileRows), 0, stream>>>(n, a, from_lower);
+  CUDA_CHECK_LAUNCH();
+}
+
+// Column block [j0, j0 + count) of the n × n identity, column-major with leading dimension n.
+template <typename T>
+__global__ void identity_columns_kernel(std::size_t n, std::size_t j0, std::size_t count, T* b) {
+  const std::size_t total = n * count;
+  for (std::size_t idx = thread_index(); idx < total; idx += grid_size()) {
+    const std::size_t c = idx / n;
+    const std::size_t i = idx - c * n;
+    b[idx] = i == j0 + c ? T(1) : T(0);
+  }
+}
+
+// Column j = j0 + c of the inverse X (column-major in `block`, leading dimension n): the entries
+// above its diagonal go to the strictly upper triangle (column-major) of `a`, which the lower
+// factor leaves free, and X_jj to diagonal[j].
+template <typename T>
+__global__ void store_inverse_columns_kernel(std::size_t n, std::size_t j0, std::size_t count,
+                                             const T* block, T* a, T* diagonal) {
+  const std::size_t total = n * count;
+  for (std::size_t idx = thread_index(); idx < total; idx += grid_size()) {
+    const std::size_t c = idx / n;
+    const std::size_t i = idx - c * n;
+    const std::size_t j = j0 + c;
+    if (i < j)
+      a[j * n + i] = block[idx];
+    else if (i == j)
+      diagonal[j] = block[idx];
+  }
+}
+
+template <typename T>
+__global__ void set_diagonal_kernel(std::size_t n, const T* d, T* a) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size()) a[i * n + i] = d[i];
 }
 
 template <typename T>
@@ -65,10 +111,30 @@ __global__ void clamp_strided_kernel(std::size_t n, const T* x, std::size_t stri
 
 template <typename T>
 void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a) {
-  if (n < 2) return;
-  const std::size_t tiles = (n + kTile - 1) / kTile;
-  const unsigned g = tiles < 65535 ? static_cast<unsigned>(tiles) : 65535u;
-  symmetrize_upper_kernel<<<dim3(g, g), dim3(kTile, kTileRows), 0, stream>>>(n, a);
+  launch_mirror(stream, n, a, false);
+}
+
+template <typename T>
+void identity_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count, T* b) {
+  if (n == 0 || count == 0) return;
+  identity_columns_kernel<<<blocks_for(n * count), kThreads, 0, stream>>>(n, j0, count, b);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void store_inverse_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count,
+                           const T* block, T* a, T* diagonal) {
+  if (n == 0 || count == 0) return;
+  store_inverse_columns_kernel<<<blocks_for(n * count), kThreads, 0, stream>>>(n, j0, count, block,
+                                                                               a, diagonal);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a) {
+  if (n == 0) return;
+  launch_mirror(stream, n, a, true);
+  set_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, diagonal, a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -140,7 +206,8 @@ void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed) {
 template <typename T>
 void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a) {
   if (n == 0) return;
-  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(n, a, const_cast<T*>(packed), true);
+  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(
+      n, a, const_cast<T*>(packed), true);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -152,13 +219,18 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
   CUDA_CHECK_LAUNCH();
 }
 
-#define LMTRAIN_INSTANTIATE(T)                                               \
-  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);      \
-  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);    \
-  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*, std::size_t, T*); \
-  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);          \
-  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*); \
-  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*); \
+#define LMTRAIN_INSTANTIATE(T)                                                                \
+  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
+  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                     \
+  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,   \
+                                          std::size_t, T*);                                   \
+  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                           \
+  template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*); \
+  template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, \
+                                         const T*, T*, T*);                                   \
+  template void finish_inverse<T>(cudaStream_t, std::size_t, const T*, T*);                   \
+  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*);                  \
+  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*);                  \
   template void clamp_strided<T>(cudaStream_t, std::size_t, const T*, std::size_t, T, T, T*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)
