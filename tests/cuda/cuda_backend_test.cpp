@@ -97,6 +97,30 @@ TYPED_TEST(CudaBackendTest, TransfersCopiesAndFill) {
   EXPECT_EQ(this->download(b), std::vector<double>(n, -2.5));
 }
 
+TYPED_TEST(CudaBackendTest, CopyFromHostLetsTheCallerReuseTheSourceAtOnce) {
+  // backend.h: the host buffer may be overwritten as soon as copy_from_host returns.  One host
+  // buffer is refilled between uploads into 40 device buffers (small: through the pinned staging
+  // buffer, each waiting for the previous copy out of it), and one 12 MB upload (synchronous).
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  for (const std::size_t n : {std::size_t{1000}, std::size_t{3} << 20}) {
+    SCOPED_TRACE(n);
+    const std::size_t uploads = n > 100000 ? 2 : 40;
+    std::vector<std::vector<T>> sent;
+    std::vector<DeviceBuffer<T>> device;
+    std::vector<T> host(n);
+    for (std::size_t u = 0; u < uploads; ++u) {
+      sent.push_back(this->random(n));
+      host = sent.back();
+      device.push_back(gpu.allocate(n));
+      gpu.copy_from_host(host.data(), device.back().data(), n);
+      std::fill(host.begin(), host.end(), T(-7));  // before the device is waited for
+    }
+    for (std::size_t u = 0; u < uploads; ++u)
+      EXPECT_EQ(this->download(device[u]), this->widen(sent[u])) << "upload " << u;
+  }
+}
+
 TYPED_TEST(CudaBackendTest, GatherRows) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;

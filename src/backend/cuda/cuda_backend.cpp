@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -50,7 +51,15 @@ struct CusolverDeleter {
 struct CusolverParamsDeleter {
   void operator()(cusolverDnParams_t p) const noexcept { (void)cusolverDnDestroyParams(p); }
 };
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const noexcept { (void)cudaEventDestroy(e); }
+};
+struct PinnedDeleter {
+  void operator()(void* p) const noexcept { (void)cudaFreeHost(p); }
+};
 using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+using PinnedHandle = std::unique_ptr<void, PinnedDeleter>;
 using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 using CusolverHandle = std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDeleter>;
 using CusolverParams =
@@ -164,9 +173,13 @@ class CudaBackend final : public Backend<T> {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  // Members are released in reverse order with this device current: buffers (cudaFree waits for
-  // the device), then the library handles, then the stream.
-  ~CudaBackend() override { (void)cudaSetDevice(device_); }
+  // Members are released in reverse order with this device current, once the queued work (a copy
+  // out of the pinned staging buffer, say) is done: buffers, then the library handles, then the
+  // stream.
+  ~CudaBackend() override {
+    if (cudaSetDevice(device_) != cudaSuccess || cudaStreamSynchronize(stream()) != cudaSuccess)
+      (void)cudaGetLastError();
+  }
 
   std::string name() const override { return name_; }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
@@ -182,12 +195,11 @@ class CudaBackend final : public Backend<T> {
   }
 
   // ---- transfers and fills ------------------------------------------------------------------
-  // Host memory here is pageable, so cudaMemcpyAsync stages it before returning: the caller may
-  // reuse `host` at once.
+  // backend.h's contract: `host` may be reused or freed on return (upload() says how).
   void copy_from_host(const T* host, T* dst, std::size_t n) override {
     if (n == 0) return;
     bind(device_);
-    CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
+    upload(host, dst, n * sizeof(T));
   }
   void copy_to_host(const T* src, T* host, std::size_t n) override {
     if (n == 0) return;
@@ -229,9 +241,7 @@ class CudaBackend final : public Backend<T> {
     // Grow-only; a reallocation frees the old indices with cudaFree, which waits for any kernel
     // still reading them.
     row_indices_.reserve(memory_, rows_host.size());
-    CUDA_CHECK(cudaMemcpyAsync(row_indices_.data(), rows_host.data(),
-                               rows_host.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
-                               stream()));
+    upload(rows_host.data(), row_indices_.data(), rows_host.size() * sizeof(std::int64_t));
     cuda::gather_rows(stream(), src, cols, row_indices_.data(), rows_host.size(), dst);
   }
 
@@ -552,6 +562,42 @@ class CudaBackend final : public Backend<T> {
     return std::min(k, n);
   }
 
+  // Host → device copy of `bytes` at `host`, pageable memory the caller may reuse as soon as this
+  // returns.  cudaMemcpyAsync from pageable memory only happens to work (the driver stages it
+  // before returning); here that is explicit.  Up to kStagingBytes are copied into this
+  // backend's pinned buffer and sent asynchronously, after waiting for the previous upload out of
+  // it (its event; normally long done).  Larger uploads — the data sets, A's triangle between
+  // ranks — are synchronous: the stream is drained before returning.
+  void upload(const void* host, void* device, std::size_t bytes) {
+    if (bytes <= kStagingBytes && ensure_staging()) {
+      CUDA_CHECK(cudaEventSynchronize(staging_free_.get()));
+      std::memcpy(staging_.get(), host, bytes);
+      CUDA_CHECK(cudaMemcpyAsync(device, staging_.get(), bytes, cudaMemcpyHostToDevice, stream()));
+      CUDA_CHECK(cudaEventRecord(staging_free_.get(), stream()));
+      return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  // The pinned staging buffer and its event, made on first use.  False when pinned memory cannot
+  // be had (then uploads are synchronous, which is correct, only slower).
+  bool ensure_staging() {
+    if (staging_) return true;
+    if (staging_unavailable_) return false;
+    void* p = nullptr;
+    if (cudaMallocHost(&p, kStagingBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      staging_unavailable_ = true;
+      return false;
+    }
+    staging_ = PinnedHandle(p);
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    staging_free_ = EventHandle(e);
+    return true;
+  }
+
   // Grow-only, so repeated factorizations of the same size (every λ retry) allocate nothing.
   void reserve_solver_workspace(std::size_t device_bytes, std::size_t host_bytes) {
     if (device_bytes > 0) device_workspace_.reserve(memory_, device_bytes);
@@ -572,6 +618,10 @@ class CudaBackend final : public Backend<T> {
   DeviceBuffer<T> inverse_block_;     // potri: n × k columns of the identity, then of the inverse
   DeviceBuffer<T> inverse_diagonal_;  // potri: the inverse's diagonal
   DeviceBuffer<std::int64_t> row_indices_;
+  static constexpr std::size_t kStagingBytes = std::size_t{4} << 20;
+  PinnedHandle staging_;      // kStagingBytes of page-locked host memory (upload())
+  EventHandle staging_free_;  // recorded after the last copy out of staging_
+  bool staging_unavailable_ = false;
   std::string name_;
 };
 
