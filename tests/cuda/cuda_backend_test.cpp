@@ -458,6 +458,38 @@ TYPED_TEST(CudaBackendTest, DiagonalAndScalingOfTheNormalMatrix) {
   EXPECT_LE(relative_error(this->download(da), want), tol) << "clamp";
 }
 
+TYPED_TEST(CudaBackendTest, ColumnSumsOfSquaresOverRowChunks) {
+  // diag(JᵀJ) as the CG preconditioner and Marquardt's D read it.  Shapes: W1's 61 columns over
+  // 20 000 rows (many row chunks, a second pass), a tall thin slice (one column block), a wide
+  // one whose column blocks alone fill the GPU (one chunk: the first pass writes the result), a
+  // padded leading dimension, and no rows at all (zeros).  Twice each: the same bits both times.
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  struct Shape {
+    std::size_t m, n, ldj;
+  };
+  for (const Shape& s : {Shape{20000, 61, 61}, Shape{100003, 3, 5}, Shape{40, 70001, 70001},
+                         Shape{777, 1026, 1030}, Shape{0, 45, 45}}) {
+    SCOPED_TRACE(::testing::Message() << s.m << " × " << s.n << ", ldj " << s.ldj);
+    const std::vector<T> j = this->random(std::max<std::size_t>(s.m * s.ldj, 1));
+    DeviceBuffer<T> dj = this->upload(j), out = gpu.allocate(s.n);
+    gpu.fill(out.data(), s.n, T(-1));  // every column must be written
+    gpu.column_sums_of_squares(s.m, s.n, dj.data(), s.ldj, out.data());
+    const std::vector<double> first = this->download(out);
+    const std::vector<double> j64 = this->widen(j);
+    std::vector<double> want(s.n);
+    cpu.column_sums_of_squares(s.m, s.n, j64.data(), s.ldj, want.data());
+    if (s.m == 0) {
+      EXPECT_EQ(first, want);
+      continue;
+    }
+    EXPECT_LE(relative_error(first, want), kTolerance<T>);
+    gpu.column_sums_of_squares(s.m, s.n, dj.data(), s.ldj, out.data());
+    EXPECT_EQ(this->download(out), first) << "not reproducible";
+  }
+}
+
 TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
@@ -547,10 +579,16 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
   const double tol = kTolerance<T>;
-  // A small batch, and one larger than the reduction grid (grid-stride loop, grown scratch).
-  for (const std::size_t batch : {std::size_t{37}, std::size_t{300001}}) {
-    const std::size_t c = batch > 1000 ? 3 : 6;
+  // A small batch; one larger than the reduction grid (grid-stride loop, grown scratch; 2.7 M
+  // seed entries for the cross-entropies); ten classes (C² = 100 seeds per sample, 2 M entries).
+  struct Case {
+    std::size_t batch, c;
+  };
+  for (const Case& shape : {Case{37, 6}, Case{300001, 3}, Case{20000, 10}}) {
+    const std::size_t batch = shape.batch, c = shape.c;
     for (const auto& [kind, name] : kLossNames) {
+      if (c == 10 && kind != LossKind::kCrossEntropy && kind != LossKind::kCrossEntropySqrt)
+        continue;
       for (const bool weighted : {false, true}) {
         if (weighted && kind != LossKind::kMse) continue;
         SCOPED_TRACE(::testing::Message()
@@ -584,8 +622,16 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
         const double f_lin =
             cpu.loss_linearize(loss64, batch, c, z64.data(), y64.data(), r.data(), s.data());
         EXPECT_LE(relative_error(f_gpu, f_lin), tol) << "linearize F";
-        EXPECT_LE(relative_error(this->download(dr), r), tol) << "residuals";
-        EXPECT_LE(relative_error(this->download(ds), s), tol) << "seeds";
+        const std::vector<double> residuals = this->download(dr), seeds = this->download(ds);
+        EXPECT_LE(relative_error(residuals, r), tol) << "residuals";
+        EXPECT_LE(relative_error(seeds, s), tol) << "seeds";
+        // No sums across threads but F's fixed-order one: a second run gives the same bits.
+        gpu.fill(dr.data(), rows, T(0));
+        gpu.fill(ds.data(), rows * c, T(0));
+        EXPECT_EQ(gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data()),
+                  f_gpu);
+        EXPECT_EQ(this->download(dr), residuals);
+        EXPECT_EQ(this->download(ds), seeds);
       }
     }
   }

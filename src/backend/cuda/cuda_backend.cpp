@@ -404,8 +404,11 @@ class CudaBackend final : public Backend<T> {
   }
   void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
                               T* out) override {
+    if (n == 0) return;
     bind(device_);
-    cuda::column_sums_of_squares(stream(), m, n, j, ldj, out);
+    const std::size_t chunks = cuda::column_sum_chunks(m, n);
+    if (chunks > 1) column_partials_.reserve(memory_, chunks * n);  // grow-only, ≤ 2¹⁶ doubles
+    cuda::column_sums_of_squares(stream(), m, n, j, ldj, column_partials_.data(), out);
   }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     bind(device_);
@@ -500,8 +503,8 @@ class CudaBackend final : public Backend<T> {
     if (batch == 0) return 0.0;
     bind(device_);
     double* scratch = nullptr;
-    if (loss_needs_scratch(loss.kind)) {
-      loss_scratch_.reserve(memory_, batch * c);  // grow-only
+    if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
+      loss_scratch_.reserve(memory_, doubles);  // grow-only
       scratch = loss_scratch_.data();
     }
     cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data());
@@ -615,6 +618,7 @@ class CudaBackend final : public Backend<T> {
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
   DeviceBuffer<double> loss_scratch_;
+  DeviceBuffer<double> column_partials_;  // column_sums_of_squares' per-chunk sums
   DeviceBuffer<T> inverse_block_;     // potri: n × k columns of the identity, then of the inverse
   DeviceBuffer<T> inverse_diagonal_;  // potri: the inverse's diagonal
   DeviceBuffer<std::int64_t> row_indices_;

@@ -186,13 +186,44 @@ __global__ void pack_upper_kernel(std::size_t n, const T* a, T* packed, bool unp
   }
 }
 
+// out_c = Σ_r J[r, c]², parallel over rows as well as columns: block (x, y) covers kTile columns
+// and row chunk y, its kTileRows row lanes striding through the chunk (a warp reads kTile
+// consecutive columns of one row: coalesced), summing in double.  The lanes' sums are added in
+// lane order, then the chunks' in chunk order by the second kernel: a fixed order, so the same J
+// gives the same bits on every run.  With one chunk the first kernel writes `out` itself.
 template <typename T>
-__global__ void column_squares_kernel(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
-                                      T* out) {
+__global__ void __launch_bounds__(kTile* kTileRows)
+    column_squares_kernel(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                          std::size_t rows_per_chunk, double* partials, T* out) {
+  __shared__ double lanes[kTileRows][kTile];
+  const std::size_t c = static_cast<std::size_t>(blockIdx.x) * kTile + threadIdx.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.y) * rows_per_chunk;
+  const std::size_t last = first + rows_per_chunk < m ? first + rows_per_chunk : m;
+  double sum = 0.0;
+  if (c < n)
+    for (std::size_t r = first + threadIdx.y; r < last; r += kTileRows) {
+      const double v = static_cast<double>(j[r * ldj + c]);
+      sum += v * v;
+    }
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < n) {
+    double total = lanes[0][threadIdx.x];
+    for (unsigned lane = 1; lane < kTileRows; ++lane) total += lanes[lane][threadIdx.x];
+    if (gridDim.y == 1)
+      out[c] = static_cast<T>(total);
+    else
+      partials[static_cast<std::size_t>(blockIdx.y) * n + c] = total;
+  }
+}
+
+template <typename T>
+__global__ void sum_column_chunks_kernel(std::size_t n, std::size_t chunks, const double* partials,
+                                         T* out) {
   for (std::size_t c = thread_index(); c < n; c += grid_size()) {
-    T sum = T(0);
-    for (std::size_t r = 0; r < m; ++r) sum += j[r * ldj + c] * j[r * ldj + c];
-    out[c] = sum;
+    double total = 0.0;
+    for (std::size_t k = 0; k < chunks; ++k) total += partials[k * n + c];
+    out[c] = static_cast<T>(total);
   }
 }
 
@@ -211,11 +242,32 @@ void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a) {
   CUDA_CHECK_LAUNCH();
 }
 
+std::size_t column_sum_chunks(std::size_t m, std::size_t n) {
+  // Enough blocks to fill a GPU (132 SMs × 8 resident blocks of 256 threads on an H100) when
+  // n alone gives too few, each chunk at least 64 rows (8 per lane); never more than the grid's
+  // y limit.  A function of m and n only, so the summation order is too.
+  constexpr std::size_t kTargetBlocks = 2048;
+  constexpr std::size_t kMinRows = 64;
+  const std::size_t column_blocks = (n + kTile - 1) / kTile;
+  const std::size_t by_blocks = column_blocks >= kTargetBlocks ? 1 : kTargetBlocks / column_blocks;
+  const std::size_t by_rows = (m + kMinRows - 1) / kMinRows;
+  const std::size_t chunks = by_blocks < by_rows ? by_blocks : by_rows;
+  return chunks == 0 ? 1 : (chunks < 65535 ? chunks : 65535);
+}
+
 template <typename T>
 void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
-                            std::size_t ldj, T* out) {
+                            std::size_t ldj, double* partials, T* out) {
   if (n == 0) return;
-  column_squares_kernel<<<blocks_for(n), kThreads, 0, stream>>>(m, n, j, ldj, out);
+  const std::size_t chunks = column_sum_chunks(m, n);
+  const std::size_t rows_per_chunk = m == 0 ? 1 : (m + chunks - 1) / chunks;
+  const std::size_t column_blocks = (n + kTile - 1) / kTile;
+  column_squares_kernel<<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks)),
+                          dim3(kTile, kTileRows), 0, stream>>>(m, n, j, ldj, rows_per_chunk,
+                                                               partials, out);
+  CUDA_CHECK_LAUNCH();
+  if (chunks == 1) return;
+  sum_column_chunks_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, chunks, partials, out);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -223,7 +275,7 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
   template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
   template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                     \
   template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,   \
-                                          std::size_t, T*);                                   \
+                                          std::size_t, double*, T*);                          \
   template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                           \
   template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*); \
   template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, \
