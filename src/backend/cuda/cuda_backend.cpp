@@ -17,10 +17,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -158,17 +161,21 @@ std::string runtime_versions() {
 template <typename T>
 class CudaBackend final : public Backend<T> {
  public:
-  explicit CudaBackend(int device)
+  CudaBackend(int device, std::size_t memory_limit_bytes)
       : device_(device),
-        memory_(device),
+        memory_(device, memory_limit_bytes),
         stream_(make_stream(device)),
         cublas_(make_cublas(stream_.get())),
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
         reduction_(memory_, kReductionBlocks + 1),
         info_(memory_, 1),
-        name_(fmt::format("cuda:{} ({}, {})", device, cuda_device_description(device),
-                          runtime_versions())) {}
+        name_(fmt::format("cuda:{} ({}, {}){}", device, cuda_device_description(device),
+                          runtime_versions(),
+                          memory_limit_bytes > 0
+                              ? fmt::format(", memory limited to {:.1f} MiB",
+                                            static_cast<double>(memory_limit_bytes) / (1 << 20))
+                              : "")) {}
 
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -187,7 +194,11 @@ class CudaBackend final : public Backend<T> {
   void* native_stream() override { return stream(); }
   MemoryResource& memory() override { return memory_; }
   std::size_t available_memory_bytes() const override {
-    return device_memory_info(device_).free_bytes;
+    const std::size_t free = device_memory_info(device_).free_bytes;
+    const std::size_t limit = memory_.limit_bytes();
+    if (limit == 0) return free;
+    const std::size_t left = limit > memory_.bytes_in_use() ? limit - memory_.bytes_in_use() : 0;
+    return std::min(free, left);
   }
   void synchronize() override {
     bind(device_);
@@ -632,18 +643,44 @@ class CudaBackend final : public Backend<T> {
 }  // namespace
 }  // namespace cuda
 
+namespace {
+
+// LMTRAIN_CUDA_MEMORY_LIMIT_BYTES, or 0 when unset.
+std::size_t memory_limit_from_environment() {
+  const char* text = std::getenv("LMTRAIN_CUDA_MEMORY_LIMIT_BYTES");
+  if (text == nullptr || *text == '\0') return 0;
+  const std::string_view v(text);
+  std::size_t bytes = 0;
+  const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), bytes);
+  if (error != std::errc() || end != v.data() + v.size() || bytes == 0)
+    throw InvalidArgument(fmt::format(
+        "LMTRAIN_CUDA_MEMORY_LIMIT_BYTES=\"{}\" is not a positive number of bytes; set it to the "
+        "device memory lmtrain may use (a test of the memory planner), or unset it",
+        v));
+  return bytes;
+}
+
+}  // namespace
+
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device) {
+  return make_cuda_backend<T>(device, memory_limit_from_environment());
+}
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes) {
   if (cuda_device_count() == 0) {
     throw BackendError(
         "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
         "them; `nvidia-smi` shows what the driver sees); use the cpu backend");
   }
   (void)cuda_device_description(device);  // validates the index with an actionable message
-  return std::make_unique<cuda::CudaBackend<T>>(device);
+  return std::make_unique<cuda::CudaBackend<T>>(device, memory_limit_bytes);
 }
 
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int, std::size_t);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int, std::size_t);
 
 }  // namespace lmtrain
