@@ -54,7 +54,8 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/backend/device.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/fann_reader.h"
 #include "lmtrain/io/idx_reader.h"
 #include "lmtrain/io/standardization.h"
@@ -188,7 +189,11 @@ Args parse(int argc, char** argv) {
     else
       usage_error(fmt::format("unknown argument '{}'", arg));
   }
-  if (a.device != "cpu" && a.device != "cuda") usage_error("--device must be cpu or cuda");
+  try {
+    (void)lmtrain::parse_device(a.device);
+  } catch (const lmtrain::InvalidArgument& e) {
+    usage_error(fmt::format("--device: {}", e.what()));
+  }
   return a;
 }
 
@@ -214,10 +219,12 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
+// The library's device rule (backend/device.h); ranks of an mpirun launch spread over the GPUs
+// by the node-local rank the launcher exports.
 template <typename T>
 std::unique_ptr<lmtrain::Backend<T>> make_backend(const std::string& device) {
-  if (device == "cuda") return lmtrain::make_cuda_backend<T>(0);
-  return lmtrain::make_cpu_backend<T>();
+  const int local_rank = lmtrain::dist::local_rank_from_environment().value_or(0);
+  return lmtrain::make_backend<T>(lmtrain::choose_device(device, local_rank));
 }
 
 // Seconds per phase, each divided by `divisor` (the step count gives the mean per step).

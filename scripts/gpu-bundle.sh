@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# Packs lmtrain's GPU test and benchmark binaries, with the shared libraries they need besides
-# CUDA's and the C/C++ runtime, into .gpu/bundle.tar.xz — for a GPU machine that has the CUDA
-# toolkit but none of lmtrain's other dependencies (the `device` machines of this workplace: no
-# package registry, an Ubuntu image whose glibc is newer than Debian 12's, so Debian-built
-# binaries run there).  scripts/gpu-run.sh unpacks and runs it there.
+# Packs what scripts/gpu-run.sh needs on a GPU machine that has the CUDA toolkit and driver and
+# nothing else of lmtrain's (the `device` machines of this workplace: no package registry, an
+# Ubuntu image whose glibc is newer than Debian 12's, so Debian-built binaries run there) into
+# .gpu/bundle.tar.xz:
+#
+#   bin/      lmtrain and the GPU test and benchmark binaries, stripped
+#   lib/      every shared library they load except CUDA's (cudart, cuBLAS(Lt), cuSOLVER and
+#             their own dependencies come from the machine's toolkit) and the C/C++ runtime (the
+#             machine's newer one serves Debian-built binaries)
+#   openmpi/  OpenMPI's mpirun with the plugins, PMIx components and help files it loads, laid
+#             out as Debian installs them under a prefix that OPAL_PREFIX relocates (gpu-run.sh
+#             sets it): the GPU machine has no MPI, and the multi-rank checks need a launcher
+#   data/     the first 1 200 training images and labels of Fashion-MNIST (Debian's
+#             dataset-fashion-mnist, absent there), for the conv-net check
+#
+# Not NCCL: libnccl.so.2 is 218 MB of already-compressed GPU code (xz gains 3%), more than the
+# device tool carries (64 MiB).  lmtrain loads it only when a rank uses NCCL
+# (src/dist/nccl_library.h), so nothing here needs it at load time; gpu-run.sh points lmtrain at
+# the machine's own copy (PyTorch's nvidia-nccl wheel) and records which one it used.
 #
 # usage: scripts/gpu-bundle.sh [BUILD_DIR]      (default build/release, configured with CUDA on)
 #
 # Then, with the device tool:  run(command="bash scripts/gpu-run.sh", carry=[".gpu"])
-# .gpu/ is listed in .git/info/exclude so it travels only when carried and is never committed.
+# .gpu/ is in .gitignore, so it travels only when carried and is never committed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/release}
@@ -18,7 +32,7 @@ if ! grep -q 'LMTRAIN_HAVE_CUDA_BUILT:INTERNAL=ON' "$build/CMakeCache.txt" 2>/de
   echo "gpu-bundle: $build is not a CUDA build (configure it with: cmake --preset release)" >&2
   exit 2
 fi
-targets=(lmtrain lmtrain_tests lmtrain_cuda_tests lmtrain_nccl_tests lmtrain_workloads)
+targets=(lmtrain_cli lmtrain_tests lmtrain_cuda_tests lmtrain_nccl_tests lmtrain_workloads)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 binaries=(
@@ -30,23 +44,81 @@ binaries=(
 )
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/lib"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-bundle: $b was not built" >&2; exit 2; }
   cp "$b" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$(basename "$b")"
 done
-# Every shared library the binaries load, except CUDA's own (the GPU machine has its toolkit and
-# driver) and the C/C++ runtime (the machine's newer one serves Debian-built binaries).
-ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u |
+
+# ---- OpenMPI (Debian's 4.1, with PMIx) -------------------------------------------------------
+# Its configure-time layout under OPAL_PREFIX: pkglibdir (the MCA plugins) is
+# $prefix/lib/x86_64-linux-gnu/openmpi/lib/openmpi3, pkgdatadir (help texts) $prefix/share/openmpi.
+# Plugins for interconnects the GPU machine lacks (UCX, libfabric, PSM, verbs) are left out:
+# their libraries are not there either, and a single node needs only shared memory (vader).
+mpirun=$(readlink -f "$(command -v mpirun || true)")
+ompi_libdir=/usr/lib/x86_64-linux-gnu/openmpi/lib
+pmix_dir=/usr/lib/x86_64-linux-gnu/pmix2
+extra_elves=()
+if [[ -x $mpirun && -d $ompi_libdir/openmpi3 ]]; then
+  ompi=$stage/openmpi
+  mkdir -p "$ompi/bin" "$ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3" "$ompi/share/openmpi" \
+           "$ompi/pmix/lib/pmix" "$ompi/pmix/share/pmix" "$ompi/etc"
+  cp "$mpirun" "$ompi/bin/mpirun"
+  extra_elves+=("$ompi/bin/mpirun")
+  unwanted='libuc[mpst]|libpsm|libinfinipath|libfabric|libefa|libibverbs|librdmacm|libnl-'
+  for plugin in "$ompi_libdir"/openmpi3/*.so; do
+    ldd "$plugin" | grep -Eq "$unwanted" && continue
+    cp "$plugin" "$ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/"
+    extra_elves+=("$ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/$(basename "$plugin")")
+  done
+  cp /usr/share/openmpi/help-*.txt "$ompi/share/openmpi/"
+  cp /etc/openmpi/openmpi-mca-params.conf /etc/openmpi/openmpi-default-hostfile "$ompi/etc/"
+  if [[ -d $pmix_dir/lib/pmix ]]; then
+    cp "$pmix_dir"/lib/pmix/*.so "$ompi/pmix/lib/pmix/"
+    extra_elves+=("$ompi"/pmix/lib/pmix/*.so)
+    cp "$pmix_dir"/share/pmix/*.txt "$ompi/pmix/share/pmix/" 2>/dev/null || true
+  fi
+else
+  echo "gpu-bundle: warning: no OpenMPI (mpirun, $ompi_libdir/openmpi3) here; the bundle cannot" \
+       "run several ranks" >&2
+fi
+
+# Every shared library the binaries and mpirun's plugins load, except CUDA's own and the C/C++
+# runtime (see above).
+ldd "${binaries[@]}" "${extra_elves[@]}" | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
+# ---- Fashion-MNIST subset for the conv-net check (W4) -----------------------------------------
+fashion=/usr/share/datasets/fashion-mnist
+if [[ -f $fashion/train-images-idx3-ubyte.gz ]]; then
+  python3 - "$fashion" "$stage/data" 1200 <<'EOF'
+"""The first N images and labels of Fashion-MNIST's training set, as IDX files (gzip)."""
+import gzip, struct, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with gzip.open(f"{src}/train-images-idx3-ubyte.gz") as f:
+    magic, count, rows, cols = struct.unpack(">IIII", f.read(16))
+    assert magic == 0x803 and count >= n
+    pixels = f.read(n * rows * cols)
+with gzip.open(f"{src}/train-labels-idx1-ubyte.gz") as f:
+    magic, count = struct.unpack(">II", f.read(8))
+    assert magic == 0x801 and count >= n
+    labels = f.read(n)
+with gzip.GzipFile(f"{dst}/fashion-train-images-idx3-ubyte.gz", "wb", mtime=0) as f:
+    f.write(struct.pack(">IIII", 0x803, n, rows, cols) + pixels)
+with gzip.GzipFile(f"{dst}/fashion-train-labels-idx1-ubyte.gz", "wb", mtime=0) as f:
+    f.write(struct.pack(">II", 0x801, n) + labels)
+EOF
+else
+  echo "gpu-bundle: warning: $fashion is missing (Debian's dataset-fashion-mnist); the conv-net" \
+       "check will be skipped" >&2
+fi
+
 mkdir -p "$out"
 rm -f "$out/bundle.tar.xz"
-tar -cJf "$out/bundle.tar.xz.tmp" -C "$stage" bin lib
+tar -cJf "$out/bundle.tar.xz.tmp" -C "$stage" .
 mv "$out/bundle.tar.xz.tmp" "$out/bundle.tar.xz"
-exclude=$(git -C "$root" rev-parse --absolute-git-dir)/info/exclude
-mkdir -p "$(dirname "$exclude")"
-grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
-echo "gpu-bundle: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1); $(ls "$stage/lib" | wc -l) libraries)"
+echo "gpu-bundle: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1); $(ls "$stage/lib" | wc -l)" \
+     "libraries, $(find "$stage/openmpi" -name '*.so' 2>/dev/null | wc -l) OpenMPI/PMIx plugins," \
+     "$(ls "$stage/data" | wc -l) data files)"

@@ -93,6 +93,89 @@ LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, con
   }
 }
 
+// ---- one residual or seed entry at a time --------------------------------------------------
+// sample_linearize below is written in terms of these, and the CUDA backend computes each entry
+// in its own thread with them, so both backends run the same arithmetic.
+
+// √w_k of weighted mse (1 without weights): its residual is √w_k·e_k and its seed √w_k.
+template <typename T>
+LMTRAIN_HD double mse_root_weight(const LossParams<T>& loss, std::size_t k) {
+  return loss.weights ? sqrt(static_cast<double>(loss.weights[k])) : 1.0;
+}
+
+// Exact cross-entropy, row k of the GGN factor L = diag(s)(I − 1pᵀ) with s_k = √p_k (p guarded):
+// residual (p_k − y_k)/s_k, seed entries s_k(δ_kj − p_j).
+LMTRAIN_HD double cross_entropy_scale(double pk) {
+  return sqrt(pk > kProbabilityGuard ? pk : kProbabilityGuard);
+}
+LMTRAIN_HD double cross_entropy_residual(double pk, double yk) {
+  return (pk - yk) / cross_entropy_scale(pk);
+}
+LMTRAIN_HD double cross_entropy_seed(double sk, double pk, double pj, bool diagonal) {
+  return diagonal ? sk * (1.0 - pk) : -sk * pj;
+}
+
+// √CE: one residual √CE per sample, seed (p_j − y_j) / (2√CE) (√ guarded at zero).
+LMTRAIN_HD double cross_entropy_sqrt_residual(double ce) {
+  return sqrt(ce > 0 ? ce : 0.0);
+}
+LMTRAIN_HD double cross_entropy_sqrt_seed(double ce, double pj, double yj) {
+  return (pj - yj) / (2.0 * guarded_sqrt(ce));
+}
+
+// The elementwise losses (bce, huber, l1): r = sign(e)√(2ℓ) for the symmetric ones, √(2ℓ) for
+// bce; ∂r/∂z = ℓ'/r, except r = e exactly in Huber's quadratic zone.
+struct ElementwiseLinearization {
+  double loss;        // ℓ
+  double residual;    // r
+  double derivative;  // ∂r/∂z, the seed
+};
+LMTRAIN_HD ElementwiseLinearization elementwise_linearize(LossKind kind, double delta, double zk,
+                                                          double yk) {
+  double dl = 0.0;
+  const double l = elementwise_loss(kind, delta, zk, yk, &dl);
+  double sign = 1.0;
+  if (kind != LossKind::kBce) sign = zk >= yk ? 1.0 : -1.0;
+  const double root = sqrt(2.0 * (l > 0 ? l : 0.0));
+  double dr = 0.0;
+  if (kind == LossKind::kHuber && fabs(zk - yk) <= delta) {
+    dr = 1.0;  // r = e exactly in the quadratic zone
+  } else {
+    dr = dl / (sign * guarded_sqrt(2.0 * l));
+  }
+  return {l, sign * root, dr};
+}
+
+// The objective of one sample as sample_linearize returns it, without residuals or seeds; the
+// softmax p goes to `p` (C doubles) for the cross-entropy kinds.
+template <typename T>
+LMTRAIN_HD double sample_linearization_objective(const LossParams<T>& loss, std::size_t c,
+                                                 const T* z, const T* y, double* p) {
+  switch (loss.kind) {
+    case LossKind::kMse: {
+      double f = 0.0;
+      for (std::size_t k = 0; k < c; ++k) {
+        const double e = static_cast<double>(z[k]) - static_cast<double>(y[k]);
+        const double sw = mse_root_weight(loss, k);
+        f += 0.5 * sw * sw * e * e;
+      }
+      return f;
+    }
+    case LossKind::kCrossEntropy:
+      return cross_entropy_sample(c, z, y, p);
+    case LossKind::kCrossEntropySqrt:
+      return 0.5 * cross_entropy_sample(c, z, y, p);
+    default: {
+      double f = 0.0;
+      for (std::size_t k = 0; k < c; ++k)
+        f += elementwise_linearize(loss.kind, loss.huber_delta, static_cast<double>(z[k]),
+                                   static_cast<double>(y[k]))
+                 .loss;
+      return f;
+    }
+  }
+}
+
 // Residuals (R per sample) and seed rows (R × C) of one sample; returns its objective.
 // `scratch` holds at least C doubles.
 template <typename T>
@@ -103,7 +186,7 @@ LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, con
       double f = 0.0;
       for (std::size_t k = 0; k < c; ++k) {
         const double e = static_cast<double>(z[k]) - static_cast<double>(y[k]);
-        const double sw = loss.weights ? sqrt(static_cast<double>(loss.weights[k])) : 1.0;
+        const double sw = mse_root_weight(loss, k);
         r[k] = static_cast<T>(sw * e);
         f += 0.5 * sw * sw * e * e;
         for (std::size_t j = 0; j < c; ++j) seeds[k * c + j] = T(0);
@@ -115,45 +198,30 @@ LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, con
       double* p = scratch;
       const double ce = cross_entropy_sample(c, z, y, p);
       for (std::size_t k = 0; k < c; ++k) {
-        const double pk = p[k] > kProbabilityGuard ? p[k] : kProbabilityGuard;
-        const double s = sqrt(pk);
-        r[k] = static_cast<T>((p[k] - static_cast<double>(y[k])) / s);
-        // Row k of L = diag(s)(I − 1pᵀ): s_k (e_k − p).
-        for (std::size_t j = 0; j < c; ++j) seeds[k * c + j] = static_cast<T>(-s * p[j]);
-        seeds[k * c + k] = static_cast<T>(s * (1.0 - p[k]));
+        const double s = cross_entropy_scale(p[k]);
+        r[k] = static_cast<T>(cross_entropy_residual(p[k], static_cast<double>(y[k])));
+        for (std::size_t j = 0; j < c; ++j)
+          seeds[k * c + j] = static_cast<T>(cross_entropy_seed(s, p[k], p[j], j == k));
       }
       return ce;
     }
     case LossKind::kCrossEntropySqrt: {
       double* p = scratch;
       const double ce = cross_entropy_sample(c, z, y, p);
-      const double root = guarded_sqrt(ce);
-      r[0] = static_cast<T>(sqrt(ce > 0 ? ce : 0.0));
+      r[0] = static_cast<T>(cross_entropy_sqrt_residual(ce));
       for (std::size_t j = 0; j < c; ++j)
-        seeds[j] = static_cast<T>((p[j] - static_cast<double>(y[j])) / (2.0 * root));
+        seeds[j] = static_cast<T>(cross_entropy_sqrt_seed(ce, p[j], static_cast<double>(y[j])));
       return 0.5 * ce;
     }
     default: {
       double f = 0.0;
       for (std::size_t k = 0; k < c; ++k) {
-        double dl = 0.0;
-        const double zk = static_cast<double>(z[k]);
-        const double yk = static_cast<double>(y[k]);
-        const double l = elementwise_loss(loss.kind, loss.huber_delta, zk, yk, &dl);
-        f += l;
-        // r = sign(e)√(2ℓ) for the symmetric losses, √(2ℓ) for bce; ∂r/∂z = ℓ'/r.
-        double sign = 1.0;
-        if (loss.kind != LossKind::kBce) sign = zk >= yk ? 1.0 : -1.0;
-        const double root = sqrt(2.0 * (l > 0 ? l : 0.0));
-        double dr = 0.0;
-        if (loss.kind == LossKind::kHuber && fabs(zk - yk) <= loss.huber_delta) {
-          dr = 1.0;  // r = e exactly in the quadratic zone
-        } else {
-          dr = dl / (sign * guarded_sqrt(2.0 * l));
-        }
-        r[k] = static_cast<T>(sign * root);
+        const ElementwiseLinearization lin = elementwise_linearize(
+            loss.kind, loss.huber_delta, static_cast<double>(z[k]), static_cast<double>(y[k]));
+        f += lin.loss;
+        r[k] = static_cast<T>(lin.residual);
         for (std::size_t j = 0; j < c; ++j) seeds[k * c + j] = T(0);
-        seeds[k * c + k] = static_cast<T>(dr);
+        seeds[k * c + k] = static_cast<T>(lin.derivative);
       }
       return f;
     }

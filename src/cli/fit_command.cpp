@@ -12,7 +12,7 @@
 
 #include "commands.h"
 #include "data_loading.h"
-#include "lmtrain/backend/cuda_backend.h"
+#include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/checkpoint.h"
@@ -117,19 +117,6 @@ std::vector<double> original_targets(const io::LabeledTable& table, const Prepar
   std::vector<double> values = table.targets.values;
   data.normalization.targets.invert(std::span<double>(values));
   return values;
-}
-
-// device = "cpu" | "cuda" | "cuda:N" | "auto" (the first CUDA device when one is visible).
-template <typename T>
-std::unique_ptr<Backend<T>> make_backend(const std::string& device) {
-  if (device == "cpu" || (device == "auto" && cuda_device_count() == 0)) return make_cpu_backend<T>();
-  const int index = device.starts_with("cuda:") ? std::stoi(device.substr(5)) : 0;
-  if (cuda_device_count() <= index)
-    throw InvalidArgument(fmt::format(
-        "device = \"{}\" but {} CUDA device(s) are visible{}; `lmtrain info --devices` lists them, "
-        "or use device = \"cpu\"",
-        device, cuda_device_count(), cuda_backend_built() ? "" : " (lmtrain was built without CUDA)"));
-  return make_cuda_backend<T>(index);
 }
 
 // The model the configuration describes for the prepared data; its outputs must match the
@@ -349,8 +336,11 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
   const PreparedData data = prepare_data(config, expected_inputs);
   const ModelSpec spec = checked_spec(config, data);
-  // The device and the communicator first: a bad choice fails before any output exists.
-  auto backend = make_backend<T>(config.device);
+  // The device and the communicator first: a bad choice fails before any output exists.  Each
+  // rank takes the GPU of its node-local rank unless device = "cuda:N" (backend/device.h).
+  dist::Communicator* host = args.comm != nullptr ? args.comm->get() : nullptr;
+  const DeviceChoice device = choose_device(config.device, host != nullptr ? host->local_rank() : 0);
+  auto backend = make_backend<T>(device);
   dist::Communicator* comm = connect_ranks(config, args, *backend);
   const RunFiles files = open_run_directory(config, args, comm);
 
@@ -390,6 +380,11 @@ int fit(const RunConfig& config, const FitArgs& args) {
       Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
   Summary summary =
       trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  // Which device every rank used (collective: all ranks get here, even when interrupted).
+  const std::string this_rank =
+      fmt::format("{} on {} ({})", device.label(), dist::host_name(), device.reason);
+  summary.rank_devices =
+      comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
   name_input_groups(summary, data, spec);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

@@ -164,6 +164,7 @@ int run_devices() {
   // How several ranks would talk (DESIGN.md §6).
   fmt::print("ranks     mpi {}, nccl {}\n", dist::mpi_built() ? "built" : "not built",
              dist::nccl_built() ? "built" : "not built");
+  if (dist::nccl_built()) fmt::print("nccl      {}\n", dist::nccl_runtime_description());
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "io/closest_name.h"
+#include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 
 namespace lmtrain::cli {
@@ -385,14 +386,10 @@ void parse_top_level(Section& top, const std::string& path, const std::filesyste
     if (c.precision == Precision::kMixed) c.solver.system_precision = SystemPrecision::kFloat64;
   }
   c.device = top.string("device").value_or("cpu");
-  {
-    const std::string& d = c.device;
-    const bool cuda_n = d.starts_with("cuda:") && d.size() > 5 &&
-                        d.find_first_not_of("0123456789", 5) == std::string::npos;
-    if (d != "cpu" && d != "auto" && d != "cuda" && !cuda_n)
-      throw InvalidArgument(fmt::format("{}: device = \"{}\"; expected \"cpu\", \"cuda\", "
-                                        "\"cuda:N\" or \"auto\" (CUDA when a device is visible)",
-                                        where(*top.node("device")), d));
+  try {
+    (void)parse_device(c.device);  // the library's parser (backend/device.h), one set of rules
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: {}", where(*top.node("device")), e.what()));
   }
   if (auto comm = top.choice("communicator", {"auto", "nccl", "host"}))
     c.communicator = *comm == "auto" ? CommunicatorChoice::kAuto

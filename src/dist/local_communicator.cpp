@@ -1,8 +1,14 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
@@ -18,6 +24,9 @@ class LocalCommunicator final : public Communicator {
   void allreduce_sum(double*, std::size_t) override {}
   void allreduce_sum(float*, std::size_t) override {}
   void broadcast(void*, std::size_t, int) override {}
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    if (bytes > 0) std::memmove(all, mine, bytes);
+  }
   [[noreturn]] void abort(int code, const std::string& message) override {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::exit(code);
@@ -48,6 +57,40 @@ void Communicator::broadcast_device(void*, std::size_t, int, void*) {
   throw_host_only(*this, "broadcast_device");
 }
 
+std::vector<std::string> Communicator::allgather_strings(const std::string& mine) {
+  const auto ranks = static_cast<std::size_t>(size());
+  const std::uint64_t length = mine.size();
+  std::vector<std::uint64_t> lengths(ranks);
+  allgather(&length, sizeof length, lengths.data());
+  const std::size_t width = *std::max_element(lengths.begin(), lengths.end());
+  std::string padded = mine;
+  padded.resize(width, '\0');
+  std::string all(width * ranks, '\0');
+  allgather(padded.data(), width, all.data());
+  std::vector<std::string> strings(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) strings[r] = all.substr(r * width, lengths[r]);
+  return strings;
+}
+
+std::optional<int> local_rank_from_environment() noexcept {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    const char* text = std::getenv(var);
+    if (text == nullptr || *text == '\0') continue;
+    const std::string_view v(text);
+    int rank = -1;
+    const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), rank);
+    if (error == std::errc() && end == v.data() + v.size() && rank >= 0) return rank;
+    return std::nullopt;  // set but not a rank: do not guess from the next variable
+  }
+  return std::nullopt;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "unknown host";
+  return name;
+}
+
 std::unique_ptr<Communicator> make_local_communicator() {
   return std::make_unique<LocalCommunicator>();
 }
@@ -59,7 +102,13 @@ bool launched_with_several_ranks() noexcept {
 }
 
 #ifndef LMTRAIN_HAVE_NCCL
-bool nccl_built() noexcept { return false; }
+bool nccl_built() noexcept {
+  return false;
+}
+
+std::string nccl_runtime_description() {
+  return "lmtrain was built without NCCL";
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> /*host*/,
                                                      int /*cuda_device*/) {
@@ -71,7 +120,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
 #endif
 
 #ifndef LMTRAIN_HAVE_MPI
-bool mpi_built() noexcept { return false; }
+bool mpi_built() noexcept {
+  return false;
+}
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {
   if (launched_with_several_ranks())

@@ -18,7 +18,8 @@ void check(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw Error(fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length))));
+  throw Error(
+      fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length))));
 }
 
 // MPI counts are ints: large buffers go in chunks.
@@ -46,6 +47,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    local_rank_ = node_local_rank(rank_);
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int length = 0;
     MPI_Get_library_version(version, &length);
@@ -62,10 +64,11 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string name() const override {
-    return fmt::format("mpi ({}, {} ranks)", library_, size_);
+  int local_rank() const override { return local_rank_; }
+  std::string name() const override { return fmt::format("mpi ({}, {} ranks)", library_, size_); }
+  void allreduce_sum(double* data, std::size_t n) override {
+    allreduce_chunks(data, n, MPI_DOUBLE);
   }
-  void allreduce_sum(double* data, std::size_t n) override { allreduce_chunks(data, n, MPI_DOUBLE); }
   void allreduce_sum(float* data, std::size_t n) override { allreduce_chunks(data, n, MPI_FLOAT); }
   void broadcast(void* data, std::size_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
@@ -75,6 +78,14 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Bcast(p + first, count, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
     }
   }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw InvalidArgument(fmt::format(
+          "Communicator::allgather: {} bytes per rank exceed MPI's int count; gather less", bytes));
+    check(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes),
+                        MPI_BYTE, MPI_COMM_WORLD),
+          "MPI_Allgather");
+  }
   [[noreturn]] void abort(int code, const std::string& message) override {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
@@ -83,15 +94,32 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // The rank among those that share this node's memory (MPI-3), else what the launcher says.
+  static int node_local_rank(int world_rank) {
+    MPI_Comm node = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,
+                            &node) == MPI_SUCCESS &&
+        node != MPI_COMM_NULL) {
+      int local = -1;
+      const int status = MPI_Comm_rank(node, &local);
+      MPI_Comm_free(&node);
+      if (status == MPI_SUCCESS && local >= 0) return local;
+    }
+    return local_rank_from_environment().value_or(0);
+  }
+
   int rank_ = 0;
   int size_ = 1;
+  int local_rank_ = 0;
   bool owns_mpi_ = false;
   std::string library_;
 };
 
 }  // namespace
 
-bool mpi_built() noexcept { return true; }
+bool mpi_built() noexcept {
+  return true;
+}
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {
   if (launched_with_several_ranks()) return std::make_unique<MpiCommunicator>();

@@ -2,6 +2,7 @@
 // (scalars, host buffers, the bootstrap, ending the job) goes through the host communicator it
 // wraps.  NCCL runs non-blocking so that no call can hang a rank: every wait polls
 // ncclCommGetAsyncError, and an error or a timeout aborts the NCCL communicator, then the job.
+// NCCL itself is loaded on first use (nccl_library.h says why).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <nccl.h>
@@ -15,6 +16,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
+#include "nccl_library.h"
 
 namespace lmtrain::dist {
 namespace {
@@ -62,9 +64,9 @@ const char* result_name(ncclResult_t result) noexcept {
 }
 
 // "ncclRemoteError (remote process exited or there was a network error): <ncclGetLastError>".
-std::string describe(ncclResult_t result, ncclComm_t comm) {
-  std::string text = fmt::format("{} ({})", result_name(result), ncclGetErrorString(result));
-  const char* last = ncclGetLastError(comm);
+std::string describe(const NcclLibrary& nccl, ncclResult_t result, ncclComm_t comm) {
+  std::string text = fmt::format("{} ({})", result_name(result), nccl.get_error_string(result));
+  const char* last = nccl.get_last_error(comm);
   if (last != nullptr && *last != '\0') text += fmt::format(": {}", last);
   return text;
 }
@@ -108,21 +110,20 @@ class NcclCommunicator final : public Communicator {
     const CurrentDevice current(device_);
     if (current.status() != cudaSuccess)
       fail(fmt::format("cudaSetDevice({}) failed: {}", device_, describe(current.status())));
+    try {
+      nccl_ = &nccl_library();
+    } catch (const Error& e) {
+      fail(e.what());
+    }
 
     ncclUniqueId id{};
-    if (host_->rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (host_->rank() == 0) check(nccl_->get_unique_id(&id), "ncclGetUniqueId");
     host_->broadcast(&id, sizeof id, 0);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    check(ncclCommInitRankConfig(&comm_, host_->size(), id, host_->rank(), &config),
+    check(nccl_->comm_init_rank_config(&comm_, host_->size(), id, host_->rank(), &config),
           "ncclCommInitRankConfig");
     wait(nullptr, "ncclCommInitRankConfig");
-
-    int code = 0;
-    check(ncclGetVersion(&code), "ncclGetVersion");
-    // NCCL_VERSION(X, Y, Z): X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z after.
-    version_ = code < 10000 ? fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100)
-                            : fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
   }
 
   ~NcclCommunicator() override {
@@ -130,27 +131,31 @@ class NcclCommunicator final : public Communicator {
     // Finalize flushes this rank's operations and waits for the peers; a communicator that
     // cannot get there (an error, a dead peer) is aborted instead.
     const CurrentDevice current(device_);
-    const ncclResult_t finalized = ncclCommFinalize(comm_);
+    const ncclResult_t finalized = nccl_->comm_finalize(comm_);
     if ((finalized == ncclSuccess || finalized == ncclInProgress) && poll(nullptr).empty())
-      ncclCommDestroy(comm_);
+      nccl_->comm_destroy(comm_);
     else
-      ncclCommAbort(comm_);
+      nccl_->comm_abort(comm_);
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
+  int local_rank() const override { return host_->local_rank(); }
   std::string name() const override {
     const std::string host = host_->name();
-    if (host == "local") return fmt::format("nccl {} (1 rank)", version_);
-    return fmt::format("nccl {} over {}", version_, host);
+    if (host == "local") return fmt::format("nccl {} (1 rank)", nccl_->version);
+    return fmt::format("nccl {} over {}", nccl_->version, host);
   }
 
   void allreduce_sum(double* data, std::size_t n) override { host_->allreduce_sum(data, n); }
   void allreduce_sum(float* data, std::size_t n) override { host_->allreduce_sum(data, n); }
   void broadcast(void* data, std::size_t bytes, int root) override {
     host_->broadcast(data, bytes, root);
+  }
+  void allgather(const void* mine, std::size_t bytes, void* all) override {
+    host_->allgather(mine, bytes, all);
   }
 
   bool supports_device_buffers() const override { return true; }
@@ -172,12 +177,12 @@ class NcclCommunicator final : public Communicator {
     const CurrentDevice current(device_);
     enter(current, call);
     auto stream = static_cast<cudaStream_t>(cuda_stream);
-    check(ncclBroadcast(device_data, device_data, bytes, ncclUint8, root, comm_, stream), call);
+    check(nccl_->broadcast(device_data, device_data, bytes, ncclUint8, root, comm_, stream), call);
     wait(&stream, call);
   }
 
   [[noreturn]] void abort(int code, const std::string& message) override {
-    if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
+    if (comm_ != nullptr) nccl_->comm_abort(std::exchange(comm_, nullptr));
     host_->abort(code, message);
     std::_Exit(code);  // not reached: the attribute does not carry through the virtual call
   }
@@ -191,7 +196,7 @@ class NcclCommunicator final : public Communicator {
     const CurrentDevice current(device_);
     enter(current, call);
     auto stream = static_cast<cudaStream_t>(cuda_stream);
-    check(ncclAllReduce(data, data, n, type, ncclSum, comm_, stream), call);
+    check(nccl_->all_reduce(data, data, n, type, ncclSum, comm_, stream), call);
     wait(&stream, call);
   }
 
@@ -214,7 +219,7 @@ class NcclCommunicator final : public Communicator {
   template <typename Call>
   void check(ncclResult_t result, const Call& call) {
     if (result != ncclSuccess && result != ncclInProgress)
-      fail(fmt::format("{} failed: {}", call(), describe(result, comm_)));
+      fail(fmt::format("{} failed: {}", call(), describe(*nccl_, result, comm_)));
   }
 
   // Waits until NCCL's pending call and, when `stream` is given, the work on it are done.
@@ -233,10 +238,10 @@ class NcclCommunicator final : public Communicator {
     const auto start = Clock::now();
     for (;;) {
       ncclResult_t state = ncclSuccess;
-      if (const ncclResult_t r = ncclCommGetAsyncError(comm_, &state); r != ncclSuccess)
-        return fmt::format("failed: ncclCommGetAsyncError: {}", describe(r, comm_));
+      if (const ncclResult_t r = nccl_->comm_get_async_error(comm_, &state); r != ncclSuccess)
+        return fmt::format("failed: ncclCommGetAsyncError: {}", describe(*nccl_, r, comm_));
       if (state != ncclSuccess && state != ncclInProgress)
-        return fmt::format("failed: {}", describe(state, comm_));
+        return fmt::format("failed: {}", describe(*nccl_, state, comm_));
       if (state == ncclSuccess) {
         if (stream == nullptr) return {};
         const cudaError_t ready = cudaStreamQuery(*stream);
@@ -264,7 +269,7 @@ class NcclCommunicator final : public Communicator {
   // Ends this rank's part in NCCL, then the job: an error on one rank must not leave the others
   // waiting.  With one rank nothing else waits, and the error is thrown instead.
   [[noreturn]] void fail(const std::string& what) {
-    if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
+    if (comm_ != nullptr) nccl_->comm_abort(std::exchange(comm_, nullptr));
     const std::string where = fmt::format("rank {} of {}", rank(), size());
     const std::string failure = fmt::format("NCCL on CUDA device {}: {}", device_, what);
     if (size() == 1) throw BackendError(fmt::format("{}: {}", where, failure));
@@ -275,8 +280,8 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Communicator> host_;
   int device_;
   double timeout_;
+  const NcclLibrary* nccl_ = nullptr;  // set before comm_ (the constructor fails without it)
   ncclComm_t comm_ = nullptr;
-  std::string version_;
 };
 
 }  // namespace

@@ -44,6 +44,7 @@ Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backe
   if (!options.output_weights.empty()) {
     std::vector<T> w(options.output_weights.begin(), options.output_weights.end());
     weights_ = backend.allocate(w.size());
+    // copy_from_host reads `w` before returning (backend.h), so the temporary may go at once.
     backend.copy_from_host(w.data(), weights_.data(), w.size());
     params_.weights = weights_.data();
   }

@@ -38,6 +38,8 @@ std::string Summary::full_report() const {
   line("Device", device);
   line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
                             ranks > 1 ? "; batches sharded, A and g all-reduced" : ""));
+  for (std::size_t r = 0; r < rank_devices.size(); ++r)
+    line(r == 0 ? "Device of each rank" : "", fmt::format("{}: {}", r, rank_devices[r]));
   line("Parameters", fmt::format("{}", num_params));
   line("Training samples", fmt::format("{}", training_samples));
   if (validation_samples > 0) line("Validation samples", fmt::format("{}", validation_samples));

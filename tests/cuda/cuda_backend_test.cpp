@@ -29,6 +29,12 @@ namespace {
 template <typename T>
 constexpr double kTolerance = testing::kCudaTolerance<T>;
 
+// More elements than a grid of launch.h's kMaxBlocks × kThreads (2²⁰ threads) has threads, so
+// every grid-stride loop over them wraps at least once.
+constexpr std::size_t kLarge = (std::size_t{3} << 19) + 3;  // 1 572 867
+// A normal matrix this large has n² = 4 M elements and 63 × 63 tiles.
+constexpr std::size_t kLargeN = 2000;
+
 // Normwise, as the rest of the tests: max|got − want| / max|want| (support/reference.h).
 double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
   EXPECT_EQ(got.size(), want.size());
@@ -78,7 +84,7 @@ TYPED_TEST(CudaBackendTest, FailedAllocationIsAMemoryPlanErrorAndRecoverable) {
 TYPED_TEST(CudaBackendTest, TransfersCopiesAndFill) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
-  const std::size_t n = 100003;
+  const std::size_t n = kLarge;
   std::vector<T> x = this->random(n);
   DeviceBuffer<T> a = this->upload(x);
   DeviceBuffer<T> b = gpu.allocate(n);
@@ -97,23 +103,54 @@ TYPED_TEST(CudaBackendTest, TransfersCopiesAndFill) {
   EXPECT_EQ(this->download(b), std::vector<double>(n, -2.5));
 }
 
+TYPED_TEST(CudaBackendTest, CopyFromHostLetsTheCallerReuseTheSourceAtOnce) {
+  // backend.h: the host buffer may be overwritten as soon as copy_from_host returns.  One host
+  // buffer is refilled between uploads into 40 device buffers (small: through the pinned staging
+  // buffer, each waiting for the previous copy out of it), and one 12 MB upload (synchronous).
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  for (const std::size_t n : {std::size_t{1000}, std::size_t{3} << 20}) {
+    SCOPED_TRACE(n);
+    const std::size_t uploads = n > 100000 ? 2 : 40;
+    std::vector<std::vector<T>> sent;
+    std::vector<DeviceBuffer<T>> device;
+    std::vector<T> host(n);
+    for (std::size_t u = 0; u < uploads; ++u) {
+      sent.push_back(this->random(n));
+      host = sent.back();
+      device.push_back(gpu.allocate(n));
+      gpu.copy_from_host(host.data(), device.back().data(), n);
+      std::fill(host.begin(), host.end(), T(-7));  // before the device is waited for
+    }
+    for (std::size_t u = 0; u < uploads; ++u)
+      EXPECT_EQ(this->download(device[u]), this->widen(sent[u])) << "upload " << u;
+  }
+}
+
 TYPED_TEST(CudaBackendTest, GatherRows) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
-  const std::size_t rows = 50, cols = 7, count = 23;
-  const std::vector<T> src = this->random(rows * cols);
-  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(rows) - 1);
-  std::vector<std::int64_t> index(count);
-  for (auto& i : index) i = pick(this->rng_);
-  index[3] = index[11];  // a repeat
-  DeviceBuffer<T> d_src = this->upload(src);
-  DeviceBuffer<T> d_dst = gpu.allocate(count * cols);
-  gpu.gather_rows(d_src.data(), cols, index, d_dst.data());
-  std::vector<double> want(count * cols);
-  const std::vector<double> src64 = this->widen(src);
-  cpu.gather_rows(src64.data(), cols, index, want.data());
-  EXPECT_EQ(this->download(d_dst), want);
+  struct Shape {
+    std::size_t rows, cols, count;
+  };
+  // A batch; and 100 000 rows of 17 (1.7 M elements, 800 kB of indices through the staging).
+  for (const Shape& shape : {Shape{50, 7, 23}, Shape{120000, 17, 100000}}) {
+    const std::size_t rows = shape.rows, cols = shape.cols, count = shape.count;
+    SCOPED_TRACE(count);
+    const std::vector<T> src = this->random(rows * cols);
+    std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(rows) - 1);
+    std::vector<std::int64_t> index(count);
+    for (auto& i : index) i = pick(this->rng_);
+    index[3] = index[11];  // a repeat
+    DeviceBuffer<T> d_src = this->upload(src);
+    DeviceBuffer<T> d_dst = gpu.allocate(count * cols);
+    gpu.gather_rows(d_src.data(), cols, index, d_dst.data());
+    std::vector<double> want(count * cols);
+    const std::vector<double> src64 = this->widen(src);
+    cpu.gather_rows(src64.data(), cols, index, want.data());
+    EXPECT_EQ(this->download(d_dst), want);
+  }
 }
 
 TYPED_TEST(CudaBackendTest, ElementwiseLevel1) {
@@ -121,7 +158,7 @@ TYPED_TEST(CudaBackendTest, ElementwiseLevel1) {
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
   const double tol = kTolerance<T>;
-  const std::size_t n = 100003;
+  const std::size_t n = kLarge;
   const std::vector<T> x = this->random(n), y = this->random(n);
   const std::vector<T> positive = this->uniform(n, 0.2, 5.0);
   const std::vector<double> x64 = this->widen(x), y64 = this->widen(y);
@@ -257,7 +294,7 @@ TYPED_TEST(CudaBackendTest, SyrkAtaAndAat) {
 TYPED_TEST(CudaBackendTest, SymmetrizeUpper) {
   using T = TypeParam;
   auto& cpu = *this->cpu_;
-  for (const std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{70}}) {
+  for (const std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{70}, kLargeN}) {
     const std::vector<T> a = this->random(n * n);
     DeviceBuffer<T> da = this->upload(a);
     this->gpu_->symmetrize_upper(n, da.data());
@@ -306,19 +343,40 @@ TYPED_TEST(CudaBackendTest, CholeskyFactorAndSolve) {
 }
 
 TYPED_TEST(CudaBackendTest, CholeskyInverseMatchesLapack) {
-  // cuSOLVER potri (legacy 32-bit API) against LAPACK dpotri on the same factor.
+  // potri (64-bit Xpotrs against blocks of the identity) against LAPACK dpotri on the same
+  // matrix.  n = 2 000 takes several blocks of columns (8 MiB each: 4 in double, 2 in float) and
+  // its element-wise kernels wrap their grid-stride loops (n² > the 2²⁰ threads of a grid).
+  // Rounding grows like √n: the tolerance is scaled from n = 37's.
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
-  const std::size_t n = 37, rows = 60;
-  const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
-  DeviceBuffer<T> da = this->upload(a);
-  std::vector<double> want = this->widen(a);
-  ASSERT_EQ(gpu.potrf(n, da.data()), 0);
-  ASSERT_EQ(gpu.potri(n, da.data()), 0);
-  ASSERT_EQ(cpu.potrf(n, want.data()), 0);
-  ASSERT_EQ(cpu.potri(n, want.data()), 0);
-  EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)), 10 * kTolerance<T>);
+  for (const std::size_t n : {std::size_t{37}, std::size_t{2000}}) {
+    SCOPED_TRACE(n);
+    const std::size_t rows = 60;
+    const std::vector<T> a = spd_matrix(this->random(rows * n), rows, n);
+    DeviceBuffer<T> da = this->upload(a);
+    std::vector<double> want = this->widen(a);
+    ASSERT_EQ(gpu.potrf(n, da.data()), 0);
+    ASSERT_EQ(gpu.potri(n, da.data()), 0);
+    ASSERT_EQ(cpu.potrf(n, want.data()), 0);
+    ASSERT_EQ(cpu.potri(n, want.data()), 0);
+    const double scale = std::sqrt(static_cast<double>(n) / 37.0);
+    EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)),
+              10 * scale * kTolerance<T>);
+  }
+}
+
+TYPED_TEST(CudaBackendTest, CholeskyInverseReportsAZeroOnTheFactorsDiagonal) {
+  // LAPACK's potri convention: info = k when the factor's k-th diagonal entry is zero.
+  using T = TypeParam;
+  const std::size_t n = 9;
+  std::vector<T> factor = this->random(n * n, 0.5, 1.0);
+  factor[5 * n + 5] = T(0);
+  factor[7 * n + 7] = T(0);
+  DeviceBuffer<T> da = this->upload(factor);
+  std::vector<double> want = this->widen(factor);
+  EXPECT_EQ(this->cpu_->potri(n, want.data()), 6);
+  EXPECT_EQ(this->gpu_->potri(n, da.data()), 6);
 }
 
 TYPED_TEST(CudaBackendTest, CholeskyReportsTheFailingLeadingMinor) {
@@ -378,39 +436,166 @@ TYPED_TEST(CudaBackendTest, SymmetricEigendecomposition) {
   EXPECT_LE(orthogonality, tol);
 }
 
+TYPED_TEST(CudaBackendTest, EigenvaluesAloneMatchLapack) {
+  // bayesian's effective parameter count reads these.  A symmetric matrix with eigenvalues of
+  // both signs; n = 2 000 as a real normal matrix of W2's size.  Normwise against LAPACK dsyevd in
+  // double, the tolerance grown like √n from n = 30's; and the values of syevd (with vectors)
+  // agree with them.
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  for (const std::size_t n : {std::size_t{30}, kLargeN}) {
+    SCOPED_TRACE(n);
+    const std::vector<T> r = this->random(n * n);
+    std::vector<T> a(n * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) a[i * n + j] = (r[i * n + j] + r[j * n + i]) / T(2);
+    DeviceBuffer<T> da = this->upload(a), dw = gpu.allocate(n);
+    gpu.fill(dw.data(), n, T(0));
+    ASSERT_EQ(gpu.eigenvalues(n, da.data(), dw.data()), 0);
+    std::vector<double> a64 = this->widen(a), want(n);
+    ASSERT_EQ(cpu.eigenvalues(n, a64.data(), want.data()), 0);
+    const std::vector<double> w = this->download(dw);
+    const double tol = kTolerance<T> * std::sqrt(static_cast<double>(n) / 30.0);
+    EXPECT_LE(relative_error(w, want), tol);
+    EXPECT_TRUE(std::is_sorted(w.begin(), w.end()));
+    EXPECT_LT(w.front(), 0.0);
+    EXPECT_GT(w.back(), 0.0);
+
+    DeviceBuffer<T> dv = this->upload(a), dw2 = gpu.allocate(n);
+    ASSERT_EQ(gpu.syevd(n, dv.data(), dw2.data()), 0);
+    EXPECT_LE(relative_error(this->download(dw2), w), tol);
+  }
+}
+
+TYPED_TEST(CudaBackendTest, ConvertBetweenPrecisions) {
+  // Mixed precision's widening of each J slice (float → double, exact) and δ's rounding
+  // (double → float, to nearest as on the CPU), across two backends on the same device; and the
+  // same-precision copy.  1.5 M elements.  Values span 2^-30 … 2^30 so rounding shows.
+  using T = TypeParam;
+  using Other = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  auto& gpu = *this->gpu_;
+  auto other = make_cuda_backend<Other>(gpu.device_index());
+  const std::size_t n = kLarge;
+  std::vector<Other> src(n);
+  std::uniform_real_distribution<double> mantissa(0.5, 1.0);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  for (auto& x : src)
+    x = static_cast<Other>((this->rng_() % 2 ? 1.0 : -1.0) *
+                           std::ldexp(mantissa(this->rng_), exponent(this->rng_)));
+  DeviceBuffer<Other> dsrc = other->allocate(n);
+  other->copy_from_host(src.data(), dsrc.data(), n);
+  other->synchronize();  // convert is ordered after this backend's work only (backend.h)
+  DeviceBuffer<T> ddst = gpu.allocate(n);
+  gpu.convert(n, dsrc.data(), ddst.data());
+  std::vector<T> got(n), want(n);
+  gpu.copy_to_host(ddst.data(), got.data(), n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = static_cast<T>(src[i]);
+  EXPECT_EQ(got, want) << "convert from the other precision";
+
+  DeviceBuffer<T> dsame = gpu.allocate(n);
+  gpu.convert(n, ddst.data(), dsame.data());
+  std::vector<T> same(n);
+  gpu.copy_to_host(dsame.data(), same.data(), n);
+  EXPECT_EQ(same, want) << "convert within one precision";
+}
+
 TYPED_TEST(CudaBackendTest, DiagonalAndScalingOfTheNormalMatrix) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
   const double tol = kTolerance<T>;
-  const std::size_t n = 45;
-  const std::vector<T> a = this->random(n * n, 0.1, 3.0);
-  const std::vector<T> d = this->uniform(n, 0.5, 2.0), s = this->uniform(n, 0.3, 3.0);
-  const std::vector<double> d64 = this->widen(d), s64 = this->widen(s);
-  DeviceBuffer<T> da = this->upload(a), dd = this->upload(d), ds = this->upload(s);
-  std::vector<double> want = this->widen(a);
+  for (const std::size_t n : {std::size_t{45}, kLargeN}) {
+    SCOPED_TRACE(n);
+    const std::vector<T> a = this->random(n * n, 0.1, 3.0);
+    const std::vector<T> d = this->uniform(n, 0.5, 2.0), s = this->uniform(n, 0.3, 3.0);
+    const std::vector<double> d64 = this->widen(d), s64 = this->widen(s);
+    DeviceBuffer<T> da = this->upload(a), dd = this->upload(d), ds = this->upload(s);
+    std::vector<double> want = this->widen(a);
 
-  gpu.add_diagonal(n, da.data(), T(0.37), dd.data());
-  cpu.add_diagonal(n, want.data(), 0.37, d64.data());
-  EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(d)";
-  gpu.add_diagonal(n, da.data(), T(-1.5), nullptr);
-  cpu.add_diagonal(n, want.data(), -1.5, nullptr);
-  EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(I)";
+    gpu.add_diagonal(n, da.data(), T(0.37), dd.data());
+    cpu.add_diagonal(n, want.data(), 0.37, d64.data());
+    EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(d)";
+    gpu.add_diagonal(n, da.data(), T(-1.5), nullptr);
+    cpu.add_diagonal(n, want.data(), -1.5, nullptr);
+    EXPECT_LE(relative_error(this->download(da), want), tol) << "add_diagonal(I)";
 
-  gpu.scale_symmetric(n, da.data(), ds.data());
-  cpu.scale_symmetric(n, want.data(), s64.data());
-  EXPECT_LE(relative_error(this->download(da), want), tol) << "scale_symmetric";
+    gpu.scale_symmetric(n, da.data(), ds.data());
+    cpu.scale_symmetric(n, want.data(), s64.data());
+    EXPECT_LE(relative_error(this->download(da), want), tol) << "scale_symmetric";
 
-  DeviceBuffer<T> dclamped = gpu.allocate(n);
-  std::vector<double> clamped(n);
-  gpu.clamped_diagonal(n, da.data(), T(-0.5), T(1.0), dclamped.data());
-  cpu.clamped_diagonal(n, want.data(), -0.5, 1.0, clamped.data());
-  EXPECT_LE(relative_error(this->download(dclamped), clamped), tol) << "clamped_diagonal";
+    DeviceBuffer<T> dclamped = gpu.allocate(n);
+    std::vector<double> clamped(n);
+    gpu.clamped_diagonal(n, da.data(), T(-0.5), T(1.0), dclamped.data());
+    cpu.clamped_diagonal(n, want.data(), -0.5, 1.0, clamped.data());
+    EXPECT_LE(relative_error(this->download(dclamped), clamped), tol) << "clamped_diagonal";
 
-  // A vector clamp in place (the first row of the matrix).
-  gpu.clamp(n, da.data(), T(-0.5), T(1.0), da.data());
-  cpu.clamp(n, want.data(), -0.5, 1.0, want.data());
-  EXPECT_LE(relative_error(this->download(da), want), tol) << "clamp";
+    // A vector clamp in place (the first row of the matrix).
+    gpu.clamp(n, da.data(), T(-0.5), T(1.0), da.data());
+    cpu.clamp(n, want.data(), -0.5, 1.0, want.data());
+    EXPECT_LE(relative_error(this->download(da), want), tol) << "clamp";
+  }
+}
+
+TYPED_TEST(CudaBackendTest, PackAndUnpackUpper) {
+  // What ranks all-reduce instead of A: the upper triangle, row by row.  Exact copies, so the
+  // CPU's result must come back bit for bit; n = 2 000 has 2 M packed elements (the grid-stride
+  // loop wraps, and the row is recovered from the packed index through a square root).
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{33}, kLargeN}) {
+    SCOPED_TRACE(n);
+    const std::size_t packed = n * (n + 1) / 2;
+    const std::vector<T> a = this->random(n * n);
+    DeviceBuffer<T> da = this->upload(a), dp = gpu.allocate(packed);
+    gpu.fill(dp.data(), packed, T(0));
+    gpu.pack_upper(n, da.data(), dp.data());
+    const std::vector<double> a64 = this->widen(a);
+    std::vector<double> want(packed);
+    cpu.pack_upper(n, a64.data(), want.data());
+    EXPECT_EQ(this->download(dp), want) << "pack_upper";
+
+    // Unpacking into a different matrix writes the upper triangle and leaves the rest alone.
+    const std::vector<T> other = this->random(n * n);
+    DeviceBuffer<T> db = this->upload(other);
+    gpu.unpack_upper(n, dp.data(), db.data());
+    std::vector<double> unpacked = this->widen(other);
+    cpu.unpack_upper(n, want.data(), unpacked.data());
+    EXPECT_EQ(this->download(db), unpacked) << "unpack_upper";
+  }
+}
+
+TYPED_TEST(CudaBackendTest, ColumnSumsOfSquaresOverRowChunks) {
+  // diag(JᵀJ) as the CG preconditioner and Marquardt's D read it.  Shapes: W1's 61 columns over
+  // 20 000 rows (many row chunks, a second pass), a tall thin slice (one column block), a wide
+  // one whose column blocks alone fill the GPU (one chunk: the first pass writes the result), a
+  // padded leading dimension, and no rows at all (zeros).  Twice each: the same bits both times.
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  struct Shape {
+    std::size_t m, n, ldj;
+  };
+  for (const Shape& s : {Shape{20000, 61, 61}, Shape{100003, 3, 5}, Shape{40, 70001, 70001},
+                         Shape{777, 1026, 1030}, Shape{0, 45, 45}}) {
+    SCOPED_TRACE(::testing::Message() << s.m << " × " << s.n << ", ldj " << s.ldj);
+    const std::vector<T> j = this->random(std::max<std::size_t>(s.m * s.ldj, 1));
+    DeviceBuffer<T> dj = this->upload(j), out = gpu.allocate(s.n);
+    gpu.fill(out.data(), s.n, T(-1));  // every column must be written
+    gpu.column_sums_of_squares(s.m, s.n, dj.data(), s.ldj, out.data());
+    const std::vector<double> first = this->download(out);
+    const std::vector<double> j64 = this->widen(j);
+    std::vector<double> want(s.n);
+    cpu.column_sums_of_squares(s.m, s.n, j64.data(), s.ldj, want.data());
+    if (s.m == 0) {
+      EXPECT_EQ(first, want);
+      continue;
+    }
+    EXPECT_LE(relative_error(first, want), kTolerance<T>);
+    gpu.column_sums_of_squares(s.m, s.n, dj.data(), s.ldj, out.data());
+    EXPECT_EQ(this->download(out), first) << "not reproducible";
+  }
 }
 
 TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {
@@ -418,8 +603,8 @@ TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
   const double tol = kTolerance<T>;
-  {
-    const std::size_t rows = 33, cols = 17;
+  for (const std::size_t rows : {std::size_t{33}, std::size_t{100003}}) {  // 1.7 M elements
+    const std::size_t cols = 17;
     const std::vector<T> z = this->random(rows * cols), bias = this->random(cols);
     DeviceBuffer<T> dz = this->upload(z), db = this->upload(bias);
     gpu.add_bias_rows(rows, cols, db.data(), dz.data());
@@ -428,8 +613,8 @@ TYPED_TEST(CudaBackendTest, AddBiasRowsAndScaleRowGroups) {
     cpu.add_bias_rows(rows, cols, b64.data(), want.data());
     EXPECT_LE(relative_error(this->download(dz), want), tol) << "add_bias_rows";
   }
-  {
-    const std::size_t group = 3, samples = 8, rows = group * samples, cols = 11;
+  for (const std::size_t samples : {std::size_t{8}, std::size_t{50000}}) {  // 1.65 M elements
+    const std::size_t group = 3, rows = group * samples, cols = 11;
     const std::vector<T> g = this->random(rows * cols), d = this->random(samples * cols);
     DeviceBuffer<T> dg = this->upload(g), dd = this->upload(d);
     gpu.scale_row_groups(rows, cols, group, dd.data(), dg.data());
@@ -444,23 +629,31 @@ TYPED_TEST(CudaBackendTest, DenseJacobianBlock) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
-  const std::size_t group = 4, samples = 5, rows = group * samples, out = 5, in = 7;
-  const std::size_t offset = 3, ldj = offset + out * (in + 1) + 6;  // the block sits inside J
-  const std::vector<T> g = this->random(rows * out), a = this->random(samples * in);
-  const std::vector<T> j = this->random(rows * ldj);  // columns outside the block must survive
-  DeviceBuffer<T> dg = this->upload(g), da = this->upload(a), dj = this->upload(j);
-  gpu.dense_jacobian(rows, out, in, group, dg.data(), da.data(), dj.data() + offset, ldj);
-  const std::vector<double> g64 = this->widen(g), a64 = this->widen(a);
-  std::vector<double> want = this->widen(j);
-  cpu.dense_jacobian(rows, out, in, group, g64.data(), a64.data(), want.data() + offset, ldj);
-  EXPECT_LE(relative_error(this->download(dj), want), kTolerance<T>);
+  struct Shape {
+    std::size_t group, samples, out, in;
+  };
+  // A small block, and 2 000 rows of a 40-20 layer (1.64 M entries: the loop wraps).
+  for (const Shape& shape : {Shape{4, 5, 5, 7}, Shape{10, 200, 20, 40}}) {
+    const std::size_t group = shape.group, samples = shape.samples, rows = group * samples;
+    const std::size_t out = shape.out, in = shape.in;
+    SCOPED_TRACE(rows);
+    const std::size_t offset = 3, ldj = offset + out * (in + 1) + 6;  // the block sits inside J
+    const std::vector<T> g = this->random(rows * out), a = this->random(samples * in);
+    const std::vector<T> j = this->random(rows * ldj);  // columns outside the block must survive
+    DeviceBuffer<T> dg = this->upload(g), da = this->upload(a), dj = this->upload(j);
+    gpu.dense_jacobian(rows, out, in, group, dg.data(), da.data(), dj.data() + offset, ldj);
+    const std::vector<double> g64 = this->widen(g), a64 = this->widen(a);
+    std::vector<double> want = this->widen(j);
+    cpu.dense_jacobian(rows, out, in, group, g64.data(), a64.data(), want.data() + offset, ldj);
+    EXPECT_LE(relative_error(this->download(dj), want), kTolerance<T>);
+  }
 }
 
 TYPED_TEST(CudaBackendTest, EveryActivationAndItsDerivative) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
-  const std::size_t n = 5001;
+  const std::size_t n = kLarge;
   const std::vector<T> z = this->random(n, 0.05, 3.0);
   const std::vector<double> z64 = this->widen(z);
   DeviceBuffer<T> dz = this->upload(z), da = gpu.allocate(n), dd = gpu.allocate(n);
@@ -502,10 +695,16 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   auto& gpu = *this->gpu_;
   auto& cpu = *this->cpu_;
   const double tol = kTolerance<T>;
-  // A small batch, and one larger than the reduction grid (grid-stride loop, grown scratch).
-  for (const std::size_t batch : {std::size_t{37}, std::size_t{300001}}) {
-    const std::size_t c = batch > 1000 ? 3 : 6;
+  // A small batch; one larger than the reduction grid (grid-stride loop, grown scratch; 2.7 M
+  // seed entries for the cross-entropies); ten classes (C² = 100 seeds per sample, 2 M entries).
+  struct Case {
+    std::size_t batch, c;
+  };
+  for (const Case& shape : {Case{37, 6}, Case{300001, 3}, Case{20000, 10}}) {
+    const std::size_t batch = shape.batch, c = shape.c;
     for (const auto& [kind, name] : kLossNames) {
+      if (c == 10 && kind != LossKind::kCrossEntropy && kind != LossKind::kCrossEntropySqrt)
+        continue;
       for (const bool weighted : {false, true}) {
         if (weighted && kind != LossKind::kMse) continue;
         SCOPED_TRACE(::testing::Message()
@@ -539,8 +738,16 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
         const double f_lin =
             cpu.loss_linearize(loss64, batch, c, z64.data(), y64.data(), r.data(), s.data());
         EXPECT_LE(relative_error(f_gpu, f_lin), tol) << "linearize F";
-        EXPECT_LE(relative_error(this->download(dr), r), tol) << "residuals";
-        EXPECT_LE(relative_error(this->download(ds), s), tol) << "seeds";
+        const std::vector<double> residuals = this->download(dr), seeds = this->download(ds);
+        EXPECT_LE(relative_error(residuals, r), tol) << "residuals";
+        EXPECT_LE(relative_error(seeds, s), tol) << "seeds";
+        // No sums across threads but F's fixed-order one: a second run gives the same bits.
+        gpu.fill(dr.data(), rows, T(0));
+        gpu.fill(ds.data(), rows * c, T(0));
+        EXPECT_EQ(gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data()),
+                  f_gpu);
+        EXPECT_EQ(this->download(dr), residuals);
+        EXPECT_EQ(this->download(ds), seeds);
       }
     }
   }

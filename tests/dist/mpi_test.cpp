@@ -188,6 +188,31 @@ TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
               1e-9 * one.summary.final_validation_loss);
 }
 
+// The host all-gather the CLI reports each rank's device with, and the node-local rank that
+// picks the device: every rank of this single-node launch is on one node, so the local ranks are
+// the world ranks (MPI_Comm_split_type keys on the world rank), and mpirun's own variable agrees.
+TEST(Communicator, AllGatherStringsInRankOrderOnEveryRank) {
+  const int rank = g_world->rank();
+  // Lengths differ per rank (rank 0's is empty) so the padding is exercised.
+  const std::string mine(static_cast<std::size_t>(rank) * 3, static_cast<char>('a' + rank));
+  const std::vector<std::string> all = g_world->allgather_strings(mine);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(g_world->size()));
+  for (int r = 0; r < g_world->size(); ++r)
+    EXPECT_EQ(all[r], std::string(static_cast<std::size_t>(r) * 3, static_cast<char>('a' + r)));
+
+  const double value = 0.5 + rank;
+  std::vector<double> values(static_cast<std::size_t>(g_world->size()));
+  g_world->allgather(&value, sizeof value, values.data());
+  for (int r = 0; r < g_world->size(); ++r) EXPECT_EQ(values[r], 0.5 + r);
+}
+
+TEST(Communicator, NodeLocalRankOnOneNodeIsTheWorldRank) {
+  EXPECT_EQ(g_world->local_rank(), g_world->rank());
+  if (g_world->size() > 1) {
+    EXPECT_EQ(dist::local_rank_from_environment(), g_world->rank());
+  }
+}
+
 // CG with a tight forcing term reaches the Cholesky step: the same training to 1e-7.
 TEST(ConjugateGradients, ReachesTheCholeskyStep) {
   const auto spec = ModelSpec::mlp(1, {10}, 1, Activation::kTanh);

@@ -51,6 +51,17 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// First in this file: NCCL is loaded once per process, and this must see the load fail.
+TEST(NcclLibrary, AMissingLibraryIsNamedWithTheWayOut) {
+  if (!nccl_built()) GTEST_SKIP() << "lmtrain was built without NCCL";
+  ::setenv("LMTRAIN_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  const std::string description = nccl_runtime_description();
+  ::unsetenv("LMTRAIN_NCCL_LIBRARY");
+  EXPECT_NE(description.find("not loadable"), std::string::npos) << description;
+  EXPECT_NE(description.find("/nonexistent/libnccl.so.2"), std::string::npos) << description;
+  EXPECT_NE(description.find("communicator = \"host\""), std::string::npos) << description;
+}
+
 TEST(HostCommunicator, RefusesDeviceBuffers) {
   auto local = make_local_communicator();
   EXPECT_FALSE(local->supports_device_buffers());

@@ -58,8 +58,16 @@ class Backend {
   DeviceBuffer<T> allocate(std::size_t count) { return DeviceBuffer<T>(memory(), count); }
 
   // ---- transfers and fills ------------------------------------------------------------------
+  // Copies n values from host memory to the device buffer dst, ordered after the work already
+  // queued on this backend and before any queued later.  Returns once `host` has been read: the
+  // caller may overwrite or free it at once (a temporary is fine).  The device may still be
+  // copying: the CUDA backend sends small copies from its own pinned staging buffer and makes
+  // large ones synchronous.
   virtual void copy_from_host(const T* host, T* dst, std::size_t n) = 0;
+  // Copies n values from the device buffer src to host memory after the queued work; blocks until
+  // they are in `host`.
   virtual void copy_to_host(const T* src, T* host, std::size_t n) = 0;
+  // Device to device; overlapping ranges behave like memmove.
   virtual void copy(const T* src, T* dst, std::size_t n) = 0;
   virtual void fill(T* x, std::size_t n, T value) = 0;
   // dst_i = src_i rounded to T: precision changes between this backend and its sibling of the
@@ -67,7 +75,8 @@ class Backend {
   // this backend's queued work; the caller synchronizes the source's backend first.
   virtual void convert(std::size_t n, const float* src, T* dst) = 0;
   virtual void convert(std::size_t n, const double* src, T* dst) = 0;
-  // dst[i, :] = src[rows_host[i], :] for a row-major src with `cols` columns.
+  // dst[i, :] = src[rows_host[i], :] for a row-major src with `cols` columns.  rows_host is host
+  // memory, read before the call returns (as copy_from_host).
   virtual void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
                            T* dst) = 0;
 

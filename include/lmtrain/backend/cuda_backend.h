@@ -8,6 +8,7 @@
 // other functions throw lmtrain::BackendError saying so, so callers need no #ifdef.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,21 @@ std::string cuda_device_description(int device);
 // A backend bound to `device` (an index among the visible devices) with its own stream, cuBLAS
 // and cuSOLVER handles.  Throws BackendError when the device does not exist or cannot be
 // initialized.  Instantiated for float and double.
+//
+// When the environment sets LMTRAIN_CUDA_MEMORY_LIMIT_BYTES (a positive integer), the backend
+// behaves like a device of that many bytes, as the overload below does; its name() says so.
+// This is how a run through the command-line tool exercises the planner and the trainer's
+// slice halving on a large GPU.  Any other value throws InvalidArgument.
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device = 0);
+
+// The same, behaving like a device of `memory_limit_bytes`: available_memory_bytes() is at most
+// the limit minus the bytes in use, and an allocation beyond it throws OutOfMemory (as
+// make_cpu_backend(limit) does; 0: no limit, not even the environment's).  cuBLAS', cuSOLVER's
+// and the CUDA context's own memory are not counted; the solver workspaces lmtrain allocates are.
+// A float64 sibling for mixed precision (make_sibling_backend) takes the environment's limit,
+// not this one, and counts its own bytes.
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes);
 
 }  // namespace lmtrain

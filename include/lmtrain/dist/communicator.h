@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace lmtrain::dist {
 
@@ -20,6 +22,10 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's index among the ranks on the same node (0 for the local communicator): what
+  // picks its GPU (lmtrain/backend/device.h).  MPI asks MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
+  // and falls back to local_rank_from_environment() if MPI cannot say.
+  virtual int local_rank() const { return 0; }
   // "local", "mpi (OpenMPI 4.1.4, 3 ranks)", "nccl 2.28.9 over mpi (OpenMPI 4.1.4, 3 ranks)" or
   // "nccl 2.28.9 (1 rank)".
   virtual std::string name() const = 0;
@@ -30,6 +36,9 @@ class Communicator {
   virtual void allreduce_sum(float* data, std::size_t n) = 0;
   // Copies `bytes` from `root` to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // Every rank contributes `bytes` at `mine`; afterwards `all` (size() · bytes) holds rank r's
+  // contribution at offset r · bytes, on every rank.
+  virtual void allgather(const void* mine, std::size_t bytes, void* all) = 0;
   // Collectives on device buffers (NCCL).  Host-only communicators (local, MPI) return false and
   // throw lmtrain::Error from the *_device functions; the caller then copies to the host and
   // uses the host collectives above.
@@ -53,12 +62,21 @@ class Communicator {
     allreduce_sum(&value, 1);
     return value;
   }
+  // One string per rank, in rank order, on every rank (two allgathers: lengths, then the
+  // strings padded to the longest).  Collective.
+  std::vector<std::string> allgather_strings(const std::string& mine);
 };
 
 std::unique_ptr<Communicator> make_local_communicator();
 
-// True when lmtrain was built with NCCL (and the CUDA backend).
+// True when lmtrain was built with NCCL (and the CUDA backend).  NCCL itself (libnccl.so.2) is
+// loaded when the first NCCL communicator is made, so runs without one need no NCCL installed.
 bool nccl_built() noexcept;
+// "NCCL 2.28.9 (/path/libnccl.so.2)": the library make_nccl_communicator loads (it is loaded by
+// this call), or why none can be ("not loadable: ..." / "lmtrain was built without NCCL").
+// Looks at $LMTRAIN_NCCL_LIBRARY, then libnccl.so.2 on the loader's path, then the library
+// lmtrain was built against.  Never throws.
+std::string nccl_runtime_description();
 // A communicator for a GPU rank: the same ranks as `host` (local or MPI), with NCCL for the
 // device-buffer collectives on `cuda_device` (an index among the visible CUDA devices).  `host`
 // keeps the host collectives, bootstraps NCCL (rank 0's ncclUniqueId is broadcast over it) and
@@ -73,6 +91,15 @@ bool nccl_built() noexcept;
 // Throws lmtrain::Error when lmtrain was built without NCCL.
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
                                                      int cuda_device);
+
+// The node-local rank the launcher exported: OMPI_COMM_WORLD_LOCAL_RANK (OpenMPI's mpirun),
+// SLURM_LOCALID (srun), MPI_LOCALRANKID (MPICH's Hydra), the first that is set; empty when none
+// is or its value is not a non-negative integer.  For processes without an MPI communicator
+// (the benchmark drivers under mpirun) and as MPI's fallback.
+std::optional<int> local_rank_from_environment() noexcept;
+
+// This node's host name (gethostname), or "unknown host": where a rank ran, for reports.
+std::string host_name();
 
 // True when lmtrain was built with MPI.
 bool mpi_built() noexcept;

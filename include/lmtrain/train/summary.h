@@ -60,6 +60,10 @@ struct Summary : TrainingProgress {
   std::string device;
   std::string communicator = "local";  // "local" or "mpi (…, R ranks)"
   int ranks = 1;
+  // The device each rank trained on, in rank order, e.g. "cuda:1 on node7 (node-local rank 1
+  // mod 2 visible CUDA devices)"; filled by the caller that chose the devices (the CLI gathers
+  // it from every rank), empty when nobody did.
+  std::vector<std::string> rank_devices;
   std::size_t num_params = 0;
   std::size_t training_samples = 0;
   std::size_t validation_samples = 0;

@@ -1,7 +1,8 @@
 // CUDA backend: cuBLAS (64-bit API) for GEMM/GEMV/SYRK, cuSOLVER's 64-bit generic API
-// (cusolverDnXpotrf/Xpotrs/Xsyevd) for the factorizations, lmtrain's kernels (kernels.h) for
-// the rest.  Everything is queued on the backend's one stream; the host waits only where a
-// scalar comes back (reductions, factorization status) or data is copied to the host.
+// (cusolverDnXpotrf/Xpotrs/Xsyevd; potri through Xpotrs) for the factorizations, lmtrain's kernels
+// (kernels.h, std::size_t sizes and grid-stride loops) for the rest: no size reaches a library or
+// a kernel as a 32-bit int.  Everything is queued on the backend's one stream; the host waits only
+// where a scalar comes back (reductions, factorization status) or data is copied to the host.
 //
 // Row-major ↔ column-major: the memory of a row-major m × n matrix with leading dimension ld is
 // the column-major n × m matrix (its transpose) with the same ld.  So row-major C = op(A) op(B)
@@ -15,10 +16,14 @@
 #include <cusolverDn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
-#include <limits>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -50,7 +55,15 @@ struct CusolverDeleter {
 struct CusolverParamsDeleter {
   void operator()(cusolverDnParams_t p) const noexcept { (void)cusolverDnDestroyParams(p); }
 };
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const noexcept { (void)cudaEventDestroy(e); }
+};
+struct PinnedDeleter {
+  void operator()(void* p) const noexcept { (void)cudaFreeHost(p); }
+};
 using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+using PinnedHandle = std::unique_ptr<void, PinnedDeleter>;
 using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 using CusolverHandle = std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDeleter>;
 using CusolverParams =
@@ -149,24 +162,32 @@ std::string runtime_versions() {
 template <typename T>
 class CudaBackend final : public Backend<T> {
  public:
-  explicit CudaBackend(int device)
+  CudaBackend(int device, std::size_t memory_limit_bytes)
       : device_(device),
-        memory_(device),
+        memory_(device, memory_limit_bytes),
         stream_(make_stream(device)),
         cublas_(make_cublas(stream_.get())),
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
         reduction_(memory_, kReductionBlocks + 1),
         info_(memory_, 1),
-        name_(fmt::format("cuda:{} ({}, {})", device, cuda_device_description(device),
-                          runtime_versions())) {}
+        name_(fmt::format("cuda:{} ({}, {}){}", device, cuda_device_description(device),
+                          runtime_versions(),
+                          memory_limit_bytes > 0
+                              ? fmt::format(", memory limited to {:.1f} MiB",
+                                            static_cast<double>(memory_limit_bytes) / (1 << 20))
+                              : "")) {}
 
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  // Members are released in reverse order with this device current: buffers (cudaFree waits for
-  // the device), then the library handles, then the stream.
-  ~CudaBackend() override { (void)cudaSetDevice(device_); }
+  // Members are released in reverse order with this device current, once the queued work (a copy
+  // out of the pinned staging buffer, say) is done: buffers, then the library handles, then the
+  // stream.
+  ~CudaBackend() override {
+    if (cudaSetDevice(device_) != cudaSuccess || cudaStreamSynchronize(stream()) != cudaSuccess)
+      (void)cudaGetLastError();
+  }
 
   std::string name() const override { return name_; }
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
@@ -181,7 +202,11 @@ class CudaBackend final : public Backend<T> {
   }
   MemoryResource& memory() override { return memory_; }
   std::size_t available_memory_bytes() const override {
-    return device_memory_info(device_).free_bytes;
+    const std::size_t free = device_memory_info(device_).free_bytes;
+    const std::size_t limit = memory_.limit_bytes();
+    if (limit == 0) return free;
+    const std::size_t left = limit > memory_.bytes_in_use() ? limit - memory_.bytes_in_use() : 0;
+    return std::min(free, left);
   }
   void synchronize() override {
     bind(device_);
@@ -189,12 +214,11 @@ class CudaBackend final : public Backend<T> {
   }
 
   // ---- transfers and fills ------------------------------------------------------------------
-  // Host memory here is pageable, so cudaMemcpyAsync stages it before returning: the caller may
-  // reuse `host` at once.
+  // backend.h's contract: `host` may be reused or freed on return (upload() says how).
   void copy_from_host(const T* host, T* dst, std::size_t n) override {
     if (n == 0) return;
     bind(device_);
-    CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
+    upload(host, dst, n * sizeof(T));
   }
   void copy_to_host(const T* src, T* host, std::size_t n) override {
     if (n == 0) return;
@@ -236,9 +260,7 @@ class CudaBackend final : public Backend<T> {
     // Grow-only; a reallocation frees the old indices with cudaFree, which waits for any kernel
     // still reading them.
     row_indices_.reserve(memory_, rows_host.size());
-    CUDA_CHECK(cudaMemcpyAsync(row_indices_.data(), rows_host.data(),
-                               rows_host.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
-                               stream()));
+    upload(rows_host.data(), row_indices_.data(), rows_host.size() * sizeof(std::int64_t));
     cuda::gather_rows(stream(), src, cols, row_indices_.data(), rows_host.size(), dst);
   }
 
@@ -345,30 +367,35 @@ class CudaBackend final : public Backend<T> {
     if (info != 0)
       throw BackendError(fmt::format("cusolverDnXpotrs failed with info {} (n = {})", info, n));
   }
-  // Legacy 32-bit API: cuSOLVER has no 64-bit Xpotri.
+  // cuSOLVER's potri exists only in the legacy API, whose int lda and lwork make it wrong from
+  // n = 46 341 (n² > 2³¹).  So (LLᵀ)⁻¹ is solved for with the 64-bit cusolverDnXpotrs against the
+  // identity, a block of columns at a time (kernels.h: identity_columns, store_inverse_columns,
+  // finish_inverse): an n × k block instead of a second n × n matrix.  2n³ flops against potri's
+  // n³, once per accepted step of ard.
   int potri(std::size_t n, T* a) override {
     if (n == 0) return 0;
     bind(device_);
-    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw BackendError(fmt::format("cusolverDn potri: n = {} exceeds its int range", n));
-    const int ni = static_cast<int>(n);
-    int lwork = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      CUSOLVER_CHECK(cusolverDnSpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
-    } else {
-      CUSOLVER_CHECK(cusolverDnDpotri_bufferSize(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, &lwork));
+    // LAPACK's info: the first zero on the factor's diagonal (none after a successful potrf).
+    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data());
+    if (const double zero = reduction_result(); zero < static_cast<double>(n))
+      return static_cast<int>(zero) + 1;
+    const std::size_t k = inverse_block_columns(n);
+    inverse_block_.reserve(memory_, n * k);
+    inverse_diagonal_.reserve(memory_, n);
+    for (std::size_t j0 = 0; j0 < n; j0 += k) {
+      const std::size_t count = std::min(k, n - j0);
+      cuda::identity_columns(stream(), n, j0, count, inverse_block_.data());
+      CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                      i64(count), kDataType<T>, a, i64(n), kDataType<T>,
+                                      inverse_block_.data(), i64(n), info_.data()));
+      cuda::store_inverse_columns(stream(), n, j0, count, inverse_block_.data(), a,
+                                  inverse_diagonal_.data());
     }
-    reserve_solver_workspace(static_cast<std::size_t>(lwork) * sizeof(T), 0);
-    T* work = reinterpret_cast<T*>(device_workspace_.data());
-    if constexpr (std::is_same_v<T, float>) {
-      CUSOLVER_CHECK(cusolverDnSpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
-    } else {
-      CUSOLVER_CHECK(cusolverDnDpotri(cusolver(), CUBLAS_FILL_MODE_LOWER, ni, a, ni, work, lwork, info_.data()));
-    }
-    const int info = factorization_info();
-    if (info < 0)
-      throw BackendError(fmt::format("cusolverDn potri: argument {} invalid (n = {})", -info, n));
-    return info;
+    // Xpotrs reports only invalid arguments; one check after the loop (it waits for the stream).
+    if (const int info = factorization_info(); info != 0)
+      throw BackendError(fmt::format("cusolverDnXpotrs (inverse): info {} (n = {})", info, n));
+    cuda::finish_inverse(stream(), n, inverse_diagonal_.data(), a);
+    return 0;
   }
   // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
   // `a` — the layout backend.h promises.
@@ -396,8 +423,11 @@ class CudaBackend final : public Backend<T> {
   }
   void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
                               T* out) override {
+    if (n == 0) return;
     bind(device_);
-    cuda::column_sums_of_squares(stream(), m, n, j, ldj, out);
+    const std::size_t chunks = cuda::column_sum_chunks(m, n);
+    if (chunks > 1) column_partials_.reserve(memory_, chunks * n);  // grow-only, ≤ 2¹⁶ doubles
+    cuda::column_sums_of_squares(stream(), m, n, j, ldj, column_partials_.data(), out);
   }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
     bind(device_);
@@ -438,8 +468,8 @@ class CudaBackend final : public Backend<T> {
                             std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
                             std::size_t stride_c, std::size_t count) override {
     bind(device_);
-    cuda::gemm_strided_batched(cublas(), ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                               stride_b, beta, c, ldc, stride_c, count);
+    cuda::gemm_strided_batched(cublas(), ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                               beta, c, ldc, stride_c, count);
   }
   void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) override {
     bind(device_);
@@ -492,8 +522,8 @@ class CudaBackend final : public Backend<T> {
     if (batch == 0) return 0.0;
     bind(device_);
     double* scratch = nullptr;
-    if (loss_needs_scratch(loss.kind)) {
-      loss_scratch_.reserve(memory_, batch * c);  // grow-only
+    if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
+      loss_scratch_.reserve(memory_, doubles);  // grow-only
       scratch = loss_scratch_.data();
     }
     cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data());
@@ -508,13 +538,13 @@ class CudaBackend final : public Backend<T> {
     std::size_t device_bytes = 0;
     std::size_t host_bytes = 0;
     CUSOLVER_CHECK(cusolverDnXsyevd_bufferSize(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
+        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n), kDataType<T>, a, i64(n),
+        kDataType<T>, w, kDataType<T>, &device_bytes, &host_bytes));
     reserve_solver_workspace(device_bytes, host_bytes);
-    CUSOLVER_CHECK(cusolverDnXsyevd(
-        cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER, i64(n),
-        kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>, device_workspace_.data(),
-        device_bytes, host_workspace_.data(), host_bytes, info_.data()));
+    CUSOLVER_CHECK(cusolverDnXsyevd(cusolver(), solver_params(), mode, CUBLAS_FILL_MODE_LOWER,
+                                    i64(n), kDataType<T>, a, i64(n), kDataType<T>, w, kDataType<T>,
+                                    device_workspace_.data(), device_bytes, host_workspace_.data(),
+                                    host_bytes, info_.data()));
     const int info = factorization_info();
     if (info < 0)
       throw BackendError(fmt::format("cusolverDnXsyevd: argument {} invalid (n = {})", -info, n));
@@ -546,6 +576,50 @@ class CudaBackend final : public Backend<T> {
     return info;
   }
 
+  // Columns of the identity potri solves for at once: 8 MiB worth, at least 256 (so large n
+  // still gives the triangular solves some width), at most n.
+  static std::size_t inverse_block_columns(std::size_t n) {
+    constexpr std::size_t kBlockBytes = std::size_t{8} << 20;
+    const std::size_t k = std::max<std::size_t>(kBlockBytes / (n * sizeof(T)), 256);
+    return std::min(k, n);
+  }
+
+  // Host → device copy of `bytes` at `host`, pageable memory the caller may reuse as soon as this
+  // returns.  cudaMemcpyAsync from pageable memory only happens to work (the driver stages it
+  // before returning); here that is explicit.  Up to kStagingBytes are copied into this
+  // backend's pinned buffer and sent asynchronously, after waiting for the previous upload out of
+  // it (its event; normally long done).  Larger uploads — the data sets, A's triangle between
+  // ranks — are synchronous: the stream is drained before returning.
+  void upload(const void* host, void* device, std::size_t bytes) {
+    if (bytes <= kStagingBytes && ensure_staging()) {
+      CUDA_CHECK(cudaEventSynchronize(staging_free_.get()));
+      std::memcpy(staging_.get(), host, bytes);
+      CUDA_CHECK(cudaMemcpyAsync(device, staging_.get(), bytes, cudaMemcpyHostToDevice, stream()));
+      CUDA_CHECK(cudaEventRecord(staging_free_.get(), stream()));
+      return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+  // The pinned staging buffer and its event, made on first use.  False when pinned memory cannot
+  // be had (then uploads are synchronous, which is correct, only slower).
+  bool ensure_staging() {
+    if (staging_) return true;
+    if (staging_unavailable_) return false;
+    void* p = nullptr;
+    if (cudaMallocHost(&p, kStagingBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      staging_unavailable_ = true;
+      return false;
+    }
+    staging_ = PinnedHandle(p);
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    staging_free_ = EventHandle(e);
+    return true;
+  }
+
   // Grow-only, so repeated factorizations of the same size (every λ retry) allocate nothing.
   void reserve_solver_workspace(std::size_t device_bytes, std::size_t host_bytes) {
     if (device_bytes > 0) device_workspace_.reserve(memory_, device_bytes);
@@ -563,25 +637,58 @@ class CudaBackend final : public Backend<T> {
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
   DeviceBuffer<double> loss_scratch_;
+  DeviceBuffer<double> column_partials_;  // column_sums_of_squares' per-chunk sums
+  DeviceBuffer<T> inverse_block_;     // potri: n × k columns of the identity, then of the inverse
+  DeviceBuffer<T> inverse_diagonal_;  // potri: the inverse's diagonal
   DeviceBuffer<std::int64_t> row_indices_;
+  static constexpr std::size_t kStagingBytes = std::size_t{4} << 20;
+  PinnedHandle staging_;      // kStagingBytes of page-locked host memory (upload())
+  EventHandle staging_free_;  // recorded after the last copy out of staging_
+  bool staging_unavailable_ = false;
   std::string name_;
 };
 
 }  // namespace
 }  // namespace cuda
 
+namespace {
+
+// LMTRAIN_CUDA_MEMORY_LIMIT_BYTES, or 0 when unset.
+std::size_t memory_limit_from_environment() {
+  const char* text = std::getenv("LMTRAIN_CUDA_MEMORY_LIMIT_BYTES");
+  if (text == nullptr || *text == '\0') return 0;
+  const std::string_view v(text);
+  std::size_t bytes = 0;
+  const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), bytes);
+  if (error != std::errc() || end != v.data() + v.size() || bytes == 0)
+    throw InvalidArgument(fmt::format(
+        "LMTRAIN_CUDA_MEMORY_LIMIT_BYTES=\"{}\" is not a positive number of bytes; set it to the "
+        "device memory lmtrain may use (a test of the memory planner), or unset it",
+        v));
+  return bytes;
+}
+
+}  // namespace
+
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device) {
+  return make_cuda_backend<T>(device, memory_limit_from_environment());
+}
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes) {
   if (cuda_device_count() == 0) {
     throw BackendError(
         "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
         "them; `nvidia-smi` shows what the driver sees); use the cpu backend");
   }
   (void)cuda_device_description(device);  // validates the index with an actionable message
-  return std::make_unique<cuda::CudaBackend<T>>(device);
+  return std::make_unique<cuda::CudaBackend<T>>(device, memory_limit_bytes);
 }
 
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int, std::size_t);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int, std::size_t);
 
 }  // namespace lmtrain

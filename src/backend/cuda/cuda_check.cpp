@@ -38,8 +38,8 @@ void throw_cublas_error(cublasStatus_t status, const char* call, const char* fil
 
 void throw_cusolver_error(cusolverStatus_t status, const char* call, const char* file, int line) {
   if (status == CUSOLVER_STATUS_ALLOC_FAILED)
-    throw OutOfMemory(fmt::format("{} failed at {}:{}: {} (status {})", call, base_name(file),
-                                  line, cusolver_status_name(status), static_cast<int>(status)));
+    throw OutOfMemory(fmt::format("{} failed at {}:{}: {} (status {})", call, base_name(file), line,
+                                  cusolver_status_name(status), static_cast<int>(status)));
   throw BackendError(fmt::format("{} failed at {}:{}: {} (status {})", call, base_name(file), line,
                                  cusolver_status_name(status), static_cast<int>(status)));
 }

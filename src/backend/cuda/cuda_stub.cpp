@@ -33,7 +33,14 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/) {
   throw_not_built();
 }
 
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/, std::size_t /*memory_limit_bytes*/) {
+  throw_not_built();
+}
+
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int, std::size_t);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int, std::size_t);
 
 }  // namespace lmtrain

@@ -16,6 +16,12 @@ double mib(std::size_t bytes) {
 }  // namespace
 
 void* DeviceMemory::allocate(std::size_t bytes) {
+  if (limit_ > 0 && bytes_in_use() + bytes > limit_)
+    throw OutOfMemory(fmt::format(
+        "CUDA allocation of {:.3f} MiB on device {} exceeds the backend's limit of {:.3f} MiB "
+        "({:.3f} MiB in use; LMTRAIN_CUDA_MEMORY_LIMIT_BYTES or make_cuda_backend's limit); lower "
+        "memory_budget_bytes or the batch size",
+        mib(bytes), device_, mib(limit_), mib(bytes_in_use())));
   CUDA_CHECK(cudaSetDevice(device_));
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes);

@@ -59,6 +59,19 @@ void dense_jacobian(cudaStream_t stream, std::size_t rows, std::size_t out, std:
 // -------------------------
 template <typename T>
 void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a);
+// The inverse (LLᵀ)⁻¹ from a column-major lower factor in `a`, built k columns at a time
+// (cuda_backend.cpp, potri): identity_columns writes columns [j0, j0 + count) of I (column-major,
+// n × count) into b; after a solve turns them into columns of the inverse X,
+// store_inverse_columns puts their part above the diagonal into a's strictly upper triangle
+// (column-major: the factor's unused half) and X_jj into diagonal[j]; finish_inverse copies that
+// half over the factor's (row-major: strict lower → strict upper) and writes the diagonal.
+template <typename T>
+void identity_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count, T* b);
+template <typename T>
+void store_inverse_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count,
+                           const T* block, T* a, T* diagonal);
+template <typename T>
+void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a);
 template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
 template <typename T>
@@ -71,9 +84,12 @@ template <typename T>
 void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed);
 template <typename T>
 void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a);
+// out_c = Σ_r J[r, c]² over column_sum_chunks(m, n) chunks of rows in parallel, summed in double
+// in a fixed order; `partials` holds chunks · n doubles (unused with one chunk).
+std::size_t column_sum_chunks(std::size_t m, std::size_t n);
 template <typename T>
 void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
-                            std::size_t ldj, T* out);
+                            std::size_t ldj, double* partials, T* out);
 
 // ---- reduction_kernels.cu (n > 0)
 // ----------------------------------------------------------------
@@ -84,21 +100,30 @@ void max_abs(cudaStream_t stream, std::size_t n, const T* x, double* partials);
 // Number of elements that are NaN or ±inf.
 template <typename T>
 void count_nonfinite(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+// The smallest i with a[i·(n + 1)] == 0 (a zero on an n × n matrix's diagonal), as a double;
+// +∞ when there is none.
+template <typename T>
+void first_zero_on_diagonal(cudaStream_t stream, std::size_t n, const T* a, double* partials);
 
-// ---- loss_kernels.cu (batch > 0): one thread per sample running the shared per-sample code of
-// backend/loss_math.h; the objective F is reduced like the reductions above. ----------------------
+// ---- loss_kernels.cu (batch > 0): the per-sample and per-entry code of backend/loss_math.h;
+// the objective F is reduced like the reductions above. --------------------------------------
 template <typename T>
 void loss_objective(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
                     std::size_t c, const T* z, const T* y, double* partials);
-// `scratch` holds batch·c doubles for the cross-entropy kinds (null for the others).
+// `scratch` holds loss_scratch_doubles(kind, batch, c) doubles (null when that is 0).
 template <typename T>
 void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
                     std::size_t c, const T* z, const T* y, T* r, T* seeds, double* scratch,
                     double* partials);
 
-// True when loss_linearize needs its per-sample scratch (softmax probabilities).
+// True when loss_linearize needs scratch (the softmax probabilities of the batch).
 constexpr bool loss_needs_scratch(LossKind kind) {
   return kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt;
+}
+// Its size: batch·c probabilities, plus each sample's CE for √CE.
+constexpr std::size_t loss_scratch_doubles(LossKind kind, std::size_t batch, std::size_t c) {
+  if (!loss_needs_scratch(kind)) return 0;
+  return batch * c + (kind == LossKind::kCrossEntropySqrt ? batch : 0);
 }
 
 }  // namespace lmtrain::cuda

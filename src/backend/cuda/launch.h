@@ -38,6 +38,12 @@ struct MaxOp {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
 };
 
+// The least value; +∞ for none (first_zero_on_diagonal).
+struct MinOp {
+  __device__ static double identity() { return INFINITY; }
+  __device__ double operator()(double a, double b) const { return fmin(a, b); }
+};
+
 // Reduces v over the block; the result is valid in thread 0.  Warp shuffles, then one warp over
 // the per-warp values.
 template <typename Op>

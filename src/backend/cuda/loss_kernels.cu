@@ -1,5 +1,9 @@
-// Loss kernels: one thread per sample runs the per-sample code the CPU backend runs
-// (backend/loss_math.h), and the per-sample objectives are summed deterministically.
+// Loss kernels.  The objective F is a deterministic two-pass sum of per-sample objectives (one
+// thread per sample: each is O(C) work, and the softmax of a sample needs all its logits).  The
+// linearization then writes residuals and seeds with one thread per *seed entry*: the exact
+// cross-entropy has C² seeds per sample, which one thread per sample wrote serially.  Every entry
+// is computed by the formulas the CPU runs (backend/loss_math.h); nothing is accumulated across
+// threads except F, so the bits do not depend on scheduling.
 #include "../loss_math.h"
 #include "launch.h"
 
@@ -17,24 +21,78 @@ struct SampleObjective {
   }
 };
 
-// Writes sample b's residuals and seed rows as a side effect; every sample is visited exactly
-// once by the grid-stride loop of reduce_to_partials.
+// Sample b's objective as loss_linearize reports it; for the cross-entropy kinds it also leaves
+// the softmax in probabilities[b·c …] and (√CE) the sample's CE in cross_entropy[b], for the
+// entry kernel.  Every sample is visited exactly once by reduce_to_partials' grid-stride loop.
 template <typename T>
-struct SampleLinearization {
+struct SampleLinearizationObjective {
   LossParams<T> loss;
   std::size_t c;
-  std::size_t rows;  // residuals per sample
   const T* z;
   const T* y;
-  T* r;
-  T* seeds;
-  double* scratch;
+  double* probabilities;  // batch·c, or null (mse, elementwise)
+  double* cross_entropy;  // batch, or null (all but √CE)
   __device__ double operator()(std::size_t b) const {
-    return kernels::sample_linearize(loss, c, z + b * c, y + b * c, r + b * rows,
-                                     seeds + b * rows * c,
-                                     scratch != nullptr ? scratch + b * c : nullptr);
+    double* p = probabilities != nullptr ? probabilities + b * c : nullptr;
+    const double f = kernels::sample_linearization_objective(loss, c, z + b * c, y + b * c, p);
+    if (cross_entropy != nullptr) cross_entropy[b] = 2.0 * f;  // f = ½CE
+    return f;
   }
 };
+
+// Entry e = (row·c + j) of the seeds, row = b·R + k: seeds[e] = ∂r_{b,k}/∂z_{b,j}; the thread
+// of j = 0 also writes the residual r[row].  Consecutive threads write consecutive entries.
+template <typename T>
+__global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, std::size_t c,
+                                         std::size_t rows_per_sample, const T* z, const T* y,
+                                         const double* probabilities, const double* cross_entropy,
+                                         T* r, T* seeds) {
+  const std::size_t entries = batch * rows_per_sample * c;
+  for (std::size_t e = thread_index(); e < entries; e += grid_size()) {
+    const std::size_t row = e / c;
+    const std::size_t j = e - row * c;
+    const std::size_t b = row / rows_per_sample;
+    const std::size_t k = row - b * rows_per_sample;
+    const T* zb = z + b * c;
+    const T* yb = y + b * c;
+    switch (loss.kind) {
+      case LossKind::kMse: {
+        const double sw = kernels::mse_root_weight(loss, k);
+        seeds[e] = j == k ? static_cast<T>(sw) : T(0);
+        if (j == 0)
+          r[row] = static_cast<T>(sw * (static_cast<double>(zb[k]) - static_cast<double>(yb[k])));
+        break;
+      }
+      case LossKind::kCrossEntropy: {
+        const double* p = probabilities + b * c;
+        const double sk = kernels::cross_entropy_scale(p[k]);
+        seeds[e] = static_cast<T>(kernels::cross_entropy_seed(sk, p[k], p[j], j == k));
+        if (j == 0)
+          r[row] =
+              static_cast<T>(kernels::cross_entropy_residual(p[k], static_cast<double>(yb[k])));
+        break;
+      }
+      case LossKind::kCrossEntropySqrt: {  // one row per sample: k = 0
+        const double ce = cross_entropy[b];
+        seeds[e] = static_cast<T>(kernels::cross_entropy_sqrt_seed(ce, probabilities[b * c + j],
+                                                                   static_cast<double>(yb[j])));
+        if (j == 0) r[row] = static_cast<T>(kernels::cross_entropy_sqrt_residual(ce));
+        break;
+      }
+      default: {
+        if (j != k && j != 0) {
+          seeds[e] = T(0);
+          break;
+        }
+        const kernels::ElementwiseLinearization lin = kernels::elementwise_linearize(
+            loss.kind, loss.huber_delta, static_cast<double>(zb[k]), static_cast<double>(yb[k]));
+        seeds[e] = j == k ? static_cast<T>(lin.derivative) : T(0);
+        if (j == 0) r[row] = static_cast<T>(lin.residual);
+        break;
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -49,8 +107,15 @@ void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t 
                     std::size_t c, const T* z, const T* y, T* r, T* seeds, double* scratch,
                     double* partials) {
   const std::size_t rows = residuals_per_sample(loss.kind, c);
-  reduce(stream, batch, SampleLinearization<T>{loss, c, rows, z, y, r, seeds, scratch}, SumOp{},
+  double* probabilities = loss_needs_scratch(loss.kind) ? scratch : nullptr;
+  double* cross_entropy = loss.kind == LossKind::kCrossEntropySqrt ? scratch + batch * c : nullptr;
+  reduce(stream, batch,
+         SampleLinearizationObjective<T>{loss, c, z, y, probabilities, cross_entropy}, SumOp{},
          partials);
+  const std::size_t entries = batch * rows * c;
+  linearize_entries_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
+      loss, batch, c, rows, z, y, probabilities, cross_entropy, r, seeds);
+  CUDA_CHECK_LAUNCH();
 }
 
 #define LMTRAIN_INSTANTIATE(T)                                                                  \

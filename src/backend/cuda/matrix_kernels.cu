@@ -8,31 +8,77 @@ namespace {
 constexpr unsigned kTile = 32;
 constexpr unsigned kTileRows = 8;  // a 32 × 8 block moves a 32 × 32 tile, 4 rows per thread
 
-// Lower tile (tr, tc), tc ≤ tr, is the transpose of upper tile (tc, tr).  The upper tile is read
-// with coalesced row loads into shared memory and written back transposed with coalesced row
-// stores (the +1 column avoids shared-memory bank conflicts).  On a diagonal tile only the strict
-// lower part is written, and only upper elements are read, so no element is both read and
-// written.
+// Lower tile (tr, tc), tc ≤ tr, is the transpose of upper tile (tc, tr).  The source tile is
+// read with coalesced row loads into shared memory and written back transposed with coalesced
+// row stores (the +1 column avoids shared-memory bank conflicts).  Only strictly-off-diagonal
+// elements of the source triangle are read and only those of the other triangle written, so on a
+// diagonal tile no element is both read and written.  `from_lower` copies the strict lower
+// triangle into the upper one instead (the last step of potri).
 template <typename T>
-__global__ void __launch_bounds__(kTile* kTileRows) symmetrize_upper_kernel(std::size_t n, T* a) {
+__global__ void __launch_bounds__(kTile* kTileRows)
+    mirror_triangle_kernel(std::size_t n, T* a, bool from_lower) {
   __shared__ T tile[kTile][kTile + 1];
   const std::size_t tiles = (n + kTile - 1) / kTile;
   for (std::size_t tr = blockIdx.y; tr < tiles; tr += gridDim.y) {
     for (std::size_t tc = blockIdx.x; tc <= tr; tc += gridDim.x) {
+      // Source element (row, col) of the tile pair, strictly inside its triangle.
       for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
-        const std::size_t row = tc * kTile + k;
-        const std::size_t col = tr * kTile + threadIdx.x;
-        if (row < n && col < n) tile[k][threadIdx.x] = a[row * n + col];
+        const std::size_t row = (from_lower ? tr : tc) * kTile + k;
+        const std::size_t col = (from_lower ? tc : tr) * kTile + threadIdx.x;
+        if (row < n && col < n && (from_lower ? col < row : row < col))
+          tile[k][threadIdx.x] = a[row * n + col];
       }
       __syncthreads();
       for (unsigned k = threadIdx.y; k < kTile; k += kTileRows) {
-        const std::size_t i = tr * kTile + k;
-        const std::size_t j = tc * kTile + threadIdx.x;
-        if (i < n && j < i) a[i * n + j] = tile[threadIdx.x][k];
+        const std::size_t i = (from_lower ? tc : tr) * kTile + k;
+        const std::size_t j = (from_lower ? tr : tc) * kTile + threadIdx.x;
+        if (i < n && j < n && (from_lower ? i < j : j < i)) a[i * n + j] = tile[threadIdx.x][k];
       }
       __syncthreads();
     }
   }
+}
+
+void launch_mirror(cudaStream_t stream, std::size_t n, auto* a, bool from_lower) {
+  if (n < 2) return;
+  const std::size_t tiles = (n + kTile - 1) / kTile;
+  const unsigned g = tiles < 65535 ? static_cast<unsigned>(tiles) : 65535u;
+  mirror_triangle_kernel<<<dim3(g, g), dim3(kTile, kTileRows), 0, stream>>>(n, a, from_lower);
+  CUDA_CHECK_LAUNCH();
+}
+
+// Column block [j0, j0 + count) of the n × n identity, column-major with leading dimension n.
+template <typename T>
+__global__ void identity_columns_kernel(std::size_t n, std::size_t j0, std::size_t count, T* b) {
+  const std::size_t total = n * count;
+  for (std::size_t idx = thread_index(); idx < total; idx += grid_size()) {
+    const std::size_t c = idx / n;
+    const std::size_t i = idx - c * n;
+    b[idx] = i == j0 + c ? T(1) : T(0);
+  }
+}
+
+// Column j = j0 + c of the inverse X (column-major in `block`, leading dimension n): the entries
+// above its diagonal go to the strictly upper triangle (column-major) of `a`, which the lower
+// factor leaves free, and X_jj to diagonal[j].
+template <typename T>
+__global__ void store_inverse_columns_kernel(std::size_t n, std::size_t j0, std::size_t count,
+                                             const T* block, T* a, T* diagonal) {
+  const std::size_t total = n * count;
+  for (std::size_t idx = thread_index(); idx < total; idx += grid_size()) {
+    const std::size_t c = idx / n;
+    const std::size_t i = idx - c * n;
+    const std::size_t j = j0 + c;
+    if (i < j)
+      a[j * n + i] = block[idx];
+    else if (i == j)
+      diagonal[j] = block[idx];
+  }
+}
+
+template <typename T>
+__global__ void set_diagonal_kernel(std::size_t n, const T* d, T* a) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size()) a[i * n + i] = d[i];
 }
 
 template <typename T>
@@ -65,10 +111,30 @@ __global__ void clamp_strided_kernel(std::size_t n, const T* x, std::size_t stri
 
 template <typename T>
 void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a) {
-  if (n < 2) return;
-  const std::size_t tiles = (n + kTile - 1) / kTile;
-  const unsigned g = tiles < 65535 ? static_cast<unsigned>(tiles) : 65535u;
-  symmetrize_upper_kernel<<<dim3(g, g), dim3(kTile, kTileRows), 0, stream>>>(n, a);
+  launch_mirror(stream, n, a, false);
+}
+
+template <typename T>
+void identity_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count, T* b) {
+  if (n == 0 || count == 0) return;
+  identity_columns_kernel<<<blocks_for(n * count), kThreads, 0, stream>>>(n, j0, count, b);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void store_inverse_columns(cudaStream_t stream, std::size_t n, std::size_t j0, std::size_t count,
+                           const T* block, T* a, T* diagonal) {
+  if (n == 0 || count == 0) return;
+  store_inverse_columns_kernel<<<blocks_for(n * count), kThreads, 0, stream>>>(n, j0, count, block,
+                                                                               a, diagonal);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a) {
+  if (n == 0) return;
+  launch_mirror(stream, n, a, true);
+  set_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, diagonal, a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -120,13 +186,44 @@ __global__ void pack_upper_kernel(std::size_t n, const T* a, T* packed, bool unp
   }
 }
 
+// out_c = Σ_r J[r, c]², parallel over rows as well as columns: block (x, y) covers kTile columns
+// and row chunk y, its kTileRows row lanes striding through the chunk (a warp reads kTile
+// consecutive columns of one row: coalesced), summing in double.  The lanes' sums are added in
+// lane order, then the chunks' in chunk order by the second kernel: a fixed order, so the same J
+// gives the same bits on every run.  With one chunk the first kernel writes `out` itself.
 template <typename T>
-__global__ void column_squares_kernel(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
-                                      T* out) {
+__global__ void __launch_bounds__(kTile* kTileRows)
+    column_squares_kernel(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
+                          std::size_t rows_per_chunk, double* partials, T* out) {
+  __shared__ double lanes[kTileRows][kTile];
+  const std::size_t c = static_cast<std::size_t>(blockIdx.x) * kTile + threadIdx.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.y) * rows_per_chunk;
+  const std::size_t last = first + rows_per_chunk < m ? first + rows_per_chunk : m;
+  double sum = 0.0;
+  if (c < n)
+    for (std::size_t r = first + threadIdx.y; r < last; r += kTileRows) {
+      const double v = static_cast<double>(j[r * ldj + c]);
+      sum += v * v;
+    }
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < n) {
+    double total = lanes[0][threadIdx.x];
+    for (unsigned lane = 1; lane < kTileRows; ++lane) total += lanes[lane][threadIdx.x];
+    if (gridDim.y == 1)
+      out[c] = static_cast<T>(total);
+    else
+      partials[static_cast<std::size_t>(blockIdx.y) * n + c] = total;
+  }
+}
+
+template <typename T>
+__global__ void sum_column_chunks_kernel(std::size_t n, std::size_t chunks, const double* partials,
+                                         T* out) {
   for (std::size_t c = thread_index(); c < n; c += grid_size()) {
-    T sum = T(0);
-    for (std::size_t r = 0; r < m; ++r) sum += j[r * ldj + c] * j[r * ldj + c];
-    out[c] = sum;
+    double total = 0.0;
+    for (std::size_t k = 0; k < chunks; ++k) total += partials[k * n + c];
+    out[c] = static_cast<T>(total);
   }
 }
 
@@ -140,25 +237,52 @@ void pack_upper(cudaStream_t stream, std::size_t n, const T* a, T* packed) {
 template <typename T>
 void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a) {
   if (n == 0) return;
-  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(n, a, const_cast<T*>(packed), true);
+  pack_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(
+      n, a, const_cast<T*>(packed), true);
   CUDA_CHECK_LAUNCH();
+}
+
+std::size_t column_sum_chunks(std::size_t m, std::size_t n) {
+  // Enough blocks to fill a GPU (132 SMs × 8 resident blocks of 256 threads on an H100) when
+  // n alone gives too few, each chunk at least 64 rows (8 per lane); never more than the grid's
+  // y limit.  A function of m and n only, so the summation order is too.
+  constexpr std::size_t kTargetBlocks = 2048;
+  constexpr std::size_t kMinRows = 64;
+  const std::size_t column_blocks = (n + kTile - 1) / kTile;
+  const std::size_t by_blocks = column_blocks >= kTargetBlocks ? 1 : kTargetBlocks / column_blocks;
+  const std::size_t by_rows = (m + kMinRows - 1) / kMinRows;
+  const std::size_t chunks = by_blocks < by_rows ? by_blocks : by_rows;
+  return chunks == 0 ? 1 : (chunks < 65535 ? chunks : 65535);
 }
 
 template <typename T>
 void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
-                            std::size_t ldj, T* out) {
+                            std::size_t ldj, double* partials, T* out) {
   if (n == 0) return;
-  column_squares_kernel<<<blocks_for(n), kThreads, 0, stream>>>(m, n, j, ldj, out);
+  const std::size_t chunks = column_sum_chunks(m, n);
+  const std::size_t rows_per_chunk = m == 0 ? 1 : (m + chunks - 1) / chunks;
+  const std::size_t column_blocks = (n + kTile - 1) / kTile;
+  column_squares_kernel<<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks)),
+                          dim3(kTile, kTileRows), 0, stream>>>(m, n, j, ldj, rows_per_chunk,
+                                                               partials, out);
+  CUDA_CHECK_LAUNCH();
+  if (chunks == 1) return;
+  sum_column_chunks_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, chunks, partials, out);
   CUDA_CHECK_LAUNCH();
 }
 
-#define LMTRAIN_INSTANTIATE(T)                                               \
-  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);      \
-  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);    \
-  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*, std::size_t, T*); \
-  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);          \
-  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*); \
-  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*); \
+#define LMTRAIN_INSTANTIATE(T)                                                                \
+  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
+  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                     \
+  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,   \
+                                          std::size_t, double*, T*);                          \
+  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                           \
+  template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*); \
+  template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, \
+                                         const T*, T*, T*);                                   \
+  template void finish_inverse<T>(cudaStream_t, std::size_t, const T*, T*);                   \
+  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*);                  \
+  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*);                  \
   template void clamp_strided<T>(cudaStream_t, std::size_t, const T*, std::size_t, T, T, T*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)
