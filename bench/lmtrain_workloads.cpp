@@ -60,10 +60,10 @@
 #include "lmtrain/io/idx_reader.h"
 #include "lmtrain/io/standardization.h"
 #include "lmtrain/lmtrain.h"
-#include "lmtrain/solve/solver_selection.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/nn/memory_plan.h"
 #include "lmtrain/solve/normal_equations.h"
+#include "lmtrain/solve/solver_selection.h"
 
 namespace {
 
@@ -90,14 +90,14 @@ struct Args {
   double validation_fraction = 0.0;
   bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
   std::string regularization = "none";  // none | l2 | bayesian
-  std::string damping = "nielsen";         // multiplicative | nielsen (lmtrain's default)
-  bool geodesic = true;                    // geodesic acceleration (lmtrain's default)
-  std::string solver = "auto";              // auto | cholesky | eigen | cg | dual
-  double cg_forcing = 0.0;                  // 0: SolverOptions' default
+  std::string damping = "nielsen";      // multiplicative | nielsen (lmtrain's default)
+  bool geodesic = true;                 // geodesic acceleration (lmtrain's default)
+  std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
+  double cg_forcing = 0.0;              // 0: SolverOptions' default
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
   // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
   bool per_sample_damping = false;
-  std::size_t cg_max_iterations = 0;        // 0: SolverOptions' default
+  std::size_t cg_max_iterations = 0;  // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
   std::size_t test_rows = 2000;
@@ -107,7 +107,8 @@ struct Args {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw lmtrain::InvalidArgument(fmt::format(
-      "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed] [--device cpu|cuda]\n"
+      "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed] "
+      "[--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping] "
@@ -483,22 +484,26 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   auto backend = make_backend<T>(args.device);
   lmtrain::SolverOptions solver;  // lmtrain's defaults, then the flags
   const auto regularization = lmtrain::parse_regularization(args.regularization);
-  if (!regularization) usage_error(fmt::format("--regularization {}: expected none, l2 or bayesian", args.regularization));
+  if (!regularization)
+    usage_error(
+        fmt::format("--regularization {}: expected none, l2 or bayesian", args.regularization));
   solver.regularization = *regularization;
   const auto damping = lmtrain::parse_damping(args.damping);
-  if (!damping) usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
+  if (!damping)
+    usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
   solver.geodesic_acceleration = args.geodesic;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
   if (!linear_solver)
-    usage_error(fmt::format("--solver {}: expected auto, cholesky, eigen, cg or dual", args.solver));
+    usage_error(
+        fmt::format("--solver {}: expected auto, cholesky, eigen, cg or dual", args.solver));
   solver.linear_solver = *linear_solver;
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
   if (args.per_sample_damping) {
-    const double b = static_cast<double>(topt.batch_size > 0 ? std::min(topt.batch_size, train.samples)
-                                                              : train.samples);
+    const double b = static_cast<double>(
+        topt.batch_size > 0 ? std::min(topt.batch_size, train.samples) : train.samples);
     solver.lambda_initial *= b;
     solver.lambda_min *= b;
     solver.lambda_max *= b;
@@ -581,18 +586,17 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     // The products behind the "normal equations" phase: JᵀJ (n(n+1) flops per row, SYRK); none
     // when J is stored instead (matrix-free CG, and the dual form, whose JJᵀ is part of its
     // factorization phase).
-    const double m = static_cast<double>(summary.batch_size) *
-                     static_cast<double>(summary.residuals_per_sample);
+    const double m =
+        static_cast<double>(summary.batch_size) * static_cast<double>(summary.residuals_per_sample);
     const double rows = static_cast<double>(summary.steps) * m;
     const double nd = static_cast<double>(summary.num_params);
     const lmtrain::LinearSolverType used = summary.linear_solver_used;
-    const bool stored = used == lmtrain::LinearSolverType::kCg ||
-                        used == lmtrain::LinearSolverType::kDual;
+    const bool stored =
+        used == lmtrain::LinearSolverType::kCg || used == lmtrain::LinearSolverType::kDual;
     const double flops = stored ? 0.0 : nd * (nd + 1) * rows;
-    rates = assembly_rates_json(rows, summary.num_params, sizeof(T),
-                                summary.times[lmtrain::Phase::kJacobian], flops,
-                                summary.times[lmtrain::Phase::kNormalEquations],
-                                roofline ? &*roofline : nullptr);
+    rates = assembly_rates_json(
+        rows, summary.num_params, sizeof(T), summary.times[lmtrain::Phase::kJacobian], flops,
+        summary.times[lmtrain::Phase::kNormalEquations], roofline ? &*roofline : nullptr);
   } else if (roofline) {
     rates = roofline->json();
   }
@@ -640,8 +644,11 @@ int run_sinc(const Args& args) {
   topt.seed = args.seed;
   const auto spec = lmtrain::ModelSpec::mlp(1, {w1 ? std::size_t{20} : std::size_t{256}}, 1,
                                             lmtrain::Activation::kTanh);
-  return train_and_report<T>(args, args.workload, w1 ? "sinc-61" : w7 ? "sinc-769-full" : "sinc-769", spec,
-                             lmtrain::LossOptions{}, topt, train, nullptr, test);
+  return train_and_report<T>(args, args.workload,
+                             w1   ? "sinc-61"
+                             : w7 ? "sinc-769-full"
+                                  : "sinc-769",
+                             spec, lmtrain::LossOptions{}, topt, train, nullptr, test);
 }
 
 template <typename T>

@@ -12,7 +12,8 @@ packages=(
   libopenmpi-dev openmpi-bin              # data-parallel ranks (mpirun)
   gnuplot-nox                             # PNG plots of training runs
   clang libclang-rt-14-dev libomp-dev     # libFuzzer targets of the file readers
-  python3 python3-numpy                   # reference implementation and Python-side checks
+  python3 python3-numpy python3-venv      # reference implementation, Python-side checks, venvs
+  clang-format                            # the style check of scripts/test.sh
   libfann-doc dataset-fashion-mnist       # real data sets of the examples and tests
 )
 

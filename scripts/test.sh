@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds lmtrain and runs every test:
+#   0. the style checks (scripts/check-style.sh: clang-format, function size with lizard);
 #   1. the optimized build: every test (unit, W1 convergence, the lmtrain binary end to end),
 #      then the convergence runs again on each other SIMD path of the activation loops this CPU
 #      can run (LMTRAIN_SIMD=baseline, avx2, avx512), so that a CPU without AVX-512 is covered;
@@ -15,6 +16,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 fuzz_seconds=${LMTRAIN_FUZZ_SECONDS:-20}
 
 scripts/install-deps.sh
+
+echo "== style (clang-format, lizard)"
+scripts/check-style.sh
 
 echo "== release build and tests"
 cmake --preset release

@@ -32,14 +32,21 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw lmtrain::InvalidArgument(fmt::format("{} needs a value", arg));
       return argv[++i];
     };
-    if (arg == "--epochs") a.epochs = std::stoi(value());
-    else if (arg == "--seed") a.seed = std::stoull(value());
-    else if (arg == "--double") a.use_double = true;
-    else if (arg == "--damping") a.damping = value();
-    else if (arg == "--solver") a.solver = value();
-    else throw lmtrain::InvalidArgument(fmt::format(
-        "unknown argument '{}'; usage: sinc_example [--epochs N] [--seed S] [--double] "
-        "[--damping multiplicative|nielsen] [--solver auto|cholesky|eigen|dual]", arg));
+    if (arg == "--epochs")
+      a.epochs = std::stoi(value());
+    else if (arg == "--seed")
+      a.seed = std::stoull(value());
+    else if (arg == "--double")
+      a.use_double = true;
+    else if (arg == "--damping")
+      a.damping = value();
+    else if (arg == "--solver")
+      a.solver = value();
+    else
+      throw lmtrain::InvalidArgument(fmt::format(
+          "unknown argument '{}'; usage: sinc_example [--epochs N] [--seed S] [--double] "
+          "[--damping multiplicative|nielsen] [--solver auto|cholesky|eigen|dual]",
+          arg));
   }
   return a;
 }
@@ -59,8 +66,9 @@ int run(const Args& args) {
   const auto damping = lmtrain::parse_damping(args.damping);
   const auto linear = lmtrain::parse_linear_solver(args.solver);
   if (!damping || !linear)
-    throw lmtrain::InvalidArgument("--damping must be multiplicative|nielsen and --solver "
-                                   "auto|cholesky|eigen|dual");
+    throw lmtrain::InvalidArgument(
+        "--damping must be multiplicative|nielsen and --solver "
+        "auto|cholesky|eigen|dual");
   solver.damping = *damping;
   solver.linear_solver = *linear;
   lmtrain::TrainerOptions trainer;

@@ -7,6 +7,6 @@
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/nn/sequential.h"
 #include "lmtrain/solve/solver_options.h"
-#include "lmtrain/train/summary.h"
 #include "lmtrain/train/predict.h"
+#include "lmtrain/train/summary.h"
 #include "lmtrain/train/trainer.h"

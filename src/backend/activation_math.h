@@ -45,14 +45,22 @@ LMTRAIN_HD T softplus(T z) {
 template <typename T>
 LMTRAIN_HD T activate(Activation f, T z) {
   switch (f) {
-    case Activation::kIdentity: return z;
-    case Activation::kTanh: return tanh(z);
-    case Activation::kSigmoid: return sigmoid(z);
-    case Activation::kRelu: return z > T(0) ? z : T(0);
-    case Activation::kElu: return z > T(0) ? z : expm1(z);
-    case Activation::kGelu: return T(0.5) * z * (T(1) + erf(z * T(0.70710678118654752440)));
-    case Activation::kSoftplus: return softplus(z);
-    case Activation::kSin: return sin(z);
+    case Activation::kIdentity:
+      return z;
+    case Activation::kTanh:
+      return tanh(z);
+    case Activation::kSigmoid:
+      return sigmoid(z);
+    case Activation::kRelu:
+      return z > T(0) ? z : T(0);
+    case Activation::kElu:
+      return z > T(0) ? z : expm1(z);
+    case Activation::kGelu:
+      return T(0.5) * z * (T(1) + erf(z * T(0.70710678118654752440)));
+    case Activation::kSoftplus:
+      return softplus(z);
+    case Activation::kSin:
+      return sin(z);
   }
   return z;
 }
@@ -61,19 +69,26 @@ LMTRAIN_HD T activate(Activation f, T z) {
 template <typename T>
 LMTRAIN_HD T activate_derivative(Activation f, T z, T a) {
   switch (f) {
-    case Activation::kIdentity: return T(1);
-    case Activation::kTanh: return T(1) - a * a;
-    case Activation::kSigmoid: return a * (T(1) - a);
-    case Activation::kRelu: return z > T(0) ? T(1) : T(0);
-    case Activation::kElu: return z > T(0) ? T(1) : a + T(1);
+    case Activation::kIdentity:
+      return T(1);
+    case Activation::kTanh:
+      return T(1) - a * a;
+    case Activation::kSigmoid:
+      return a * (T(1) - a);
+    case Activation::kRelu:
+      return z > T(0) ? T(1) : T(0);
+    case Activation::kElu:
+      return z > T(0) ? T(1) : a + T(1);
     case Activation::kGelu: {
       // Φ(z) + z φ(z)
       const T cdf = T(0.5) * (T(1) + erf(z * T(0.70710678118654752440)));
       const T pdf = T(0.39894228040143267794) * exp(T(-0.5) * z * z);
       return cdf + z * pdf;
     }
-    case Activation::kSoftplus: return sigmoid(z);
-    case Activation::kSin: return cos(z);
+    case Activation::kSoftplus:
+      return sigmoid(z);
+    case Activation::kSin:
+      return cos(z);
   }
   return T(1);
 }

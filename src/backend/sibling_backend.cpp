@@ -6,7 +6,8 @@ namespace lmtrain {
 
 template <typename S, typename T>
 std::unique_ptr<Backend<S>> make_sibling_backend(Backend<T>& backend) {
-  if (backend.device_kind() == DeviceKind::kCuda) return make_cuda_backend<S>(backend.device_index());
+  if (backend.device_kind() == DeviceKind::kCuda)
+    return make_cuda_backend<S>(backend.device_index());
   return make_cpu_backend<S>();
 }
 

@@ -3,10 +3,9 @@
 //   130 interrupted (SIGINT/SIGTERM; a checkpoint was written).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <memory>
 
 #include "lmtrain/dist/communicator.h"
 

@@ -37,8 +37,8 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
     io::LabeledTable t = io::read_labeled_table(table_source(*s), classification, out.classes);
     if (t.inputs.cols != all.inputs.cols || t.targets.cols != all.targets.cols)
       throw InvalidArgument(fmt::format(
-          "{} has {} inputs and {} targets per row but the training data {} has {} and {}",
-          s->path, t.inputs.cols, t.targets.cols, d.train.path, all.inputs.cols, all.targets.cols));
+          "{} has {} inputs and {} targets per row but the training data {} has {} and {}", s->path,
+          t.inputs.cols, t.targets.cols, d.train.path, all.inputs.cols, all.targets.cols));
     return t;
   };
   out.validation = load_other(d.validation);
@@ -56,9 +56,10 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
     const auto nv = static_cast<std::size_t>(std::floor(vf * n));
     const auto nt = static_cast<std::size_t>(std::floor(tf * n));
     if (nv + nt >= order.size())
-      throw InvalidArgument(fmt::format("data: the validation and test fractions leave no training "
-                                        "rows out of {}",
-                                        order.size()));
+      throw InvalidArgument(
+          fmt::format("data: the validation and test fractions leave no training "
+                      "rows out of {}",
+                      order.size()));
     std::span<const std::size_t> all_rows(order);
     if (nv > 0) out.validation = io::select_rows(all, all_rows.subspan(0, nv), "validation split");
     if (nt > 0) out.test = io::select_rows(all, all_rows.subspan(nv, nt), "test split");
@@ -78,8 +79,8 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
   io::Normalization& n = out.normalization;
   if (d.standardize_inputs) n.inputs = io::Standardization::fit(out.train.inputs);
   if (d.standardize_targets) n.targets = io::Standardization::fit(out.train.targets);
-  for (io::LabeledTable* t : {&out.train, out.validation ? &*out.validation : nullptr,
-                              out.test ? &*out.test : nullptr}) {
+  for (io::LabeledTable* t :
+       {&out.train, out.validation ? &*out.validation : nullptr, out.test ? &*out.test : nullptr}) {
     if (!t) continue;
     n.inputs.apply(t->inputs);
     n.targets.apply(t->targets);

@@ -17,7 +17,7 @@ struct PreparedData {
   io::LabeledTable train;
   std::optional<io::LabeledTable> validation;
   std::optional<io::LabeledTable> test;
-  std::size_t classes = 0;       // classification
+  std::size_t classes = 0;          // classification
   io::Normalization normalization;  // fitted on the training rows; what the model file stores
 };
 

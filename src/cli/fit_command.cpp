@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <numeric>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -50,7 +50,8 @@ struct StepRow {
 // `earlier` holds the rows of a run this one resumes (already formatted).
 std::string history_csv(const std::vector<std::string>& earlier, const std::vector<StepRow>& rows,
                         const std::vector<EpochRecord>& epochs) {
-  std::string s = "epoch,batch,loss,validation_loss,lambda,attempts,gradient_norm,step_norm,seconds\n";
+  std::string s =
+      "epoch,batch,loss,validation_loss,lambda,attempts,gradient_norm,step_norm,seconds\n";
   for (const auto& line : earlier) s += line + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const StepRow& r = rows[i];
@@ -86,12 +87,14 @@ std::vector<std::string> earlier_history(const fs::path& path, int epoch, std::s
 }
 
 std::string epochs_csv(const std::vector<EpochRecord>& epochs) {
-  std::string s = "epoch,training_loss,validation_loss,lambda,accepted,rejected,invalid,gradient_norm,step_norm,seconds\n";
+  std::string s =
+      "epoch,training_loss,validation_loss,lambda,accepted,rejected,invalid,gradient_norm,step_"
+      "norm,seconds\n";
   for (const auto& e : epochs)
-    s += fmt::format("{},{:.9e},{},{:.6e},{},{},{},{:.6e},{:.6e},{:.4f}\n", e.epoch, e.training_loss,
-                     std::isnan(e.validation_loss) ? std::string() : fmt::format("{:.9e}", e.validation_loss),
-                     e.lambda, e.accepted, e.rejected, e.invalid, e.gradient_max_norm, e.step_norm,
-                     e.seconds);
+    s += fmt::format(
+        "{},{:.9e},{},{:.6e},{},{},{},{:.6e},{:.6e},{:.4f}\n", e.epoch, e.training_loss,
+        std::isnan(e.validation_loss) ? std::string() : fmt::format("{:.9e}", e.validation_loss),
+        e.lambda, e.accepted, e.rejected, e.invalid, e.gradient_max_norm, e.step_norm, e.seconds);
   return s;
 }
 
@@ -105,7 +108,8 @@ std::string read_text(const std::string& path) {
 // Network outputs for a table's inputs (already normalized), in the targets' original units.
 template <typename T>
 std::vector<double> predict_original_units(Trainer<T>& trainer, const std::vector<T>& params,
-                                           const io::LabeledTable& table, const PreparedData& data) {
+                                           const io::LabeledTable& table,
+                                           const PreparedData& data) {
   const Dataset<T> d = to_dataset<T>(table);
   const std::vector<T> out = trainer.predict(params, d.x);
   std::vector<double> values(out.begin(), out.end());
@@ -138,7 +142,8 @@ ModelSpec checked_spec(const RunConfig& config, const PreparedData& data) {
 // over the MPI ranks); `nccl` asks for it even with one rank, `host` keeps MPI with the device
 // data staged through host memory.
 template <typename T>
-dist::Communicator* connect_ranks(const RunConfig& config, const FitArgs& args, Backend<T>& backend) {
+dist::Communicator* connect_ranks(const RunConfig& config, const FitArgs& args,
+                                  Backend<T>& backend) {
   dist::Communicator* comm = args.comm != nullptr ? args.comm->get() : nullptr;
   if (args.comm != nullptr && backend.device_kind() == DeviceKind::kCuda &&
       (config.communicator == CommunicatorChoice::kNccl ||
@@ -149,9 +154,10 @@ dist::Communicator* connect_ranks(const RunConfig& config, const FitArgs& args, 
     return args.comm->get();
   }
   if (config.communicator == CommunicatorChoice::kNccl)
-    throw InvalidArgument(fmt::format("{}: communicator = \"nccl\" needs a CUDA device (device = \"{}\" "
-                                      "runs on the CPU); use communicator = \"auto\"",
-                                      config.config_path, config.device));
+    throw InvalidArgument(
+        fmt::format("{}: communicator = \"nccl\" needs a CUDA device (device = \"{}\" "
+                    "runs on the CPU); use communicator = \"auto\"",
+                    config.config_path, config.device));
   return comm;
 }
 
@@ -182,9 +188,10 @@ std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles&
                                             const nlohmann::json& fingerprint) {
   if (args.resume_dir.empty()) return std::nullopt;
   if (!fs::exists(files.checkpoint))
-    throw InvalidArgument(fmt::format("--resume {}: no checkpoint.safetensors there; give the "
-                                      "output directory of an earlier `lmtrain fit`",
-                                      args.resume_dir));
+    throw InvalidArgument(
+        fmt::format("--resume {}: no checkpoint.safetensors there; give the "
+                    "output directory of an earlier `lmtrain fit`",
+                    args.resume_dir));
   TrainingState<T> state = io::read_checkpoint<T>(files.checkpoint.string(), fingerprint);
   if (!files.quiet)
     fmt::print("resuming {} from epoch {}, batch {}\n", files.dir.string(), state.epochs_done,
@@ -196,9 +203,11 @@ std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles&
 // (rewritten atomically after every epoch, so a kill leaves whole files).
 class RunRecorder {
  public:
-  RunRecorder(const RunFiles& files, int max_epochs, std::size_t batches, std::vector<EpochRecord> epochs,
-              std::vector<std::string> earlier)
-      : files_(files), epochs_(std::move(epochs)), earlier_(std::move(earlier)),
+  RunRecorder(const RunFiles& files, int max_epochs, std::size_t batches,
+              std::vector<EpochRecord> epochs, std::vector<std::string> earlier)
+      : files_(files),
+        epochs_(std::move(epochs)),
+        earlier_(std::move(earlier)),
         progress_(max_epochs, batches, !files.quiet) {}
   void on_step(const IterationSummary& it) {
     steps_.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
@@ -209,7 +218,8 @@ class RunRecorder {
     epochs_.push_back(e);
     progress_.on_epoch(e);
     if (!files_.root) return;
-    io::write_file_atomically((files_.dir / "history.csv").string(), history_csv(earlier_, steps_, epochs_));
+    io::write_file_atomically((files_.dir / "history.csv").string(),
+                              history_csv(earlier_, steps_, epochs_));
     io::write_file_atomically((files_.dir / "epochs.csv").string(), epochs_csv(epochs_));
   }
   void finish() { progress_.finish(); }
@@ -234,7 +244,8 @@ void name_input_groups(Summary& summary, const PreparedData& data, const ModelSp
 }
 
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
-std::optional<int> early_end(const Summary& summary, const RunFiles& files, const RunConfig& config) {
+std::optional<int> early_end(const Summary& summary, const RunFiles& files,
+                             const RunConfig& config) {
   if (summary.termination == TerminationReason::kInterrupted) {
     if (files.root)
       fmt::print(stderr,
@@ -306,7 +317,8 @@ void write_fit_curve(Trainer<T>& trainer, const std::vector<T>& params, const Pr
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
   std::string csv = "x,y,prediction\n";
-  for (std::size_t i : order) csv += fmt::format("{:.9g},{:.9g},{:.9g}\n", x[i], y[i], prediction[i]);
+  for (std::size_t i : order)
+    csv += fmt::format("{:.9g},{:.9g},{:.9g}\n", x[i], y[i], prediction[i]);
   io::write_file_atomically((files.dir / "fit.csv").string(), csv);
 }
 
@@ -319,12 +331,14 @@ void write_model(const std::vector<T>& params, const ModelSpec& spec, const Prep
   model.parameters.assign(params.begin(), params.end());
   model.normalization = data.normalization;
   model.loss = std::string(to_string(config.loss.kind));
-  model.task = config.data.task == Task::kClassification ? io::Task::kClassification : io::Task::kRegression;
+  model.task =
+      config.data.task == Task::kClassification ? io::Task::kClassification : io::Task::kRegression;
   model.num_classes = data.classes;
   provenance["seed"] = config.seed;
   provenance["epochs"] = summary.epochs;
   provenance["final_loss"] = summary.final_loss;
-  if (!std::isnan(summary.final_validation_loss)) provenance["final_validation_loss"] = summary.final_validation_loss;
+  if (!std::isnan(summary.final_validation_loss))
+    provenance["final_validation_loss"] = summary.final_validation_loss;
   provenance["termination"] = std::string(to_string(summary.termination));
   provenance["config"] = fs::path(config.config_path).filename().string();
   model.provenance = std::move(provenance);
@@ -333,13 +347,15 @@ void write_model(const std::vector<T>& params, const ModelSpec& spec, const Prep
 
 template <typename T>
 int fit(const RunConfig& config, const FitArgs& args) {
-  const std::size_t expected_inputs = config.model.input_shape ? config.model.input_shape->size() : 0;
+  const std::size_t expected_inputs =
+      config.model.input_shape ? config.model.input_shape->size() : 0;
   const PreparedData data = prepare_data(config, expected_inputs);
   const ModelSpec spec = checked_spec(config, data);
   // The device and the communicator first: a bad choice fails before any output exists.  Each
   // rank takes the GPU of its node-local rank unless device = "cuda:N" (backend/device.h).
   dist::Communicator* host = args.comm != nullptr ? args.comm->get() : nullptr;
-  const DeviceChoice device = choose_device(config.device, host != nullptr ? host->local_rank() : 0);
+  const DeviceChoice device =
+      choose_device(config.device, host != nullptr ? host->local_rank() : 0);
   auto backend = make_backend<T>(device);
   dist::Communicator* comm = connect_ranks(config, args, *backend);
   const RunFiles files = open_run_directory(config, args, comm);
@@ -349,8 +365,9 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const Dataset<T> train = to_dataset<T>(data.train);
   std::optional<Dataset<T>> validation;
   if (data.validation) validation = to_dataset<T>(*data.validation);
-  const std::size_t batch = config.trainer.batch_size == 0 ? train.samples
-                                                           : std::min(config.trainer.batch_size, train.samples);
+  const std::size_t batch = config.trainer.batch_size == 0
+                                ? train.samples
+                                : std::min(config.trainer.batch_size, train.samples);
   const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
                                       {"seed", config.seed},
                                       {"batch_size", batch},
@@ -402,9 +419,10 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const auto pngs = make_plots(files.dir.string(), &warning);
   if (!files.quiet) {
     fmt::print("{}", report);
-    fmt::print("\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
-               "checkpoint.safetensors{}\n",
-               files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
+    fmt::print(
+        "\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
+        "checkpoint.safetensors{}\n",
+        files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
   }
   if (!warning.empty()) fmt::print(stderr, "lmtrain: warning: {}\n", warning);
   return 0;
@@ -415,7 +433,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
 int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
   // Mixed precision trains a float32 model; its solver options ask for a float64 system.
-  return config.precision == Precision::kFloat64 ? fit<double>(config, args) : fit<float>(config, args);
+  return config.precision == Precision::kFloat64 ? fit<double>(config, args)
+                                                 : fit<float>(config, args);
 }
 
 }  // namespace lmtrain::cli

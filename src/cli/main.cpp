@@ -1,15 +1,15 @@
 // The `lmtrain` command-line tool.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <exception>
 #include <memory>
 
 #include "commands.h"
-#include "run_config.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/model_file.h"
+#include "run_config.h"
 
 int main(int argc, char** argv) {
   using namespace lmtrain::cli;
@@ -19,27 +19,39 @@ int main(int argc, char** argv) {
 
   FitArgs fit;
   CLI::App* fit_cmd = app.add_subcommand("fit", "Train the model a run configuration describes");
-  fit_cmd->add_option("config", fit.config, "Run configuration (TOML)")->required()->check(CLI::ExistingFile);
-  fit_cmd->add_option("--set", fit.overrides, "Override a configuration key: --set trainer.max_epochs=100")
+  fit_cmd->add_option("config", fit.config, "Run configuration (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  fit_cmd
+      ->add_option("--set", fit.overrides,
+                   "Override a configuration key: --set trainer.max_epochs=100")
       ->take_all();
-  fit_cmd->add_option("--resume", fit.resume_dir, "Continue the run whose output directory this is");
+  fit_cmd->add_option("--resume", fit.resume_dir,
+                      "Continue the run whose output directory this is");
   fit_cmd->add_flag("--quiet,-q", fit.quiet, "Print only errors and warnings");
 
   PredictArgs predict;
-  CLI::App* predict_cmd = app.add_subcommand("predict", "Write a model's predictions for a data file");
+  CLI::App* predict_cmd =
+      app.add_subcommand("predict", "Write a model's predictions for a data file");
   predict_cmd->add_option("model", predict.model, "model.safetensors")->required();
   predict_cmd->add_option("--data", predict.data, "Inputs: CSV, NPY, IDX(.gz) or FANN")->required();
-  predict_cmd->add_option("--out", predict.out, "Predictions: .csv or .npy (written atomically)")->required();
-  predict_cmd->add_option("--columns", predict.columns, "CSV input columns (names or 0-based indices)")
+  predict_cmd->add_option("--out", predict.out, "Predictions: .csv or .npy (written atomically)")
+      ->required();
+  predict_cmd
+      ->add_option("--columns", predict.columns, "CSV input columns (names or 0-based indices)")
       ->delimiter(',');
 
   EvalArgs eval;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "Loss and accuracy / MSE and R² of a model on labelled data");
+  CLI::App* eval_cmd =
+      app.add_subcommand("eval", "Loss and accuracy / MSE and R² of a model on labelled data");
   eval_cmd->add_option("model", eval.model, "model.safetensors")->required();
-  eval_cmd->add_option("--data", eval.data, "CSV or FANN with targets, or NPY/IDX inputs")->required();
+  eval_cmd->add_option("--data", eval.data, "CSV or FANN with targets, or NPY/IDX inputs")
+      ->required();
   eval_cmd->add_option("--targets", eval.targets, "NPY/IDX targets (or labels) for --data");
   eval_cmd->add_option("--columns", eval.columns, "CSV input columns")->delimiter(',');
-  eval_cmd->add_option("--target-columns", eval.target_columns, "CSV target columns (default: the last)")
+  eval_cmd
+      ->add_option("--target-columns", eval.target_columns,
+                   "CSV target columns (default: the last)")
       ->delimiter(',');
 
   std::string info_model;
@@ -79,7 +91,8 @@ int main(int argc, char** argv) {
     if (*plot_cmd) return run_plot(run_dir);
   } catch (const std::exception& e) {
     if (comm && comm->size() > 1)  // never leave the other ranks waiting in a collective
-      comm->abort(2, fmt::format("lmtrain: rank {} of {}: error: {}", comm->rank(), comm->size(), e.what()));
+      comm->abort(2, fmt::format("lmtrain: rank {} of {}: error: {}", comm->rank(), comm->size(),
+                                 e.what()));
     fmt::print(stderr, "lmtrain: error: {}\n", lmtrain::cli::in_config_terms(e.what()));
     return 2;
   }

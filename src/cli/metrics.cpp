@@ -19,7 +19,8 @@ Metrics compute_metrics(const std::vector<double>& outputs, const std::vector<do
     for (std::size_t s = 0; s < m.samples; ++s) {
       const auto row = [&](const std::vector<double>& v) {
         const auto begin = v.begin() + static_cast<long>(s * cols);
-        return static_cast<std::size_t>(std::distance(begin, std::max_element(begin, begin + static_cast<long>(cols))));
+        return static_cast<std::size_t>(
+            std::distance(begin, std::max_element(begin, begin + static_cast<long>(cols))));
       };
       const std::size_t truth = row(targets), predicted = row(outputs);
       ++m.confusion[truth][predicted];
@@ -42,8 +43,7 @@ Metrics compute_metrics(const std::vector<double>& outputs, const std::vector<do
 }
 
 std::string Metrics::describe() const {
-  if (classification)
-    return fmt::format("accuracy {:.4f} ({} samples)", accuracy, samples);
+  if (classification) return fmt::format("accuracy {:.4f} ({} samples)", accuracy, samples);
   return fmt::format("MSE {:.6e}, R² {:.6f} ({} samples)", mse, r2, samples);
 }
 

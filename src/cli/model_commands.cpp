@@ -9,8 +9,8 @@
 #include "commands.h"
 #include "data_loading.h"
 #include "lmtrain/backend/cuda_backend.h"
-#include "lmtrain/dist/communicator.h"
 #include "lmtrain/core/error.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/atomic_write.h"
 #include "lmtrain/io/model_file.h"
 #include "lmtrain/io/npy_writer.h"
@@ -27,9 +27,10 @@ namespace fs = std::filesystem;
 
 io::ModelFile load_model(const std::string& path) {
   if (!fs::exists(path))
-    throw InvalidArgument(fmt::format("{}: no such model file; give the model.safetensors of a "
-                                      "run directory",
-                                      path));
+    throw InvalidArgument(
+        fmt::format("{}: no such model file; give the model.safetensors of a "
+                    "run directory",
+                    path));
   return io::read_model_file(path);
 }
 
@@ -86,7 +87,8 @@ int run_predict(const PredictArgs& args) {
     for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("p{}", c));
     for (std::size_t r = 0; r < inputs.rows; ++r) {
       const auto row = out.begin() + static_cast<long>(r * k);
-      result.values.push_back(static_cast<double>(std::max_element(row, row + static_cast<long>(k)) - row));
+      result.values.push_back(
+          static_cast<double>(std::max_element(row, row + static_cast<long>(k)) - row));
       result.values.insert(result.values.end(), row, row + static_cast<long>(k));
     }
   } else {
@@ -119,10 +121,12 @@ int run_eval(const EvalArgs& args) {
   source.inputs = args.columns;
   source.targets = args.target_columns;
   const io::LabeledTable table = io::read_labeled_table(source, classification, model.num_classes);
-  if (table.inputs.cols != model.architecture.inputs() || table.targets.cols != model.architecture.outputs())
-    throw InvalidArgument(fmt::format(
-        "{} gives {} inputs and {} targets per row; the model takes {} and produces {}", args.data,
-        table.inputs.cols, table.targets.cols, model.architecture.inputs(), model.architecture.outputs()));
+  if (table.inputs.cols != model.architecture.inputs() ||
+      table.targets.cols != model.architecture.outputs())
+    throw InvalidArgument(
+        fmt::format("{} gives {} inputs and {} targets per row; the model takes {} and produces {}",
+                    args.data, table.inputs.cols, table.targets.cols, model.architecture.inputs(),
+                    model.architecture.outputs()));
   std::vector<double> z = network_outputs(model, table.inputs.values);
   // The loss as training reported it: on normalized targets.
   std::vector<double> normalized_targets = table.targets.values;
@@ -131,11 +135,12 @@ int run_eval(const EvalArgs& args) {
   LossOptions loss_options;
   loss_options.kind = *parse_loss(model.loss);
   Loss<double> loss(loss_options, table.targets.cols, *backend);
-  const double value = loss.reported(loss.objective(table.inputs.rows, z.data(), normalized_targets.data()),
-                                     table.inputs.rows);
+  const double value = loss.reported(
+      loss.objective(table.inputs.rows, z.data(), normalized_targets.data()), table.inputs.rows);
   std::vector<double> outputs = z;
   if (!classification) io::undo_target_normalization<double>(model.normalization, outputs);
-  const Metrics m = compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
+  const Metrics m =
+      compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
   fmt::print("{}\nloss ({}) {:.6e}\n{}\n{}", table.description, model.loss, value, m.describe(),
              m.confusion_table());
   return 0;
@@ -144,9 +149,12 @@ int run_eval(const EvalArgs& args) {
 int run_info(const std::string& path) {
   const io::ModelFile model = load_model(path);
   fmt::print("model          {}\n", model.architecture.describe());
-  fmt::print("parameters     {} ({})\n", model.architecture.num_params(), to_string(model.parameter_dtype));
+  fmt::print("parameters     {} ({})\n", model.architecture.num_params(),
+             to_string(model.parameter_dtype));
   fmt::print("task           {}{}\n", to_string(model.task),
-             model.task == io::Task::kClassification ? fmt::format(", {} classes", model.num_classes) : "");
+             model.task == io::Task::kClassification
+                 ? fmt::format(", {} classes", model.num_classes)
+                 : "");
   fmt::print("loss           {}\n", model.loss);
   fmt::print("normalization  inputs: {}, targets: {}\n",
              model.normalization.normalizes_inputs() ? "standardized" : "none",
@@ -159,7 +167,9 @@ int run_devices() {
   auto cpu = make_cpu_backend<float>();
   fmt::print("cpu       {}\n", cpu->name());
   const int count = cuda_device_count();
-  if (count == 0) fmt::print("cuda      no device visible{}\n", cuda_backend_built() ? "" : " (built without CUDA)");
+  if (count == 0)
+    fmt::print("cuda      no device visible{}\n",
+               cuda_backend_built() ? "" : " (built without CUDA)");
   for (int i = 0; i < count; ++i) fmt::print("cuda:{}    {}\n", i, cuda_device_description(i));
   // How several ranks would talk (DESIGN.md §6).
   fmt::print("ranks     mpi {}, nccl {}\n", dist::mpi_built() ? "built" : "not built",
@@ -170,7 +180,8 @@ int run_devices() {
 
 int run_plot(const std::string& run_dir) {
   if (!fs::is_directory(run_dir))
-    throw InvalidArgument(fmt::format("{}: not a directory; give the output_dir of a run", run_dir));
+    throw InvalidArgument(
+        fmt::format("{}: not a directory; give the output_dir of a run", run_dir));
   std::string warning;
   const auto made = make_plots(run_dir, &warning);
   for (const auto& p : made) fmt::print("wrote {}\n", p);

@@ -20,8 +20,10 @@ namespace fs = std::filesystem;
 std::string quoted(const fs::path& p) {
   std::string s = "'";
   for (char c : p.string()) {
-    if (c == '\'') s += "''";
-    else s += c;
+    if (c == '\'')
+      s += "''";
+    else
+      s += c;
   }
   return s + "'";
 }
@@ -68,12 +70,14 @@ std::vector<std::string> csv_header(const fs::path& csv) {
 
 // gnuplot's 1-based number of the column named `name`; throws when the file has none, so that a
 // plot never silently draws another column.
-int column_number(const fs::path& csv, const std::vector<std::string>& header, const std::string& name) {
+int column_number(const fs::path& csv, const std::vector<std::string>& header,
+                  const std::string& name) {
   for (std::size_t i = 0; i < header.size(); ++i)
     if (header[i] == name) return static_cast<int>(i) + 1;
-  throw InvalidArgument(fmt::format("{}: no column named \"{}\" in its header ({}); the file was not "
-                                    "written by this version of lmtrain",
-                                    csv.string(), name, fmt::join(header, ",")));
+  throw InvalidArgument(
+      fmt::format("{}: no column named \"{}\" in its header ({}); the file was not "
+                  "written by this version of lmtrain",
+                  csv.string(), name, fmt::join(header, ",")));
 }
 
 bool has_column_with_values(const fs::path& csv, int column) {
@@ -86,7 +90,8 @@ bool has_column_with_values(const fs::path& csv, int column) {
     for (;;) {
       const auto comma = line.find(',', start);
       if (c == column) {
-        const std::string cell = line.substr(start, comma == std::string::npos ? comma : comma - start);
+        const std::string cell =
+            line.substr(start, comma == std::string::npos ? comma : comma - start);
         if (!cell.empty() && cell != "nan") return true;
         break;
       }
@@ -119,8 +124,9 @@ std::vector<PlotScript> plot_scripts(const std::string& run_dir) {
           "plot {} using {}:{} skip 1 with linespoints lw 2 pt 7 ps 0.5 title 'training'",
           label, label, quoted(epochs), x, training);
       if (has_validation)
-        body += fmt::format(", {} using {}:{} skip 1 with linespoints lw 2 pt 5 ps 0.5 title 'validation'",
-                            quoted(epochs), x, validation);
+        body += fmt::format(
+            ", {} using {}:{} skip 1 with linespoints lw 2 pt 5 ps 0.5 title 'validation'",
+            quoted(epochs), x, validation);
       plots.push_back({png, body + "\n"});
     }
   }
@@ -129,28 +135,32 @@ std::vector<PlotScript> plot_scripts(const std::string& run_dir) {
     const std::vector<std::string> header = csv_header(fit);
     const int x = column_number(fit, header, "x"), y = column_number(fit, header, "y"),
               prediction = column_number(fit, header, "prediction");
-    plots.push_back({"fit.png", fmt::format("set xlabel 'x'\nset ylabel 'y'\nset title 'lmtrain: "
-                                            "fit over the training data'\nplot {0} using {1}:{2} skip "
-                                            "1 with points pt 7 ps 0.3 title 'data', {0} using {1}:{3} skip 1 "
-                                            "with lines lw 2 title 'model'\n",
-                                            quoted(fit), x, y, prediction)});
+    plots.push_back(
+        {"fit.png", fmt::format("set xlabel 'x'\nset ylabel 'y'\nset title 'lmtrain: "
+                                "fit over the training data'\nplot {0} using {1}:{2} skip "
+                                "1 with points pt 7 ps 0.3 title 'data', {0} using {1}:{3} skip 1 "
+                                "with lines lw 2 title 'model'\n",
+                                quoted(fit), x, y, prediction)});
   }
   const fs::path confusion = dir / "confusion.csv";
   if (fs::exists(confusion))
     plots.push_back(
         {"confusion.png",
-         fmt::format("set title 'lmtrain: confusion matrix (rows: true, columns: predicted)'\n"
-                     "set xlabel 'predicted class'\nset ylabel 'true class'\nunset key\nunset grid\n"
-                     "set xtics 1\nset ytics 1\nset yrange [] reverse\nset palette defined (0 'white', 1 '#2060a0')\n"
-                     "plot {0} matrix with image, {0} matrix using 1:2:(sprintf('%d',$3)) with labels\n",
-                     quoted(confusion))});
+         fmt::format(
+             "set title 'lmtrain: confusion matrix (rows: true, columns: predicted)'\n"
+             "set xlabel 'predicted class'\nset ylabel 'true class'\nunset key\nunset grid\n"
+             "set xtics 1\nset ytics 1\nset yrange [] reverse\nset palette defined (0 'white', 1 "
+             "'#2060a0')\n"
+             "plot {0} matrix with image, {0} matrix using 1:2:(sprintf('%d',$3)) with labels\n",
+             quoted(confusion))});
   return plots;
 }
 
 std::vector<std::string> make_plots(const std::string& run_dir, std::string* warning) {
   const fs::path dir(run_dir);
-  const std::string term = "set terminal pngcairo size 900,560 enhanced font 'sans,11'\n"
-                           "set datafile separator ','\nset key top right\nset grid\n";
+  const std::string term =
+      "set terminal pngcairo size 900,560 enhanced font 'sans,11'\n"
+      "set datafile separator ','\nset key top right\nset grid\n";
   std::vector<PlotScript> plots;
   try {
     plots = plot_scripts(run_dir);

@@ -1,16 +1,16 @@
 #include "run_config.h"
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
-#include <toml++/toml.h>
+#include <sstream>
 
 #include "io/closest_name.h"
 #include "lmtrain/backend/device.h"
@@ -93,7 +93,8 @@ class Section {
   }
 
   // A string from a fixed set of choices.
-  std::optional<std::string> choice(std::string_view key, std::initializer_list<std::string_view> choices) {
+  std::optional<std::string> choice(std::string_view key,
+                                    std::initializer_list<std::string_view> choices) {
     auto s = string(key);
     if (!s) return std::nullopt;
     for (auto c : choices)
@@ -167,13 +168,20 @@ class Section {
  private:
   static std::string_view type_name(const toml::node& n) {
     switch (n.type()) {
-      case toml::node_type::string: return "string";
-      case toml::node_type::integer: return "integer";
-      case toml::node_type::floating_point: return "floating-point number";
-      case toml::node_type::boolean: return "boolean";
-      case toml::node_type::array: return "array";
-      case toml::node_type::table: return "table";
-      default: return "date/time";
+      case toml::node_type::string:
+        return "string";
+      case toml::node_type::integer:
+        return "integer";
+      case toml::node_type::floating_point:
+        return "floating-point number";
+      case toml::node_type::boolean:
+        return "boolean";
+      case toml::node_type::array:
+        return "array";
+      case toml::node_type::table:
+        return "table";
+      default:
+        return "date/time";
     }
   }
 
@@ -186,8 +194,8 @@ class Section {
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InvalidArgument(fmt::format(
-        "--set {}: expected key=value, e.g. --set trainer.max_epochs=100", assignment));
+    throw InvalidArgument(
+        fmt::format("--set {}: expected key=value, e.g. --set trainer.max_epochs=100", assignment));
   const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   const std::string source = fmt::format("--set {}", assignment);
   toml::table parsed;
@@ -211,19 +219,20 @@ void apply_override(toml::table& root, const std::string& assignment) {
       cursor = t->get(parts[i]);
     } else if (auto* a = cursor->as_array()) {
       std::size_t index = 0;
-      const auto [p, ec] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), index);
+      const auto [p, ec] =
+          std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), index);
       if (ec != std::errc{} || index >= a->size())
         throw InvalidArgument(fmt::format("{}: '{}' is not an index of the array (0 … {})", source,
                                           parts[i], a->size() == 0 ? 0 : a->size() - 1));
       cursor = a->get(index);
     } else {
-      throw InvalidArgument(fmt::format("{}: '{}' is a value, not a table", source,
-                                        fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+      throw InvalidArgument(
+          fmt::format("{}: '{}' is a value, not a table", source,
+                      fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
     }
   }
   auto* target = cursor->as_table();
-  if (!target)
-    throw InvalidArgument(fmt::format("{}: cannot set a key inside a value", source));
+  if (!target) throw InvalidArgument(fmt::format("{}: cannot set a key inside a value", source));
   parsed.get("value")->visit([&](auto&& v) { target->insert_or_assign(parts.back(), v); });
 }
 
@@ -236,15 +245,17 @@ LayerSpec parse_layer(const toml::node& node, std::size_t index) {
   Section s(*t, fmt::format("model.layers[{}]", index));
   const auto type = s.string("type");
   if (!type)
-    throw InvalidArgument(fmt::format("{}: model.layers[{}] has no 'type' (dense, conv2d, "
-                                      "max_pool2d, avg_pool2d, flatten or an activation name)",
-                                      where(node), index));
+    throw InvalidArgument(
+        fmt::format("{}: model.layers[{}] has no 'type' (dense, conv2d, "
+                    "max_pool2d, avg_pool2d, flatten or an activation name)",
+                    where(node), index));
   LayerSpec layer;
   if (*type == "dense") {
     layer.kind = LayerSpec::Kind::kDense;
     layer.units = s.count("units", 0, 1);
     if (layer.units == 0)
-      throw InvalidArgument(fmt::format("{}: model.layers[{}] (dense) needs units ≥ 1", where(node), index));
+      throw InvalidArgument(
+          fmt::format("{}: model.layers[{}] (dense) needs units ≥ 1", where(node), index));
   } else if (*type == "conv2d") {
     layer.kind = LayerSpec::Kind::kConv2d;
     layer.channels = s.count("channels", 0, 1);
@@ -259,8 +270,8 @@ LayerSpec parse_layer(const toml::node& node, std::size_t index) {
     layer.kind = *type == "max_pool2d" ? LayerSpec::Kind::kMaxPool2d : LayerSpec::Kind::kAvgPool2d;
     const std::size_t kernel = s.count("kernel", 0, 1);
     if (kernel == 0)
-      throw InvalidArgument(fmt::format("{}: model.layers[{}] ({}) needs kernel ≥ 1", where(node),
-                                        index, *type));
+      throw InvalidArgument(
+          fmt::format("{}: model.layers[{}] ({}) needs kernel ≥ 1", where(node), index, *type));
     const std::size_t stride = s.count("stride", kernel, 1), padding = s.count("padding", 0);
     layer.window = Window2d{kernel, kernel, stride, stride, padding, padding};
   } else if (*type == "flatten") {
@@ -291,8 +302,8 @@ DataSource parse_source(const toml::table& t, const std::string& name,
   };
   const auto path = s.string("path");
   if (!path)
-    throw InvalidArgument(fmt::format("{}: [{}] needs path = \"...\" (a csv, npy, idx or fann file)",
-                                      where(t), name));
+    throw InvalidArgument(fmt::format(
+        "{}: [{}] needs path = \"...\" (a csv, npy, idx or fann file)", where(t), name));
   d.path = resolve(*path);
   if (auto tp = s.string("targets_path")) d.targets_path = resolve(*tp);
   d.format = s.choice("format", {"auto", "csv", "npy", "idx", "fann"}).value_or("auto");
@@ -328,7 +339,8 @@ void parse_solver(Section& s, SolverOptions& o) {
   set_double(s, "marquardt_min", [&](double v) { o.marquardt_min = v; });
   set_double(s, "marquardt_max", [&](double v) { o.marquardt_max = v; });
   set_double(s, "learning_rate", [&](double v) { o.learning_rate = v; });
-  o.max_attempts = static_cast<int>(s.count("max_attempts", static_cast<std::size_t>(o.max_attempts), 1));
+  o.max_attempts =
+      static_cast<int>(s.count("max_attempts", static_cast<std::size_t>(o.max_attempts), 1));
   set_double(s, "gradient_tolerance", [&](double v) { o.gradient_tolerance = v; });
   set_double(s, "function_tolerance", [&](double v) { o.function_tolerance = v; });
   set_double(s, "parameter_tolerance", [&](double v) { o.parameter_tolerance = v; });
@@ -352,12 +364,24 @@ ModelSpec RunConfig::model_spec(std::size_t inputs) const {
   ModelSpec spec = model.input_shape ? ModelSpec(*model.input_shape) : ModelSpec(inputs);
   for (const LayerSpec& l : model.layers) {
     switch (l.kind) {
-      case LayerSpec::Kind::kDense: spec.dense(l.units); break;
-      case LayerSpec::Kind::kActivation: spec.activation(l.activation); break;
-      case LayerSpec::Kind::kConv2d: spec.conv2d(l.channels, l.window, l.bias); break;
-      case LayerSpec::Kind::kMaxPool2d: spec.max_pool2d(l.window); break;
-      case LayerSpec::Kind::kAvgPool2d: spec.avg_pool2d(l.window); break;
-      case LayerSpec::Kind::kFlatten: spec.flatten(); break;
+      case LayerSpec::Kind::kDense:
+        spec.dense(l.units);
+        break;
+      case LayerSpec::Kind::kActivation:
+        spec.activation(l.activation);
+        break;
+      case LayerSpec::Kind::kConv2d:
+        spec.conv2d(l.channels, l.window, l.bias);
+        break;
+      case LayerSpec::Kind::kMaxPool2d:
+        spec.max_pool2d(l.window);
+        break;
+      case LayerSpec::Kind::kAvgPool2d:
+        spec.avg_pool2d(l.window);
+        break;
+      case LayerSpec::Kind::kFlatten:
+        spec.flatten();
+        break;
     }
   }
   return spec;
@@ -366,8 +390,8 @@ ModelSpec RunConfig::model_spec(std::size_t inputs) const {
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw InvalidArgument(fmt::format("{}: cannot open the run configuration ({})", path,
-                                      std::strerror(errno)));
+    throw InvalidArgument(
+        fmt::format("{}: cannot open the run configuration ({})", path, std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   return parse_run_config(text.str(), path, overrides);
@@ -392,22 +416,26 @@ void parse_top_level(Section& top, const std::string& path, const std::filesyste
     throw InvalidArgument(fmt::format("{}: {}", where(*top.node("device")), e.what()));
   }
   if (auto comm = top.choice("communicator", {"auto", "nccl", "host"}))
-    c.communicator = *comm == "auto" ? CommunicatorChoice::kAuto
+    c.communicator = *comm == "auto"   ? CommunicatorChoice::kAuto
                      : *comm == "nccl" ? CommunicatorChoice::kNccl
                                        : CommunicatorChoice::kHost;
   if (c.communicator == CommunicatorChoice::kNccl && c.device == "cpu")
-    throw InvalidArgument(fmt::format("{}: communicator = \"nccl\" sums GPU buffers but device = "
-                                      "\"cpu\"; set device = \"cuda\" or communicator = \"auto\"",
-                                      where(*top.node("communicator"))));
+    throw InvalidArgument(
+        fmt::format("{}: communicator = \"nccl\" sums GPU buffers but device = "
+                    "\"cpu\"; set device = \"cuda\" or communicator = \"auto\"",
+                    where(*top.node("communicator"))));
   const auto out = top.string("output_dir");
-  const std::filesystem::path out_path(out.value_or("runs/" + std::filesystem::path(path).stem().string()));
+  const std::filesystem::path out_path(
+      out.value_or("runs/" + std::filesystem::path(path).stem().string()));
   c.output_dir = (out_path.is_absolute() ? out_path : base / out_path).lexically_normal().string();
 }
 
 std::optional<ImageShape> parse_input_shape(Section& s) {
   std::optional<ImageShape> shape;
   if (auto n = s.integer("inputs")) {
-    if (*n < 1) throw InvalidArgument(fmt::format("{}: model.inputs = {}; expected ≥ 1", where(*s.node("inputs")), *n));
+    if (*n < 1)
+      throw InvalidArgument(
+          fmt::format("{}: model.inputs = {}; expected ≥ 1", where(*s.node("inputs")), *n));
     shape = ImageShape{static_cast<std::size_t>(*n), 1, 1};
   }
   if (const toml::node* node = s.node("input_shape")) {
@@ -415,7 +443,8 @@ std::optional<ImageShape> parse_input_shape(Section& s) {
     std::vector<std::size_t> dims;
     if (arr)
       for (const auto& d : *arr)
-        if (auto v = d.value_exact<std::int64_t>(); v && *v > 0) dims.push_back(static_cast<std::size_t>(*v));
+        if (auto v = d.value_exact<std::int64_t>(); v && *v > 0)
+          dims.push_back(static_cast<std::size_t>(*v));
     if (!arr || dims.size() != arr->size() || dims.empty() || dims.size() > 3)
       throw InvalidArgument(fmt::format(
           "{}: model.input_shape must be [channels, height, width] (or [features]) of positive "
@@ -453,22 +482,27 @@ void parse_data(const toml::table& data, const std::filesystem::path& base, Data
   for (auto [key, value] : {std::pair{"validation_fraction", d.validation_fraction},
                             std::pair{"test_fraction", d.test_fraction}})
     if (!(value >= 0 && value < 1))
-      throw InvalidArgument(fmt::format("{}: data.{} = {}; expected 0 ≤ value < 1",
-                                        where(*s.node(key)), key, value));
+      throw InvalidArgument(
+          fmt::format("{}: data.{} = {}; expected 0 ≤ value < 1", where(*s.node(key)), key, value));
   if (d.validation_fraction + d.test_fraction >= 1)
-    throw InvalidArgument(fmt::format("{}: data.validation_fraction + data.test_fraction = {} "
-                                      "leaves no training samples; keep the sum below 1",
-                                      where(data), d.validation_fraction + d.test_fraction));
+    throw InvalidArgument(
+        fmt::format("{}: data.validation_fraction + data.test_fraction = {} "
+                    "leaves no training samples; keep the sum below 1",
+                    where(data), d.validation_fraction + d.test_fraction));
   d.standardize_inputs =
-      s.choice("normalize_inputs", {"standardize", "none"}).value_or("standardize") == "standardize";
+      s.choice("normalize_inputs", {"standardize", "none"}).value_or("standardize") ==
+      "standardize";
   d.standardize_targets =
-      s.choice("normalize_targets", {"standardize", "none"}).value_or("standardize") == "standardize" &&
+      s.choice("normalize_targets", {"standardize", "none"}).value_or("standardize") ==
+          "standardize" &&
       d.task == Task::kRegression;
   const toml::table* train = s.table("train");
   if (!train)
-    throw InvalidArgument(fmt::format("{}: no [data.train] table with the training data's path", where(data)));
+    throw InvalidArgument(
+        fmt::format("{}: no [data.train] table with the training data's path", where(data)));
   d.train = parse_source(*train, "data.train", base);
-  if (const toml::table* v = s.table("validation")) d.validation = parse_source(*v, "data.validation", base);
+  if (const toml::table* v = s.table("validation"))
+    d.validation = parse_source(*v, "data.validation", base);
   if (const toml::table* t = s.table("test")) d.test = parse_source(*t, "data.test", base);
   s.finish();
 }
@@ -479,7 +513,8 @@ void parse_loss_section(const toml::table* loss, Task task, LossOptions& o) {
     return;
   }
   Section s(*loss, "loss");
-  if (auto type = s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"}))
+  if (auto type =
+          s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"}))
     o.kind = *lmtrain::parse_loss(*type);
   o.output_weights = s.numbers("output_weights");
   o.huber_delta = s.number("huber_delta", o.huber_delta);
@@ -513,8 +548,8 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
-    throw InvalidArgument(fmt::format("{}:{}:{}: {}", path, src.begin.line, src.begin.column,
-                                      e.description()));
+    throw InvalidArgument(
+        fmt::format("{}:{}:{}: {}", path, src.begin.line, src.begin.column, e.description()));
   }
   for (const auto& o : overrides) apply_override(root, o);
 
@@ -528,7 +563,9 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
     throw InvalidArgument(fmt::format("{}: no [model] table; add one with layers = [...]", path));
   parse_model(*model, c.model);
   const toml::table* data = top.table("data");
-  if (!data) throw InvalidArgument(fmt::format("{}: no [data] table; add [data.train] path = \"...\"", path));
+  if (!data)
+    throw InvalidArgument(
+        fmt::format("{}: no [data] table; add [data.train] path = \"...\"", path));
   parse_data(*data, base, c.data);
   parse_loss_section(top.table("loss"), c.data.task, c.loss);
   if (const toml::table* solver = top.table("solver")) {
@@ -545,10 +582,11 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
 }
 
 std::string in_config_terms(std::string message) {
-  for (const auto& [cpp, toml] : {std::pair<std::string_view, std::string_view>{"LossOptions::kind", "loss.type"},
-                                  {"SolverOptions::", "solver."},
-                                  {"TrainerOptions::", "trainer."},
-                                  {"LossOptions::", "loss."}}) {
+  for (const auto& [cpp, toml] :
+       {std::pair<std::string_view, std::string_view>{"LossOptions::kind", "loss.type"},
+        {"SolverOptions::", "solver."},
+        {"TrainerOptions::", "trainer."},
+        {"LossOptions::", "loss."}}) {
     for (std::size_t at = message.find(cpp); at != std::string::npos; at = message.find(cpp, at))
       message.replace(at, cpp.size(), toml);
   }

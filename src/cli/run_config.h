@@ -3,9 +3,9 @@
 // the line, the key, what was expected, and suggest the closest valid key for a misspelling.
 //
 //   seed = 0                     # initialization, shuffling and splits
-//   precision = "float32"        # float32 | mixed (float32 model and J, float64 A and solve) | float64
-//   device = "cpu"
-//   communicator = "auto"        # auto: NCCL between CUDA ranks (when built with it), else MPI |
+//   precision = "float32"        # float32 | mixed (float32 model and J, float64 A and solve) |
+//   float64 device = "cpu" communicator = "auto"        # auto: NCCL between CUDA ranks (when built
+//   with it), else MPI |
 //                                # nccl (also with one rank) | host (MPI, device data via host)
 //   output_dir = "runs/sinc"     # relative to the config file's directory
 //
@@ -63,7 +63,7 @@ struct DataSource {
   std::string path;          // absolute, or relative to the working directory
   std::string targets_path;  // npy / idx
   std::string format = "auto";
-  std::vector<std::string> inputs;   // csv column names or decimal indices
+  std::vector<std::string> inputs;  // csv column names or decimal indices
   std::vector<std::string> targets;
   char delimiter = ',';
   std::size_t rows = 0;  // the first rows only (0: all)

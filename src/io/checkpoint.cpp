@@ -20,7 +20,9 @@ namespace {
 constexpr int kCheckpointVersion = 1;
 
 // JSON has no NaN: a missing validation loss is stored as null.
-nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+nlohmann::json number(double v) {
+  return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
 double number(const nlohmann::json& j) {
   return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
 }
@@ -66,32 +68,34 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
   const TrainingProgress& m = s.progress;
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : m.history) history.push_back(to_json(e));
-  nlohmann::json meta = {
-      {"version", kCheckpointVersion},
-      {"fingerprint", fingerprint},
-      {"epochs_done", s.epochs_done},
-      {"batches_done", s.batches_done},
-      {"epoch_rng", s.epoch_rng},
-      {"damping", {{"lambda", s.stepper.damping.lambda}, {"nu", s.stepper.damping.nu}, {"floor", s.stepper.damping.floor}}},
-      {"weight_decays", s.stepper.weight_decays},
-      {"validation_failures", s.validation_failures},
-      {"partial_epoch", to_json(s.partial_epoch)},
-      {"summary",
-       {{"initial_loss", number(m.initial_loss)},
-        {"final_loss", number(m.final_loss)},
-        {"initial_validation_loss", number(m.initial_validation_loss)},
-        {"final_validation_loss", number(m.final_validation_loss)},
-        {"best_validation_loss", number(m.best_validation_loss)},
-        {"best_epoch", m.best_epoch},
-        {"epochs", m.epochs},
-        {"steps", m.steps},
-        {"accepted_steps", m.accepted_steps},
-        {"rejected_steps", m.rejected_steps},
-        {"invalid_steps", m.invalid_steps},
-        {"abandoned_steps", m.abandoned_steps},
-        {"geodesic_applied", m.geodesic_applied},
-        {"geodesic_refused", m.geodesic_refused},
-        {"history", history}}}};
+  nlohmann::json meta = {{"version", kCheckpointVersion},
+                         {"fingerprint", fingerprint},
+                         {"epochs_done", s.epochs_done},
+                         {"batches_done", s.batches_done},
+                         {"epoch_rng", s.epoch_rng},
+                         {"damping",
+                          {{"lambda", s.stepper.damping.lambda},
+                           {"nu", s.stepper.damping.nu},
+                           {"floor", s.stepper.damping.floor}}},
+                         {"weight_decays", s.stepper.weight_decays},
+                         {"validation_failures", s.validation_failures},
+                         {"partial_epoch", to_json(s.partial_epoch)},
+                         {"summary",
+                          {{"initial_loss", number(m.initial_loss)},
+                           {"final_loss", number(m.final_loss)},
+                           {"initial_validation_loss", number(m.initial_validation_loss)},
+                           {"final_validation_loss", number(m.final_validation_loss)},
+                           {"best_validation_loss", number(m.best_validation_loss)},
+                           {"best_epoch", m.best_epoch},
+                           {"epochs", m.epochs},
+                           {"steps", m.steps},
+                           {"accepted_steps", m.accepted_steps},
+                           {"rejected_steps", m.rejected_steps},
+                           {"invalid_steps", m.invalid_steps},
+                           {"abandoned_steps", m.abandoned_steps},
+                           {"geodesic_applied", m.geodesic_applied},
+                           {"geodesic_refused", m.geodesic_refused},
+                           {"history", history}}}};
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["lmtrain.checkpoint"] = meta.dump();
@@ -107,10 +111,11 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
   const SafetensorsFile file = detail::read_safetensors(path);
   const auto it = file.metadata.find("lmtrain.checkpoint");
   if (it == file.metadata.end())
-    throw InvalidArgument(fmt::format("{}: not an lmtrain checkpoint (no lmtrain.checkpoint "
-                                      "metadata); --resume needs the run directory of a previous "
-                                      "`lmtrain fit`",
-                                      path));
+    throw InvalidArgument(
+        fmt::format("{}: not an lmtrain checkpoint (no lmtrain.checkpoint "
+                    "metadata); --resume needs the run directory of a previous "
+                    "`lmtrain fit`",
+                    path));
   TrainingState<T> s;
   try {
     const nlohmann::json meta = nlohmann::json::parse(it->second);
@@ -164,7 +169,8 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     std::vector<T> out;
     const SafetensorsTensor* t = file.find(name);
     if (t == nullptr) {
-      if (required) throw InvalidArgument(fmt::format("{}: checkpoint has no '{}' tensor", path, name));
+      if (required)
+        throw InvalidArgument(fmt::format("{}: checkpoint has no '{}' tensor", path, name));
       return out;
     }
     if (t->dtype != dtype_of<T>())
@@ -181,8 +187,10 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
   return s;
 }
 
-template void write_checkpoint<float>(const std::string&, const TrainingState<float>&, const nlohmann::json&);
-template void write_checkpoint<double>(const std::string&, const TrainingState<double>&, const nlohmann::json&);
+template void write_checkpoint<float>(const std::string&, const TrainingState<float>&,
+                                      const nlohmann::json&);
+template void write_checkpoint<double>(const std::string&, const TrainingState<double>&,
+                                       const nlohmann::json&);
 template TrainingState<float> read_checkpoint<float>(const std::string&, const nlohmann::json&);
 template TrainingState<double> read_checkpoint<double>(const std::string&, const nlohmann::json&);
 

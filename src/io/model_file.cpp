@@ -377,8 +377,6 @@ std::string_view to_string(Task task) {
   return task == Task::kRegression ? "regression" : "classification";
 }
 
-
-
 std::vector<ParameterTensor> parameter_tensors(const ModelSpec& spec) {
   std::vector<ParameterTensor> tensors;
   const auto shapes = spec.output_shapes();

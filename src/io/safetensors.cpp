@@ -1,7 +1,5 @@
 #include "safetensors.h"
 
-#include "file_contents.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -15,6 +13,7 @@
 #include <utility>
 
 #include "byte_order.h"
+#include "file_contents.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
 

@@ -11,8 +11,9 @@ namespace {
 
 void check_rows(std::size_t values, std::size_t cols, const char* what) {
   if (cols == 0 || values % cols != 0)
-    throw InvalidArgument(fmt::format(
-        "{}: {} values are not whole rows of the standardization's {} columns", what, values, cols));
+    throw InvalidArgument(
+        fmt::format("{}: {} values are not whole rows of the standardization's {} columns", what,
+                    values, cols));
 }
 
 }  // namespace

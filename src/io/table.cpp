@@ -93,26 +93,29 @@ LabeledTable read_csv_source(const TableSource& s) {
     input_cols = resolve_columns(column_refs(s.inputs), table.column_names, table.cols, s.path, 1);
   }
   if (input_cols.empty())
-    throw InvalidArgument(fmt::format("{}: no input columns left after taking targets {}; set "
-                                      "{}.inputs",
-                                      s.path, fmt::join(s.targets, ", "), s.what));
+    throw InvalidArgument(
+        fmt::format("{}: no input columns left after taking targets {}; set "
+                    "{}.inputs",
+                    s.path, fmt::join(s.targets, ", "), s.what));
   return {select_columns(table, input_cols), select_columns(table, target_cols), ""};
 }
 
 LabeledTable read_array_source(const TableSource& s, DataFormat format) {
   if (s.targets_path.empty())
-    throw InvalidArgument(fmt::format("{}: a {} source holds inputs only; set {}.targets_path to "
-                                      "the targets (or labels) file",
-                                      s.path, to_string(format), s.what));
+    throw InvalidArgument(
+        fmt::format("{}: a {} source holds inputs only; set {}.targets_path to "
+                    "the targets (or labels) file",
+                    s.path, to_string(format), s.what));
   auto read = [&](const std::string& p) {
     return format == DataFormat::kNpy ? read_npy(p) : read_idx(p);
   };
   require_file(s.targets_path, s.what + ".targets_path");
   LabeledTable out{read(s.path), read(s.targets_path), ""};
   if (out.inputs.rows != out.targets.rows)
-    throw InvalidArgument(fmt::format("{} has {} rows but {} has {}; inputs and targets must "
-                                      "have one row per sample",
-                                      s.path, out.inputs.rows, s.targets_path, out.targets.rows));
+    throw InvalidArgument(
+        fmt::format("{} has {} rows but {} has {}; inputs and targets must "
+                    "have one row per sample",
+                    s.path, out.inputs.rows, s.targets_path, out.targets.rows));
   return out;
 }
 
@@ -120,16 +123,21 @@ LabeledTable read_array_source(const TableSource& s, DataFormat format) {
 
 std::string_view to_string(DataFormat format) {
   switch (format) {
-    case DataFormat::kCsv: return "csv";
-    case DataFormat::kNpy: return "npy";
-    case DataFormat::kIdx: return "idx";
-    case DataFormat::kFann: return "fann";
+    case DataFormat::kCsv:
+      return "csv";
+    case DataFormat::kNpy:
+      return "npy";
+    case DataFormat::kIdx:
+      return "idx";
+    case DataFormat::kFann:
+      return "fann";
   }
   return "?";
 }
 
 std::optional<DataFormat> parse_data_format(std::string_view name) {
-  for (const DataFormat f : {DataFormat::kCsv, DataFormat::kNpy, DataFormat::kIdx, DataFormat::kFann})
+  for (const DataFormat f :
+       {DataFormat::kCsv, DataFormat::kNpy, DataFormat::kIdx, DataFormat::kFann})
     if (name == to_string(f)) return f;
   return std::nullopt;
 }
@@ -142,7 +150,8 @@ std::optional<DataFormat> detect_data_format(const std::string& path) {
   const std::string ext = fs::path(name).extension().string();
   if (ext == ".csv" || ext == ".tsv" || ext == ".txt") return DataFormat::kCsv;
   if (ext == ".npy") return DataFormat::kNpy;
-  if (ext == ".data" || ext == ".train" || ext == ".test" || ext == ".fann") return DataFormat::kFann;
+  if (ext == ".data" || ext == ".train" || ext == ".test" || ext == ".fann")
+    return DataFormat::kFann;
   if (ext == ".idx" || name.find("idx") != std::string::npos) return DataFormat::kIdx;
   return std::nullopt;
 }
@@ -195,9 +204,10 @@ NumericTable read_input_table(const TableSource& s, std::size_t expected_inputs)
     }
   }
   if (table.cols != expected_inputs)
-    throw InvalidArgument(fmt::format("{} has {} input columns but the model takes {}; choose the "
-                                      "columns with --columns",
-                                      s.path, table.cols, expected_inputs));
+    throw InvalidArgument(
+        fmt::format("{} has {} input columns but the model takes {}; choose the "
+                    "columns with --columns",
+                    s.path, table.cols, expected_inputs));
   return table;
 }
 

@@ -38,7 +38,8 @@ T* Dense<T>::backward(Backend<T>& backend, const T* params, const T* /*saved*/, 
 template <typename T>
 void Dense<T>::assemble_jacobian(Backend<T>& backend, const T* in, std::size_t samples,
                                  std::size_t group, const T* g_out, T* j, std::size_t ldj) const {
-  backend.dense_jacobian(samples * group, out_, in_, group, g_out, in, j + this->param_offset(), ldj);
+  backend.dense_jacobian(samples * group, out_, in_, group, g_out, in, j + this->param_offset(),
+                         ldj);
 }
 
 template class Dense<float>;

@@ -61,8 +61,7 @@ double JacobianEngine<T>::objective(const T* params) {
 
 template <typename T>
 double JacobianEngine<T>::residuals_at(const T* params, T* r) {
-  trial_seeds_.reserve(backend_.memory(),
-                       batch_ * loss_.residuals_per_sample() * model_.outputs());
+  trial_seeds_.reserve(backend_.memory(), batch_ * loss_.residuals_per_sample() * model_.outputs());
   const T* z = model_.forward(params, x_, batch_, trial_state_, /*keep_for_backward=*/false);
   return loss_.linearize(batch_, z, y_, r, trial_seeds_.data());
 }

@@ -16,14 +16,15 @@ void LossOptions::validate(std::size_t outputs) const {
           "apply to \"mse\" only",
           to_string(kind)));
     if (output_weights.size() != outputs)
-      throw InvalidArgument(fmt::format(
-          "LossOptions::output_weights has {} values but the model has {} outputs; give one weight per output",
-          output_weights.size(), outputs));
+      throw InvalidArgument(
+          fmt::format("LossOptions::output_weights has {} values but the model has {} outputs; "
+                      "give one weight per output",
+                      output_weights.size(), outputs));
     for (std::size_t i = 0; i < output_weights.size(); ++i)
       if (!(output_weights[i] > 0) || !std::isfinite(output_weights[i]))
-        throw InvalidArgument(fmt::format(
-            "LossOptions::output_weights[{}] = {}; weights must be positive and finite", i,
-            output_weights[i]));
+        throw InvalidArgument(
+            fmt::format("LossOptions::output_weights[{}] = {}; weights must be positive and finite",
+                        i, output_weights[i]));
   }
   if (kind == LossKind::kHuber && (!(huber_delta > 0) || !std::isfinite(huber_delta)))
     throw InvalidArgument(
@@ -54,12 +55,16 @@ template <typename T>
 double Loss<T>::reported(double objective, std::size_t batch) const {
   const double b = static_cast<double>(batch), c = static_cast<double>(outputs_);
   switch (params_.kind) {
-    case LossKind::kMse: return 2.0 * objective / (b * c);
-    case LossKind::kCrossEntropy: return objective / b;
-    case LossKind::kCrossEntropySqrt: return 2.0 * objective / b;
+    case LossKind::kMse:
+      return 2.0 * objective / (b * c);
+    case LossKind::kCrossEntropy:
+      return objective / b;
+    case LossKind::kCrossEntropySqrt:
+      return 2.0 * objective / b;
     case LossKind::kBce:
     case LossKind::kHuber:
-    case LossKind::kL1: return objective / (b * c);
+    case LossKind::kL1:
+      return objective / (b * c);
   }
   return objective;
 }

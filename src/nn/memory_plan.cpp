@@ -32,8 +32,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
         format_bytes(in.budget_bytes), in.num_params, format_bytes(in.normal_matrix_bytes),
         in.normal_matrix_name, format_bytes(in.fixed_bytes - in.normal_matrix_bytes), in.batch,
         format_bytes(in.bytes_per_slice_sample), in.way_out));
-  std::size_t slice = (in.budget_bytes - in.fixed_bytes) /
-                      std::max<std::size_t>(in.bytes_per_slice_sample, 1);
+  std::size_t slice =
+      (in.budget_bytes - in.fixed_bytes) / std::max<std::size_t>(in.bytes_per_slice_sample, 1);
   slice = std::min(slice, in.batch);
   if (in.max_slice_samples > 0) slice = std::min(slice, in.max_slice_samples);
   slice = std::max<std::size_t>(slice, 1);

@@ -101,7 +101,8 @@ Damping<S>::Damping(const SolverOptions& options, Backend<S>& system, std::size_
 
 template <typename S>
 void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives) {
-  const auto lo = static_cast<S>(options_.marquardt_min), hi = static_cast<S>(options_.marquardt_max);
+  const auto lo = static_cast<S>(options_.marquardt_min),
+             hi = static_cast<S>(options_.marquardt_max);
   double scale = 1;
   if (!ne.jacobian_stored) {
     system_.clamped_diagonal(n_, ne.a.data(), marquardt_ ? lo : S(0),

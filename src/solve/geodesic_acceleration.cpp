@@ -8,8 +8,8 @@ template <typename T, typename S>
 GeodesicAcceleration<T, S>::GeodesicAcceleration(const SolverOptions& options,
                                                  JacobianEngine<T>& engine,
                                                  NormalEquationsBuilder<T, S>& builder,
-                                                 const NormalEquations<S>& ne,
-                                                 Backend<S>& system, std::size_t max_residuals)
+                                                 const NormalEquations<S>& ne, Backend<S>& system,
+                                                 std::size_t max_residuals)
     : ratio_(options.geodesic_ratio),
       step_(options.geodesic_step),
       engine_(engine),

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "lmtrain/core/error.h"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "lmtrain/core/error.h"
 
 namespace lmtrain {
 namespace {
@@ -128,7 +128,8 @@ class DualSolver final : public LinearSolver<T> {
     if (d != nullptr)
       throw InvalidArgument("dual solver: only D = I is supported (damping_matrix = identity)");
     if (ne.shift != 0)
-      throw InvalidArgument("dual solver: weight decay moves g out of J's row space; use cholesky or cg");
+      throw InvalidArgument(
+          "dual solver: weight decay moves g out of J's row space; use cholesky or cg");
     ne_ = &ne;
     backend_.syrk_aat(ne.m, ne.n, T(1), ne.j.data(), ne.n, T(0), gram_.data());
     return true;
@@ -214,7 +215,8 @@ class CgSolver final : public LinearSolver<T> {
       backend_.fill(q_.data(), n_, T(0));
       if (ne_->m > 0) {
         backend_.gemv(Trans::kNo, ne_->m, n_, T(1), ne_->j.data(), n_, p_.data(), T(0), jp_.data());
-        backend_.gemv(Trans::kYes, ne_->m, n_, T(1), ne_->j.data(), n_, jp_.data(), T(0), q_.data());
+        backend_.gemv(Trans::kYes, ne_->m, n_, T(1), ne_->j.data(), n_, jp_.data(), T(0),
+                      q_.data());
       }
       if (collectives_ != nullptr) collectives_->sum_device(q_.data(), n_);
       if (ne_->shift > 0) backend_.axpy(n_, static_cast<T>(ne_->shift), p_.data(), q_.data());
@@ -262,10 +264,14 @@ std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type, 
   switch (type) {
     case LinearSolverType::kCg:
       return std::make_unique<CgSolver<T>>(backend, n, max_residuals, collectives, options);
-    case LinearSolverType::kCholesky: return std::make_unique<CholeskySolver<T>>(backend, n);
-    case LinearSolverType::kEigen: return std::make_unique<EigenSolver<T>>(backend, n);
-    case LinearSolverType::kDual: return std::make_unique<DualSolver<T>>(backend, max_residuals);
-    case LinearSolverType::kAuto: break;
+    case LinearSolverType::kCholesky:
+      return std::make_unique<CholeskySolver<T>>(backend, n);
+    case LinearSolverType::kEigen:
+      return std::make_unique<EigenSolver<T>>(backend, n);
+    case LinearSolverType::kDual:
+      return std::make_unique<DualSolver<T>>(backend, max_residuals);
+    case LinearSolverType::kAuto:
+      break;
   }
   throw InvalidArgument("LinearSolver::create needs a resolved solver type, not \"auto\"");
 }
@@ -274,12 +280,16 @@ template <typename T>
 std::size_t LinearSolver<T>::workspace_elements(LinearSolverType type, std::size_t n,
                                                 std::size_t max_residuals) {
   switch (type) {
-    case LinearSolverType::kCholesky: return n * n;          // the factor
-    case LinearSolverType::kEigen: return n * n + 6 * n;     // eigenvectors, 6 n-vectors
-    case LinearSolverType::kDual:                           // the m × m Gram, its factor, u
+    case LinearSolverType::kCholesky:
+      return n * n;  // the factor
+    case LinearSolverType::kEigen:
+      return n * n + 6 * n;        // eigenvectors, 6 n-vectors
+    case LinearSolverType::kDual:  // the m × m Gram, its factor, u
       return 2 * max_residuals * max_residuals + max_residuals;
-    case LinearSolverType::kCg: return std::max<std::size_t>(max_residuals, 1) + 8 * n;
-    case LinearSolverType::kAuto: break;
+    case LinearSolverType::kCg:
+      return std::max<std::size_t>(max_residuals, 1) + 8 * n;
+    case LinearSolverType::kAuto:
+      break;
   }
   return 0;
 }

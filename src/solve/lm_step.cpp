@@ -22,12 +22,9 @@ Backend<S>* LevenbergMarquardtStep<T, S>::own_system(JacobianEngine<T>& engine,
 }
 
 template <typename T, typename S>
-LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(const SolverOptions& options,
-                                                     LinearSolverType solver_type,
-                                                     JacobianEngine<T>& engine,
-                                                     std::size_t slice_samples,
-                                                     std::size_t max_batch,
-                                                     dist::Communicator* comm)
+LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
+    const SolverOptions& options, LinearSolverType solver_type, JacobianEngine<T>& engine,
+    std::size_t slice_samples, std::size_t max_batch, dist::Communicator* comm)
     : options_(options),
       backend_(engine.model_backend()),
       system_(*own_system(engine, system_owned_)),
@@ -154,8 +151,8 @@ bool LevenbergMarquardtStep<T, S>::solve(bool prepared, double lambda, StepRepor
   {
     ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
     if (solves_here()) {
-      valid = prepared && solver_->solve(lambda, delta_.data()) &&
-              system_.all_finite(n, delta_.data());
+      valid =
+          prepared && solver_->solve(lambda, delta_.data()) && system_.all_finite(n, delta_.data());
       report.linear_iterations += solver_->iterations();
     }
   }
@@ -230,8 +227,7 @@ std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params) {
 
 template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double data1, double penalty1,
-                                          double predicted, StepReport& report,
-                                          PhaseTimes& times) {
+                                          double predicted, StepReport& report, PhaseTimes& times) {
   const std::size_t n = engine_.num_params();
   const double f1 = data1 + penalty1;
   report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
@@ -271,8 +267,7 @@ bool LevenbergMarquardtStep<T, S>::non_finite_system(double f0, StepReport& repo
 
 template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::gradient_tolerance_reached(StepReport& report) const {
-  if (!(options_.gradient_tolerance > 0 &&
-        report.gradient_max_norm <= options_.gradient_tolerance))
+  if (!(options_.gradient_tolerance > 0 && report.gradient_max_norm <= options_.gradient_tolerance))
     return false;
   report.termination = TerminationReason::kGradientTolerance;
   report.message = fmt::format("‖Jᵀr‖∞ = {:.3e} ≤ SolverOptions::gradient_tolerance = {:.3e}",
@@ -286,8 +281,9 @@ bool LevenbergMarquardtStep<T, S>::function_tolerance_reached(double f0, double 
   if (!(options_.function_tolerance > 0 && f0 - f1 <= options_.function_tolerance * f0))
     return false;
   report.termination = TerminationReason::kFunctionTolerance;
-  report.message = fmt::format("relative decrease {:.3e} ≤ SolverOptions::function_tolerance = {:.3e}",
-                               (f0 - f1) / f0, options_.function_tolerance);
+  report.message =
+      fmt::format("relative decrease {:.3e} ≤ SolverOptions::function_tolerance = {:.3e}",
+                  (f0 - f1) / f0, options_.function_tolerance);
   return true;
 }
 
@@ -297,9 +293,9 @@ bool LevenbergMarquardtStep<T, S>::parameter_tolerance_reached(double step_norm,
   const double tol = options_.parameter_tolerance;
   if (!(tol > 0 && step_norm <= tol * (param_norm + tol))) return false;
   report.termination = TerminationReason::kParameterTolerance;
-  report.message = fmt::format(
-      "step norm {:.3e} ≤ SolverOptions::parameter_tolerance·(‖θ‖ + tol) = {:.3e}", step_norm,
-      tol * (param_norm + tol));
+  report.message =
+      fmt::format("step norm {:.3e} ≤ SolverOptions::parameter_tolerance·(‖θ‖ + tol) = {:.3e}",
+                  step_norm, tol * (param_norm + tol));
   return true;
 }
 
@@ -307,8 +303,9 @@ template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::lambda_above_max(bool can_grow, StepReport& report) const {
   if (can_grow) return false;
   report.termination = TerminationReason::kLambdaAboveMax;
-  report.message = fmt::format("no trial step lowered the loss with λ at SolverOptions::lambda_max = {:.3e}",
-                               options_.lambda_max);
+  report.message =
+      fmt::format("no trial step lowered the loss with λ at SolverOptions::lambda_max = {:.3e}",
+                  options_.lambda_max);
   return true;
 }
 
@@ -327,14 +324,14 @@ std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
 }
 
 template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptions&,
-                                                              LinearSolverType,
-                                                              JacobianEngine<float>&, std::size_t,
-                                                              std::size_t, dist::Communicator*);
+                                                               LinearSolverType,
+                                                               JacobianEngine<float>&, std::size_t,
+                                                               std::size_t, dist::Communicator*);
 template std::unique_ptr<LmStepper<double>> make_lm_step<double>(const SolverOptions&,
-                                                                LinearSolverType,
-                                                                JacobianEngine<double>&,
-                                                                std::size_t, std::size_t,
-                                                                dist::Communicator*);
+                                                                 LinearSolverType,
+                                                                 JacobianEngine<double>&,
+                                                                 std::size_t, std::size_t,
+                                                                 dist::Communicator*);
 
 template class LevenbergMarquardtStep<float, float>;
 template class LevenbergMarquardtStep<double, double>;

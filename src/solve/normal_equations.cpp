@@ -118,8 +118,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
 template <typename T, typename S>
 void NormalEquationsBuilder<T, S>::build_stored(const T* params, std::size_t batch,
                                                 NormalEquations<S>& ne, const S* r,
-                                                PhaseClock& model_clock,
-                                                PhaseClock& system_clock) {
+                                                PhaseClock& model_clock, PhaseClock& system_clock) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);

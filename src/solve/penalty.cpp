@@ -116,8 +116,8 @@ class UniformPenalty final : public Penalty<T, S> {
   Backend<T>& model_;
   Backend<S>& system_;
   Collectives<S>& collectives_;
-  DeviceBuffer<S> theta_;                // θ in S
-  DeviceBuffer<S> work_, eigenvalues_;   // bayesian: A's eigenvalues
+  DeviceBuffer<S> theta_;               // θ in S
+  DeviceBuffer<S> work_, eigenvalues_;  // bayesian: A's eigenvalues
   std::vector<S> host_;
 };
 
@@ -196,8 +196,7 @@ class GroupPenalty final : public Penalty<T, S> {
       }
     }
     collectives_.broadcast_host(next.data(), next.size());
-    std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(groups),
-              this->rho_.begin());
+    std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(groups), this->rho_.begin());
     this->gamma_.assign(next.begin() + static_cast<std::ptrdiff_t>(groups), next.end());
     weight_decays_changed();
     double gamma = 0;
@@ -277,7 +276,8 @@ std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& option
   if (const auto conflict = regularization_conflict(options.regularization, solver))
     throw InvalidArgument(*conflict);
   switch (options.regularization) {
-    case Regularization::kNone: return std::make_unique<NoPenalty<T, S>>();
+    case Regularization::kNone:
+      return std::make_unique<NoPenalty<T, S>>();
     case Regularization::kL2:
     case Regularization::kBayesian:
       return std::make_unique<UniformPenalty<T, S>>(options, engine, system, collectives);
@@ -290,10 +290,14 @@ std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& option
 template <typename T, typename S>
 std::size_t Penalty<T, S>::system_elements(const SolverOptions& options, std::size_t n) {
   switch (options.regularization) {
-    case Regularization::kNone: return 0;
-    case Regularization::kL2: return n;                   // θ in S
-    case Regularization::kBayesian: return n * n + 2 * n; // eigenvalue work, eigenvalues, θ
-    case Regularization::kArd: return n * n + 4 * n;      // inverse, R, θ, Rθ, its diagonal
+    case Regularization::kNone:
+      return 0;
+    case Regularization::kL2:
+      return n;  // θ in S
+    case Regularization::kBayesian:
+      return n * n + 2 * n;  // eigenvalue work, eigenvalues, θ
+    case Regularization::kArd:
+      return n * n + 4 * n;  // inverse, R, θ, Rθ, its diagonal
   }
   return 0;
 }

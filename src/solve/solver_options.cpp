@@ -10,11 +10,16 @@ namespace lmtrain {
 
 std::string_view to_string(LinearSolverType t) {
   switch (t) {
-    case LinearSolverType::kAuto: return "auto";
-    case LinearSolverType::kCholesky: return "cholesky";
-    case LinearSolverType::kDual: return "dual";
-    case LinearSolverType::kEigen: return "eigen";
-    case LinearSolverType::kCg: return "cg";
+    case LinearSolverType::kAuto:
+      return "auto";
+    case LinearSolverType::kCholesky:
+      return "cholesky";
+    case LinearSolverType::kDual:
+      return "dual";
+    case LinearSolverType::kEigen:
+      return "eigen";
+    case LinearSolverType::kCg:
+      return "cg";
   }
   return "unknown";
 }
@@ -26,10 +31,14 @@ std::string_view to_string(DampingMatrix t) {
 }
 std::string_view to_string(Regularization r) {
   switch (r) {
-    case Regularization::kNone: return "none";
-    case Regularization::kL2: return "l2";
-    case Regularization::kBayesian: return "bayesian";
-    case Regularization::kArd: return "ard";
+    case Regularization::kNone:
+      return "none";
+    case Regularization::kL2:
+      return "l2";
+    case Regularization::kBayesian:
+      return "bayesian";
+    case Regularization::kArd:
+      return "ard";
   }
   return "unknown";
 }
@@ -96,14 +105,16 @@ struct Checker {
   void require(bool condition, std::string_view field, double value, std::string_view constraint) {
     if (ok && !condition) {
       ok = false;
-      if (error) *error = fmt::format("SolverOptions::{} = {} violates: {}", field, value, constraint);
+      if (error)
+        *error = fmt::format("SolverOptions::{} = {} violates: {}", field, value, constraint);
     }
   }
   void require(bool condition, std::string_view field, std::string_view value,
                std::string_view constraint) {
     if (ok && !condition) {
       ok = false;
-      if (error) *error = fmt::format("SolverOptions::{} = \"{}\" violates: {}", field, value, constraint);
+      if (error)
+        *error = fmt::format("SolverOptions::{} = \"{}\" violates: {}", field, value, constraint);
     }
   }
 };
@@ -124,8 +135,8 @@ bool SolverOptions::is_valid(std::string* error) const {
             "0 < lambda_decrease < 1");
   c.require(marquardt_min > 0 && finite(marquardt_min), "marquardt_min", marquardt_min,
             "0 < marquardt_min < ∞");
-  c.require(marquardt_max >= marquardt_min && finite(marquardt_max), "marquardt_max",
-            marquardt_max, "marquardt_min ≤ marquardt_max < ∞");
+  c.require(marquardt_max >= marquardt_min && finite(marquardt_max), "marquardt_max", marquardt_max,
+            "marquardt_min ≤ marquardt_max < ∞");
   c.require(learning_rate > 0 && learning_rate <= 1, "learning_rate", learning_rate,
             "0 < learning_rate ≤ 1");
   c.require(max_attempts >= 1, "max_attempts", max_attempts, "max_attempts ≥ 1");
@@ -144,7 +155,8 @@ bool SolverOptions::is_valid(std::string* error) const {
             "0 < geodesic_step ≤ 1");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
-  if (const auto conflict = regularization_conflict(regularization, linear_solver); c.ok && conflict) {
+  if (const auto conflict = regularization_conflict(regularization, linear_solver);
+      c.ok && conflict) {
     c.ok = false;
     if (error) *error = *conflict;
   }

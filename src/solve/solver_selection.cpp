@@ -21,14 +21,14 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const bool geodesic = uses_geodesic_acceleration(options, solver);
   const bool distributed_primal = p.collectives && !stored;
   using Builder = NormalEquationsBuilder<T, S>;
-  std::size_t model_elements = JacobianEngine<T>::fixed_elements(model, p.local_batch, R, geodesic) +
-                               LevenbergMarquardtStep<T, S>::model_elements(n) +
-                               model.workspace_elements() + p.caller_elements;
-  std::size_t system_elements = Builder::system_elements(n, m, stored) +
-                                LinearSolver<S>::workspace_elements(solver, n, m) +
-                                Damping<S>::system_elements(n) +
-                                Penalty<T, S>::system_elements(options, n) +
-                                LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
+  std::size_t model_elements =
+      JacobianEngine<T>::fixed_elements(model, p.local_batch, R, geodesic) +
+      LevenbergMarquardtStep<T, S>::model_elements(n) + model.workspace_elements() +
+      p.caller_elements;
+  std::size_t system_elements =
+      Builder::system_elements(n, m, stored) + LinearSolver<S>::workspace_elements(solver, n, m) +
+      Damping<S>::system_elements(n) + Penalty<T, S>::system_elements(options, n) +
+      LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
   if (geodesic) {
     model_elements += GeodesicAcceleration<T, S>::model_elements(m, model.outputs(), n);
     system_elements += GeodesicAcceleration<T, S>::system_elements(n, m);
@@ -38,10 +38,10 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.batch = p.local_batch;
   in.max_slice_samples = options.max_slice_samples;
   in.fixed_bytes = model_elements * sizeof(T) + system_elements * sizeof(S);
-  in.bytes_per_slice_sample =
-      (JacobianEngine<T>::slice_sample_elements(model, R) +
-       Builder::slice_sample_model_elements(n, R, stored)) * sizeof(T) +
-      Builder::slice_sample_system_elements(n, R, stored) * sizeof(S);
+  in.bytes_per_slice_sample = (JacobianEngine<T>::slice_sample_elements(model, R) +
+                               Builder::slice_sample_model_elements(n, R, stored)) *
+                                  sizeof(T) +
+                              Builder::slice_sample_system_elements(n, R, stored) * sizeof(S);
   in.num_params = n;
   switch (solver) {
     case LinearSolverType::kDual:
@@ -89,10 +89,13 @@ SolverChoice choose_linear_solver(const SolverOptions& options, const Sequential
     } else {
       choice.type = LinearSolverType::kCholesky;
       choice.reason =
-          m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ", m, n)
-          : p.ranks > 1 ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
-          : regularized ? "auto: regularization cannot use the dual form; using the primal A = JᵀJ"
-                        : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
+          m >= n ? fmt::format("auto: {} residual rows per batch ≥ {} parameters: primal A = JᵀJ",
+                               m, n)
+          : p.ranks > 1
+              ? "auto: the dual form needs the whole J on one rank; using the primal A = JᵀJ"
+          : regularized
+              ? "auto: regularization cannot use the dual form; using the primal A = JᵀJ"
+              : "auto: dual form needs damping_matrix = identity; using the primal A = JᵀJ";
       try {
         choice.plan = plan_step_memory(options, choice.type, model, p);
         return choice;

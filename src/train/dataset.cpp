@@ -19,14 +19,16 @@ void Dataset<T>::validate(const std::string& what) const {
                                       what, y.size(), samples, outputs));
   for (std::size_t i = 0; i < x.size(); ++i)
     if (!std::isfinite(x[i]))
-      throw InvalidArgument(fmt::format("{}: input of sample {} column {} is {}; remove or impute "
-                                        "non-finite values before training",
-                                        what, i / inputs, i % inputs, x[i]));
+      throw InvalidArgument(
+          fmt::format("{}: input of sample {} column {} is {}; remove or impute "
+                      "non-finite values before training",
+                      what, i / inputs, i % inputs, x[i]));
   for (std::size_t i = 0; i < y.size(); ++i)
     if (!std::isfinite(y[i]))
-      throw InvalidArgument(fmt::format("{}: target of sample {} column {} is {}; remove or impute "
-                                        "non-finite values before training",
-                                        what, i / outputs, i % outputs, y[i]));
+      throw InvalidArgument(
+          fmt::format("{}: target of sample {} column {} is {}; remove or impute "
+                      "non-finite values before training",
+                      what, i / outputs, i % outputs, y[i]));
 }
 
 template struct Dataset<float>;

@@ -9,8 +9,8 @@
 namespace lmtrain {
 
 template <typename T>
-std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x,
-                       std::size_t samples, std::size_t chunk) {
+std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x, std::size_t samples,
+                       std::size_t chunk) {
   Backend<T>& backend = model.backend();
   ForwardState<T> state;
   std::vector<T> out(samples * model.outputs());
@@ -24,16 +24,16 @@ std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x,
 }
 
 template <typename T>
-std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params,
-                       const std::vector<T>& x, Backend<T>& backend) {
+std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params, const std::vector<T>& x,
+                       Backend<T>& backend) {
   const Sequential<T> model(spec, backend);
   if (params.size() != model.num_params())
     throw InvalidArgument(fmt::format("predict: {} parameters given, the model {} has {}",
                                       params.size(), spec.describe(), model.num_params()));
   if (x.size() % model.inputs() != 0)
-    throw InvalidArgument(fmt::format(
-        "predict: {} input values are not whole samples of the model's {} inputs", x.size(),
-        model.inputs()));
+    throw InvalidArgument(
+        fmt::format("predict: {} input values are not whole samples of the model's {} inputs",
+                    x.size(), model.inputs()));
   DeviceBuffer<T> xd = backend.allocate(x.size()), theta = backend.allocate(params.size());
   backend.copy_from_host(x.data(), xd.data(), x.size());
   backend.copy_from_host(params.data(), theta.data(), params.size());
@@ -41,9 +41,9 @@ std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params,
 }
 
 template <typename T>
-double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
-                       const T* x, const T* y, std::size_t first, std::size_t rows,
-                       std::size_t chunk, ForwardState<T>& state) {
+double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params, const T* x,
+                       const T* y, std::size_t first, std::size_t rows, std::size_t chunk,
+                       ForwardState<T>& state) {
   double f = 0;
   const std::size_t in = model.inputs(), out = model.outputs();
   chunk = std::max<std::size_t>(chunk, 1);
@@ -80,15 +80,15 @@ double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
       data.samples);
 }
 
-#define LMTRAIN_INSTANTIATE(T)                                                                   \
-  template std::vector<T> predict<T>(const Sequential<T>&, const T*, const T*, std::size_t,       \
-                                     std::size_t);                                               \
-  template std::vector<T> predict<T>(const ModelSpec&, const std::vector<T>&,                     \
-                                     const std::vector<T>&, Backend<T>&);                        \
-  template double total_objective<T>(const Sequential<T>&, const Loss<T>&, const T*, const T*,    \
-                                     const T*, std::size_t, std::size_t, std::size_t,             \
-                                     ForwardState<T>&);                                          \
-  template double evaluate<T>(const ModelSpec&, const LossOptions&, const std::vector<T>&,        \
+#define LMTRAIN_INSTANTIATE(T)                                                                 \
+  template std::vector<T> predict<T>(const Sequential<T>&, const T*, const T*, std::size_t,    \
+                                     std::size_t);                                             \
+  template std::vector<T> predict<T>(const ModelSpec&, const std::vector<T>&,                  \
+                                     const std::vector<T>&, Backend<T>&);                      \
+  template double total_objective<T>(const Sequential<T>&, const Loss<T>&, const T*, const T*, \
+                                     const T*, std::size_t, std::size_t, std::size_t,          \
+                                     ForwardState<T>&);                                        \
+  template double evaluate<T>(const ModelSpec&, const LossOptions&, const std::vector<T>&,     \
                               const Dataset<T>&, Backend<T>&);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)

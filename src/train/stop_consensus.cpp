@@ -2,9 +2,11 @@
 
 namespace lmtrain {
 
-StopRequests agree_on_stops(const StopRequests& local, dist::Communicator* comm, PhaseTimes& times) {
+StopRequests agree_on_stops(const StopRequests& local, dist::Communicator* comm,
+                            PhaseTimes& times) {
   if (comm == nullptr || comm->size() == 1) return local;
-  double votes[3] = {local.callback ? 1.0 : 0.0, local.time ? 1.0 : 0.0, local.interrupt ? 1.0 : 0.0};
+  double votes[3] = {local.callback ? 1.0 : 0.0, local.time ? 1.0 : 0.0,
+                     local.interrupt ? 1.0 : 0.0};
   {
     ScopedPhase timer(times, Phase::kCommunication);
     comm->allreduce_sum(votes, 3);

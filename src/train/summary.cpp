@@ -60,14 +60,15 @@ std::string Summary::full_report() const {
   if (slice_halvings > 0)
     line("  because", fmt::format("halved {} time(s) after allocation failures; last: {}",
                                   slice_halvings, slice_halving_cause));
-  given_used("Memory budget", memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
+  given_used("Memory budget",
+             memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
              "see plan");
   line("Memory plan", memory_plan);
   if (peak_device_bytes > 0)
-    line("Device memory", fmt::format("measured peak {} (planned {} for the step; the rest is "
-                                      "the data sets and evaluation buffers)",
-                                      format_bytes(peak_device_bytes),
-                                      format_bytes(planned_peak_bytes)));
+    line("Device memory",
+         fmt::format("measured peak {} (planned {} for the step; the rest is "
+                     "the data sets and evaluation buffers)",
+                     format_bytes(peak_device_bytes), format_bytes(planned_peak_bytes)));
 
   s += "\n";
   line("Initial training loss", fmt::format("{:.6e}", initial_loss));
@@ -84,9 +85,9 @@ std::string Summary::full_report() const {
   line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
                              rejected_steps, invalid_steps));
   const int attempts = accepted_steps + rejected_steps + invalid_steps;
-  line("Attempts per step", fmt::format("{:.3f} per accepted step", accepted_steps > 0
-                                                                       ? static_cast<double>(attempts) / accepted_steps
-                                                                       : 0.0));
+  line("Attempts per step",
+       fmt::format("{:.3f} per accepted step",
+                   accepted_steps > 0 ? static_cast<double>(attempts) / accepted_steps : 0.0));
   if (geodesic_acceleration)
     line("Geodesic acceleration", fmt::format("{} attempts corrected, {} kept the plain step "
                                               "(correction over geodesic_ratio)",
@@ -139,7 +140,8 @@ std::string Summary::full_report() const {
     s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
 
   s += "\n";
-  line("Termination", fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
+  line("Termination",
+       fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
   if (!message.empty()) line("", message);
   return s;
 }

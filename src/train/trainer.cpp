@@ -22,14 +22,18 @@ bool TrainerOptions::is_valid(std::string* error) const {
     if (error) *error = msg;
     return false;
   };
-  if (max_epochs < 1) return fail(fmt::format("TrainerOptions::max_epochs = {} violates: max_epochs ≥ 1", max_epochs));
+  if (max_epochs < 1)
+    return fail(
+        fmt::format("TrainerOptions::max_epochs = {} violates: max_epochs ≥ 1", max_epochs));
   if (!(max_time_seconds > 0))
-    return fail(fmt::format("TrainerOptions::max_time_seconds = {} violates: max_time_seconds > 0", max_time_seconds));
+    return fail(fmt::format("TrainerOptions::max_time_seconds = {} violates: max_time_seconds > 0",
+                            max_time_seconds));
   if (max_validation_failures < 1)
     return fail(fmt::format("TrainerOptions::max_validation_failures = {} violates: ≥ 1",
                             max_validation_failures));
   if (!std::isfinite(loss_goal) || loss_goal < 0)
-    return fail(fmt::format("TrainerOptions::loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
+    return fail(
+        fmt::format("TrainerOptions::loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
   return true;
 }
 
@@ -52,8 +56,12 @@ struct DeviceData {
   }
 };
 
-const char* precision_name(float*) { return "float32"; }
-const char* precision_name(double*) { return "float64"; }
+const char* precision_name(float*) {
+  return "float32";
+}
+const char* precision_name(double*) {
+  return "float64";
+}
 
 template <typename T>
 void check_data(const Dataset<T>& data, const char* what, const Sequential<T>& model,
@@ -106,9 +114,11 @@ class Trainer<T>::Run {
   bool run_step(int epoch, std::size_t b, EpochRecord& record);
   StepReport step_with_memory_recovery(const T* x, const T* y, std::size_t count);
   // The stops decided outside the step, agreed over the ranks; checkpoints an interruption.
-  bool outside_stop(const IterationSummary& it, int epoch, std::size_t b, const EpochRecord& record);
+  bool outside_stop(const IterationSummary& it, int epoch, std::size_t b,
+                    const EpochRecord& record);
   void end_epoch(int epoch, EpochRecord& record);
-  TrainingState<T> state(int epochs_done, std::size_t batches_done, const EpochRecord& current) const;
+  TrainingState<T> state(int epochs_done, std::size_t batches_done,
+                         const EpochRecord& current) const;
 
   Trainer& t_;
   const TrainerOptions& topt_;
@@ -151,7 +161,8 @@ Trainer<T>::Run::Run(Trainer& trainer, std::size_t params, const Dataset<T>& tra
       rank_(trainer.comm_ != nullptr ? trainer.comm_->rank() : 0),
       samples_(train.samples),
       batch_(topt_.batch_size == 0 ? train.samples : std::min(topt_.batch_size, train.samples)),
-      local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) / static_cast<std::size_t>(ranks_)),
+      local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) /
+                   static_cast<std::size_t>(ranks_)),
       rng_(topt_.seed) {
   if (params != n_)
     throw InvalidArgument(fmt::format("fit: {} initial parameters given, the model {} has {}",
@@ -184,9 +195,10 @@ void Trainer<T>::Run::describe_problem() {
   s.precision =
       !mixed ? std::string(precision_name(static_cast<T*>(nullptr)))
       : sopt_.system_precision == SystemPrecision::kAuto
-          ? fmt::format("mixed (float32 model and Jacobian, float64 A, g and solve: {} "
-                        "regularization reads A's small eigenvalues, which float32 rounding swamps)",
-                        to_string(sopt_.regularization))
+          ? fmt::format(
+                "mixed (float32 model and Jacobian, float64 A, g and solve: {} "
+                "regularization reads A's small eigenvalues, which float32 rounding swamps)",
+                to_string(sopt_.regularization))
           : std::string("mixed (float32 model and Jacobian, float64 A, g and solve)");
   s.device = t_.backend_.name();
   s.num_params = n_;
@@ -209,8 +221,7 @@ void Trainer<T>::Run::describe_problem() {
   problem.local_batch = local_batch_;
   problem.residuals_per_sample = R;
   problem.ranks = ranks_;
-  problem.collectives =
-      t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
+  problem.collectives = t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
   problem.budget_bytes =
       sopt_.memory_budget_bytes > 0
           ? sopt_.memory_budget_bytes
@@ -254,8 +265,9 @@ void Trainer<T>::Run::halve_slice(const OutOfMemory& e) {
   lm_.reset();
   engine_.reset();
   if (slice_ == 1 || ranks_ > 1)
-    throw OutOfMemory(fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice_,
-                                  ranks_ > 1 ? "; with several ranks the slice is not halved" : ""));
+    throw OutOfMemory(
+        fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice_,
+                    ranks_ > 1 ? "; with several ranks the slice is not halved" : ""));
   slice_ = (slice_ + 1) / 2;
   ++summary_.slice_halvings;
   summary_.slice_samples = slice_;
@@ -264,7 +276,7 @@ void Trainer<T>::Run::halve_slice(const OutOfMemory& e) {
 
 template <typename T>
 std::pair<std::size_t, std::size_t> Trainer<T>::Run::shard(std::size_t first,
-                                                          std::size_t count) const {
+                                                           std::size_t count) const {
   const auto r = static_cast<std::size_t>(rank_), size = static_cast<std::size_t>(ranks_);
   const std::size_t lo = count * r / size, hi = count * (r + 1) / size;
   return {first + lo, hi - lo};
@@ -299,9 +311,11 @@ void Trainer<T>::Run::start(std::vector<T>& params, const TrainingState<T>* resu
     }
     return;
   }
-  if (resume->params.size() != n_ || (!resume->best_params.empty() && resume->best_params.size() != n_))
-    throw InvalidArgument(fmt::format("resume: the checkpoint holds {} parameters, the model {} has {}",
-                                      resume->params.size(), t_.spec_.describe(), n_));
+  if (resume->params.size() != n_ ||
+      (!resume->best_params.empty() && resume->best_params.size() != n_))
+    throw InvalidArgument(
+        fmt::format("resume: the checkpoint holds {} parameters, the model {} has {}",
+                    resume->params.size(), t_.spec_.describe(), n_));
   params = resume->params;
   static_cast<TrainingProgress&>(summary_) = resume->progress;
   lm_->set_state(resume->stepper);
@@ -355,7 +369,8 @@ void Trainer<T>::Run::run_epoch(int epoch) {
     if (!run_step(epoch, b, record)) break;
   }
   // Interrupted inside the epoch: its checkpoint is written; the epoch's bookkeeping is not.
-  if (summary_.termination == TerminationReason::kInterrupted && (b + 1) * batch_ < samples_) return;
+  if (summary_.termination == TerminationReason::kInterrupted && (b + 1) * batch_ < samples_)
+    return;
   end_epoch(epoch, record);
 }
 
@@ -423,7 +438,8 @@ bool Trainer<T>::Run::outside_stop(const IterationSummary& it, int epoch, std::s
   if (stopped()) return false;  // the step's own reason stands
   if (stops.callback) {
     summary_.termination = TerminationReason::kUserCallback;
-    summary_.message = fmt::format("stopped by the iteration callback after step {}", summary_.steps);
+    summary_.message =
+        fmt::format("stopped by the iteration callback after step {}", summary_.steps);
   } else if (stops.time) {
     summary_.termination = TerminationReason::kTimeBudget;
     summary_.message = fmt::format("{:.2f} s elapsed ≥ TrainerOptions::max_time_seconds = {}",
@@ -432,7 +448,8 @@ bool Trainer<T>::Run::outside_stop(const IterationSummary& it, int epoch, std::s
     summary_.termination = TerminationReason::kInterrupted;
     summary_.message = fmt::format("interrupted in epoch {} after batch {}", epoch, b);
     // Inside an epoch the checkpoint is written here; after its last batch, by end_epoch.
-    if (t_.checkpoint_ && (b + 1) * batch_ < samples_) t_.checkpoint_(state(epoch - 1, b + 1, record));
+    if (t_.checkpoint_ && (b + 1) * batch_ < samples_)
+      t_.checkpoint_(state(epoch - 1, b + 1, record));
   }
   return stopped();
 }
@@ -444,7 +461,8 @@ void Trainer<T>::Run::end_epoch(int epoch, EpochRecord& record) {
   record.lambda = lm_->lambda();
   if (early_stopping_) {
     record.validation_loss = data_loss(*validation_);
-    if (early_stopping_->update(epoch, record.validation_loss, theta_.data(), summary_) && !stopped()) {
+    if (early_stopping_->update(epoch, record.validation_loss, theta_.data(), summary_) &&
+        !stopped()) {
       summary_.termination = TerminationReason::kValidationMaxFail;
       summary_.message = fmt::format(
           "validation loss did not improve on {:.6e} (epoch {}) for {} epochs",
@@ -481,8 +499,8 @@ Summary Trainer<T>::Run::finish(std::vector<T>& params) {
     const ParameterGroups groups = t_.spec_.relevance_groups();
     const std::vector<double>& gamma = lm_->effective_parameters();
     for (std::size_t g = 0; g < groups.count(); ++g)
-      summary_.penalty_groups.push_back({groups.names[g], groups.sizes[g], rho[g],
-                                         g < gamma.size() ? gamma[g] : 0.0});
+      summary_.penalty_groups.push_back(
+          {groups.names[g], groups.sizes[g], rho[g], g < gamma.size() ? gamma[g] : 0.0});
   } else {
     summary_.final_weight_decay = rho.front();
   }
@@ -499,7 +517,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                         const Dataset<T>* validation, const TrainingState<T>* resume) {
   Run run(*this, params.size(), train, validation);
   run.start(params, resume);
-  for (int epoch = run.first_epoch(); epoch <= trainer_options_.max_epochs && !run.stopped(); ++epoch)
+  for (int epoch = run.first_epoch(); epoch <= trainer_options_.max_epochs && !run.stopped();
+       ++epoch)
     run.run_epoch(epoch);
   return run.finish(params);
 }

@@ -1,5 +1,7 @@
 // The vectorizable float32 exp/tanh/sigmoid of the CPU backend against double-precision libm,
 // on a dense grid covering every branch (and the branch boundaries).
+#include "backend/cpu/fast_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "backend/cpu/activation_loops.h"
-#include "backend/cpu/fast_math.h"
 
 namespace lmtrain::cpu {
 namespace {
@@ -27,7 +28,8 @@ TEST(FastMath, TanhWithinThreeUlpsEverywhere) {
     const auto xf = static_cast<float>(x);
     worst = std::max(worst, ulps(fast_tanh(xf), std::tanh(static_cast<double>(xf))));
   }
-  for (float x : {0.0f, -0.0f, 1e-30f, -1e-20f, 0.25f, 0.2499999f, 0.2500001f, 9.0f, 40.0f, -1e30f}) {
+  for (float x :
+       {0.0f, -0.0f, 1e-30f, -1e-20f, 0.25f, 0.2499999f, 0.2500001f, 9.0f, 40.0f, -1e30f}) {
     worst = std::max(worst, ulps(fast_tanh(x), std::tanh(static_cast<double>(x))));
   }
   EXPECT_LE(worst, 3.0);
@@ -53,8 +55,8 @@ TEST(FastMath, Expm1AndEluWithinThreeUlpsEverywhere) {
     const auto xf = static_cast<float>(x);
     worst = std::max(worst, ulps(fast_expm1(xf), std::expm1(static_cast<double>(xf))));
   }
-  for (float x : {0.0f, -0.0f, 1e-30f, -1e-20f, 1e-7f, -3e-8f, 0.9999999f, -0.9999999f, 1.0f,
-                  -1.0f, -87.0f, -200.0f}) {
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-20f, 1e-7f, -3e-8f, 0.9999999f, -0.9999999f, 1.0f, -1.0f,
+                  -87.0f, -200.0f}) {
     worst = std::max(worst, ulps(fast_expm1(x), std::expm1(static_cast<double>(x))));
   }
   EXPECT_LE(worst, 3.0);
@@ -115,16 +117,19 @@ TEST_P(ActivationLoops, KeepTheScalarBounds) {
   }
   EXPECT_LE(worst, 3.0);
   activation_derivative(Activation::kElu, 0, z.size(), z.data(), a.data(), d.data());
-  for (std::size_t i = 0; i < z.size(); ++i)
-    ASSERT_EQ(d[i], z[i] > 0 ? 1.0f : a[i] + 1.0f) << z[i];
+  for (std::size_t i = 0; i < z.size(); ++i) ASSERT_EQ(d[i], z[i] > 0 ? 1.0f : a[i] + 1.0f) << z[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPath, ActivationLoops,
                          ::testing::Values(SimdPath::kBaseline, SimdPath::kAvx2, SimdPath::kAvx512),
-                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 // The path dispatched in this process is one the CPU has: the widest, or LMTRAIN_SIMD's.
-TEST(ActivationLoops, DispatchedPathIsOneTheCpuHas) { EXPECT_TRUE(cpu_has(simd_path())); }
+TEST(ActivationLoops, DispatchedPathIsOneTheCpuHas) {
+  EXPECT_TRUE(cpu_has(simd_path()));
+}
 
 }  // namespace
 }  // namespace lmtrain::cpu

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "lmtrain/backend/cuda_backend.h"
-#include "lmtrain/dist/communicator.h"
 #include "lmtrain/core/rng.h"
+#include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
 
@@ -45,7 +45,9 @@ Result run_command(const std::string& command_line) {
   return r;
 }
 
-Result run(const std::string& args) { return run_command(std::string(LMTRAIN_CLI_PATH) + " " + args); }
+Result run(const std::string& args) {
+  return run_command(std::string(LMTRAIN_CLI_PATH) + " " + args);
+}
 
 // The same with one environment assignment ("NAME=value") for the command.
 Result run_with_env(const std::string& assignment, const std::string& args) {
@@ -99,9 +101,11 @@ std::string regression_csv(std::size_t rows, std::uint64_t seed) {
 
 std::string regression_config(const std::string& extra_trainer = "", int epochs = 30) {
   return "seed = 3\noutput_dir = \"out\"\n"
-         "[model]\nlayers = [{ type = \"dense\", units = 12 }, { type = \"tanh\" }, { type = \"dense\", units = 1 }]\n"
+         "[model]\nlayers = [{ type = \"dense\", units = 12 }, { type = \"tanh\" }, { type = "
+         "\"dense\", units = 1 }]\n"
          "[data]\ntest_fraction = 0.2\n[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n"
-         "[trainer]\nmax_epochs = " + std::to_string(epochs) + "\nbatch_size = 100\n" + extra_trainer;
+         "[trainer]\nmax_epochs = " +
+         std::to_string(epochs) + "\nbatch_size = 100\n" + extra_trainer;
 }
 
 TEST(Cli, VersionAndHelp) {
@@ -166,9 +170,9 @@ TEST(Cli, ResumeAfterKillNineIsBitIdentical) {
   Scratch s;
   s.write("data.csv", regression_csv(4000, 2));
   // Bayesian regularization adds ρ to the state the checkpoint file must carry besides λ.
-  const std::string config = s.write(
-      "run.toml", regression_config("checkpoint_every = 1\n", 60) +
-                      "[solver]\nregularization = \"bayesian\"\ndamping = \"nielsen\"\n");
+  const std::string config =
+      s.write("run.toml", regression_config("checkpoint_every = 1\n", 60) +
+                              "[solver]\nregularization = \"bayesian\"\ndamping = \"nielsen\"\n");
   // The uninterrupted run.
   ASSERT_EQ(run("fit " + config + " --quiet --set output_dir=\"straight\"").exit_code, 0);
 
@@ -178,8 +182,8 @@ TEST(Cli, ResumeAfterKillNineIsBitIdentical) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     const std::string set = "output_dir=\"" + out.string() + "\"";
-    execl(LMTRAIN_CLI_PATH, LMTRAIN_CLI_PATH, "fit", config.c_str(), "--quiet", "--set", set.c_str(),
-          static_cast<char*>(nullptr));
+    execl(LMTRAIN_CLI_PATH, LMTRAIN_CLI_PATH, "fit", config.c_str(), "--quiet", "--set",
+          set.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -209,10 +213,10 @@ TEST(Cli, ResumeAfterKillNineIsBitIdentical) {
 
 struct BadInput {
   std::string name;
-  std::string data_file;      // name → content written into the scratch directory
+  std::string data_file;  // name → content written into the scratch directory
   std::string data_content;
-  std::string config_tail;    // appended to a valid config with [data.train] path = data_file
-  std::string expected;       // fragment of the message
+  std::string config_tail;       // appended to a valid config with [data.train] path = data_file
+  std::string expected;          // fragment of the message
   std::string model_extra = {};  // extra keys of [model]
 };
 
@@ -222,11 +226,13 @@ TEST_P(BadInputs, ExitNonZeroWithOneClearMessageAndNoOutput) {
   const BadInput& b = GetParam();
   Scratch s;
   if (!b.data_file.empty()) s.write(b.data_file, b.data_content);
-  const std::string config = s.write(
-      "run.toml", "output_dir = \"out\"\n"
-                  "[model]\n" + b.model_extra +
-                      "layers = [{ type = \"dense\", units = 4 }, { type = \"tanh\" }, { type = \"dense\", units = 1 }]\n" +
-                      b.config_tail);
+  const std::string config = s.write("run.toml",
+                                     "output_dir = \"out\"\n"
+                                     "[model]\n" +
+                                         b.model_extra +
+                                         "layers = [{ type = \"dense\", units = 4 }, { type = "
+                                         "\"tanh\" }, { type = \"dense\", units = 1 }]\n" +
+                                         b.config_tail);
   const Result r = run("fit " + config + " --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(b.expected), std::string::npos) << r.output;
@@ -246,8 +252,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"NaNInData", "d.csv", "a,b\n1,2\nnan,3\n", kTrain, "line 3"},
         BadInput{"TruncatedNpy", "x.npy", std::string("\x93NUMPY\x01\x00\x10\x00{'descr'", 18),
                  "[data.train]\npath = \"x.npy\"\ntargets_path = \"x.npy\"\n", "x.npy"},
-        BadInput{"WrongIdxMagic", "x-idx3-ubyte", std::string("\x01\x02\x08\x01\x00\x00\x00\x01\x05", 9),
-                 "[data.train]\npath = \"x-idx3-ubyte\"\ntargets_path = \"x-idx3-ubyte\"\n", "magic"},
+        BadInput{
+            "WrongIdxMagic", "x-idx3-ubyte", std::string("\x01\x02\x08\x01\x00\x00\x00\x01\x05", 9),
+            "[data.train]\npath = \"x-idx3-ubyte\"\ntargets_path = \"x-idx3-ubyte\"\n", "magic"},
         BadInput{"FannHeaderDisagrees", "d.train", "3 1 1\n0.1\n0.2\n0.3\n0.4\n",
                  "[data.train]\npath = \"d.train\"\n", "d.train"},
         BadInput{"FeatureCountDisagrees", "d.csv", "a,b,c\n1,2,3\n4,5,6\n", kTrain,
@@ -260,7 +267,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"LabelOutOfRange", "d.csv", "a,label\n1,0\n2,1\n3,7\n",
                  "[data]\ntask = \"classification\"\nclasses = 3\n" + kTrain, "7"},
         BadInput{"WrongType", "d.csv", "a,b\n1,2\n3,4\n",
-                 kTrain + "[trainer]\nmax_epochs = \"ten\"\n", "trainer.max_epochs has the wrong type"},
+                 kTrain + "[trainer]\nmax_epochs = \"ten\"\n",
+                 "trainer.max_epochs has the wrong type"},
         BadInput{"OutOfRange", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[solver]\nlambda_decrease = 3.0\n", "solver.lambda_decrease = 3"},
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
@@ -275,7 +283,8 @@ TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
   ASSERT_EQ(fit.exit_code, 0) << fit.output;
   const std::string summary = read_file(s.path("out") / "summary.txt");
   EXPECT_NE(summary.find("mixed (float32 model and Jacobian, float64 A, g and solve)"),
-            std::string::npos) << summary;
+            std::string::npos)
+      << summary;
   const io::ModelFile model = io::read_model_file((s.path("out") / "model.safetensors").string());
   EXPECT_EQ(model.parameter_dtype, io::ParameterDtype::kF32);
   // The model predicts as well as the float32 fit test asks of its model.
@@ -300,8 +309,8 @@ TEST(Cli, ArdNamesEachInputColumnAndSwitchesOffTheIrrelevantOne) {
         << "\n";
   }
   s.write("data.csv", csv.str());
-  const std::string config = s.write(
-      "run.toml", regression_config("", 40) + "[solver]\nregularization = \"ard\"\n");
+  const std::string config =
+      s.write("run.toml", regression_config("", 40) + "[solver]\nregularization = \"ard\"\n");
   const Result fit = run("fit " + config + " --quiet --set trainer.batch_size=0");
   ASSERT_EQ(fit.exit_code, 0) << fit.output;
   const std::string summary = read_file(s.path("out") / "summary.txt");
@@ -328,7 +337,8 @@ TEST(Cli, NcclOnTheCpuIsAClearErrorBeforeAnyOutput) {
   const Result r = run("fit " + config + " --quiet --set communicator=\"nccl\"");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("communicator = \"nccl\" sums GPU buffers but device = \"cpu\""),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(s.path("out")));
 }
 
@@ -403,15 +413,15 @@ TEST(Cli, NonFiniteLossExitsThreeWithoutModel) {
     csv << x << "," << x << "," << x << "," << x << "," << 0.01 * i << "\n";
   }
   s.write("data.csv", csv.str());
-  const std::string config = s.write(
-      "run.toml",
-      "precision = \"float32\"\noutput_dir = \"out\"\n"
-      // 256 linear units: with torch's init about 5 % of them sum past FLT_MAX, so some do.
-      "[model]\nlayers = [{ type = \"dense\", units = 256 }, { type = \"identity\" }, "
-      "{ type = \"dense\", units = 1 }]\n"
-      "[data]\nnormalize_inputs = \"none\"\nnormalize_targets = \"none\"\n"
-      "[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n"
-      "[trainer]\nmax_epochs = 3\nbatch_size = 0\n");
+  const std::string config =
+      s.write("run.toml",
+              "precision = \"float32\"\noutput_dir = \"out\"\n"
+              // 256 linear units: with torch's init about 5 % of them sum past FLT_MAX, so some do.
+              "[model]\nlayers = [{ type = \"dense\", units = 256 }, { type = \"identity\" }, "
+              "{ type = \"dense\", units = 1 }]\n"
+              "[data]\nnormalize_inputs = \"none\"\nnormalize_targets = \"none\"\n"
+              "[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n"
+              "[trainer]\nmax_epochs = 3\nbatch_size = 0\n");
   const Result r = run("fit " + config + " --quiet");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("not finite"), std::string::npos) << r.output;

@@ -1,6 +1,8 @@
 // The gnuplot scripts of a run directory draw the columns they name: every `using X:Y` of every
 // plot is checked against the CSV header, on headers in the order lmtrain writes them and in a
 // shuffled order (a new column must never shift what a plot draws).
+#include "cli/plots.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <regex>
 #include <string>
 #include <vector>
-
-#include "cli/plots.h"
 
 namespace lmtrain::cli {
 namespace {
@@ -68,15 +68,16 @@ void expect_plots_draw_named_columns(const std::string& epochs_header,
   const std::vector<std::string> eh = split(epochs_header), fh = split(fit_header);
   // Two epochs with a validation loss in every row, values in the columns the header names.
   const std::map<std::string, std::string> epoch_values = {
-      {"epoch", "1"},           {"training_loss", "0.5"}, {"validation_loss", "0.6"},
-      {"lambda", "0.001"},      {"accepted", "20"},       {"rejected", "3"},
-      {"invalid", "0"},         {"gradient_norm", "0.1"}, {"step_norm", "0.2"},
+      {"epoch", "1"},      {"training_loss", "0.5"}, {"validation_loss", "0.6"},
+      {"lambda", "0.001"}, {"accepted", "20"},       {"rejected", "3"},
+      {"invalid", "0"},    {"gradient_norm", "0.1"}, {"step_norm", "0.2"},
       {"seconds", "0.25"}};
   std::string epochs = epochs_header + "\n";
   for (int row = 0; row < 2; ++row) {
     std::vector<std::string> cells;
     for (const auto& name : eh) cells.push_back(epoch_values.at(name));
-    for (std::size_t i = 0; i < cells.size(); ++i) epochs += cells[i] + (i + 1 < cells.size() ? "," : "\n");
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      epochs += cells[i] + (i + 1 < cells.size() ? "," : "\n");
   }
   run.write("epochs.csv", epochs);
   run.write("fit.csv", fit_header + "\n0.1,0.2,0.3\n");

@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <numbers>
+#include <string>
 #include <type_traits>
 
 #include "lmtrain/dist/communicator.h"
@@ -53,8 +53,7 @@ struct Run {
 template <typename T>
 Run<T> train(const ModelSpec& spec, const LossOptions& loss, SolverOptions solver,
              TrainerOptions trainer, const Dataset<T>& data,
-             const std::type_identity_t<Dataset<T>>* validation,
-             dist::Communicator* comm) {
+             const std::type_identity_t<Dataset<T>>* validation, dist::Communicator* comm) {
   auto backend = make_cpu_backend<T>();
   Trainer<T> t(spec, loss, solver, trainer, *backend);
   t.set_communicator(comm);
@@ -250,7 +249,8 @@ TEST(ConjugateGradients, TrainsAModelWhoseNormalMatrixExceedsTheBudget) {
   // auto falls back to CG by itself when A does not fit (Marquardt damping rules out the dual).
   solver.linear_solver = LinearSolverType::kAuto;
   solver.damping_matrix = DampingMatrix::kMarquardt;
-  const auto automatic = train(spec, LossOptions{}, solver, options(1, 100), data, nullptr, g_world);
+  const auto automatic =
+      train(spec, LossOptions{}, solver, options(1, 100), data, nullptr, g_world);
   EXPECT_EQ(automatic.summary.linear_solver_used, LinearSolverType::kCg)
       << automatic.summary.linear_solver_reason;
   EXPECT_LT(automatic.summary.final_loss, automatic.summary.initial_loss);

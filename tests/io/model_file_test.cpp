@@ -539,8 +539,9 @@ TEST_F(ModelFileTest, NormalizationHelpersStandardizeInputsAndRestoreTargets) {
   EXPECT_EQ(untouched, original);
 
   std::vector<double> odd(3);
-  expect_contains(invalid_argument_message([&] { apply_input_normalization<double>(n, odd); }),
-                  {"Standardization::apply", "3 values are not whole rows of the standardization's 2 columns"});
+  expect_contains(
+      invalid_argument_message([&] { apply_input_normalization<double>(n, odd); }),
+      {"Standardization::apply", "3 values are not whole rows of the standardization's 2 columns"});
 }
 
 TEST_F(ModelFileTest, ProvenanceCarriesTheVersionAndAUtcDate) {

@@ -1,12 +1,13 @@
 // Reading labeled tables and telling formats from names (io/table.h), and the one
 // standardization (io/standardization.h), against values computed here independently.
+#include "lmtrain/io/table.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "lmtrain/io/standardization.h"
-#include "lmtrain/io/table.h"
 #include "scratch_dir.h"
 
 namespace lmtrain::io::testing {
@@ -73,7 +74,8 @@ TEST(Standardization, PopulationStatisticsRoundTripAndConstantColumns) {
   for (std::size_t c = 0; c < 2; ++c) {  // the two-pass mean and population variance, here
     double mean = 0, var = 0;
     for (std::size_t r = 0; r < 100; ++r) mean += v[3 * r + c] / 100;
-    for (std::size_t r = 0; r < 100; ++r) var += (v[3 * r + c] - mean) * (v[3 * r + c] - mean) / 100;
+    for (std::size_t r = 0; r < 100; ++r)
+      var += (v[3 * r + c] - mean) * (v[3 * r + c] - mean) / 100;
     EXPECT_NEAR(s.mean[c], mean, 1e-12 * std::abs(mean));
     EXPECT_NEAR(s.scale[c], std::sqrt(var), 1e-9 * std::sqrt(var));
   }

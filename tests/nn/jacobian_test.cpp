@@ -35,12 +35,14 @@ Case make_case(const ModelSpec& spec, LossOptions loss, std::uint64_t seed) {
       c.y.resize(kBatch * outputs);
       for (std::size_t b = 0; b < kBatch; ++b) {
         double sum = 0;
-        for (std::size_t k = 0; k < outputs; ++k) sum += (c.y[b * outputs + k] = rng.uniform() + 0.1);
+        for (std::size_t k = 0; k < outputs; ++k)
+          sum += (c.y[b * outputs + k] = rng.uniform() + 0.1);
         for (std::size_t k = 0; k < outputs; ++k) c.y[b * outputs + k] /= sum;
       }
       break;
     }
-    default: c.y = random_vector(kBatch * outputs, rng, 2.0);  // Huber: both zones
+    default:
+      c.y = random_vector(kBatch * outputs, rng, 2.0);  // Huber: both zones
   }
   Sequential<double> probe(spec, *make_cpu_backend<double>());
   c.theta = random_vector(probe.num_params(), rng, 0.7);
@@ -69,12 +71,14 @@ TEST_P(ActivationJacobian, FloatAgreesWithDoubleWithinFloatRounding) {
   EXPECT_LE(relative_error(pf.residuals(c.theta), pd.residuals(c.theta)), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllActivations, ActivationJacobian,
-    ::testing::Values(Activation::kIdentity, Activation::kTanh, Activation::kSigmoid,
-                      Activation::kRelu, Activation::kElu, Activation::kGelu,
-                      Activation::kSoftplus, Activation::kSin),
-    [](const auto& test_param) { return std::string(to_string(test_param.param)); });
+INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationJacobian,
+                         ::testing::Values(Activation::kIdentity, Activation::kTanh,
+                                           Activation::kSigmoid, Activation::kRelu,
+                                           Activation::kElu, Activation::kGelu,
+                                           Activation::kSoftplus, Activation::kSin),
+                         [](const auto& test_param) {
+                           return std::string(to_string(test_param.param));
+                         });
 
 class LossJacobian : public ::testing::TestWithParam<LossKind> {};
 
@@ -116,11 +120,12 @@ TEST_P(LossJacobian, GradientJtrMatchesDifferencesOfObjective) {
   EXPECT_LE(relative_error(g, fd), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    DifferentiableResiduals, LossJacobian,
-    ::testing::Values(LossKind::kMse, LossKind::kCrossEntropySqrt, LossKind::kBce,
-                      LossKind::kHuber, LossKind::kL1),
-    [](const auto& test_param) { return std::string(to_string(test_param.param)); });
+INSTANTIATE_TEST_SUITE_P(DifferentiableResiduals, LossJacobian,
+                         ::testing::Values(LossKind::kMse, LossKind::kCrossEntropySqrt,
+                                           LossKind::kBce, LossKind::kHuber, LossKind::kL1),
+                         [](const auto& test_param) {
+                           return std::string(to_string(test_param.param));
+                         });
 
 class ExactCrossEntropy : public ::testing::Test {};
 

@@ -2,10 +2,11 @@
 // buffers, capped by the batch and by max_slice_samples, and a problem whose fixed buffers leave
 // no room for one sample fails before training with the sizes and the ways out.  Whether the
 // components' byte counts match what they allocate is tests/solve/step_memory_test.cpp.
+#include "lmtrain/nn/memory_plan.h"
+
 #include <gtest/gtest.h>
 
 #include "lmtrain/core/error.h"
-#include "lmtrain/nn/memory_plan.h"
 
 namespace lmtrain {
 namespace {

@@ -77,7 +77,8 @@ void write_case(const std::string& dir, const std::string& name, const ModelSpec
   std::vector<double> x(rows * spec.inputs());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t c = i % spec.inputs();
-    x[i] = model.normalization.inputs.mean[c] + 1.5 * model.normalization.inputs.scale[c] * normal(rng);
+    x[i] = model.normalization.inputs.mean[c] +
+           1.5 * model.normalization.inputs.scale[c] * normal(rng);
   }
   const std::vector<double> y = predict(model, x, rows);
 

@@ -92,8 +92,8 @@ TEST_P(PrimalDual, GiveTheSameStep) {
   for (double lambda : {1e-3, 0.7, 50.0}) {
     const auto a = solve(p, LinearSolverType::kCholesky, primal, lambda);
     const auto b = solve(p, LinearSolverType::kDual, dual, lambda);
-    EXPECT_LE(relative_error(b, a), 1e-9) << "λ = " << lambda << " m = " << primal.m
-                                          << " n = " << primal.n;
+    EXPECT_LE(relative_error(b, a), 1e-9)
+        << "λ = " << lambda << " m = " << primal.m << " n = " << primal.n;
   }
 }
 
@@ -172,7 +172,8 @@ TEST(EigenSolver, GivesTheCholeskyStepForIdentityAndMarquardtDamping) {
   build(p, theta, batch, false, ne);
   DeviceBuffer<double> d = p.backend->allocate(ne.n);
   p.backend->clamped_diagonal(ne.n, ne.a.data(), 1e-6, 1e32, d.data());
-  for (const double* damping : {static_cast<const double*>(nullptr), static_cast<const double*>(d.data())}) {
+  for (const double* damping :
+       {static_cast<const double*>(nullptr), static_cast<const double*>(d.data())}) {
     // One eigen solver serves several λ after a single prepare().
     auto eigen = LinearSolver<double>::create(LinearSolverType::kEigen, *p.backend, ne.n, ne.m);
     ASSERT_TRUE(eigen->prepare(ne, damping));

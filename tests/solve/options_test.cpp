@@ -34,14 +34,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadSolverField{"lambda_min", [](SolverOptions& o) { o.lambda_min = -1; }, "-1"},
         BadSolverField{"lambda_max", [](SolverOptions& o) { o.lambda_max = 1e-12; }, "1e-12"},
-        BadSolverField{"lambda_initial", [](SolverOptions& o) { o.lambda_initial = 1e11; }, "100000000000"},
+        BadSolverField{"lambda_initial", [](SolverOptions& o) { o.lambda_initial = 1e11; },
+                       "100000000000"},
         BadSolverField{"lambda_increase", [](SolverOptions& o) { o.lambda_increase = 0.5; }, "0.5"},
         BadSolverField{"lambda_decrease", [](SolverOptions& o) { o.lambda_decrease = 2; }, "2"},
         BadSolverField{"marquardt_min", [](SolverOptions& o) { o.marquardt_min = 0; }, "0"},
         BadSolverField{"learning_rate", [](SolverOptions& o) { o.learning_rate = 1.5; }, "1.5"},
         BadSolverField{"max_attempts", [](SolverOptions& o) { o.max_attempts = 0; }, "0"},
-        BadSolverField{"gradient_tolerance", [](SolverOptions& o) { o.gradient_tolerance = -1; }, "-1"},
-        BadSolverField{"function_tolerance", [](SolverOptions& o) { o.function_tolerance = 1; }, "1"},
+        BadSolverField{"gradient_tolerance", [](SolverOptions& o) { o.gradient_tolerance = -1; },
+                       "-1"},
+        BadSolverField{"function_tolerance", [](SolverOptions& o) { o.function_tolerance = 1; },
+                       "1"},
         BadSolverField{"memory_fraction", [](SolverOptions& o) { o.memory_fraction = 0; }, "0"}),
     [](const auto& test_param) { return test_param.param.field; });
 

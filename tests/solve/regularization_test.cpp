@@ -100,7 +100,8 @@ TEST(Regularization, L2StepOnALinearModelIsRidgeRegression) {
   EXPECT_LE(relative_error(theta1, data.ridge(7.5)), 1e-10);
   // The objective is ½‖r‖² + ½ρ‖θ‖² on both sides of the step, and the quadratic model is exact.
   EXPECT_NEAR(report.objective_after,
-              0.5 * data.residual_norm2(theta1) + 0.5 * 7.5 * std::inner_product(theta1.begin(), theta1.end(), theta1.begin(), 0.0),
+              0.5 * data.residual_norm2(theta1) +
+                  0.5 * 7.5 * std::inner_product(theta1.begin(), theta1.end(), theta1.begin(), 0.0),
               1e-10 * report.objective_after);
   EXPECT_NEAR(report.gain_ratio, 1.0, 1e-8);
   EXPECT_NEAR(report.objective_after - report.penalty_after, 0.5 * data.residual_norm2(theta1),
@@ -274,13 +275,13 @@ TEST(Regularization, ArdReachesEachGroupsEvidenceFixedPointAndSwitchesOffIrrelev
   EXPECT_NEAR(s.effective_parameters, gamma_total, 1e-6);
   for (std::size_t g = 0; g < kK; ++g) {
     if (rho[g] >= 1e10) continue;  // switched off
-    const double rho_next = gamma[g] * r2 / ((static_cast<double>(kSamples) - gamma_total) * theta[g] * theta[g]);
+    const double rho_next =
+        gamma[g] * r2 / ((static_cast<double>(kSamples) - gamma_total) * theta[g] * theta[g]);
     EXPECT_NEAR(rho_next, rho[g], 1e-6 * rho[g]) << s.penalty_groups[g].name;
   }
   // Relevance: the two irrelevant inputs are penalized far more than any relevant one.
   const double relevant = std::max({rho[0], rho[1], rho[3], rho[5]});
-  EXPECT_GT(std::min(rho[2], rho[4]), 100 * relevant)
-      << s.full_report();
+  EXPECT_GT(std::min(rho[2], rho[4]), 100 * relevant) << s.full_report();
   EXPECT_NE(s.full_report().find("input 4"), std::string::npos);
 }
 

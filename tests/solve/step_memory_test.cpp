@@ -62,7 +62,8 @@ void expect_plan_matches_allocations(const Case& c) {
   const std::size_t n = model.num_params();
   auto x = backend->allocate(kBatch * 3), y = backend->allocate(kBatch * 2),
        theta = backend->allocate(n);
-  const auto xs = cast<T>(random_vector(kBatch * 3, rng)), ys = cast<T>(random_vector(kBatch * 2, rng));
+  const auto xs = cast<T>(random_vector(kBatch * 3, rng)),
+             ys = cast<T>(random_vector(kBatch * 2, rng));
   const auto ps = model.initial_parameters(Init::kTorch, 5);
   backend->copy_from_host(xs.data(), x.data(), xs.size());
   backend->copy_from_host(ys.data(), y.data(), ys.size());
@@ -77,7 +78,8 @@ void expect_plan_matches_allocations(const Case& c) {
     for (int k = 0; k < 3; ++k) (void)step->step(theta.data(), x.data(), y.data(), kBatch, times);
     measured = backend->memory().peak_bytes_in_use() - before + step->system_peak_bytes();
   }
-  EXPECT_LE(measured, plan.peak_bytes) << "measured " << measured << " B, planned " << plan.peak_bytes;
+  EXPECT_LE(measured, plan.peak_bytes)
+      << "measured " << measured << " B, planned " << plan.peak_bytes;
   EXPECT_GE(static_cast<double>(measured), 0.95 * static_cast<double>(plan.peak_bytes))
       << "measured " << measured << " B, planned " << plan.peak_bytes;
 }
@@ -97,20 +99,19 @@ using L = LinearSolverType;
 using P = SystemPrecision;
 using R = Regularization;
 constexpr DampingMatrix kI = DampingMatrix::kIdentity, kM = DampingMatrix::kMarquardt;
-INSTANTIATE_TEST_SUITE_P(
-    EveryComponent, StepMemory,
-    ::testing::Values(Case{L::kCholesky, P::kModel, R::kNone, true, kI},
-                      Case{L::kCholesky, P::kModel, R::kNone, false, kI},
-                      Case{L::kCholesky, P::kFloat64, R::kNone, true, kI},
-                      Case{L::kEigen, P::kModel, R::kL2, true, kM},
-                      Case{L::kEigen, P::kFloat64, R::kBayesian, true, kI},
-                      Case{L::kCholesky, P::kModel, R::kArd, true, kI},
-                      Case{L::kCholesky, P::kFloat64, R::kArd, false, kM},
-                      Case{L::kDual, P::kModel, R::kNone, false, kI},
-                      Case{L::kDual, P::kFloat64, R::kNone, false, kI},
-                      Case{L::kCg, P::kModel, R::kL2, false, kM},
-                      Case{L::kCg, P::kFloat64, R::kNone, false, kI}),
-    [](const auto& param_info) { return name(param_info.param); });
+INSTANTIATE_TEST_SUITE_P(EveryComponent, StepMemory,
+                         ::testing::Values(Case{L::kCholesky, P::kModel, R::kNone, true, kI},
+                                           Case{L::kCholesky, P::kModel, R::kNone, false, kI},
+                                           Case{L::kCholesky, P::kFloat64, R::kNone, true, kI},
+                                           Case{L::kEigen, P::kModel, R::kL2, true, kM},
+                                           Case{L::kEigen, P::kFloat64, R::kBayesian, true, kI},
+                                           Case{L::kCholesky, P::kModel, R::kArd, true, kI},
+                                           Case{L::kCholesky, P::kFloat64, R::kArd, false, kM},
+                                           Case{L::kDual, P::kModel, R::kNone, false, kI},
+                                           Case{L::kDual, P::kFloat64, R::kNone, false, kI},
+                                           Case{L::kCg, P::kModel, R::kL2, false, kM},
+                                           Case{L::kCg, P::kFloat64, R::kNone, false, kI}),
+                         [](const auto& param_info) { return name(param_info.param); });
 
 }  // namespace
 }  // namespace lmtrain::testing

@@ -78,7 +78,8 @@ TEST_P(Resume, ContinuesBitIdenticallyToTheUninterruptedRun) {
     EXPECT_EQ(resumed.summary.rejected_steps, straight.summary.rejected_steps);
     ASSERT_EQ(resumed.summary.history.size(), straight.summary.history.size());
     for (std::size_t e = 0; e < straight.summary.history.size(); ++e) {
-      EXPECT_EQ(resumed.summary.history[e].training_loss, straight.summary.history[e].training_loss);
+      EXPECT_EQ(resumed.summary.history[e].training_loss,
+                straight.summary.history[e].training_loss);
       EXPECT_EQ(resumed.summary.history[e].accepted, straight.summary.history[e].accepted);
     }
   }

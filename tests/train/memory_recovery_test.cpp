@@ -71,7 +71,8 @@ TEST(MemoryPlan, AllocationFailureHalvesTheSliceAndTrainingGoesOn) {
   const Result halved = train(solver, kLimit);
   ASSERT_GE(halved.summary.slice_halvings, 1);
   EXPECT_NE(halved.summary.full_report().find("halved"), std::string::npos);
-  EXPECT_NE(halved.summary.slice_halving_cause.find("exceeds the backend's limit"), std::string::npos);
+  EXPECT_NE(halved.summary.slice_halving_cause.find("exceeds the backend's limit"),
+            std::string::npos);
 
   SolverOptions fixed;
   fixed.max_slice_samples = halved.summary.slice_samples;

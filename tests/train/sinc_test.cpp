@@ -20,7 +20,7 @@ namespace lmtrain {
 namespace {
 
 struct W1Run {
-  double mse = 0;       // recomputed in double from the returned parameters
+  double mse = 0;  // recomputed in double from the returned parameters
   Summary summary;
 };
 
@@ -82,7 +82,8 @@ SeedStats over_seeds(int seeds, int epochs, SolverOptions options = {}) {
     mse.push_back(run.mse);
     accepted += run.summary.accepted_steps;
     attempts += run.summary.accepted_steps + run.summary.rejected_steps + run.summary.invalid_steps;
-    ::testing::Test::RecordProperty(fmt::format("mse_seed_{}", seed), fmt::format("{:.6e}", run.mse));
+    ::testing::Test::RecordProperty(fmt::format("mse_seed_{}", seed),
+                                    fmt::format("{:.6e}", run.mse));
   }
   std::vector<double> sorted = mse;
   std::sort(sorted.begin(), sorted.end());
@@ -92,7 +93,8 @@ SeedStats over_seeds(int seeds, int epochs, SolverOptions options = {}) {
   s.attempts_per_accepted = static_cast<double>(attempts) / static_cast<double>(accepted);
   ::testing::Test::RecordProperty("median", fmt::format("{:.6e}", s.median));
   ::testing::Test::RecordProperty("worst", fmt::format("{:.6e}", s.worst));
-  ::testing::Test::RecordProperty("attempts_per_accepted", fmt::format("{:.4f}", s.attempts_per_accepted));
+  ::testing::Test::RecordProperty("attempts_per_accepted",
+                                  fmt::format("{:.4f}", s.attempts_per_accepted));
   std::printf("%d seeds: median %.3e, worst %.3e, %.3f attempts per accepted step\n", seeds,
               s.median, s.worst, s.attempts_per_accepted);
   return s;

@@ -35,12 +35,13 @@ struct TrainedRun {
 };
 
 TrainedRun train(const ModelSpec& spec, const Dataset<double>& data, SolverOptions solver,
-          TrainerOptions trainer, const Dataset<double>* validation = nullptr,
-          std::vector<double> params = {}, IterationCallback callback = {}) {
+                 TrainerOptions trainer, const Dataset<double>* validation = nullptr,
+                 std::vector<double> params = {}, IterationCallback callback = {}) {
   auto backend = make_cpu_backend<double>();
   Trainer<double> t(spec, LossOptions{}, solver, trainer, *backend);
   if (callback) t.add_callback(callback);
-  if (params.empty()) params = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
+  if (params.empty())
+    params = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
   TrainedRun run;
   run.summary = t.fit(params, data, validation);
   run.params = params;
@@ -66,7 +67,8 @@ TEST(Termination, LambdaAboveMaxWhenNoStepCanLowerTheLoss) {
   s.damping = DampingType::kMultiplicative;
   s.lambda_max = 1e-1;
   s.max_attempts = 50;
-  const TrainedRun r = train(ModelSpec(1).dense(1), exact_minimum_data(), s, {}, nullptr, {1.0, 0.0});
+  const TrainedRun r =
+      train(ModelSpec(1).dense(1), exact_minimum_data(), s, {}, nullptr, {1.0, 0.0});
   EXPECT_EQ(r.summary.termination, TerminationReason::kLambdaAboveMax);
   EXPECT_EQ(r.summary.accepted_steps, 0);
   EXPECT_EQ(r.summary.rejected_steps, 3);  // λ = 1e-3, 1e-2, 1e-1, then no room to grow
@@ -76,7 +78,8 @@ TEST(Termination, LambdaAboveMaxWhenNoStepCanLowerTheLoss) {
 TEST(Termination, GradientTolerance) {
   SolverOptions s;
   s.gradient_tolerance = 1e-12;
-  const TrainedRun r = train(ModelSpec(1).dense(1), exact_minimum_data(), s, {}, nullptr, {1.0, 0.0});
+  const TrainedRun r =
+      train(ModelSpec(1).dense(1), exact_minimum_data(), s, {}, nullptr, {1.0, 0.0});
   EXPECT_EQ(r.summary.termination, TerminationReason::kGradientTolerance);
   EXPECT_TRUE(r.summary.converged());
   EXPECT_EQ(r.summary.steps, 1);
@@ -146,11 +149,11 @@ TEST(Termination, UserCallback) {
   t.max_epochs = 10;
   t.batch_size = 20;
   int calls = 0;
-  const TrainedRun r = train(kSmallNet, sinc_data(200, 2), {}, t, nullptr, {},
-                      [&calls](const IterationSummary& it) {
-                        ++calls;
-                        return it.step == 3 ? CallbackResult::kStop : CallbackResult::kContinue;
-                      });
+  const TrainedRun r =
+      train(kSmallNet, sinc_data(200, 2), {}, t, nullptr, {}, [&calls](const IterationSummary& it) {
+        ++calls;
+        return it.step == 3 ? CallbackResult::kStop : CallbackResult::kContinue;
+      });
   EXPECT_EQ(r.summary.termination, TerminationReason::kUserCallback);
   EXPECT_EQ(r.summary.steps, 3);
   EXPECT_EQ(calls, 3);
@@ -190,7 +193,8 @@ TEST(TrainerInput, NonFiniteDataIsRejectedNamingSampleAndColumn) {
   d.y[7] = std::nan("");
   auto backend = make_cpu_backend<double>();
   Trainer<double> t(kSmallNet, LossOptions{}, {}, {}, *backend);
-  std::vector<double> params = Sequential<double>(kSmallNet, *backend).initial_parameters(Init::kTorch, 0);
+  std::vector<double> params =
+      Sequential<double>(kSmallNet, *backend).initial_parameters(Init::kTorch, 0);
   try {
     t.fit(params, d);
     FAIL() << "NaN target accepted";
@@ -205,7 +209,8 @@ TEST(TrainerInput, MemoryBudgetTooSmallFailsBeforeTraining) {
   s.memory_budget_bytes = 1000;
   auto backend = make_cpu_backend<double>();
   Trainer<double> t(kSmallNet, LossOptions{}, s, {}, *backend);
-  std::vector<double> params = Sequential<double>(kSmallNet, *backend).initial_parameters(Init::kTorch, 0);
+  std::vector<double> params =
+      Sequential<double>(kSmallNet, *backend).initial_parameters(Init::kTorch, 0);
   const std::vector<double> before = params;
   EXPECT_THROW(t.fit(params, sinc_data(100, 1)), MemoryPlanError);
   EXPECT_EQ(params, before);

@@ -101,7 +101,8 @@ class Backend {
   // y = α op(A) x + β y with A (m × n) row-major.
   virtual void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
                     const T* x, T beta, T* y) = 0;
-  // Upper triangle (row-major) of C(n×n) = α JᵀJ + β C, J (k × n) row-major.  The SYRK of A += JₛᵀJₛ.
+  // Upper triangle (row-major) of C(n×n) = α JᵀJ + β C, J (k × n) row-major.  The SYRK of A +=
+  // JₛᵀJₛ.
   virtual void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;
   // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
@@ -145,9 +146,9 @@ class Backend {
   virtual void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) = 0;
   virtual void activation_forward(Activation f, std::size_t n, const T* z, T* a) = 0;
   // d = φ'(z), given z and a = φ(z) (kernels use whichever is cheaper).
-  virtual void activation_derivative(Activation f, std::size_t n, const T* z, const T* a,
-                                     T* d) = 0;
-  // g[r, c] *= d[r / group, c]: seeds of `group` residual rows per sample times a per-sample factor.
+  virtual void activation_derivative(Activation f, std::size_t n, const T* z, const T* a, T* d) = 0;
+  // g[r, c] *= d[r / group, c]: seeds of `group` residual rows per sample times a per-sample
+  // factor.
   virtual void scale_row_groups(std::size_t rows, std::size_t cols, std::size_t group, const T* d,
                                 T* g) = 0;
   // Dense layer's block of a Jacobian slice.  For each row r (sample r / group):
@@ -159,14 +160,14 @@ class Backend {
   // ---- convolution and pooling (NCHW: sample s starts at s·C·H·W; see core/image_shape.h) ------
   // Batched C_b = α op(A_b) op(B_b) + β C_b for b < count, X_b = x + b·stride_x (row-major as
   // gemm).  A stride of 0 shares one matrix across the batch (a layer's weights).
-  virtual void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n,
-                                    std::size_t k, T alpha, const T* a, std::size_t lda,
-                                    std::size_t stride_a, const T* b, std::size_t ldb,
-                                    std::size_t stride_b, T beta, T* c, std::size_t ldc,
-                                    std::size_t stride_c, std::size_t count) = 0;
+  virtual void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                                    T alpha, const T* a, std::size_t lda, std::size_t stride_a,
+                                    const T* b, std::size_t ldb, std::size_t stride_b, T beta, T* c,
+                                    std::size_t ldc, std::size_t stride_c, std::size_t count) = 0;
   // Patches of `samples` inputs x (each C × H × W) as columns: cols_s (K × P row-major,
   // K = C·kh·kw, P = Ho·Wo, cols_s at cols + s·K·P) with
-  //   cols_s[(c·kh + i)·kw + j, oy·Wo + ox] = x_s[c, oy·sh − ph + i, ox·sw − pw + j]  (0 in padding)
+  //   cols_s[(c·kh + i)·kw + j, oy·Wo + ox] = x_s[c, oy·sh − ph + i, ox·sw − pw + j]  (0 in
+  //   padding)
   virtual void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) = 0;
   // The adjoint of im2col: x_s[c, y, x] = Σ of the cols_s entries im2col copies from (c, y, x).
   // Overwrites x (samples × C·H·W).
@@ -188,14 +189,14 @@ class Backend {
   virtual void max_pool_backward(const WindowGeometry& g, std::size_t rows, std::size_t group,
                                  const T* argmax, const T* g_out, T* g_in) = 0;
   // Average pooling; padding counts as zeros, the divisor is kh·kw (count_include_pad).
-  virtual void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x,
-                                T* y) = 0;
+  virtual void avg_pool_forward(const WindowGeometry& g, std::size_t samples, const T* x, T* y) = 0;
   // g_in[r, (c, y, x)] = Σ_{windows covering (y, x)} g_out[r, (c, oy, ox)] / (kh·kw).
   virtual void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out,
                                  T* g_in) = 0;
 
-  // ---- losses (see core/loss_kind.h for the formulas) --------------------------------------------
-  // Objective F (double) of `batch` samples with C outputs.
+  // ---- losses (see core/loss_kind.h for the formulas)
+  // -------------------------------------------- Objective F (double) of `batch` samples with C
+  // outputs.
   virtual double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c,
                                 const T* z, const T* y) = 0;
   // Residuals r (batch·R) and seeds S (batch·R × C) with S[b·R + k, :] = ∂r_{b,k}/∂z_b (for the

@@ -39,8 +39,7 @@ template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(MemoryResource& resource, std::size_t count)
-      : resource_(&resource), count_(count) {
+  DeviceBuffer(MemoryResource& resource, std::size_t count) : resource_(&resource), count_(count) {
     if (count_ > 0) data_ = static_cast<T*>(resource_->allocate(count_ * sizeof(T)));
   }
   DeviceBuffer(const DeviceBuffer&) = delete;

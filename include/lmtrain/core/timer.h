@@ -9,22 +9,29 @@
 namespace lmtrain {
 
 enum class Phase : std::size_t {
-  kForward = 0,       // forward pass that keeps activations, residuals and seeds
-  kJacobian,          // backward seeds and Jacobian slice assembly
-  kNormalEquations,   // SYRK / GEMV accumulation of A = JᵀJ and g = Jᵀr (or JJᵀ for the dual)
-  kFactorization,     // damping, factorization and triangular solves (every retry)
-  kTrialEvaluation,   // forward pass at a trial point
-  kGeodesic,          // geodesic acceleration: residuals at θ ± h·v, Jᵀr_vv, its solve
-  kValidation,        // epoch-end evaluation of training and validation loss
-  kCommunication,     // all-reduce of A, g and scalars between ranks
+  kForward = 0,      // forward pass that keeps activations, residuals and seeds
+  kJacobian,         // backward seeds and Jacobian slice assembly
+  kNormalEquations,  // SYRK / GEMV accumulation of A = JᵀJ and g = Jᵀr (or JJᵀ for the dual)
+  kFactorization,    // damping, factorization and triangular solves (every retry)
+  kTrialEvaluation,  // forward pass at a trial point
+  kGeodesic,         // geodesic acceleration: residuals at θ ± h·v, Jᵀr_vv, its solve
+  kValidation,       // epoch-end evaluation of training and validation loss
+  kCommunication,    // all-reduce of A, g and scalars between ranks
   kOther,
   kCount
 };
 
 constexpr std::string_view phase_name(Phase p) {
   constexpr std::array<std::string_view, static_cast<std::size_t>(Phase::kCount)> names = {
-      "forward", "jacobian", "normal equations (syrk)", "factorization + solve",
-      "trial evaluation", "geodesic acceleration", "epoch evaluation", "communication", "other"};
+      "forward",
+      "jacobian",
+      "normal equations (syrk)",
+      "factorization + solve",
+      "trial evaluation",
+      "geodesic acceleration",
+      "epoch evaluation",
+      "communication",
+      "other"};
   return names[static_cast<std::size_t>(p)];
 }
 
@@ -63,7 +70,8 @@ class HostPhaseClock final : public PhaseClock {
   void begin(Phase) override { start_ = Clock::now(); }
   void end(Phase phase) override { pending_[phase] += seconds_since(start_); }
   void collect(PhaseTimes& times) override {
-    for (std::size_t p = 0; p < pending_.seconds.size(); ++p) times.seconds[p] += pending_.seconds[p];
+    for (std::size_t p = 0; p < pending_.seconds.size(); ++p)
+      times.seconds[p] += pending_.seconds[p];
     pending_ = PhaseTimes{};
   }
 

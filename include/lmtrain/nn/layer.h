@@ -45,11 +45,11 @@ class Layer {
 
   // out (batch × outputs) from in (batch × inputs).  `params` points at this layer's first
   // parameter.  When `saved` is not null, also stores what backward needs.
-  virtual void forward(Backend<T>& backend, const T* params, const T* in, std::size_t batch,
-                       T* out, T* saved) const = 0;
+  virtual void forward(Backend<T>& backend, const T* params, const T* in, std::size_t batch, T* out,
+                       T* saved) const = 0;
 
-  // Seeds of `samples`·group rows: returns the buffer holding G_in — either g_out, updated in place,
-  // or g_in.  `saved` points at the first sample of the slice.
+  // Seeds of `samples`·group rows: returns the buffer holding G_in — either g_out, updated in
+  // place, or g_in.  `saved` points at the first sample of the slice.
   virtual T* backward(Backend<T>& backend, const T* params, const T* saved, std::size_t samples,
                       std::size_t group, T* g_out, T* g_in) const = 0;
 

@@ -27,7 +27,9 @@ class Loss {
 
   LossKind kind() const { return params_.kind; }
   std::size_t outputs() const { return outputs_; }
-  std::size_t residuals_per_sample() const { return lmtrain::residuals_per_sample(params_.kind, outputs_); }
+  std::size_t residuals_per_sample() const {
+    return lmtrain::residuals_per_sample(params_.kind, outputs_);
+  }
   const LossParams<T>& params() const { return params_; }
 
   // Objective F of a batch (see core/loss_kind.h).

@@ -34,11 +34,11 @@ struct MemoryPlanInput {
 struct MemoryPlan {
   std::size_t budget_bytes = 0;
   std::size_t fixed_bytes = 0;
-  std::size_t normal_matrix_bytes = 0;   // A (or the dual Gram) alone
+  std::size_t normal_matrix_bytes = 0;  // A (or the dual Gram) alone
   std::size_t bytes_per_slice_sample = 0;
   std::size_t slice_samples = 0;
   std::size_t slices_per_batch = 0;
-  std::size_t peak_bytes = 0;            // fixed + one slice
+  std::size_t peak_bytes = 0;  // fixed + one slice
   std::string describe() const;
 };
 

@@ -44,8 +44,8 @@ std::string to_string(LayerSpec::Kind kind);
 // one group.  A large penalty on "input i" means the data do not support using input i.
 struct ParameterGroups {
   std::vector<std::uint32_t> group_of;  // the group of each parameter
-  std::vector<std::string> names;       // "input 3", "layer 2 (dense) weights", "layer 0 (dense) bias"
-  std::vector<std::size_t> sizes;       // parameters per group (each > 0)
+  std::vector<std::string> names;  // "input 3", "layer 2 (dense) weights", "layer 0 (dense) bias"
+  std::vector<std::size_t> sizes;  // parameters per group (each > 0)
   // Groups [0, input_groups) are the first layer's input features (dense) or channels (conv2d),
   // in order: "input f" is group f.
   std::size_t input_groups = 0;
@@ -57,8 +57,8 @@ struct ParameterGroups {
 // an image.  Shapes are inferred layer by layer:
 //   dense(u)            flat n×1×1 → u×1×1           (an image input needs flatten() first)
 //   activation(f)       shape unchanged
-//   conv2d(o, window)   C×H×W → o×Ho×Wo, Ho = ⌊(H + 2·pad_h − kernel_h) / stride_h⌋ + 1 (same for W)
-//   max/avg_pool2d      C×H×W → C×Ho×Wo with the same formula (padding ≤ kernel / 2, as PyTorch)
+//   conv2d(o, window)   C×H×W → o×Ho×Wo, Ho = ⌊(H + 2·pad_h − kernel_h) / stride_h⌋ + 1 (same for
+//   W) max/avg_pool2d      C×H×W → C×Ho×Wo with the same formula (padding ≤ kernel / 2, as PyTorch)
 //   flatten()           C×H×W → (C·H·W)×1×1, the identity on the flat layout
 // Parameters per layer, in PyTorch's order: dense W (u × n) then b (u); conv2d W (o × C × kh × kw)
 // then b (o) when bias is on.

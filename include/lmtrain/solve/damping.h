@@ -59,9 +59,9 @@ class DampingStrategy {
   void decay_floor();
   SolverOptions options_;
   double lambda_;
-  double floor_ = 0;         // relative to scale_
-  double scale_ = 1;         // max A_ii of the current step
-  double invalid_nu_ = 2;    // growth of λ on consecutive invalid attempts
+  double floor_ = 0;       // relative to scale_
+  double scale_ = 1;       // max A_ii of the current step
+  double invalid_nu_ = 2;  // growth of λ on consecutive invalid attempts
 };
 
 // The damping of an LM step on the system's device: λ (its DampingStrategy) and the matrix D of

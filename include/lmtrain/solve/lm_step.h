@@ -38,21 +38,21 @@ namespace lmtrain {
 
 struct StepReport {
   bool accepted = false;
-  int attempts = 0;         // solves performed
-  int rejected = 0;         // valid trials that did not lower F
-  int invalid = 0;          // failed factorizations / non-finite steps
+  int attempts = 0;  // solves performed
+  int rejected = 0;  // valid trials that did not lower F
+  int invalid = 0;   // failed factorizations / non-finite steps
   double objective_before = 0;
   double objective_after = 0;  // F after the step (= before if not accepted)
   double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ (regularization)
   double lambda = 0;           // λ of the last solve
   double gain_ratio = 0;       // ρ of the accepted step
   double gradient_max_norm = 0;
-  double step_norm = 0;        // ‖lr·δ‖₂ of the accepted step (or of the last rejected one)
-  int linear_iterations = 0;   // CG iterations summed over the attempts
-  int geodesic_applied = 0;    // attempts whose trial included the geodesic correction
-  int geodesic_refused = 0;    // attempts whose correction failed the ratio test
-  double weight_decay = 0;     // ρ of the penalty ½ρ‖θ‖² this step used (0: none; ard: 0, see
-                               // LmStepper::weight_decays())
+  double step_norm = 0;       // ‖lr·δ‖₂ of the accepted step (or of the last rejected one)
+  int linear_iterations = 0;  // CG iterations summed over the attempts
+  int geodesic_applied = 0;   // attempts whose trial included the geodesic correction
+  int geodesic_refused = 0;   // attempts whose correction failed the ratio test
+  double weight_decay = 0;  // ρ of the penalty ½ρ‖θ‖² this step used (0: none; ard: 0, see
+                            // LmStepper::weight_decays())
   double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
                                     // aᵢ/(aᵢ + ρ); ard: Σ γ_g; else 0)
   TerminationReason termination = TerminationReason::kNone;
@@ -100,16 +100,13 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // Elements the step allocates itself (δ, its copies and the trial point), for the memory plan:
   // in the model's precision and in the system's.  `distributed_primal`: several ranks (or NCCL)
   // summing a formed A, which needs its packed triangle.
-  static std::size_t model_elements(std::size_t n) {
-    return std::is_same_v<T, S> ? n : 2 * n;
-  }
+  static std::size_t model_elements(std::size_t n) { return std::is_same_v<T, S> ? n : 2 * n; }
   static std::size_t system_elements(std::size_t n, bool distributed_primal) {
     return 2 * n + (distributed_primal ? n * (n + 1) / 2 : 0);
   }
 
   // Performs the step on params (device, n values), updating them in place when accepted.
-  StepReport step(T* params, const T* x, const T* y, std::size_t batch,
-                  PhaseTimes& times) override;
+  StepReport step(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times) override;
 
   double lambda() const override { return damping_.lambda(); }
   StepperState state() const override { return {damping_.state(), penalty_->weight_decays()}; }

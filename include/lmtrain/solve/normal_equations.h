@@ -21,17 +21,17 @@ namespace lmtrain {
 
 template <typename T>
 struct NormalEquations {
-  std::size_t n = 0;      // parameters
-  std::size_t m = 0;      // residual rows of the current batch
+  std::size_t n = 0;             // parameters
+  std::size_t m = 0;             // residual rows of the current batch
   bool jacobian_stored = false;  // J and r stored instead of A (dual form, CG)
-  double objective = 0;   // F at the linearization point
+  double objective = 0;          // F at the linearization point
   // Weight decay ρ of a stored-J system: the operator is JᵀJ + ρI (+ λD).  With A formed, ρ is
   // added to A itself and this stays 0.
   double shift = 0;
-  DeviceBuffer<T> a;      // n × n, upper triangle (primal)
-  DeviceBuffer<T> g;      // n: Jᵀr
-  DeviceBuffer<T> j;      // m × n (jacobian_stored)
-  DeviceBuffer<T> r;      // m (jacobian_stored)
+  DeviceBuffer<T> a;  // n × n, upper triangle (primal)
+  DeviceBuffer<T> g;  // n: Jᵀr
+  DeviceBuffer<T> j;  // m × n (jacobian_stored)
+  DeviceBuffer<T> r;  // m (jacobian_stored)
 };
 
 template <typename T, typename S = T>
@@ -45,9 +45,9 @@ class NormalEquationsBuilder {
   // One precision: the system lives on the engine's backend.  (A template, so that the explicit
   // instantiation of the mixed-precision class does not instantiate it.)
   template <typename U = S>
-    requires std::is_same_v<T, U>
-  NormalEquationsBuilder(JacobianEngine<T>& engine, std::size_t slice_samples,
-                         std::size_t max_batch, bool store_jacobian)
+  requires std::is_same_v<T, U> NormalEquationsBuilder(JacobianEngine<T>& engine,
+                                                       std::size_t slice_samples,
+                                                       std::size_t max_batch, bool store_jacobian)
       : NormalEquationsBuilder(engine, engine.model_backend(), slice_samples, max_batch,
                                store_jacobian) {}
 
@@ -66,7 +66,8 @@ class NormalEquationsBuilder {
   // batch and R rows per sample: A and g (or the stored J, r and g), in mixed precision the
   // batch's residuals widened; per slice sample the Jacobian rows as built (T) and, in mixed
   // precision with A formed, their widened copy (S).
-  static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian) {
+  static std::size_t system_elements(std::size_t n, std::size_t max_residuals,
+                                     bool store_jacobian) {
     return (store_jacobian ? max_residuals * n + max_residuals + n : n * n + n) +
            (kWiden ? max_residuals : 0);
   }
@@ -96,9 +97,9 @@ class NormalEquationsBuilder {
   std::size_t max_batch_;
   bool store_jacobian_;
   DeviceBuffer<T> slice_;
-  DeviceBuffer<S> wide_slice_;  // the slice in S (mixed precision only)
-  DeviceBuffer<S> wide_r_;      // the batch's residuals in S (mixed precision only)
-  DeviceBuffer<S> wide_u_;      // jacobian_transpose_times' u in S (mixed precision only)
+  DeviceBuffer<S> wide_slice_;      // the slice in S (mixed precision only)
+  DeviceBuffer<S> wide_r_;          // the batch's residuals in S (mixed precision only)
+  DeviceBuffer<S> wide_u_;          // jacobian_transpose_times' u in S (mixed precision only)
   bool slice_holds_batch_ = false;  // the last build's batch fitted one slice, still in slice_
 };
 

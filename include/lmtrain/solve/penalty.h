@@ -37,8 +37,7 @@ class Penalty {
   // Adds the penalty at θ to the linearized system of a step (g, and A or ne.shift) and returns
   // ½θᵀRθ.  `data_objective`: F of the data at θ (summed over ranks).  An evidence-based penalty
   // whose ρ is still 0 first starts it from the evidence estimate γ = min(n, N)/2.
-  virtual double apply(const T* /*theta*/, double /*data_objective*/,
-                       NormalEquations<S>& /*ne*/) {
+  virtual double apply(const T* /*theta*/, double /*data_objective*/, NormalEquations<S>& /*ne*/) {
     return 0.0;
   }
   // ½θᵀRθ at a trial point.

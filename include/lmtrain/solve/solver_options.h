@@ -63,7 +63,7 @@ enum class SystemPrecision {
 // A penalty ½ρ‖θ‖² added to the objective (weight decay), as MATLAB's trainbr does.
 enum class Regularization {
   kNone,
-  kL2,        // fixed ρ = weight_decay
+  kL2,  // fixed ρ = weight_decay
   // Bayesian regularization (MacKay 1992; Foresee & Hagan 1997; MATLAB trainbr): after every
   // accepted step ρ = α/β is re-estimated from the effective number of parameters
   // γ = Σᵢ aᵢ/(aᵢ + ρ) (aᵢ the eigenvalues of JᵀJ) as ρ = γ·‖r‖² / ((N − γ)·‖θ‖²), N residuals.

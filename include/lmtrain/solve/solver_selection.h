@@ -23,8 +23,8 @@ struct StepProblem {
   std::size_t local_batch = 0;           // this rank's shard of a batch (at most)
   std::size_t residuals_per_sample = 0;  // R
   int ranks = 1;
-  bool collectives = false;              // the step sums over ranks (several, or NCCL with one)
-  std::size_t budget_bytes = 0;          // what the step may use on this rank's device
+  bool collectives = false;      // the step sums over ranks (several, or NCCL with one)
+  std::size_t budget_bytes = 0;  // what the step may use on this rank's device
   // Buffers of the model's precision the caller holds during training (parameters, their best
   // copy, the batch, the evaluation's activations), to be counted in the plan.
   std::size_t caller_elements = 0;

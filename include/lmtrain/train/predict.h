@@ -14,20 +14,20 @@ namespace lmtrain {
 // Network outputs (samples × outputs, host) for `samples` rows of inputs at `x` (device, samples ×
 // inputs) with parameters at `params` (device), in forward passes of `chunk` samples.
 template <typename T>
-std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x,
-                       std::size_t samples, std::size_t chunk = 4096);
+std::vector<T> predict(const Sequential<T>& model, const T* params, const T* x, std::size_t samples,
+                       std::size_t chunk = 4096);
 // The same from host vectors: x holds samples × spec.inputs() values.  Throws InvalidArgument
 // when the sizes do not fit the model.
 template <typename T>
-std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params,
-                       const std::vector<T>& x, Backend<T>& backend);
+std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params, const std::vector<T>& x,
+                       Backend<T>& backend);
 
 // Objective F of `params` (device) on rows [first, first + rows) of data at x, y (device), in
 // forward passes of `chunk` samples reusing `state`.
 template <typename T>
-double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params,
-                       const T* x, const T* y, std::size_t first, std::size_t rows,
-                       std::size_t chunk, ForwardState<T>& state);
+double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params, const T* x,
+                       const T* y, std::size_t first, std::size_t rows, std::size_t chunk,
+                       ForwardState<T>& state);
 
 // The reported loss (PyTorch's mean reduction, core/loss_kind.h) of `params` on `data`.
 template <typename T>

@@ -20,7 +20,7 @@ struct EpochRecord {
   int epoch = 0;
   double training_loss = 0;  // reported loss on all training samples after the epoch
   double validation_loss = std::numeric_limits<double>::quiet_NaN();
-  double lambda = 0;         // λ at the end of the epoch
+  double lambda = 0;  // λ at the end of the epoch
   int accepted = 0;
   int rejected = 0;
   int invalid = 0;
@@ -80,11 +80,11 @@ struct Summary : TrainingProgress {
   std::size_t memory_budget_given = 0;  // 0: automatic
   std::size_t max_slice_samples_given = 0;
   std::string memory_plan;
-  std::size_t planned_peak_bytes = 0;   // the plan's figure for the LM step
-  std::size_t peak_device_bytes = 0;    // measured: the most lmtrain held on the device during fit
-  std::size_t slice_samples = 0;        // as used at the end (after any halving)
-  int slice_halvings = 0;               // run-time allocation failures answered by halving
-  std::string slice_halving_cause;      // the last one's message
+  std::size_t planned_peak_bytes = 0;  // the plan's figure for the LM step
+  std::size_t peak_device_bytes = 0;   // measured: the most lmtrain held on the device during fit
+  std::size_t slice_samples = 0;       // as used at the end (after any halving)
+  int slice_halvings = 0;              // run-time allocation failures answered by halving
+  std::string slice_halving_cause;     // the last one's message
 
   bool geodesic_acceleration = false;  // as used (off with cg and the dual form)
 
@@ -92,8 +92,8 @@ struct Summary : TrainingProgress {
   bool restored_best = false;
   double final_lambda = 0;
   Regularization regularization = Regularization::kNone;
-  double final_weight_decay = 0;     // ρ at the end (one-group regularizations; ard: 0)
-  double effective_parameters = 0;   // γ of the last evidence update (bayesian, ard; 0: none)
+  double final_weight_decay = 0;    // ρ at the end (one-group regularizations; ard: 0)
+  double effective_parameters = 0;  // γ of the last evidence update (bayesian, ard; 0: none)
   // ard: each relevance group's ρ and γ at the end (ModelSpec::relevance_groups' order).
   struct PenaltyGroup {
     std::string name;

@@ -15,8 +15,8 @@
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/train/summary.h"
 #include "lmtrain/train/dataset.h"
+#include "lmtrain/train/summary.h"
 
 namespace lmtrain {
 
@@ -43,11 +43,11 @@ struct TrainerOptions {
 
 // Passed to callbacks after every LM step.
 struct IterationSummary {
-  int epoch = 0;              // 1-based
-  std::size_t batch = 0;      // 0-based index within the epoch
-  int step = 0;               // 1-based over the run
-  double batch_loss = 0;      // reported loss of the batch after the step
-  double lambda = 0;          // λ for the next step
+  int epoch = 0;          // 1-based
+  std::size_t batch = 0;  // 0-based index within the epoch
+  int step = 0;           // 1-based over the run
+  double batch_loss = 0;  // reported loss of the batch after the step
+  double lambda = 0;      // λ for the next step
   double elapsed_seconds = 0;
   StepReport report;
 };
@@ -59,15 +59,15 @@ enum class CallbackResult { kContinue, kStop };
 // same data, options and thread count reproduces the uninterrupted run bit for bit.
 template <typename T>
 struct TrainingState {
-  int epochs_done = 0;           // completed epochs
-  std::size_t batches_done = 0;  // completed batches of epoch epochs_done + 1
+  int epochs_done = 0;                       // completed epochs
+  std::size_t batches_done = 0;              // completed batches of epoch epochs_done + 1
   std::array<std::uint64_t, 4> epoch_rng{};  // shuffling RNG before that epoch's permutation
-  StepperState stepper;          // λ's schedule and the penalties' ρ
+  StepperState stepper;                      // λ's schedule and the penalties' ρ
   std::vector<T> params;
-  std::vector<T> best_params;    // best validation model (empty without validation)
+  std::vector<T> best_params;  // best validation model (empty without validation)
   int validation_failures = 0;
-  EpochRecord partial_epoch;     // counts of the unfinished epoch
-  TrainingProgress progress;     // counters, losses and history so far
+  EpochRecord partial_epoch;  // counts of the unfinished epoch
+  TrainingProgress progress;  // counters, losses and history so far
 };
 using IterationCallback = std::function<CallbackResult(const IterationSummary&)>;
 

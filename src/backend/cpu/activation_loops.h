@@ -23,8 +23,8 @@ bool cpu_has(SimdPath path);
 
 // The loops of one path (the caller checks cpu_has); the two functions below dispatch to them.
 template <typename T>
-void activation_forward(SimdPath path, Activation f, std::size_t begin, std::size_t end,
-                        const T* z, T* a);
+void activation_forward(SimdPath path, Activation f, std::size_t begin, std::size_t end, const T* z,
+                        T* a);
 template <typename T>
 void activation_derivative(SimdPath path, Activation f, std::size_t begin, std::size_t end,
                            const T* z, const T* a, T* d);
@@ -32,7 +32,7 @@ void activation_derivative(SimdPath path, Activation f, std::size_t begin, std::
 template <typename T>
 void activation_forward(Activation f, std::size_t begin, std::size_t end, const T* z, T* a);
 template <typename T>
-void activation_derivative(Activation f, std::size_t begin, std::size_t end, const T* z,
-                           const T* a, T* d);
+void activation_derivative(Activation f, std::size_t begin, std::size_t end, const T* z, const T* a,
+                           T* d);
 
 }  // namespace lmtrain::cpu

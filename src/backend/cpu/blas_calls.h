@@ -10,8 +10,12 @@
 
 namespace lmtrain::cpu {
 
-inline CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
-inline blasint bi(std::size_t v) { return static_cast<blasint>(v); }
+inline CBLAS_TRANSPOSE cblas_trans(Trans t) {
+  return t == Trans::kYes ? CblasTrans : CblasNoTrans;
+}
+inline blasint bi(std::size_t v) {
+  return static_cast<blasint>(v);
+}
 
 inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k,
                       float al, const float* a, blasint lda, const float* b, blasint ldb, float be,

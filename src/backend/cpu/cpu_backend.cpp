@@ -13,10 +13,10 @@
 
 #include "../activation_math.h"
 #include "../loss_math.h"
+#include "activation_loops.h"
 #include "blas_calls.h"
 #include "conv_kernels.h"
 #include "cpu_memory.h"
-#include "activation_loops.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 
@@ -80,7 +80,9 @@ double work(std::size_t a, std::size_t b, std::size_t c) {
   return static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c);
 }
 
-lapack_int li(std::size_t v) { return static_cast<lapack_int>(v); }
+lapack_int li(std::size_t v) {
+  return static_cast<lapack_int>(v);
+}
 
 // Thin typed wrappers so the backend is written once for float and double.
 void blas_gemv(CBLAS_TRANSPOSE t, blasint m, blasint n, float al, const float* a, blasint lda,
@@ -146,7 +148,8 @@ class CpuBackend final : public Backend<T> {
   std::size_t available_memory_bytes() const override {
     const std::size_t host = cpu::available_host_memory_bytes();
     if (memory_.limit_bytes() == 0) return host;
-    return std::min(host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.bytes_in_use()));
+    return std::min(
+        host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.bytes_in_use()));
   }
   void synchronize() override {}
 
@@ -163,8 +166,7 @@ class CpuBackend final : public Backend<T> {
     const std::size_t count = rows.size();
 #pragma omp parallel for if (count * cols > kParallelThreshold)
     for (std::size_t i = 0; i < count; ++i)
-      std::memcpy(dst + i * cols, src + static_cast<std::size_t>(rows[i]) * cols,
-                  cols * sizeof(T));
+      std::memcpy(dst + i * cols, src + static_cast<std::size_t>(rows[i]) * cols, cols * sizeof(T));
   }
 
   template <typename S>
@@ -212,8 +214,7 @@ class CpuBackend final : public Backend<T> {
   }
 
   void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-            std::size_t ldc) override {
+            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) override {
     if (m == 0 || n == 0) return;
     SerialBlasScope serial(work(m, n, k));
     blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb),
@@ -315,8 +316,7 @@ class CpuBackend final : public Backend<T> {
       cpu::activation_forward(f, begin, end, z, a);
     });
   }
-  void activation_derivative(Activation f, std::size_t n, const T* z, const T* a,
-                             T* d) override {
+  void activation_derivative(Activation f, std::size_t n, const T* z, const T* a, T* d) override {
     parallel_chunks(n, kParallelThreshold, [&](std::size_t begin, std::size_t end) {
       cpu::activation_derivative(f, begin, end, z, a, d);
     });
@@ -388,7 +388,8 @@ class CpuBackend final : public Backend<T> {
                         const T* y) override {
     double f = 0;
 #pragma omp parallel for reduction(+ : f) if (batch * c > kParallelThreshold / 8)
-    for (std::size_t b = 0; b < batch; ++b) f += kernels::sample_objective(loss, c, z + b * c, y + b * c);
+    for (std::size_t b = 0; b < batch; ++b)
+      f += kernels::sample_objective(loss, c, z + b * c, y + b * c);
     return f;
   }
   double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,

@@ -23,11 +23,11 @@ void* HostMemory::allocate(std::size_t bytes) {
         static_cast<double>(used) / (1 << 20)));
   void* p = std::aligned_alloc(kAlign, rounded);
   if (p == nullptr) {
-    throw OutOfMemory(fmt::format(
-        "host allocation of {:.1f} MiB failed ({:.1f} MiB reported available); lower "
-        "memory_budget_bytes or the batch size",
-        static_cast<double>(bytes) / (1 << 20),
-        static_cast<double>(available_host_memory_bytes()) / (1 << 20)));
+    throw OutOfMemory(
+        fmt::format("host allocation of {:.1f} MiB failed ({:.1f} MiB reported available); lower "
+                    "memory_budget_bytes or the batch size",
+                    static_cast<double>(bytes) / (1 << 20),
+                    static_cast<double>(available_host_memory_bytes()) / (1 << 20)));
   }
   count_allocation(bytes);
   return p;

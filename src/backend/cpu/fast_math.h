@@ -1,6 +1,6 @@
-// Vectorizable float32 exp, expm1, tanh, sigmoid and ELU for the CPU backend's activation loops.  The libm
-// versions are scalar calls (~10 ns each) and dominate a small network's forward pass; these are
-// branch-free so the compiler vectorizes the loops that call them.
+// Vectorizable float32 exp, expm1, tanh, sigmoid and ELU for the CPU backend's activation loops.
+// The libm versions are scalar calls (~10 ns each) and dominate a small network's forward pass;
+// these are branch-free so the compiler vectorizes the loops that call them.
 //
 // exp: Cody–Waite range reduction x = k·ln2 + r, |r| ≤ ln2/2, with ln2 split in two so k·ln2 is
 // exact, then the degree-7 Taylor polynomial of eʳ (truncation error r⁸/8! < 2e-9 relative) and
@@ -74,7 +74,9 @@ inline float fast_expm1(float x) {
   return ax < 1.0f ? small : large;
 }
 
-inline float fast_elu(float x) { return x > 0 ? x : fast_expm1(x); }
+inline float fast_elu(float x) {
+  return x > 0 ? x : fast_expm1(x);
+}
 
 inline float fast_sigmoid(float x) {
   // e^{−|x|} never overflows; σ(x) = 1/(1 + e^{−x}) for x ≥ 0, e^{x}/(1 + e^{x}) otherwise.

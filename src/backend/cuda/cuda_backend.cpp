@@ -32,9 +32,9 @@
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "kernels.h"
-#include "phase_clock.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
+#include "phase_clock.h"
 
 namespace lmtrain {
 namespace cuda {
