@@ -1,0 +1,185 @@
+// One LM step through every device × precision the library builds — {cpu, cuda} × {float32,
+// mixed, float64} — against a reference computed here in double on the host: J by central
+// differences of an independent forward pass, δ = (JᵀJ + λI)⁻¹Jᵀr by LAPACK (dposv), and, with
+// geodesic acceleration, r_vv by the same central-difference formula along v = −δ and its
+// correction a' = (JᵀJ + λI)⁻¹Jᵀr_vv, applied when 2‖a'‖ ≤ α‖δ‖.  CUDA cases skip, saying so,
+// without a device.
+#include "lmtrain/solve/lm_step.h"
+
+#include <gtest/gtest.h>
+#include <lapacke.h>
+
+#include <cmath>
+#include <string>
+
+#include "lmtrain/backend/cuda_backend.h"
+#include "support/reference.h"
+
+namespace lmtrain::testing {
+namespace {
+
+enum class Precision { kFloat32, kMixed, kFloat64 };
+
+struct Case {
+  const char* device;
+  Precision precision;
+  bool geodesic;
+};
+
+std::string name(const Case& c) {
+  const char* p = c.precision == Precision::kFloat32 ? "float32"
+                  : c.precision == Precision::kMixed ? "mixed"
+                                                     : "float64";
+  return std::string(c.device) + "_" + p + (c.geodesic ? "_geodesic" : "");
+}
+
+constexpr std::size_t kBatch = 48, kIn = 2, kHidden = 7;
+// Large enough that the geodesic correction passes its ratio test (at λ ≤ 1 it is refused here).
+constexpr double kLambda = 3.0;
+
+// The network 2-7-1 tanh in double: out = W2·tanh(W1 x + b1) + b2, PyTorch's parameter order.
+std::vector<double> residuals(const std::vector<double>& theta, const std::vector<double>& x,
+                              const std::vector<double>& y) {
+  std::vector<double> r(kBatch);
+  const double* w1 = theta.data();
+  const double* b1 = w1 + kHidden * kIn;
+  const double* w2 = b1 + kHidden;
+  const double b2 = w2[kHidden];
+  for (std::size_t b = 0; b < kBatch; ++b) {
+    double out = b2;
+    for (std::size_t h = 0; h < kHidden; ++h) {
+      double z = b1[h];
+      for (std::size_t i = 0; i < kIn; ++i) z += w1[h * kIn + i] * x[b * kIn + i];
+      out += w2[h] * std::tanh(z);
+    }
+    r[b] = out - y[b];
+  }
+  return r;
+}
+
+// (JᵀJ + λI)⁻¹ Jᵀu in double (LAPACK dposv on the upper triangle).
+std::vector<double> damped_solve(const std::vector<double>& j, const std::vector<double>& u,
+                                 std::size_t n) {
+  std::vector<double> a(n * n, 0.0), rhs(n, 0.0);
+  for (std::size_t r = 0; r < kBatch; ++r)
+    for (std::size_t p = 0; p < n; ++p) {
+      rhs[p] += j[r * n + p] * u[r];
+      for (std::size_t q = p; q < n; ++q) a[p * n + q] += j[r * n + p] * j[r * n + q];
+    }
+  for (std::size_t p = 0; p < n; ++p) a[p * n + p] += kLambda;
+  EXPECT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', static_cast<int>(n), 1, a.data(),
+                          static_cast<int>(n), rhs.data(), 1),
+            0);
+  return rhs;
+}
+
+// θ after one step by the reference: θ − δ (+ the geodesic correction when it passes the test).
+std::vector<double> reference_step(const std::vector<double>& theta, const std::vector<double>& x,
+                                   const std::vector<double>& y, bool geodesic,
+                                   const SolverOptions& o) {
+  const std::size_t n = theta.size();
+  auto f = [&](const std::vector<double>& t) { return residuals(t, x, y); };
+  const std::vector<double> j = central_differences(f, theta, 1e-6);
+  const std::vector<double> r = f(theta);
+  std::vector<double> delta = damped_solve(j, r, n);
+  if (geodesic) {
+    const double h = o.geodesic_step;
+    std::vector<double> plus(theta), minus(theta);
+    for (std::size_t k = 0; k < n; ++k) {
+      plus[k] -= h * delta[k];  // θ + h·v, v = −δ
+      minus[k] += h * delta[k];
+    }
+    const auto rp = f(plus), rm = f(minus);
+    std::vector<double> rvv(kBatch);
+    for (std::size_t b = 0; b < kBatch; ++b) rvv[b] = (rp[b] - 2 * r[b] + rm[b]) / (h * h);
+    const std::vector<double> a = damped_solve(j, rvv, n);
+    double an = 0, vn = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      an += a[k] * a[k];
+      vn += delta[k] * delta[k];
+    }
+    if (2 * std::sqrt(an) <= o.geodesic_ratio * std::sqrt(vn))
+      for (std::size_t k = 0; k < n; ++k) delta[k] += 0.5 * a[k];
+  }
+  std::vector<double> next(theta);
+  for (std::size_t k = 0; k < n; ++k) next[k] -= delta[k];
+  return next;
+}
+
+template <typename T>
+std::unique_ptr<Backend<T>> backend_on(const char* device) {
+  if (std::string(device) == "cuda") return make_cuda_backend<T>(0);
+  return make_cpu_backend<T>();
+}
+
+// The library's θ after one step at λ, in precision T (system precision from `o`).
+template <typename T>
+std::vector<double> library_step(const char* device, const std::vector<double>& theta,
+                                 const std::vector<double>& x, const std::vector<double>& y,
+                                 const SolverOptions& o, StepReport* report) {
+  Problem<T> p(backend_on<T>(device), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
+               LossOptions{}, x, y, kBatch);
+  p.set_params(theta);
+  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.engine, 16, kBatch);
+  PhaseTimes times;
+  *report = step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times);
+  return p.download(p.params.data(), theta.size());
+}
+
+class LmStepOn : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
+  const Case c = GetParam();
+  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA device visible";
+  Rng rng(17);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng);
+  std::vector<double> y(kBatch);
+  for (std::size_t b = 0; b < kBatch; ++b)
+    y[b] = std::sin(2 * x[b * kIn]) * std::cos(x[b * kIn + 1]);
+  std::vector<double> theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
+  if (c.precision != Precision::kFloat64) {  // as the float32 model holds it
+    const std::vector<float> rounded = cast<float>(theta);
+    theta.assign(rounded.begin(), rounded.end());
+  }
+
+  SolverOptions o;
+  o.lambda_initial = o.lambda_min = kLambda;  // a fixed λ: the first attempt is the reference's
+  o.geodesic_acceleration = c.geodesic;
+  if (c.precision == Precision::kMixed) o.system_precision = SystemPrecision::kFloat64;
+  StepReport report;
+  const std::vector<double> got = c.precision == Precision::kFloat64
+                                      ? library_step<double>(c.device, theta, x, y, o, &report)
+                                      : library_step<float>(c.device, theta, x, y, o, &report);
+  ASSERT_TRUE(report.accepted) << "the reference step lowers F at this λ";
+  EXPECT_EQ(report.attempts, 1);
+  if (c.geodesic) {
+    EXPECT_EQ(report.geodesic_applied, 1) << "the correction passes the ratio test";
+  }
+  const std::vector<double> expected = reference_step(theta, x, y, c.geodesic, o);
+  // Central differences carry ~1e-9 of J's scale; float32 J and activations ~1e-6, and the
+  // solve of a system with cond(JᵀJ + λI) ≈ 1e3 multiplies that.
+  const double tolerance = c.precision == Precision::kFloat64 ? 1e-7 : 3e-4;
+  double step_size = 0;
+  for (std::size_t k = 0; k < theta.size(); ++k)
+    step_size = std::max(step_size, std::fabs(expected[k] - theta[k]));
+  ASSERT_GT(step_size, 1e-2) << "a step that moves θ, so the comparison means something";
+  EXPECT_LE(relative_error(got, expected), tolerance);
+  if (c.geodesic) {  // the correction is large enough for the comparison to see it
+    EXPECT_GT(relative_error(reference_step(theta, x, y, false, o), expected), 10 * tolerance);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DevicesAndPrecisions, LmStepOn,
+    ::testing::Values(
+        Case{"cpu", Precision::kFloat32, false}, Case{"cpu", Precision::kMixed, false},
+        Case{"cpu", Precision::kFloat64, false}, Case{"cpu", Precision::kFloat32, true},
+        Case{"cpu", Precision::kMixed, true}, Case{"cpu", Precision::kFloat64, true},
+        Case{"cuda", Precision::kFloat32, false}, Case{"cuda", Precision::kMixed, false},
+        Case{"cuda", Precision::kFloat64, false}, Case{"cuda", Precision::kFloat32, true},
+        Case{"cuda", Precision::kMixed, true}, Case{"cuda", Precision::kFloat64, true}),
+    [](const auto& param_info) { return name(param_info.param); });
+
+}  // namespace
+}  // namespace lmtrain::testing
