@@ -46,25 +46,28 @@ struct StepRow {
   double gradient_norm, step_norm, seconds;
 };
 
-// history.csv: one row per step; the validation loss sits on the last step of its epoch.
-// `earlier` holds the rows of a run this one resumes (already formatted).
-std::string history_csv(const std::vector<std::string>& earlier, const std::vector<StepRow>& rows,
-                        const std::vector<EpochRecord>& epochs) {
-  std::string s =
-      "epoch,batch,loss,validation_loss,lambda,attempts,gradient_norm,step_norm,seconds\n";
-  for (const auto& line : earlier) s += line + "\n";
+constexpr const char* kHistoryHeader =
+    "epoch,batch,loss,validation_loss,lambda,attempts,gradient_norm,step_norm,seconds\n";
+
+// history.csv rows of `rows` (steps not yet written), appended to `out`; the validation loss sits
+// on the last step of its epoch.  Each row is formatted once, so a run's history costs time in
+// proportion to its steps, not to steps × epochs.
+void append_history_rows(const std::vector<StepRow>& rows, const std::vector<EpochRecord>& epochs,
+                         std::string& out) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const StepRow& r = rows[i];
     std::string validation;
     const bool last_of_epoch = i + 1 == rows.size() || rows[i + 1].epoch != r.epoch;
     if (last_of_epoch)
-      for (const auto& e : epochs)
-        if (e.epoch == r.epoch && !std::isnan(e.validation_loss))
-          validation = fmt::format("{:.9e}", e.validation_loss);
-    s += fmt::format("{},{},{:.9e},{},{:.6e},{},{:.6e},{:.6e},{:.4f}\n", r.epoch, r.batch, r.loss,
-                     validation, r.lambda, r.attempts, r.gradient_norm, r.step_norm, r.seconds);
+      for (auto e = epochs.rbegin(); e != epochs.rend(); ++e)
+        if (e->epoch == r.epoch) {
+          if (!std::isnan(e->validation_loss))
+            validation = fmt::format("{:.9e}", e->validation_loss);
+          break;
+        }
+    out += fmt::format("{},{},{:.9e},{},{:.6e},{},{:.6e},{:.6e},{:.4f}\n", r.epoch, r.batch, r.loss,
+                       validation, r.lambda, r.attempts, r.gradient_norm, r.step_norm, r.seconds);
   }
-  return s;
 }
 
 // Rows of an earlier history.csv before the resume position (epoch, batch), verbatim.  The file
@@ -207,8 +210,10 @@ class RunRecorder {
               std::vector<EpochRecord> epochs, std::vector<std::string> earlier)
       : files_(files),
         epochs_(std::move(epochs)),
-        earlier_(std::move(earlier)),
-        progress_(max_epochs, batches, !files.quiet) {}
+        history_(kHistoryHeader),
+        progress_(max_epochs, batches, !files.quiet) {
+    for (const auto& line : earlier) history_ += line + "\n";
+  }
   void on_step(const IterationSummary& it) {
     steps_.push_back({it.epoch, it.batch, it.batch_loss, it.lambda, it.report.attempts,
                       it.report.gradient_max_norm, it.report.step_norm, it.elapsed_seconds});
@@ -217,18 +222,19 @@ class RunRecorder {
   void on_epoch(const EpochRecord& e) {
     epochs_.push_back(e);
     progress_.on_epoch(e);
+    if (files_.root) append_history_rows(steps_, epochs_, history_);
+    steps_.clear();
     if (!files_.root) return;
-    io::write_file_atomically((files_.dir / "history.csv").string(),
-                              history_csv(earlier_, steps_, epochs_));
+    io::write_file_atomically((files_.dir / "history.csv").string(), history_);
     io::write_file_atomically((files_.dir / "epochs.csv").string(), epochs_csv(epochs_));
   }
   void finish() { progress_.finish(); }
 
  private:
   const RunFiles& files_;
-  std::vector<StepRow> steps_;
+  std::vector<StepRow> steps_;  // since the last epoch's write
   std::vector<EpochRecord> epochs_;
-  std::vector<std::string> earlier_;
+  std::string history_;  // history.csv as written so far
   Progress progress_;
 };
 
