@@ -278,7 +278,9 @@ def training_table(workload, summary, variants, lines, raw=None):
             if classification:
                 acc = '–' if s['test_accuracy'] is None else f"{100 * s['test_accuracy']:.2f}%"
                 acc += ' | '
-            peer = not t.startswith(LMTRAIN)
+            # Step ratios against LM peers only: an Adam or L-BFGS step is another unit of work.
+            peer = t.startswith('torch-lm') or t.startswith('torch-jac') or (
+                not t.startswith(LMTRAIN) and not t.startswith('torch-'))
             if budgeted:
                 ref = summary.get((workload, v, 'fann-rprop'))
                 if t != 'fann-rprop' and ref and ref['ok'] and s['test_loss'] and ref['test_loss']:

@@ -147,11 +147,14 @@ fi
 run_timeout=1200
 run() {
   local w="$1" v="$2" tool="$3" rep="$4"; shift 4
-  local base="$raw/${w}__${v}__${tool}__${rep}"
-  if [ ! -x "$1" ]; then
-    echo "{\"type\":\"error\",\"tool\":\"$tool\",\"error\":\"$1 not found (not installed or not built)\"}" > "$base.jsonl"
+  local base="$raw/${w}__${v}__${tool}__${rep}" exe="$1" a
+  if [ "$exe" = env ]; then  # env VAR=value … PROGRAM: check PROGRAM
+    for a in "${@:2}"; do case "$a" in *=*) ;; *) exe="$a"; break ;; esac; done
+  fi
+  if [ ! -x "$exe" ]; then
+    echo "{\"type\":\"error\",\"tool\":\"$tool\",\"error\":\"$exe not found (not installed or not built)\"}" > "$base.jsonl"
     : > "$base.log"
-    log "$w $v $tool rep $rep: FAILED ($1 not found)"
+    log "$w $v $tool rep $rep: FAILED ($exe not found)"
     return
   fi
   local t0=$(date +%s.%N)
