@@ -55,6 +55,7 @@ header() {  # TITLE COMMAND LOAD_AT_START
   echo "Produced by \`$2\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include 2>/dev/null || echo ' (library sources modified)')."
   echo
   echo "* Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; threads: ${OMP_NUM_THREADS:-all cores (OMP_NUM_THREADS unset)}."
+  echo "* Binary: \`${lmtrain#"$root/"}\` (built $(date -u -r "$lmtrain" '+%Y-%m-%d %H:%M UTC'))."
   echo "* Load average (1, 5, 15 min) at the start: $3 (the machine may be shared: times are indicative, losses are not affected; the load at the end is the last line)."
   echo
 }
