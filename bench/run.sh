@@ -348,9 +348,11 @@ fann_v="$(dpkg-query -W -f='FANN ${Version}' libfann-dev 2>/dev/null || echo 'FA
   echo
   echo "* Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load average $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end (the machine is shared: a load above the core count slows multi-threaded runs)."
   default_threads="each tool's default (all cores)"
+  [[ " ${workloads[*]} " == *" W6 "* ]] && default_threads+="; W6: one thread for every tool (OMP_NUM_THREADS=1)"
   omp_env="$(env | grep -E '^(OMP|GOMP|OPENBLAS|MKL)_' | sort | tr '\n' ' ' | sed 's/ $//')"
   echo "* Threads: ${threads:-$default_threads}. OpenMP/BLAS environment: ${omp_env:-none set}."
-  echo "* lmtrain: $(grep -m1 -o '"device":"[^"]*"' "$raw"/*__lmtrain__1.jsonl 2>/dev/null | head -1 | cut -d'"' -f4); built Release in ${build#"$root"/}."
+  echo "* lmtrain: $(grep -m1 -o '"device":"[^"]*"' "$raw"/*__lmtrain__1.jsonl 2>/dev/null | head -1 | cut -d'"' -f4); built Release in ${build#"$root"/} ($(basename "$lmtrain_bin") modified $(date -u -r "$lmtrain_bin" '+%Y-%m-%d %H:%M UTC' 2>/dev/null || echo '?'))."
+  echo "* Repository at commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include bench 2>/dev/null || echo ' with uncommitted changes in src/, include/ or bench/')$([ "$do_build" = 1 ] || echo '; --no-build: the binaries may predate it')."
   echo "* Peers: $torch_v; $fann_v (float, 1 thread)."
   echo "* Times are medians over $repeats repetitions (after a warm-up run of every tool; each repetition runs every tool once, so the tools interleave) of each run's median step / epoch time, with the min–max over the repetitions in brackets; the load average before each repetition is under each workload. Losses are PyTorch's MSELoss (mean over samples × outputs; W4: CrossEntropyLoss) on all training samples after the last epoch, and on the test set. \"lmtrain/peer\" < 1 means lmtrain is faster. Peak RSS is getrusage's ru_maxrss of the whole process (a Python process with torch imported starts near 0.5 GiB)."
 } > "$raw/preamble.md"
