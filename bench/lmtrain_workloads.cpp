@@ -21,8 +21,9 @@
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
 //   lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden 16] [--budget 5]
-//                        [--validation-fraction 0] [--regularization none|bayesian]
-//                        [--double] [--device cpu|cuda]
+//                        [--validation-fraction 0] [--standardize-inputs]
+//                        [--regularization none|l2|bayesian|ard] [--seed S] [--double]
+//                        [--device cpu|cuda]
 //
 // The data of W1/W2 are generated here exactly as bench/peers/torch_lm.py generates them, so both
 // tools see the same samples: x = linspace(−1, 1, N), y = sinc(10x); the test set is every fourth
@@ -89,7 +90,7 @@ struct Args {
   double budget = 5.0;
   double validation_fraction = 0.0;
   bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
-  std::string regularization = "none";  // none | l2 | bayesian
+  std::string regularization = "none";  // none | l2 | bayesian | ard
   std::string damping = "nielsen";      // multiplicative | nielsen (lmtrain's default)
   bool geodesic = true;                 // geodesic acceleration (lmtrain's default)
   std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
@@ -115,7 +116,8 @@ struct Args {
       "[--no-geodesic])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
-      "[--validation-fraction F] [--regularization none|bayesian]\n"
+      "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
+      "[--seed S]\n"
       "       lmtrain_workloads W4 [--epochs N] [--train-rows 6000] [--test-rows 2000] "
       "[--data DIR] [--loss cross_entropy_sqrt|cross_entropy]",
       what));
@@ -485,8 +487,8 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   lmtrain::SolverOptions solver;  // lmtrain's defaults, then the flags
   const auto regularization = lmtrain::parse_regularization(args.regularization);
   if (!regularization)
-    usage_error(
-        fmt::format("--regularization {}: expected none, l2 or bayesian", args.regularization));
+    usage_error(fmt::format("--regularization {}: expected none, l2, bayesian or ard",
+                            args.regularization));
   solver.regularization = *regularization;
   const auto damping = lmtrain::parse_damping(args.damping);
   if (!damping)

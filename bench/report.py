@@ -7,7 +7,10 @@ usage: report.py RAW_DIR OUT_MD [--title TEXT] [--workloads "W1 W2 …"] [--prea
 
 RAW_DIR holds, per run, <workload>__<variant>__<tool>__<rep>.jsonl (stdout of a driver) and a
 .log beside it (stderr); <workload>.notice replaces a workload's table (a workload not run) and
-<workload>.note goes above it (the data and settings of that run).  A run whose output has no "result" object is reported as failed with the
+<workload>.note goes above it (the data and settings of that run).  W1.pair / W2.pair name the
+lmtrain row the issue-7 target is judged on (the one with the peer's damping), W6.headline the
+lmtrain row chosen before the run for the W6 headline; loadavg.txt has the load average before
+each repetition ("W rep l1 l5 l15").  A run whose output has no "result" object is reported as failed with the
 last lines of its error output.  Rep 0 is the warm-up and never enters a figure.
 
 lmtrain's runs of W1, W2 and W3 also carry the device roofline (issue 4): the measured copy
@@ -110,6 +113,63 @@ def fmt_ratio(a, b):
     return f'{r:.3f} ({b / a:.1f}× faster)' if r < 1 else f'{r:.2f} ({r:.1f}× slower)'
 
 
+def fmt_spread(s, field, fmt):
+    """'median (min–max)' over the repetitions; the median alone for one run."""
+    value = fmt(s.get(field))
+    lo_hi = (s.get('spread') or {}).get(field)
+    if s.get('ok', 0) > 1 and lo_hi and lo_hi[0] != lo_hi[1]:
+        return f'{value} ({fmt(lo_hi[0])}–{fmt(lo_hi[1])})'
+    return value
+
+
+def read_marker(raw, name):
+    path = os.path.join(raw, name)
+    if os.path.exists(path):
+        with open(path) as f:
+            return f.read().strip() or None
+    return None
+
+
+def load_line(raw, workload):
+    """The 1-minute load average before each repetition of `workload`."""
+    path = os.path.join(raw, 'loadavg.txt')
+    if not os.path.exists(path):
+        return None
+    loads = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == workload:
+                loads.append(float(parts[2]))
+    if not loads:
+        return None
+    cores = os.cpu_count() or 0
+    return (f'Load average (1 min) before each of the {len(loads)} repetitions: '
+            + ', '.join(f'{x:.2f}' for x in loads) + f' (min {min(loads):.2f}, max '
+            f'{max(loads):.2f}; {cores} cores).')
+
+
+def paired_ratios(a, b, field):
+    """a[field] / b[field] per repetition present in both (same seed)."""
+    out = []
+    for rep, ra in (a.get('by_rep') or {}).items():
+        rb = (b.get('by_rep') or {}).get(rep)
+        if rb and ra.get(field) and rb.get(field):
+            out.append(ra[field] / rb[field])
+    return out
+
+
+def tool_order(workload, tools, first=None):
+    """The headline (or judged) lmtrain row first for W6, lmtrain's rows before the peers', LM
+    peers before first-order ones."""
+    def key(t):
+        return (t != first if workload == 'W6' else False,
+                {'fann-rprop': 0, 'fann-quickprop': 1}.get(t, 2) if workload == 'W6' else 0,
+                not t.startswith(LMTRAIN), t != LMTRAIN, t != first,
+                not t.startswith('torch-lm') and not t.startswith('fann'), t != 'torch-lm', t)
+    return sorted(tools, key=key)
+
+
 def summarize(runs):
     """(workload, variant, tool) → medians over the measured repetitions."""
     groups = defaultdict(list)
@@ -128,6 +188,13 @@ def summarize(runs):
                       'copy_bytes', 'copy_gbps', 'gemm_n', 'gemm_gflops',
                       'jacobian_copy_fraction', 'syrk_gemm_fraction'):
             s[field] = med([o.get(field) for o in ok])
+        # The spread over the repetitions of the figures the tables show.
+        s['spread'] = {}
+        for field in ('median_step_s', 'median_epoch_s', 'final_train_loss', 'test_loss', 'epochs',
+                      'median_s', 'median_jtj_s'):
+            vals = [o[field] for o in ok if o.get(field) is not None]
+            s['spread'][field] = (min(vals), max(vals)) if vals else None
+        s['by_rep'] = {r['rep']: r['result'] for r in rs if r['result']}
         s['device'] = ok[0].get('device') if ok else None
         s['device_kind'] = ok[0].get('device_kind') if ok else None
         s['precision'] = ok[0].get('precision') if ok else None
@@ -181,22 +248,23 @@ def time_to_loss_table(workload, summary, variants, lines):
             lines.append(f"| {v} | {t} | {att} | " + ' | '.join(cells) + ' |')
 
 
-def training_table(workload, summary, variants, lines):
-    tools = sorted({t for (w, v, t) in summary if w == workload},
-                   key=lambda t: (not t.startswith(LMTRAIN), t != LMTRAIN,
-                                  t not in ('fann-rprop', 'torch-lm'), t))
+def training_table(workload, summary, variants, lines, raw=None):
+    first = read_marker(raw, f'{workload}.headline' if workload == 'W6' else f'{workload}.pair') \
+        if raw else None
+    tools = tool_order(workload, {t for (w, v, t) in summary if w == workload}, first)
     classification = any(summary[k].get('test_accuracy') is not None for k in summary
                          if k[0] == workload)
     # W6 compares test error at equal wall-clock budget: an LM step and an RPROP epoch are not the
     # same unit of work, so its ratio is the test MSE against FANN RPROP instead of a time ratio.
     budgeted = workload == 'W6'
-    ratio_head = ('test MSE / fann-rprop |' if budgeted
-                  else 'step lmtrain/peer | epoch lmtrain/peer |')
+    ref_tool = first if first and not budgeted else LMTRAIN
+    ratio_head = ('test MSE / fann-rprop | wins vs fann-rprop |' if budgeted
+                  else f'step {ref_tool}/peer | epoch {ref_tool}/peer |')
     head = ('| set | tool | runs | time/step | time/epoch | epochs | train loss | test loss | '
             + ('test acc. | ' if classification else '') + 'peak RSS | ' + ratio_head)
     lines += [head, '|' + '---|' * (head.count('|') - 1)]
     for v in variants:
-        lm = summary.get((workload, v, LMTRAIN))
+        lm = summary.get((workload, v, ref_tool))
         for t in tools:
             s = summary.get((workload, v, t))
             if not s:
@@ -210,32 +278,82 @@ def training_table(workload, summary, variants, lines):
             if classification:
                 acc = '–' if s['test_accuracy'] is None else f"{100 * s['test_accuracy']:.2f}%"
                 acc += ' | '
-            peer = t != LMTRAIN and not t.startswith(LMTRAIN)
+            # Step ratios against LM peers only: an Adam or L-BFGS step is another unit of work.
+            peer = t.startswith('torch-lm') or t.startswith('torch-jac') or (
+                not t.startswith(LMTRAIN) and not t.startswith('torch-'))
             if budgeted:
                 ref = summary.get((workload, v, 'fann-rprop'))
-                ratios = ''
                 if t != 'fann-rprop' and ref and ref['ok'] and s['test_loss'] and ref['test_loss']:
-                    ratios = f"{s['test_loss'] / ref['test_loss']:.2f} |"
+                    per_seed = paired_ratios(s, ref, 'test_loss')
+                    wins = sum(1 for r in per_seed if r < 1)
+                    ratios = f"{s['test_loss'] / ref['test_loss']:.2f} | {wins} of {len(per_seed)} |"
                 else:
-                    ratios = ' |'
+                    ratios = ' | |'
             else:
                 r_step = fmt_ratio(lm['median_step_s'], s['median_step_s']) if peer and lm and lm['ok'] else ''
                 r_epoch = fmt_ratio(lm['median_epoch_s'], s['median_epoch_s']) if peer and lm and lm['ok'] else ''
                 ratios = f'{r_step} | {r_epoch} |'
             fail_note = f" ({s['runs'] - s['ok']} failed)" if s['ok'] < s['runs'] else ''
+            epochs = fmt_spread(s, 'epochs', lambda x: '–' if x is None else f'{x:.0f}')
+            name = f'**{t}**' if t == first else t
             lines.append(
-                f"| {v} | {t} | {s['ok']}{fail_note} | {fmt_time(s['median_step_s'])} | "
-                f"{fmt_time(s['median_epoch_s'])} | {s['epochs']:.0f} | "
-                f"{fmt_loss(s['final_train_loss'])} | {fmt_loss(s['test_loss'])} | {acc}"
+                f"| {v} | {name} | {s['ok']}{fail_note} | {fmt_spread(s, 'median_step_s', fmt_time)} | "
+                f"{fmt_spread(s, 'median_epoch_s', fmt_time)} | {epochs} | "
+                f"{fmt_spread(s, 'final_train_loss', fmt_loss)} | "
+                f"{fmt_spread(s, 'test_loss', fmt_loss)} | {acc}"
                 f"{fmt_mem(s['peak_rss_bytes'])} | {ratios}")
+
+
+def fastest_peer(summary, workload, variant):
+    """The torch-levenberg-marquardt solver row with the lowest median step time."""
+    rows = [(t, s) for (w, v, t), s in summary.items()
+            if w == workload and v == variant and t.startswith('torch-lm') and s['ok']
+            and s['median_step_s']]
+    return min(rows, key=lambda ts: ts[1]['median_step_s']) if rows else (None, None)
+
+
+def comparison_table(workload, summary, variants, lines, raw):
+    """W1/W2: lmtrain's rows against each torch-levenberg-marquardt solver, with the speed-up per
+    paired repetition (same seed) and the final training losses."""
+    pair = read_marker(raw, f'{workload}.pair')
+    if not pair:
+        return
+    rows = []
+    for v in variants:
+        for lm_tool in (pair, LMTRAIN):
+            lm = summary.get((workload, v, lm_tool))
+            if not (lm and lm['ok']):
+                continue
+            peers = sorted(t for (w, vv, t) in summary if w == workload and vv == v
+                           and t.startswith('torch-lm'))
+            for t in peers:
+                p = summary[(workload, v, t)]
+                if not p['ok']:
+                    continue
+                per_rep = paired_ratios(p, lm, 'median_step_s')
+                spread = (f' ({min(per_rep):.1f}–{max(per_rep):.1f})'
+                          if len(per_rep) > 1 else '')
+                speed = p['median_step_s'] / lm['median_step_s']
+                loss_ok = lm['final_train_loss'] <= p['final_train_loss']
+                rows.append(f"| {v} | {lm_tool} | {t} | {speed:.1f}×{spread} | "
+                            f"{fmt_loss(lm['final_train_loss'])} vs {fmt_loss(p['final_train_loss'])} "
+                            f"| {'yes' if loss_ok else 'no'} |")
+    if rows:
+        lines += ['', f'Speed-up per LM step ({workload}): peer step / lmtrain step, the ratio of the '
+                  'medians, with the min–max of the per-repetition ratios (same seed) in brackets; '
+                  f'**{pair}** damps as the peer does, **lmtrain** is lmtrain as shipped:', '',
+                  '| set | lmtrain row | peer | speed-up per step | final train MSE (medians) | '
+                  'lmtrain ≤ peer |', '|---|---|---|---|---|---|'] + rows
 
 
 def jacobian_table(summary, lines):
     variants = sorted({v for (w, v, t) in summary if w == 'W3'},
                       key=lambda v: [int(x) for x in re.findall(r'\d+', v)])
     tools = sorted({t for (w, v, t) in summary if w == 'W3'}, key=lambda t: (t != LMTRAIN, t))
-    head = '| config (width-depth-samples) | n | tool | J + JᵀJ | J | JᵀJ | peak RSS | lmtrain/peer |'
-    lines += [head, '|---|---|---|---|---|---|---|---|']
+    head = ('| config (width-depth-samples) | n | tool | JᵀJ product | J + JᵀJ | J | JᵀJ | peak RSS '
+            '| lmtrain/peer |')
+    lines += [head, '|---|---|---|---|---|---|---|---|---|']
+    products = {LMTRAIN: 'SYRK, one triangle', 'torch-jacrev-syrk': 'numpy SYRK (one triangle)'}
     for v in variants:
         lm = summary.get(('W3', v, LMTRAIN))
         for t in tools:
@@ -244,10 +362,11 @@ def jacobian_table(summary, lines):
                 continue
             if s['ok'] == 0:
                 err = s['errors'][0] if s['errors'] else 'failed'
-                lines.append(f'| {v} | | {t} | **failed**: {err[:200]} | | | | |')
+                lines.append(f'| {v} | | {t} | | **failed**: {err[:200]} | | | | |')
                 continue
             r = fmt_ratio(lm['median_s'], s['median_s']) if t != LMTRAIN and lm and lm['ok'] else ''
-            lines.append(f"| {v} | {s['params']:.0f} | {t} | {fmt_time(s['median_s'])} | "
+            product = products.get(t, 'GEMM J.T @ J (full)')
+            lines.append(f"| {v} | {s['params']:.0f} | {t} | {product} | {fmt_time(s['median_s'])} | "
                          f"{fmt_time(s['median_jacobian_s'])} | {fmt_time(s['median_jtj_s'])} | "
                          f"{fmt_mem(s['peak_rss_bytes'])} | {r} |")
 
@@ -419,44 +538,65 @@ def jacobian_chart(summary, out_png, raw):
     return None if res.returncode == 0 else f'gnuplot failed: {res.stderr.strip()[:300]}'
 
 
-def targets(summary, order):
-    """The targets of issue 7, checked against this run's medians."""
+def targets(summary, order, raw):
+    """The targets of issue 7, checked against this run's medians.  W1/W2 are judged on the
+    lmtrain row that damps as the peer does (RAW/W.pair) against the fastest solver of
+    torch-levenberg-marquardt; W6 on the lmtrain row chosen before the run (RAW/W6.headline)
+    against FANN RPROP and quickprop on the same split.  Other rows are listed, not counted."""
     out = ['## Targets (issue 7)', '']
     for w in ('W1', 'W2'):
         if w not in order:
             continue
         variant = 'sinc-61' if w == 'W1' else 'sinc-769'
-        lm, peer = summary.get((w, variant, LMTRAIN)), summary.get((w, variant, 'torch-lm'))
-        if not (lm and peer and lm['ok'] and peer['ok']):
+        pair = read_marker(raw, f'{w}.pair') or LMTRAIN
+        lm = summary.get((w, variant, pair))
+        peer_tool, peer = fastest_peer(summary, w, variant)
+        if not (lm and peer and lm['ok']):
             out.append(f'* {w}: not evaluated (lmtrain or torch-levenberg-marquardt has no result).')
             continue
         speed = peer['median_step_s'] / lm['median_step_s']
+        per_rep = paired_ratios(peer, lm, 'median_step_s')
+        spread = f', {min(per_rep):.1f}–{max(per_rep):.1f}× per repetition' if len(per_rep) > 1 else ''
         loss_ok = lm['final_train_loss'] <= peer['final_train_loss']
         met = speed >= 10 and loss_ok
         out.append(
             f"* {w}: lmtrain ≥ 10× faster per LM step than torch-levenberg-marquardt at equal or "
-            f"lower final loss — **{'met' if met else 'not met'}**: {speed:.1f}× "
-            f"({fmt_time(lm['median_step_s'])} vs {fmt_time(peer['median_step_s'])} per step), "
-            f"final training MSE {fmt_loss(lm['final_train_loss'])} vs "
-            f"{fmt_loss(peer['final_train_loss'])}.")
+            f"lower final loss, with the same damping (`{pair}` against the fastest peer solver, "
+            f"`{peer_tool}`) — **{'met' if met else 'not met'}**: {speed:.1f}× "
+            f"({fmt_time(lm['median_step_s'])} vs {fmt_time(peer['median_step_s'])} per step"
+            f"{spread}), final training MSE {fmt_loss(lm['final_train_loss'])} vs "
+            f"{fmt_loss(peer['final_train_loss'])} (medians of {lm['ok']} and {peer['ok']} runs).")
     if 'W6' in order:
-        for tool in (LMTRAIN, 'lmtrain-ard', 'lmtrain-valstop', 'lmtrain-bayes'):
-            sets = sorted({v for (w, v, t) in summary if w == 'W6'})
-            better, compared = [], 0
-            for v in sets:
-                lm, peer = summary.get(('W6', v, tool)), summary.get(('W6', v, 'fann-rprop'))
-                if lm and peer and lm['ok'] and peer['ok']:
-                    compared += 1
-                    if lm['test_loss'] < peer['test_loss']:
-                        better.append(v)
-            if compared == 0:
-                out.append(f'* W6 ({tool}): not evaluated (no pair of results).')
-                continue
-            met = len(better) > compared / 2
-            out.append(
-                f"* W6 ({tool}): lower test MSE than FANN RPROP on most sets at the same wall-clock "
-                f"budget — **{'met' if met else 'not met'}**: {len(better)} of {compared}"
-                + (f" ({', '.join(better)})" if better else '') + '.')
+        headline = read_marker(raw, 'W6.headline') or LMTRAIN
+        sets = sorted({v for (w, v, t) in summary if w == 'W6'})
+        lm_tools = sorted({t for (w, v, t) in summary if w == 'W6' and t.startswith(LMTRAIN)},
+                          key=lambda t: (t != headline, t))
+        for tool in lm_tools:
+            for peer_tool in ('fann-rprop', 'fann-quickprop'):
+                better, compared, seeds_won, seeds = [], 0, 0, 0
+                for v in sets:
+                    lm, peer = summary.get(('W6', v, tool)), summary.get(('W6', v, peer_tool))
+                    if lm and peer and lm['ok'] and peer['ok']:
+                        compared += 1
+                        if lm['test_loss'] < peer['test_loss']:
+                            better.append(v)
+                        per_seed = paired_ratios(lm, peer, 'test_loss')
+                        seeds += len(per_seed)
+                        seeds_won += sum(1 for r in per_seed if r < 1)
+                if compared == 0:
+                    continue
+                met = len(better) > compared / 2
+                what = (f"lower median test MSE than FANN {peer_tool[5:]} on most sets at the same "
+                        f"budget and split — **{'met' if met else 'not met'}**"
+                        if tool == headline else
+                        f"extra row, not counted: lower median test MSE than FANN {peer_tool[5:]}")
+                out.append(
+                    f"* W6 ({tool}{', the headline chosen before the run' if tool == headline else ''}): "
+                    f"{what}: {len(better)} of {compared}"
+                    + (f" ({', '.join(better)})" if better else '')
+                    + f"; {seeds_won} of {seeds} (set, seed) pairs.")
+                if tool != headline:
+                    break  # the extra rows against RPROP only
     return out + [''] if len(out) > 2 else []  # no heading without a target (W3, W4)
 
 
@@ -567,6 +707,9 @@ def main():
         if os.path.exists(note):
             with open(note) as f:
                 lines += [f.read().strip(), '']
+        load_text = load_line(args.raw, w)
+        if load_text:
+            lines += [load_text, '']
         variants = sorted({v for (ww, v, t) in summary if ww == w})
         if not variants:
             lines += ['No runs.', '']
@@ -577,7 +720,9 @@ def main():
             png = f'{stem}-W3.png'
             err = jacobian_chart(summary, os.path.join(out_dir, png), args.raw)
         else:
-            training_table(w, summary, variants, lines)
+            training_table(w, summary, variants, lines, args.raw)
+            if w in ('W1', 'W2'):
+                comparison_table(w, summary, variants, lines, args.raw)
             if w in ('W1', 'W2', 'W7'):
                 time_to_loss_table(w, summary, variants, lines)
             device_table(w, summary, variants, lines)
@@ -585,7 +730,7 @@ def main():
             png = f'{stem}-{w}.png'
             err = chart(w, runs, os.path.join(out_dir, png), args.raw)
         lines += ['', f'![{w}]({png})' if err is None else f'(chart: {err})', '']
-    lines += targets(summary, order)
+    lines += targets(summary, order, args.raw)
     lines += roofline_targets(summary, order, device)
     with open(args.out_md, 'w') as f:
         f.write('\n'.join(lines) + '\n')

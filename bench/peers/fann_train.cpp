@@ -4,6 +4,13 @@
 //
 // usage: fann_train --train FILE --test FILE [--set NAME] [--hidden 16] [--budget 5]
 //                   [--algorithm rprop|quickprop] [--seed 0] [--error-function tanh|linear]
+//                   [--standardize-inputs]
+//
+// --standardize-inputs gives FANN the split lmtrain's W6 rows train on: every input column
+// x' = (x − mean)/std with the training file's mean and population standard deviation, applied
+// to both files, through lmtrain's own io::Standardization (the definition `lmtrain fit` uses).
+// Without it FANN trains on the files as they are (its users' usual setup).  Targets stay in the
+// files' units either way, so the losses of both tools are in the same units.
 //
 // Everything not named here keeps FANN's defaults (weights uniform in [−0.1, 0.1], RPROP's
 // Δ₀ = 0.1, η⁺ = 1.2, η⁻ = 0.5, the tanh error function).  FANN's tanh is
@@ -19,10 +26,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "../bench_util.h"
+#include "lmtrain/io/standardization.h"
 
 namespace {
 
@@ -95,6 +104,18 @@ Evaluation evaluate(fann* ann, fann_train_data* d) {
   return e;
 }
 
+// Standardizes the inputs of `train` and `test` in place with the statistics of `train`.
+void standardize_inputs(fann_train_data* train, fann_train_data* test) {
+  const unsigned cols = train->num_input;
+  std::vector<fann_type> rows(static_cast<std::size_t>(train->num_data) * cols);
+  for (unsigned s = 0; s < train->num_data; ++s)
+    std::copy(train->input[s], train->input[s] + cols, rows.begin() + std::size_t{s} * cols);
+  const auto stats = lmtrain::io::Standardization::fit(std::span<const fann_type>(rows), cols);
+  for (fann_train_data* d : {train, test})
+    for (unsigned s = 0; s < d->num_data; ++s)
+      stats.apply(std::span<fann_type>(d->input[s], cols));
+}
+
 [[noreturn]] void fail(const std::string& message) {
   std::printf("{\"type\":\"error\",\"tool\":\"fann\",\"error\":%s}\n", quoted(message).c_str());
   std::fprintf(stderr, "fann_train: error: %s\n", message.c_str());
@@ -108,6 +129,7 @@ int main(int argc, char** argv) {
   unsigned hidden = 16;
   double budget = 5.0;
   unsigned seed = 0;
+  bool standardize = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -130,11 +152,13 @@ int main(int argc, char** argv) {
       seed = static_cast<unsigned>(std::stoul(value()));
     else if (arg == "--error-function")
       error_function = value();
+    else if (arg == "--standardize-inputs")
+      standardize = true;
     else
       fail("unknown argument '" + arg +
            "'; usage: fann_train --train F --test F [--set NAME] "
            "[--hidden H] [--budget S] [--algorithm rprop|quickprop] [--seed S] "
-           "[--error-function tanh|linear]");
+           "[--error-function tanh|linear] [--standardize-inputs]");
   }
   if (train_path.empty() || test_path.empty()) fail("--train and --test are required");
   if (algorithm != "rprop" && algorithm != "quickprop") fail("--algorithm must be rprop|quickprop");
@@ -143,6 +167,9 @@ int main(int argc, char** argv) {
   fann_train_data* train = fann_read_train_from_file(train_path.c_str());
   fann_train_data* test = fann_read_train_from_file(test_path.c_str());
   if (!train || !test) fail("cannot read " + (train ? test_path : train_path));
+  if (train->num_input != test->num_input || train->num_output != test->num_output)
+    fail(train_path + " and " + test_path + " have different inputs or outputs");
+  if (standardize) standardize_inputs(train, test);
 
   std::srand(seed);  // FANN draws its initial weights with rand()
   fann* ann = fann_create_standard(3, train->num_input, hidden, train->num_output);
@@ -191,12 +218,13 @@ int main(int argc, char** argv) {
       "\"epochs\":%d,\"steps\":%d,\"median_step_s\":%s,\"step_basis\":\"one epoch = one batch "
       "step\",\"median_epoch_s\":%s,\"total_s\":%s,\"initial_train_loss\":%s,"
       "\"final_train_loss\":%s,\"test_loss\":%s%s,\"peak_rss_bytes\":%lld,"
-      "\"termination\":\"time_budget\",\"error_function\":%s}\n",
+      "\"termination\":\"time_budget\",\"error_function\":%s,\"inputs\":%s}\n",
       tool.c_str(), quoted(set).c_str(), quoted("cpu (FANN 2.2, 1 thread)").c_str(),
       train->num_input, hidden, train->num_output, params, train->num_data, epoch, epoch,
       num(median(epoch_seconds)).c_str(), num(median(epoch_seconds)).c_str(), num(total).c_str(),
       num(initial_loss).c_str(), num(tr.mse).c_str(), num(te.mse).c_str(), extra.c_str(),
-      peak_rss_bytes(), quoted(error_function).c_str());
+      peak_rss_bytes(), quoted(error_function).c_str(),
+      quoted(standardize ? "standardized" : "raw").c_str());
   fann_destroy(ann);
   fann_destroy_train(train);
   fann_destroy_train(test);

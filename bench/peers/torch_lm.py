@@ -5,9 +5,18 @@ schema of bench/lmtrain_workloads.cpp.
           and epochs as lmtrain, with its README configuration (MSELoss, learning_rate 1,
           attempts_per_step 10, solve_method 'qr' unless --solve says otherwise) and its
           StandardDampingStrategy with lmtrain's λ₀ = 1e-3, ×10 up, ×0.1 down, [1e-10, 1e10]
-          (which are also its defaults).
+          (which are also its defaults).  With --optimizer adam|lbfgs, the first-order peers on
+          the same network and data: torch.optim.Adam on the same mini-batches, or
+          torch.optim.LBFGS (full batch, strong-Wolfe line search), for --budget seconds of wall
+          clock (bench/run.sh passes the time lmtrain's run took).
   W3      the Jacobian of the residuals with torch.func.jacrev (vmapped per sample, as
-          torch-levenberg-marquardt builds it) or jacfwd, then JᵀJ, timed separately.
+          torch-levenberg-marquardt builds it) or jacfwd, then JᵀJ, timed separately: `J.T @ J`,
+          a full GEMM (what torch-levenberg-marquardt does), or with --jtj syrk numpy's
+          `Jn.T @ Jn` on the same buffer, which numpy hands to BLAS ?syrk (one triangle, then
+          mirrored): the product lmtrain computes.  torch itself has no SYRK.
+  W6      a FANN set (bench/run.sh's W6) with --optimizer adam|lbfgs, full batch, 1 hidden tanh
+          layer, linear outputs, for --budget seconds; inputs standardized with the training
+          file's statistics with --standardize-inputs (as lmtrain's and FANN's W6 rows).
   W4      cuPyLMA's SimpleCNN on the first --train-rows / --test-rows images of Fashion-MNIST
           (gzip IDX from Debian's dataset-fashion-mnist), pixels standardized per pixel with the
           training subset's mean and population standard deviation (lmtrain's
@@ -17,7 +26,11 @@ schema of bench/lmtrain_workloads.cpp.
           baseline of WORKLOADS.md, PyTorch's default lr 1e-3), same batches and epochs.
 
 usage: python torch_lm.py W1|W2|W7 [--epochs N] [--seed S] [--solve qr|cholesky|solve] [--device cpu|cuda]
-       python torch_lm.py W3 --width W --depth D --samples S [--method jacrev|jacfwd] [--repeats R]
+                                 [--optimizer lm|adam|lbfgs] [--lr LR] [--budget S]
+       python torch_lm.py W3 --width W --depth D --samples S [--method jacrev|jacfwd]
+                             [--jtj gemm|syrk] [--repeats R]
+       python torch_lm.py W6 --set NAME [--datasets DIR] [--hidden 16] --optimizer adam|lbfgs
+                             [--lr LR] [--budget 5] [--seed S] [--standardize-inputs]
        python torch_lm.py W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
                              [--seed S] [--solve qr|cholesky|solve] [--optimizer lm|adam] [--lr 1e-3]
 
@@ -104,16 +117,53 @@ def adam_stepper(model, loss_fn, lr):
         batch_loss = loss_fn(model(xb), yb)
         batch_loss.backward()
         opt.step()
-        return float(batch_loss), False, None, 1
+        return float(batch_loss.detach()), False, None, 1
     step.damping = lambda: None
     return step
+
+
+def lbfgs_stepper(model, loss_fn, lr):
+    """One torch.optim.LBFGS step (up to max_iter = 20 iterations with a strong-Wolfe line search,
+    history 100) on the batch's mean loss; the loss before the step and the closure evaluations
+    it took (its "attempts")."""
+    opt = torch.optim.LBFGS(model.parameters(), lr=lr, max_iter=20, history_size=100,
+                            line_search_fn='strong_wolfe')
+
+    def step(xb, yb):
+        calls = []
+
+        def closure():
+            opt.zero_grad(set_to_none=True)
+            batch_loss = loss_fn(model(xb), yb)
+            batch_loss.backward()
+            calls.append(float(batch_loss.detach()))
+            return batch_loss
+        opt.step(closure)
+        return calls[0], False, None, len(calls)
+    step.damping = lambda: None
+    return step
+
+
+def first_order_stepper(args, model, loss_fn):
+    """(tool, step function, result fields) of --optimizer adam|lbfgs."""
+    if args.optimizer == 'adam':
+        lr = args.lr if args.lr > 0 else 1e-3
+        tool = 'torch-adam' if lr == 1e-3 else f'torch-adam-lr{lr:g}'
+        return tool, adam_stepper(model, loss_fn, lr), {'optimizer': f'Adam (lr {lr:g})'}
+    lr = args.lr if args.lr > 0 else 1.0
+    tool = 'torch-lbfgs' if lr == 1.0 else f'torch-lbfgs-lr{lr:g}'
+    return tool, lbfgs_stepper(model, loss_fn, lr), {
+        'optimizer': f'L-BFGS (lr {lr:g}, max_iter 20, history 100, strong Wolfe), full batch'}
 
 
 def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch, epochs, describe,
              accuracy=None, extra=None):
     """Epochs of optimizer steps (`step_fn`, see lm_stepper) over shuffled mini-batches; prints
     the step, epoch and result lines.  `loss(xs, ys)` is the reported loss (PyTorch's mean
-    reduction) on a whole set; `accuracy`, when given, the fraction of argmax hits."""
+    reduction) on a whole set; `accuracy`, when given, the fraction of argmax hits.  With
+    args.budget > 0 the run also stops at the first step that ends past that many seconds of
+    wall clock (checked after every step, as lmtrain's max_time_seconds), epochs then being only
+    a cap."""
     device = torch.device(args.device)
     n = x.shape[0]
     params = sum(p.numel() for p in model.parameters())
@@ -121,7 +171,8 @@ def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch,
     step_seconds, epoch_seconds = [], []
     step = 0
     start = time.perf_counter()
-    stopped = False
+    stopped = over_budget = False
+    budget = getattr(args, 'budget', 0) or 0
     epoch = 0
     for epoch in range(1, epochs + 1):
         t_epoch = time.perf_counter()
@@ -136,12 +187,15 @@ def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch,
             dt = time.perf_counter() - t0
             step += 1
             step_seconds.append(dt)
+            over_budget = budget > 0 and time.perf_counter() - start >= budget
             emit({'type': 'step', 'tool': tool, 'workload': args.workload, 'variant': variant,
                   'step': step, 'epoch': epoch, 'batch': b, 'seconds': dt,
                   'elapsed': time.perf_counter() - start, 'batch_loss': batch_loss,
                   'lambda': damping, 'attempts': attempts})
             if stop:
                 stopped = True
+                break
+            if over_budget:
                 break
         # The epoch's training loss over all samples, inside the epoch's time as in lmtrain.
         train_loss = loss(x, y)
@@ -150,7 +204,7 @@ def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch,
         emit({'type': 'epoch', 'tool': tool, 'workload': args.workload, 'variant': variant,
               'epoch': epoch, 'train_loss': train_loss, 'elapsed': now - start,
               'lambda': step_fn.damping()})
-        if stopped:
+        if stopped or over_budget:
             break
     total = time.perf_counter() - start
     result = {
@@ -163,7 +217,10 @@ def train_epochs(args, tool, variant, model, step_fn, loss, x, y, xt, yt, batch,
         'median_epoch_s': statistics.median(epoch_seconds), 'total_s': total,
         'initial_train_loss': initial, 'final_train_loss': loss(x, y), 'test_loss': loss(xt, yt),
         'peak_rss_bytes': peak_rss_bytes(),
-        'termination': 'lambda_above_max' if stopped else 'max_epochs'}
+        'termination': ('lambda_above_max' if stopped else 'time_budget' if over_budget
+                        else 'max_epochs')}
+    if budget > 0:
+        result['budget_s'] = budget
     result.update(extra or {})
     if accuracy is not None:
         result['test_accuracy'] = accuracy(xt, yt)
@@ -181,17 +238,83 @@ def run_sinc(args):
     torch.manual_seed(args.seed)
     x, y, xt, yt = (t.to(device) for t in sinc_data(n, torch.float32))
     model = mlp([1, hidden, 1]).to(device)
-    module = lm_module(model, tlm.loss.MSELoss(), args.solve)
-    tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
+    if args.optimizer == 'lm':
+        step_fn = lm_stepper(lm_module(model, tlm.loss.MSELoss(), args.solve))
+        tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
+        extra = {'solver': args.solve, 'torch_lm_version': tlm.__version__}
+    else:
+        # L-BFGS is a full-batch method; Adam takes the LM runs' mini-batches.
+        if args.optimizer == 'lbfgs':
+            batch = n
+        if args.budget > 0 and args.epochs <= 0:
+            epochs = 10**9  # the budget ends the run
+        tool, step_fn, extra = first_order_stepper(args, model, torch.nn.functional.mse_loss)
 
     def mse(xs, ys):
         with torch.no_grad():
             return float(torch.mean((model(xs) - ys) ** 2))
 
     variant = 'sinc-61' if w1 else 'sinc-769-full' if w7 else 'sinc-769'
-    train_epochs(args, tool, variant, model, lm_stepper(module), mse, x, y,
-             xt, yt, batch, epochs, f'1-{hidden}-1 tanh',
-             extra={'solver': args.solve, 'torch_lm_version': tlm.__version__})
+    train_epochs(args, tool, variant, model, step_fn, mse, x, y,
+             xt, yt, batch, epochs, f'1-{hidden}-1 tanh', extra=extra)
+
+
+def read_fann(path):
+    """A FANN data file (first line: samples inputs outputs; then alternating input and output
+    lines, whitespace-separated) as float64 tensors (samples × inputs, samples × outputs)."""
+    with open(path) as f:
+        values = f.read().split()
+    samples, inputs, outputs = (int(v) for v in values[:3])
+    data = torch.tensor([float(v) for v in values[3:3 + samples * (inputs + outputs)]],
+                        dtype=torch.float64).view(samples, inputs + outputs)
+    return data[:, :inputs].contiguous(), data[:, inputs:].contiguous()
+
+
+def run_fann(args):
+    """W6 with a first-order optimizer: the network of lmtrain's and FANN's rows (inputs-16-outputs,
+    tanh hidden, linear outputs), full batch, for --budget seconds of wall clock."""
+    import os
+    if not args.set:
+        raise ValueError('W6 needs --set NAME')
+    if args.optimizer == 'lm':
+        raise ValueError('W6: --optimizer adam or lbfgs (the LM rows are lmtrain and FANN)')
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+
+    def find(part):
+        for p in (os.path.join(args.datasets, f'{args.set}.{part}'),):
+            if os.path.exists(p):
+                return p
+        raise FileNotFoundError(f'{args.datasets}/{args.set}.{part} not found')
+    x, y = read_fann(find('train'))
+    xt, yt = read_fann(find('test'))
+    if args.standardize_inputs:
+        # io::Standardization: training rows' mean and population standard deviation, a constant
+        # column only centred, in float64, rounded once.
+        mean = x.mean(dim=0)
+        scale = ((x - mean) ** 2).mean(dim=0).sqrt()
+        scale[~(scale > 1e-12)] = 1.0
+        x, xt = (x - mean) / scale, (xt - mean) / scale
+    x, y, xt, yt = (t.float().to(device) for t in (x, y, xt, yt))
+    model = mlp([x.shape[1], args.hidden, y.shape[1]]).to(device)
+    tool, step_fn, extra = first_order_stepper(args, model, torch.nn.functional.mse_loss)
+    one_hot = y.shape[1] > 1 and bool(((y == 0) | (y == 1)).all()) and bool((y.sum(1) == 1).all())
+    extra.update(inputs='standardized' if args.standardize_inputs else 'raw')
+
+    def mse(xs, ys):
+        with torch.no_grad():
+            return float(torch.mean((model(xs) - ys) ** 2))
+
+    def accuracy(xs, ys):
+        with torch.no_grad():
+            return float((model(xs).argmax(1) == ys.argmax(1)).float().mean())
+
+    if args.budget <= 0:
+        args.budget = 5.0
+    epochs = args.epochs if args.epochs > 0 else 10**9
+    train_epochs(args, tool, args.set, model, step_fn, mse, x, y, xt, yt, x.shape[0], epochs,
+                 f'{x.shape[1]}-{args.hidden}-{y.shape[1]} tanh/linear',
+                 accuracy if one_hot else None, extra)
 
 
 def read_idx(path, rows):
@@ -260,9 +383,10 @@ def run_fashion(args):
     x, y, xt, yt = (t.to(device) for t in fashion_data(args))
     model = simple_cnn().to(device)
     if args.optimizer == 'adam':
+        lr = args.lr if args.lr > 0 else 1e-3
         tool = 'torch-adam'
-        step_fn = adam_stepper(model, torch.nn.functional.cross_entropy, args.lr)
-        extra = {'optimizer': f'Adam (lr {args.lr})'}
+        step_fn = adam_stepper(model, torch.nn.functional.cross_entropy, lr)
+        extra = {'optimizer': f'Adam (lr {lr:g})'}
     else:
         tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
         step_fn = lm_stepper(lm_module(model, tlm.loss.CrossEntropyLoss(), args.solve))
@@ -312,6 +436,8 @@ def run_jacobian(args):
         params = {k: t.view(sh) for k, t, sh in zip(names, parts, shapes)}
         return (functional_call(model, params, (xs,)) - ys).flatten()
 
+    if args.jtj == 'syrk' and device.type != 'cpu':
+        raise ValueError('--jtj syrk goes through numpy: CPU only')
     if args.method == 'jacrev':
         # torch-levenberg-marquardt's construction: per-sample jacrev under vmap.
         jac = vmap(jacrev(residuals), in_dims=(None, 0, 0))
@@ -328,7 +454,11 @@ def run_jacobian(args):
             J = jacobian()
             sync(device)
             t1 = time.perf_counter()
-            A = J.T @ J
+            if args.jtj == 'syrk':
+                Jn = J.numpy()  # no copy: the same buffer
+                A = Jn.T @ Jn   # numpy sees one operand transposed: BLAS ?syrk, then mirrors
+            else:
+                A = J.T @ J     # a full GEMM, as torch-levenberg-marquardt computes it
             sync(device)
             t2 = time.perf_counter()
             del J, A
@@ -337,7 +467,8 @@ def run_jacobian(args):
             jac_times.append(t1 - t0)
             jtj_times.append(t2 - t1)
             times.append(t2 - t0)
-    emit({'type': 'result', 'tool': f'torch-{args.method}', 'workload': 'W3',
+    emit({'type': 'result', 'tool': f'torch-{args.method}' + ('-syrk' if args.jtj == 'syrk' else ''),
+          'workload': 'W3', 'jtj': 'numpy J.T @ J (BLAS syrk)' if args.jtj == 'syrk' else 'torch J.T @ J (GEMM)',
           'variant': f'w{args.width}-d{args.depth}-s{s}',
           'device': f'{device.type} (torch {torch.__version__}, {torch.get_num_threads()} threads)',
           'width': args.width, 'depth': args.depth, 'samples': s, 'params': n,
@@ -348,7 +479,7 @@ def run_jacobian(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4', 'W7'])
+    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4', 'W6', 'W7'])
     p.add_argument('--epochs', type=int, default=-1)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--solve', default='qr', choices=['qr', 'cholesky', 'solve'])
@@ -361,17 +492,31 @@ def main():
     p.add_argument('--train-rows', type=int, default=6000)
     p.add_argument('--test-rows', type=int, default=2000)
     p.add_argument('--data', default='/usr/share/datasets/fashion-mnist')
-    p.add_argument('--optimizer', default='lm', choices=['lm', 'adam'],
-                   help='W4: torch-levenberg-marquardt (default) or torch.optim.Adam')
-    p.add_argument('--lr', type=float, default=1e-3, help='W4 with --optimizer adam (PyTorch default)')
+    p.add_argument('--optimizer', default='lm', choices=['lm', 'adam', 'lbfgs'],
+                   help='torch-levenberg-marquardt (default), torch.optim.Adam or torch.optim.LBFGS '
+                        '(lbfgs: W1, W2, W7, W6)')
+    p.add_argument('--lr', type=float, default=0,
+                   help='Adam / L-BFGS learning rate (default: PyTorch\'s, 1e-3 and 1)')
+    p.add_argument('--budget', type=float, default=0,
+                   help='seconds of wall clock, checked after every step (W1/W2/W7 first-order '
+                        'runs and W6; W6 default 5)')
+    p.add_argument('--jtj', default='gemm', choices=['gemm', 'syrk'],
+                   help='W3: torch J.T @ J (GEMM) or numpy\'s J.T @ J on one buffer (BLAS syrk)')
+    p.add_argument('--set', default='', help='W6: the FANN set (kin32fm, …)')
+    p.add_argument('--datasets', default='/usr/share/doc/libfann-dev/examples/datasets')
+    p.add_argument('--hidden', type=int, default=16)
+    p.add_argument('--standardize-inputs', action='store_true')
     args = p.parse_args()
-    tool = ('torch-' + args.method if args.workload == 'W3'
-            else 'torch-adam' if args.optimizer == 'adam' else 'torch-lm')
+    tool = ('torch-' + args.method + ('-syrk' if args.jtj == 'syrk' else '')
+            if args.workload == 'W3' else 'torch-' + args.optimizer if args.optimizer != 'lm'
+            else 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}')
     try:
         if args.workload == 'W3':
             run_jacobian(args)
         elif args.workload == 'W4':
             run_fashion(args)
+        elif args.workload == 'W6':
+            run_fann(args)
         else:
             run_sinc(args)
     except Exception as e:  # reported as a failed peer, with its error
