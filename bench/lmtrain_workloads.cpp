@@ -5,14 +5,15 @@
 //   {"type":"step",  ...}   one per LM step: wall seconds since the previous step ended
 //   {"type":"epoch", ...}   one per epoch: training loss and wall seconds since training started
 //   {"type":"result",...}   the run: losses, median step/epoch time, peak RSS, phase table,
-//                           peak device memory and, for W1/W2/W3, the device roofline
+//                           peak device memory and, for W1/W2/W3/W4/W7, the device roofline and
+//                           per-phase floors
 //
 // usage:
 //   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W7 [--epochs 200] [--seed S] [--double | --mixed] [--device cpu|cuda]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
-//   (every workload: [--roofline | --no-roofline]; on by default for W1, W2 and W3)
+//   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]
 //    [--no-geodesic]: every solver option at lmtrain's defaults unless given;
@@ -46,9 +47,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -110,7 +113,7 @@ struct Args {
   throw lmtrain::InvalidArgument(fmt::format(
       "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed] "
       "[--device cpu|cuda]\n"
-      "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3)\n"
+      "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping] "
       "[--no-geodesic])\n"
@@ -261,6 +264,9 @@ struct DeviceRoofline {
   double gemm_gflops = std::nan("");  // 2 n³ / median seconds, in 1e9 flop/s
   int copy_repeats = 0;
   int gemm_repeats = 0;
+  // Elements per second of the backend's activation_forward on an L2-sized buffer, for each
+  // activation the workload's network uses (the vectorized loops, issue 17).
+  std::map<lmtrain::Activation, double> activation_rate;
   std::string error;  // why a figure is missing (an allocation failed, …)
 
   // The fields of the result line, each with its leading comma.
@@ -270,6 +276,16 @@ struct DeviceRoofline {
         "\"gemm_s\":{},\"gemm_gflops\":{},\"gemm_repeats\":{}",
         copy_bytes, num(copy_seconds), num(copy_gbps), copy_repeats, gemm_n, num(gemm_seconds),
         num(gemm_gflops), gemm_repeats);
+    if (!activation_rate.empty()) {
+      s += ",\"activation_rates\":{";
+      bool first = true;
+      for (const auto& [f, rate] : activation_rate) {
+        s +=
+            fmt::format("{}{}:{}", first ? "" : ",", json_string(lmtrain::to_string(f)), num(rate));
+        first = false;
+      }
+      s += "}";
+    }
     if (!error.empty()) s += fmt::format(",\"roofline_error\":{}", json_string(error));
     return s;
   }
@@ -316,7 +332,8 @@ std::vector<T> random_values(std::size_t count, std::uint64_t seed) {
 // freed before returning, and the function runs after the workload, so neither the workload's
 // memory plan nor its measured peak sees them.
 template <typename T>
-DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend) {
+DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend,
+                                const std::set<lmtrain::Activation>& activations) {
   const bool gpu = backend.device_kind() == lmtrain::DeviceKind::kCuda;
   DeviceRoofline r;
   r.copy_repeats = 5;
@@ -334,6 +351,20 @@ DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend) {
       r.copy_seconds = median_seconds(backend, r.copy_repeats,
                                       [&] { backend.copy(src.data(), dst.data(), count); });
       r.copy_gbps = 2.0 * static_cast<double>(r.copy_bytes) / r.copy_seconds / 1e9;
+      // Inputs spread over [−4, 4], where every branch of the activation loops is taken; 64 Ki
+      // elements (256 KiB in float32), which stay in a core's L2 as a batch's activations do, 64
+      // passes per timing.
+      const std::size_t act = std::min<std::size_t>(count, std::size_t{1} << 16);
+      const std::vector<T> z = random_values<T>(act, 0xAC7ull);
+      backend.copy_from_host(z.data(), src.data(), act);
+      backend.add_scaled(act, src.data(), T(3), src.data(), src.data());  // ×4
+      for (const lmtrain::Activation f : activations) {
+        const double seconds = median_seconds(backend, r.copy_repeats, [&] {
+          for (int pass = 0; pass < 64; ++pass)
+            backend.activation_forward(f, act, src.data(), dst.data());
+        });
+        r.activation_rate[f] = 64.0 * static_cast<double>(act) / seconds;
+      }
     }
     std::size_t n = gpu ? 8192 : 2048;
     while (n > 256 && 3 * n * n * sizeof(T) > free_bytes / 2) n /= 2;
@@ -386,9 +417,93 @@ std::string assembly_rates_json(double rows, std::size_t n, std::size_t element_
   return s;
 }
 
+// ---- phase floors (issue 17) -------------------------------------------------------------------
+
+// One sample's forward pass: multiply-adds of the dense and conv2d layers, and activation outputs
+// per activation function (pooling and flatten are left out: they bound nothing here).
+struct ForwardCost {
+  double macs = 0;
+  std::map<lmtrain::Activation, double> activations;
+};
+
+ForwardCost forward_cost(const lmtrain::ModelSpec& spec) {
+  using Kind = lmtrain::LayerSpec::Kind;
+  ForwardCost c;
+  const std::vector<lmtrain::ImageShape> shapes = spec.output_shapes();
+  lmtrain::ImageShape in = spec.input_shape();
+  for (std::size_t i = 0; i < spec.layers().size(); ++i) {
+    const lmtrain::LayerSpec& layer = spec.layers()[i];
+    const auto out = static_cast<double>(shapes[i].size());
+    if (layer.kind == Kind::kDense) c.macs += static_cast<double>(in.size()) * out;
+    if (layer.kind == Kind::kConv2d)
+      c.macs +=
+          out * static_cast<double>(in.channels * layer.window.kernel_h * layer.window.kernel_w);
+    if (layer.kind == Kind::kActivation) c.activations[layer.activation] += out;
+    in = shapes[i];
+  }
+  return c;
+}
+
+std::set<lmtrain::Activation> activations_of(const lmtrain::ModelSpec& spec) {
+  std::set<lmtrain::Activation> out;
+  for (const auto& [f, count] : forward_cost(spec).activations) out.insert(f);
+  return out;
+}
+
+// The least time each phase of one LM step could take on this device, from the rates measured in
+// the same process (the roofline): products at the square-GEMM rate, activations at the measured
+// rate of the backend's own activation loop, bytes written at the copy bandwidth.  Per step:
+//   forward            2 · MACs · batch / GEMM + activations · batch / activation rate
+//   jacobian           the bytes of J's rows (batch · R · n · sizeof(T)) / copy bandwidth
+//   normal equations   n(n+1) · batch · R / GEMM (one triangle of JᵀJ)
+//   factorization      attempts per step · n³/3 / GEMM (a Cholesky per attempt)
+//   trial evaluation   attempts per step · the forward floor
+//   geodesic           two forward floors + J's bytes read once (Jᵀr_vv), when the run used it
+//   epoch evaluation   the forward floor over the training set, once per epoch, spread over steps
+// Each is a lower bound the phase cannot beat, not a prediction: small products run far from the
+// GEMM rate.  A step's floor is their sum.
+std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Summary& summary,
+                              std::size_t train_samples, std::size_t element_size,
+                              const DeviceRoofline& roofline) {
+  if (summary.steps <= 0 || summary.batch_size == 0 || !(roofline.gemm_gflops > 0) ||
+      !(roofline.copy_gbps > 0))
+    return "";
+  const ForwardCost cost = forward_cost(spec);
+  const double gemm = roofline.gemm_gflops * 1e9, copy = roofline.copy_gbps * 1e9;
+  auto forward = [&](double samples) {
+    double t = 2.0 * cost.macs * samples / gemm;
+    for (const auto& [f, count] : cost.activations) {
+      const auto rate = roofline.activation_rate.find(f);
+      if (rate != roofline.activation_rate.end() && rate->second > 0)
+        t += count * samples / rate->second;
+    }
+    return t;
+  };
+  const double steps = summary.steps;
+  const double batch = static_cast<double>(summary.batch_size);
+  const double n = static_cast<double>(summary.num_params);
+  const double rows = batch * static_cast<double>(summary.residuals_per_sample);
+  const double attempts =
+      static_cast<double>(summary.accepted_steps + summary.rejected_steps + summary.invalid_steps) /
+      steps;
+  const double j_bytes = rows * n * static_cast<double>(element_size);
+  lmtrain::PhaseTimes f;
+  f[lmtrain::Phase::kForward] = forward(batch);
+  f[lmtrain::Phase::kJacobian] = j_bytes / copy;
+  f[lmtrain::Phase::kNormalEquations] = n * (n + 1) * rows / gemm;
+  f[lmtrain::Phase::kFactorization] = attempts * n * n * n / 3.0 / gemm;
+  f[lmtrain::Phase::kTrialEvaluation] = attempts * forward(batch);
+  if (summary.times[lmtrain::Phase::kGeodesic] > 0)
+    f[lmtrain::Phase::kGeodesic] = 2.0 * forward(batch) + j_bytes / copy;
+  f[lmtrain::Phase::kValidation] =
+      forward(static_cast<double>(train_samples)) * summary.epochs / steps;
+  return fmt::format(",\"floors_per_step\":{},\"step_floor_s\":{}", phases_json(f), num(f.total()));
+}
+
 bool wants_roofline(const Args& args) {
   if (args.roofline) return *args.roofline;
-  return args.workload == "W1" || args.workload == "W2" || args.workload == "W3";
+  return args.workload == "W1" || args.workload == "W2" || args.workload == "W3" ||
+         args.workload == "W4" || args.workload == "W7";
 }
 
 // ---- data ------------------------------------------------------------------------------------
@@ -579,7 +694,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   const long long rss = peak_rss_bytes();
   // After everything timed, and after fit freed its buffers (see measure_roofline).
   std::optional<DeviceRoofline> roofline;
-  if (wants_roofline(args)) roofline = measure_roofline(*backend);
+  if (wants_roofline(args)) roofline = measure_roofline(*backend, activations_of(spec));
   // Every step linearizes one batch once (a retry never rebuilds J or A), so when the batches
   // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
   // rows of the short batches are not known here and the rates are left out.
@@ -602,6 +717,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   } else if (roofline) {
     rates = roofline->json();
   }
+  if (roofline) rates += phase_floors_json(spec, summary, train.samples, sizeof(T), *roofline);
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
       "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"
@@ -858,7 +974,7 @@ int run_jacobian(const Args& args) {
   const double nd = static_cast<double>(n);
   const long long rss = peak_rss_bytes();  // before the roofline's buffers
   std::optional<DeviceRoofline> roofline;
-  if (wants_roofline(args)) roofline = measure_roofline(*backend);
+  if (wants_roofline(args)) roofline = measure_roofline(*backend, activations_of(spec));
   const std::string rates =
       assembly_rates_json(rows, n, sizeof(T), assembly_s, nd * (nd + 1) * rows, syrk_s,
                           roofline ? &*roofline : nullptr);

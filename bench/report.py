@@ -200,7 +200,8 @@ def summarize(runs):
         s['precision'] = ok[0].get('precision') if ok else None
         s['roofline_error'] = next((o['roofline_error'] for o in ok if o.get('roofline_error')),
                                    None)
-        for table in ('phases', 'phases_per_step'):
+        s['step_floor_s'] = med([o.get('step_floor_s') for o in ok])
+        for table in ('phases', 'phases_per_step', 'floors_per_step'):
             s[table] = None
             if ok and ok[0].get(table):
                 s[table] = {k: med([(o.get(table) or {}).get(k) for o in ok])
@@ -467,6 +468,31 @@ def phase_table(workload, summary, variants, lines):
             cells = [s['phases_per_step'].get(p) for p in phases]
             lines.append(f'| {v} | {t} | ' + ' | '.join(
                 '–' if c is None else f'{1e3 * c:.3f}' for c in cells) + ' |')
+    floor_table(workload, [(v, t, s) for v, t, s in per_step if s.get('floors_per_step')], lines)
+
+
+def floor_table(workload, rows, lines):
+    """Each phase per step beside its floor (lmtrain_workloads' phase_floors_json) and the ratio."""
+    if not rows:
+        return
+    lines += ['', f'Each phase against its floor ({workload}, per LM step; floor: the least time '
+              'the phase could take at the rates measured in the same process — products at the '
+              'square-GEMM rate, activations at the rate of the backend\'s own activation loop on '
+              'a large buffer, J\'s bytes at the copy bandwidth; see `phase_floors_json` in '
+              '`bench/lmtrain_workloads.cpp`). "step" compares the median step time with the sum '
+              'of the floors.', '',
+              '| set | tool | phase | time | floor | time / floor |', '|---|---|---|---|---|---|']
+    for v, t, s in rows:
+        for p, floor in s['floors_per_step'].items():
+            time = s['phases_per_step'].get(p)
+            if not floor or time is None:
+                continue
+            lines.append(f'| {v} | {t} | {p} | {fmt_time(time)} | {fmt_time(floor)} | '
+                         f'{time / floor:.1f} |')
+        if s.get('step_floor_s') and s.get('median_step_s'):
+            lines.append(f"| {v} | {t} | **step** | {fmt_time(s['median_step_s'])} | "
+                         f"{fmt_time(s['step_floor_s'])} | "
+                         f"{s['median_step_s'] / s['step_floor_s']:.1f} |")
 
 
 def chart(workload, runs, out_png, raw):

@@ -303,7 +303,7 @@ fashion_workload() {
     run W4 "$variant" lmtrain "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy_sqrt
     run W4 "$variant" torch-lm "$rep" "$python_peer" "$bench/peers/torch_lm.py" W4 "${e[@]}"
     run W4 "$variant" lmtrain-ce "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy
-    run W4 "$variant" lmtrain-peerdamp "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy_sqrt --per-sample-damping
+    run W4 "$variant" lmtrain-peerdamp "$rep" "$lmtrain_bin" W4 "${e[@]}" --loss cross_entropy_sqrt --damping multiplicative --no-geodesic --per-sample-damping
     run W4 "$variant" torch-adam "$rep" "$python_peer" "$bench/peers/torch_lm.py" W4 "${e[@]}" --optimizer adam
   }
   # Warm-up (rep 0, not reported): one epoch of one batch of each tool.
@@ -317,7 +317,7 @@ fashion_workload() {
 The first $w4_train_rows training and $w4_test_rows test images of Fashion-MNIST (Debian \`dataset-fashion-mnist\`, gzip IDX; the subset of the CI test \`tests/cli/fashion_cnn_test.cpp\`), standardized per pixel with the training subset's mean and standard deviation (run.toml's \`normalize_inputs = "standardize"\`); $w4_epochs epochs of $batches shuffled batches of 2 000 (= $(( w4_epochs * batches )) steps), float32; the network of \`examples/fashion-cnn/run.toml\` (1 026 parameters), PyTorch's default initialization.
 
 * **Loss.** run.toml's \`cross_entropy\` (exact generalized Gauss–Newton, 10 residual rows per image) has no torch-levenberg-marquardt equivalent. The closest it offers, \`CrossEntropyLoss\`, squares one residual √CE per image — lmtrain's \`cross_entropy_sqrt\`. The **lmtrain** row uses that, so the lmtrain/torch-lm ratios compare the same least-squares problem (2 000 residual rows per step); **lmtrain-ce** is run.toml's exact-GGN loss (20 000 rows per step), for reference. Train and test loss are the mean cross-entropy (\`nn.CrossEntropyLoss\`) for every tool; accuracy is argmax on the $w4_test_rows test images.
-* **Damping.** Both LM tools as in W1/W2: λ₀ = 1e-3, ×10 on rejection, ×0.1 on acceptance, λ ∈ [1e-10, 1e10], 10 attempts per step, learning rate 1; torch-levenberg-marquardt with its QR solve and its division of JᵀJ and Jᵀr by the batch size (so the same λ damps it 2 000 times more). **lmtrain-peerdamp** is the lmtrain row with λ₀, λ_min and λ_max multiplied by the batch's 2 000 samples (\`--per-sample-damping\`): the peer's damping in effect, step for step.
+* **Damping.** **lmtrain** and **lmtrain-ce** use lmtrain's defaults (Nielsen damping with geodesic acceleration). torch-levenberg-marquardt uses its own: λ₀ = 1e-3, ×10 on rejection, ×0.1 on acceptance, λ ∈ [1e-10, 1e10], 10 attempts per step, learning rate 1, its QR solve, and JᵀJ and Jᵀr divided by the batch size (so the same λ damps it 2 000 times more). **lmtrain-peerdamp** runs that algorithm (\`--damping multiplicative --no-geodesic --per-sample-damping\`: λ₀, λ_min and λ_max × 2 000): the peer's damping in effect, step for step.
 * **torch-adam.** \`torch.optim.Adam\` at PyTorch's defaults (lr 1e-3) on \`nn.CrossEntropyLoss\`, same batches and epochs: the first-order peer of WORKLOADS.md. $(( w4_epochs * batches )) steps are far too few for it; the row shows what an LM step buys per epoch, not what Adam reaches with many more, much cheaper steps. Its ratios compare an LM step with an Adam step.
 EOF
 }
