@@ -24,7 +24,7 @@ class CholeskySolver final : public LinearSolver<T> {
     return true;
   }
   bool solve(double lambda, T* delta) override {
-    backend_.copy(ne_->a.data(), factor_.data(), n_ * n_);
+    backend_.copy_upper(n_, ne_->a.data(), factor_.data());  // potrf reads only this triangle
     backend_.add_diagonal(n_, factor_.data(), static_cast<T>(lambda), d_);
     if (backend_.potrf(n_, factor_.data()) != 0) return false;
     return solve_again(ne_->g.data(), delta);

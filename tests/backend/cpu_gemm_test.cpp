@@ -63,5 +63,23 @@ TEST(CpuGemm, DegenerateAndGeneralShapesOnEveryTransposeMatchANaiveProduct) {
         }
 }
 
+TEST(CpuBackendMatrix, CopyUpperCopiesTheUpperTriangleAndLeavesTheLowerAlone) {
+  // The Cholesky solver's copy of A on every λ retry: potrf reads only the upper triangle
+  // (row-major), so only it is copied.  Sizes below and above the OpenMP threshold.
+  auto backend = make_cpu_backend<float>();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{61}, std::size_t{769}}) {
+    Rng rng(n);
+    std::vector<float> src(n * n), dst(n * n);
+    for (auto& v : src) v = static_cast<float>(rng.normal());
+    for (auto& v : dst) v = static_cast<float>(rng.normal());
+    const std::vector<float> before = dst;
+    backend->copy_upper(n, src.data(), dst.data());
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        ASSERT_EQ(dst[i * n + j], j >= i ? src[i * n + j] : before[i * n + j])
+            << "n = " << n << " at (" << i << ", " << j << ")";
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain

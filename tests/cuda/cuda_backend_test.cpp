@@ -566,6 +566,25 @@ TYPED_TEST(CudaBackendTest, PackAndUnpackUpper) {
   }
 }
 
+TYPED_TEST(CudaBackendTest, CopyUpperMatchesTheCpu) {
+  // The Cholesky solver's copy of A on every λ retry: the upper triangle only, the strict lower
+  // one of the destination untouched.  Exact copies: the CPU's result bit for bit; n = 2 000 makes
+  // the grid-stride loop wrap.
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{33}, kLargeN}) {
+    SCOPED_TRACE(n);
+    const std::vector<T> a = this->random(n * n), other = this->random(n * n);
+    DeviceBuffer<T> da = this->upload(a), db = this->upload(other);
+    gpu.copy_upper(n, da.data(), db.data());
+    std::vector<double> want = this->widen(other);
+    const std::vector<double> a64 = this->widen(a);
+    cpu.copy_upper(n, a64.data(), want.data());
+    EXPECT_EQ(this->download(db), want);
+  }
+}
+
 TYPED_TEST(CudaBackendTest, ColumnSumsOfSquaresOverRowChunks) {
   // diag(JᵀJ) as the CG preconditioner and Marquardt's D read it.  Shapes: W1's 61 columns over
   // 20 000 rows (many row chunks, a second pass), a tall thin slice (one column block), a wide

@@ -110,6 +110,10 @@ class Backend {
                         T* c) = 0;
   // Copies the upper triangle (row-major) into the lower one.
   virtual void symmetrize_upper(std::size_t n, T* a) = 0;
+  // dst's upper triangle (row-major, diagonal included) = src's; dst's strict lower triangle is
+  // left as it was.  What a factorization of the upper triangle needs of A: half the bytes of a
+  // full copy (the Cholesky solver's copy of A on every λ retry).
+  virtual void copy_upper(std::size_t n, const T* src, T* dst) = 0;
 
   // ---- dense factorizations on the upper triangle (row-major) -----------------------------------
   // Cholesky in place; returns 0 on success, k > 0 if the leading minor of order k is not

@@ -250,6 +250,12 @@ class CpuBackend final : public Backend<T> {
       for (std::size_t j = 0; j < i; ++j) a[i * n + j] = a[j * n + i];
   }
 
+  void copy_upper(std::size_t n, const T* src, T* dst) override {
+#pragma omp parallel for if (n * n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i)
+      std::memcpy(dst + i * n + i, src + i * n + i, (n - i) * sizeof(T));
+  }
+
   int potrf(std::size_t n, T* a) override {
     SerialBlasScope serial(work(n, n, n) / 3);
     const lapack_int info = lapack_potrf(li(n), a);

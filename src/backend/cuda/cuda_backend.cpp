@@ -337,6 +337,10 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     cuda::symmetrize_upper(stream(), n, a);
   }
+  void copy_upper(std::size_t n, const T* src, T* dst) override {
+    bind(device_);
+    cuda::copy_upper(stream(), n, src, dst);
+  }
 
   // ---- factorizations ---------------------------------------------------------------------------
   int potrf(std::size_t n, T* a) override {

@@ -186,6 +186,18 @@ __global__ void pack_upper_kernel(std::size_t n, const T* a, T* packed, bool unp
   }
 }
 
+// dst's upper triangle = src's: one thread per entry of the packed upper triangle (none for the
+// lower one), the row recovered as pack_upper does.
+template <typename T>
+__global__ void copy_upper_kernel(std::size_t n, const T* src, T* dst) {
+  const std::size_t count = n * (n + 1) / 2;
+  for (std::size_t idx = thread_index(); idx < count; idx += grid_size()) {
+    const std::size_t i = packed_row(idx, n);
+    const std::size_t j = i + (idx - (i * n - i * (i == 0 ? 0 : i - 1) / 2));
+    dst[i * n + j] = src[i * n + j];
+  }
+}
+
 // out_c = Σ_r J[r, c]², parallel over rows as well as columns: block (x, y) covers kTile columns
 // and row chunk y, its kTileRows row lanes striding through the chunk (a warp reads kTile
 // consecutive columns of one row: coalesced), summing in double.  The lanes' sums are added in
@@ -242,6 +254,13 @@ void unpack_upper(cudaStream_t stream, std::size_t n, const T* packed, T* a) {
   CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+void copy_upper(cudaStream_t stream, std::size_t n, const T* src, T* dst) {
+  if (n == 0) return;
+  copy_upper_kernel<<<blocks_for(n * (n + 1) / 2), kThreads, 0, stream>>>(n, src, dst);
+  CUDA_CHECK_LAUNCH();
+}
+
 std::size_t column_sum_chunks(std::size_t m, std::size_t n) {
   // Enough blocks to fill a GPU (132 SMs × 8 resident blocks of 256 threads on an H100) when
   // n alone gives too few, each chunk at least 64 rows (8 per lane); never more than the grid's
@@ -277,6 +296,7 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
   template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,   \
                                           std::size_t, double*, T*);                          \
   template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                           \
+  template void copy_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
   template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*); \
   template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, \
                                          const T*, T*, T*);                                   \
