@@ -112,8 +112,7 @@ void standardize_inputs(fann_train_data* train, fann_train_data* test) {
     std::copy(train->input[s], train->input[s] + cols, rows.begin() + std::size_t{s} * cols);
   const auto stats = lmtrain::io::Standardization::fit(std::span<const fann_type>(rows), cols);
   for (fann_train_data* d : {train, test})
-    for (unsigned s = 0; s < d->num_data; ++s)
-      stats.apply(std::span<fann_type>(d->input[s], cols));
+    for (unsigned s = 0; s < d->num_data; ++s) stats.apply(std::span<fann_type>(d->input[s], cols));
 }
 
 [[noreturn]] void fail(const std::string& message) {
