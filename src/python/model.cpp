@@ -124,6 +124,7 @@ void bind_model(nb::module_& m) {
           [](const M& f) {
             return numpy_array(std::vector<double>(f.parameters), {f.parameters.size()});
           },
+          nb::rv_policy::automatic,
           "The flat parameter vector (float64 copy), in the library's order: per layer W then b.")
       .def_prop_ro(
           "parameter_dtype",
@@ -132,14 +133,18 @@ void bind_model(nb::module_& m) {
                                                                              : "float64");
           },
           "float32 or float64: the training precision.")
-      .def_prop_ro("input_mean",
-                   [](const M& f) { return optional_vector(f.normalization.inputs.mean); })
-      .def_prop_ro("input_std",
-                   [](const M& f) { return optional_vector(f.normalization.inputs.scale); })
-      .def_prop_ro("target_mean",
-                   [](const M& f) { return optional_vector(f.normalization.targets.mean); })
-      .def_prop_ro("target_std",
-                   [](const M& f) { return optional_vector(f.normalization.targets.scale); })
+      .def_prop_ro(
+          "input_mean", [](const M& f) { return optional_vector(f.normalization.inputs.mean); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "input_std", [](const M& f) { return optional_vector(f.normalization.inputs.scale); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "target_mean", [](const M& f) { return optional_vector(f.normalization.targets.mean); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "target_std", [](const M& f) { return optional_vector(f.normalization.targets.scale); },
+          nb::rv_policy::automatic)
       .def_ro("loss", &M::loss)
       .def_prop_ro("task", [](const M& f) { return std::string(io::to_string(f.task)); })
       .def_ro("num_classes", &M::num_classes)
