@@ -22,8 +22,7 @@ void Dense<T>::forward(Backend<T>& backend, const T* params, const T* in, std::s
                        T* /*saved*/) const {
   const T* w = params;
   const T* b = params + out_ * in_;
-  backend.gemm(Trans::kNo, Trans::kYes, batch, out_, in_, T(1), in, in_, w, in_, T(0), out, out_);
-  backend.add_bias_rows(batch, out_, b, out);
+  backend.dense_forward(batch, out_, in_, in, w, b, out);
 }
 
 template <typename T>

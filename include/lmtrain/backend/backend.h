@@ -144,6 +144,13 @@ class Backend {
   // ---- neural-network kernels -------------------------------------------------------------------
   // z[r, :] += bias for r < rows.
   virtual void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) = 0;
+  // A dense layer's forward pass z = x·Wᵀ + b (x: batch × in, W: out × in, z: batch × out).  By
+  // default a GEMM and add_bias_rows; a backend fuses them where that pays.
+  virtual void dense_forward(std::size_t batch, std::size_t out, std::size_t in, const T* x,
+                             const T* w, const T* b, T* z) {
+    gemm(Trans::kNo, Trans::kYes, batch, out, in, T(1), x, in, w, in, T(0), z, out);
+    add_bias_rows(batch, out, b, z);
+  }
   virtual void activation_forward(Activation f, std::size_t n, const T* z, T* a) = 0;
   // d = φ'(z), given z and a = φ(z) (kernels use whichever is cheaper).
   virtual void activation_derivative(Activation f, std::size_t n, const T* z, const T* a, T* d) = 0;

@@ -164,6 +164,13 @@ class CpuBackend final : public Backend<T> {
   void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows,
                    T* dst) override {
     const std::size_t count = rows.size();
+    if (cols <= 8) {  // a few values per row: a loop, not a memcpy call per row
+      for (std::size_t i = 0; i < count; ++i) {
+        const T* s = src + static_cast<std::size_t>(rows[i]) * cols;
+        for (std::size_t c = 0; c < cols; ++c) dst[i * cols + c] = s[c];
+      }
+      return;
+    }
 #pragma omp parallel for if (count * cols > kParallelThreshold)
     for (std::size_t i = 0; i < count; ++i)
       std::memcpy(dst + i * cols, src + static_cast<std::size_t>(rows[i]) * cols, cols * sizeof(T));
@@ -217,6 +224,7 @@ class CpuBackend final : public Backend<T> {
             std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) override {
     if (m == 0 || n == 0) return;
     SerialBlasScope serial(work(m, n, k));
+    if (cpu::degenerate_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
     blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb),
               beta, c, bi(ldc));
   }
@@ -307,9 +315,36 @@ class CpuBackend final : public Backend<T> {
   }
 
   void add_bias_rows(std::size_t rows, std::size_t cols, const T* bias, T* z) override {
+    if (cols == 1) {  // one output: a single broadcast value
+      const T b = bias[0];
+      for (std::size_t r = 0; r < rows; ++r) z[r] += b;
+      return;
+    }
 #pragma omp parallel for if (rows * cols > kParallelThreshold)
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t c = 0; c < cols; ++c) z[r * cols + c] += bias[c];
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* __restrict zr = z + r * cols;
+      const T* __restrict br = bias;
+      for (std::size_t c = 0; c < cols; ++c) zr[c] += br[c];
+    }
+  }
+  // z = x·Wᵀ + b in one pass when the layer has few inputs (W1's first layer has one): a GEMM
+  // with k ≤ 4 is all packing overhead.
+  void dense_forward(std::size_t batch, std::size_t out, std::size_t in, const T* x, const T* w,
+                     const T* b, T* z) override {
+    if (in > 4 || out == 1) {
+      Backend<T>::dense_forward(batch, out, in, x, w, b, z);
+      return;
+    }
+#pragma omp parallel for if (batch * out * in > kParallelThreshold)
+    for (std::size_t r = 0; r < batch; ++r) {
+      T* __restrict zr = z + r * out;
+      const T* xr = x + r * in;
+      for (std::size_t o = 0; o < out; ++o) zr[o] = b[o];
+      for (std::size_t i = 0; i < in; ++i) {
+        const T xi = xr[i];
+        for (std::size_t o = 0; o < out; ++o) zr[o] += xi * w[o * in + i];
+      }
+    }
   }
   void activation_forward(Activation f, std::size_t n, const T* z, T* a) override {
     parallel_chunks(n, kParallelThreshold, [&](std::size_t begin, std::size_t end) {
@@ -337,6 +372,12 @@ class CpuBackend final : public Backend<T> {
       const T* gr = g_out + r * out;
       const T* ar = a_in + (r / group) * in;
       T* jr = j + r * ldj;
+      if (in == 1) {  // a one-input layer: one product per output, vectorized over them
+        const T a0 = ar[0];
+        for (std::size_t o = 0; o < out; ++o) jr[o] = gr[o] * a0;
+        std::memcpy(jr + out, gr, out * sizeof(T));
+        continue;
+      }
       for (std::size_t o = 0; o < out; ++o) {
         const T go = gr[o];
         T* jw = jr + o * in;
