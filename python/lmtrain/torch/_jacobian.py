@@ -45,6 +45,15 @@ def _unsqueezed(x: Any) -> Any:
     return x.unsqueeze(0)
 
 
+def model_inputs(x: Any) -> tuple:
+    """The positional arguments of forward: a tuple or list of tensors is several inputs."""
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def call_model(model: torch.nn.Module, x: Any) -> torch.Tensor:
+    return model(*model_inputs(x))
+
+
 def _rows(x: Any, start: int, stop: int) -> Any:
     if isinstance(x, (tuple, list)):
         return type(x)(_rows(v, start, stop) for v in x)
@@ -74,7 +83,8 @@ class PerSampleJacobian:
         self.buffers = dict(model.named_buffers())
 
         def residuals(params: dict[str, torch.Tensor], x: Any, y: torch.Tensor) -> torch.Tensor:
-            z = functional_call(model, (params, self.buffers), (_unsqueezed(x),)).squeeze(0)
+            z = functional_call(model, (params, self.buffers),
+                                model_inputs(_unsqueezed(x))).squeeze(0)
             return loss.residuals(z, y)
 
         transform = jacrev if mode == "jacrev" else jacfwd

@@ -26,7 +26,7 @@ import torch
 
 from .. import _core
 from ._jacobian import (BatchedReverseJacobian, PerSampleJacobian, _rows, batch_size,
-                        resolve_mode)
+                        call_model, resolve_mode)
 from ._losses import Loss
 from ._native import NativePath, native_architecture
 
@@ -255,6 +255,17 @@ class LevenbergMarquardt:
         self.last_report = report
         return report
 
+    def normal_equations(self, x: Any, y: Any = None) -> tuple[float, torch.Tensor, torch.Tensor]:
+        """F, A = JᵀJ and g = Jᵀr at the current parameters, as the step builds them (slice by
+        slice, in the library): for inspection and tests.  Not on the fast path."""
+        if self._native is not None:
+            raise RuntimeError("normal_equations() is not available on the fast path; construct "
+                               "the optimizer with fast_path=False")
+        self._check_inputs(x, y)
+        f0, _, _ = self._linearize(self._flat(), x, y, dict.fromkeys(PHASES, 0.0))
+        return (f0, torch.from_numpy(self._system.normal_matrix()),
+                torch.from_numpy(self._system.gradient()))
+
     def _objective_and_residuals(self, x: Any, y: Any, need_residuals: bool,
                                  graph: bool = False) -> tuple[float, torch.Tensor | None]:
         """F (and the residual vector) at the current parameters."""
@@ -263,7 +274,7 @@ class LevenbergMarquardt:
                 r = self._residual_vector(x, y, graph)
             return 0.5 * float((r.detach().double() ** 2).sum()), r
         with torch.no_grad():
-            z = self.model(x)
+            z = call_model(self.model, x)
             targets = self._targets(y, z)
             f = self.loss.objective(z, targets)
             r = self.loss.residuals(z, targets).reshape(-1) if need_residuals else None
@@ -335,7 +346,7 @@ class LevenbergMarquardt:
         self._check_buffers(before)
         b = batch_size(x)
         with torch.no_grad():
-            z = self.model(_rows(x, 0, 1))
+            z = call_model(self.model, _rows(x, 0, 1))
         outputs = z.shape[1]
         per_sample = self.loss.residuals_per_sample(outputs)
         mode = resolve_mode(self._jacobian_mode, None, per_sample, self.n)
@@ -537,5 +548,5 @@ class LevenbergMarquardt:
             return 2 * total_f / total_rows
         with torch.no_grad():
             x0 = next(iter(self._batches(data, None)))[0]
-            outputs = self.model(_rows(x0, 0, 1)).shape[1]
+            outputs = call_model(self.model, _rows(x0, 0, 1)).shape[1]
         return self.loss.reported(total_f, total_b, outputs)
