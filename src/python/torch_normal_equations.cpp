@@ -148,6 +148,29 @@ class DampedNormalEquations {
     return valid;
   }
 
+  // Geodesic acceleration of the last valid solve (GeodesicAcceleration::correct): a' = (A +
+  // λD)⁻¹·rhs with that solve's factorization, rhs = Jᵀr_vv computed by the caller; when a' is
+  // finite and 2‖a'‖ ≤ geodesic_ratio·lr‖δ‖, δ ← δ + a'/(2·lr), written into `delta`, and true.
+  // False leaves δ as it was.
+  bool correct_geodesic(const ReadOnlyCpuArray& rhs, double learning_rate, CpuArray delta) {
+    check_vector(delta, "delta");
+    if (rhs.ndim() != 1 || rhs.shape(0) != ne_.n || !holds<S>(rhs))
+      throw nb::value_error(fmt::format("rhs must be a contiguous vector of {} values of the "
+                                        "system's dtype",
+                                        ne_.n)
+                                .c_str());
+    nb::gil_scoped_release unlocked;
+    const std::size_t n = ne_.n;
+    if (accel_.size() < n) accel_ = backend_->allocate(n);
+    if (!solver_->solve_again(static_cast<const S*>(rhs.data()), accel_.data())) return false;
+    const double a = std::sqrt(backend_->dot(n, accel_.data(), accel_.data()));
+    const double v = learning_rate * std::sqrt(backend_->dot(n, delta_.data(), delta_.data()));
+    if (!std::isfinite(a) || !(2 * a <= options_.geodesic_ratio * v)) return false;
+    backend_->axpy(n, static_cast<S>(0.5 / learning_rate), accel_.data(), delta_.data());
+    backend_->copy(delta_.data(), static_cast<S*>(delta.data()), n);
+    return true;
+  }
+
   // The Gauss–Newton model's reduction F − m(δ) = lr·gᵀδ − ½lr²·(gᵀδ − λ·δᵀDδ) for the δ of the
   // last valid solve (LevenbergMarquardtStep::predicted_reduction).
   double predicted_reduction(double learning_rate) {
@@ -230,6 +253,7 @@ class DampedNormalEquations {
   std::unique_ptr<LinearSolver<S>> solver_;
   DeviceBuffer<S> delta_;
   DeviceBuffer<S> wide_j_, wide_r_;  // mixed precision: the slice widened
+  DeviceBuffer<S> accel_;            // the geodesic correction a'
   bool prepared_ = false;
 };
 
@@ -248,6 +272,9 @@ void bind_damped_normal_equations(nb::module_& m, const char* name) {
            "F at the linearization point; prepares D and the solver.  Returns (finite, ‖g‖∞).")
       .def("solve", &D::solve, nb::arg("delta"),
            "δ = (A + λD)⁻¹g into delta; False when the attempt is invalid.")
+      .def("correct_geodesic", &D::correct_geodesic, nb::arg("rhs"), nb::arg("learning_rate"),
+           nb::arg("delta"),
+           "Geodesic correction of the last δ from rhs = Jᵀr_vv; True when applied to delta.")
       .def("predicted_reduction", &D::predicted_reduction, nb::arg("learning_rate"))
       .def_prop_ro("lambda_", &D::lambda)
       .def("accepted", &D::accepted, nb::arg("gain_ratio"))

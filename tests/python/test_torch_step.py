@@ -21,16 +21,20 @@ def _sequential(seed: int, outputs: int = 2, activation=torch.nn.Tanh) -> torch.
 @pytest.mark.parametrize("loss", ["mse", "cross_entropy", "huber"])
 def test_torch_path_step_equals_native_step(loss: str, damping: str) -> None:
     g = torch.Generator().manual_seed(11)
-    x = torch.randn(40, 3, generator=g, dtype=torch.float64)
-    y = (torch.randint(0, 2, (40,), generator=g) if loss == "cross_entropy"
-         else torch.randn(40, 2, generator=g, dtype=torch.float64))
+    # 200 residuals for 122 parameters: the native step chooses cholesky (not the dual form),
+    # with geodesic acceleration, as the torch path does.
+    x = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    y = (torch.randint(0, 2, (100,), generator=g) if loss == "cross_entropy"
+         else torch.randn(100, 2, generator=g, dtype=torch.float64))
     torch_model, native_model = _sequential(3), _sequential(3)
     on_torch = lt.LevenbergMarquardt(torch_model, loss=loss, damping=damping, fast_path=False,
                                      slice_size=7)
     native = lt.LevenbergMarquardt(native_model, loss=loss, damping=damping)
     assert on_torch.path == "torch.func jacrev" and native.path == "native"
+    geodesic_applied = 0
     for _ in range(4):
         a, b = on_torch.step(x, y), native.step(x, y)
+        geodesic_applied += a.geodesic_applied
         assert (a.accepted, a.attempts, a.rejected) == (b.accepted, b.attempts, b.rejected)
         assert a.lambda_ == pytest.approx(b.lambda_, rel=1e-10)
         assert a.loss_after == pytest.approx(b.loss_after, rel=1e-10)
@@ -38,6 +42,38 @@ def test_torch_path_step_equals_native_step(loss: str, damping: str) -> None:
                                    rtol=0, atol=1e-10)
     assert on_torch.state_dict()["lambda"] == pytest.approx(native.state_dict()["lambda"],
                                                             rel=1e-10)
+    if (loss, damping) == ("mse", "nielsen"):  # (the others refuse every correction here)
+        assert geodesic_applied > 0
+
+
+def test_geodesic_step_equals_numpy_reference() -> None:
+    # Transtrum & Sethna's correction: a' = (A + λI)⁻¹Jᵀr_vv with r_vv by central differences
+    # (h = 0.1) along v = −δ, δ ← δ + a'/2, kept when 2‖a'‖ ≤ 0.75‖δ‖.
+    model = _model(seed=12, outputs=2)
+    reference = copy.deepcopy(model)
+    x, y = _data(60, 2, "mse", seed=13)
+    lam = 30.0
+    residuals = lambda f: (f(*x) - y).reshape(-1)  # noqa: E731
+    j = reference_jacobian(reference, residuals).numpy()
+    theta = flat_parameters(reference).numpy()
+    r = residuals(reference).detach().numpy()
+    a = j.T @ j + lam * np.eye(theta.size)
+    delta = np.linalg.solve(a, j.T @ r)
+
+    def at(point):
+        m = copy.deepcopy(reference)
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(point), m.parameters())
+        return residuals(m).detach().numpy()
+
+    r_vv = (at(theta - 0.1 * delta) + at(theta + 0.1 * delta) - 2 * r) / 0.01
+    correction = np.linalg.solve(a, j.T @ r_vv)
+    assert 2 * np.linalg.norm(correction) <= 0.75 * np.linalg.norm(delta)
+    expected = theta - (delta + correction / 2)
+    assert 0.5 * at(expected) @ at(expected) < 0.5 * r @ r  # the trial is accepted
+    report = lt.LevenbergMarquardt(model, damping="multiplicative", lambda_initial=lam,
+                                   slice_size=16).step(x, y)
+    assert report.accepted and report.geodesic_applied == 1
+    np.testing.assert_allclose(flat_parameters(model).numpy(), expected, rtol=0, atol=1e-10)
 
 
 def _reference_step(model, x, y, lam: float, marquardt: bool):
@@ -70,7 +106,7 @@ def test_step_equals_numpy_reference_on_a_non_sequential_model(marquardt: bool) 
         expected, lam_next = _reference_step(model, x, y, lam, marquardt)
         opt = lt.LevenbergMarquardt(model, damping="multiplicative", lambda_initial=lam,
                                     damping_matrix="marquardt" if marquardt else "identity",
-                                    slice_size=8)
+                                    slice_size=8, geodesic_acceleration=False)
         report = opt.step(x, y)
         assert report.accepted
         np.testing.assert_allclose(flat_parameters(model).numpy(), expected, rtol=0, atol=1e-10)

@@ -23,14 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
+from torch.nn.utils.stateless import _reparametrize_module
 
 from .. import _core
 from ._jacobian import (BatchedReverseJacobian, PerSampleJacobian, _rows, batch_size,
                         call_model, resolve_mode)
+
+batch_size_of = batch_size  # fit() has an argument of that name
 from ._losses import Loss
 from ._native import NativePath, native_architecture
 
-PHASES = ("forward", "jacobian", "normal_equations", "factorization", "trial_evaluation")
+PHASES = ("forward", "jacobian", "normal_equations", "factorization", "trial_evaluation",
+          "geodesic")
 
 
 @dataclass
@@ -52,6 +56,8 @@ class StepReport:
     path: str  # "native" or "torch.func jacrev" / "… jacfwd" / "autograd"
     slice_size: int  # samples (or residual rows, for a residual_fn) per Jacobian slice
     termination: str = ""  # why training should stop after this step ("" : it need not)
+    geodesic_applied: int = 0  # attempts whose trial included the geodesic correction
+    geodesic_refused: int = 0  # attempts whose correction failed the ratio test
     phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -128,7 +134,6 @@ class LevenbergMarquardt:
 
         self.options = _core.SolverOptions()
         self.options.damping = damping
-        self.options.geodesic_acceleration = False
         for name, value in options.items():
             if not hasattr(self.options, name):
                 raise TypeError(f"LevenbergMarquardt() got an unexpected keyword argument "
@@ -168,6 +173,11 @@ class LevenbergMarquardt:
             self._system = (_core.DampedNormalEquations64 if self.precision == "float64"
                             else _core.DampedNormalEquations32)(self.n, self.options)
             self._jacobian_mode = jacobian
+        # Geodesic acceleration as the library applies it: asked for and a direct solver.
+        self._geodesic = bool(self.options.geodesic_acceleration) and \
+            self.options.linear_solver in ("auto", "cholesky", "eigen")
+        self._r0: torch.Tensor | None = None
+        self._graph_r: torch.Tensor | None = None
         self._delta = torch.empty(self.n, dtype=self.system_dtype)
         self.last_report: StepReport | None = None
 
@@ -252,6 +262,8 @@ class LevenbergMarquardt:
             except BaseException:
                 self._assign(theta)
                 raise
+            finally:
+                self._r0 = self._graph_r = None  # the step's residuals and graph
         self.last_report = report
         return report
 
@@ -265,6 +277,22 @@ class LevenbergMarquardt:
         f0, _, _ = self._linearize(self._flat(), x, y, dict.fromkeys(PHASES, 0.0))
         return (f0, torch.from_numpy(self._system.normal_matrix()),
                 torch.from_numpy(self._system.gradient()))
+
+    def _at(self, flat: torch.Tensor) -> Any:
+        """A context in which the module computes with the parameters `flat` (a trial point)
+        instead of its own, which stay untouched: autograd graphs built at θ stay valid, and an
+        exception leaves the model as it was."""
+        flat = flat.to(self.dtype)
+        params, offset = {}, 0
+        for name, p in zip(self._names, self._params):
+            params[name] = flat[offset:offset + p.numel()].view_as(p)
+            offset += p.numel()
+        return _reparametrize_module(self.model, params)
+
+    def _evaluate_at(self, flat: torch.Tensor, x: Any, y: Any,
+                     need_residuals: bool) -> tuple[float, torch.Tensor | None]:
+        with self._at(flat):
+            return self._objective_and_residuals(x, y, need_residuals)
 
     def _objective_and_residuals(self, x: Any, y: Any, need_residuals: bool,
                                  graph: bool = False) -> tuple[float, torch.Tensor | None]:
@@ -332,7 +360,8 @@ class LevenbergMarquardt:
             times["forward"] += time.perf_counter() - t
             rows = self._slice_rows(m, 1)
             jac = BatchedReverseJacobian(r, self._params)
-            rd = r.detach()
+            rd = self._r0 = r.detach()
+            self._graph_r = r
             for start in range(0, m, rows):
                 stop = min(m, start + rows)
                 t = time.perf_counter()
@@ -344,6 +373,7 @@ class LevenbergMarquardt:
             return f0, m, rows
         f0, r = self._objective_and_residuals(x, y, True)
         self._check_buffers(before)
+        self._r0, self._graph_r = r, None
         b = batch_size(x)
         with torch.no_grad():
             z = call_model(self.model, _rows(x, 0, 1))
@@ -420,13 +450,19 @@ class LevenbergMarquardt:
                     return report
                 continue
             predicted = self._system.predicted_reduction(lr)
+            if self._geodesic:
+                t = time.perf_counter()
+                applied = self._accelerate(theta_system, lr, x, y)
+                report.geodesic_applied += applied
+                report.geodesic_refused += not applied
+                times["geodesic"] += time.perf_counter() - t
             t = time.perf_counter()
-            trial = (theta_system - lr * self._delta).to(self.dtype)
-            self._assign(trial)
-            f1, _ = self._objective_and_residuals(x, y, False)
+            trial = theta_system - lr * self._delta
+            f1, _ = self._evaluate_at(trial, x, y, False)
             times["trial_evaluation"] += time.perf_counter() - t
             report.step_norm = lr * float(self._delta.double().norm())
             if math.isfinite(f1) and f1 < f0:
+                self._assign(trial.to(self.dtype))
                 report.accepted = True
                 report.gain_ratio = (f0 - f1) / predicted if predicted > 0 else 0.0
                 self._system.accepted(report.gain_ratio)
@@ -439,7 +475,6 @@ class LevenbergMarquardt:
                         opts.parameter_tolerance * (param_norm + opts.parameter_tolerance):
                     report.termination = "parameter_tolerance"
                 return report
-            self._assign(theta)
             report.rejected += 1
             if opts.parameter_tolerance > 0:
                 param_norm = float(theta.double().norm())
@@ -451,6 +486,25 @@ class LevenbergMarquardt:
                 report.termination = "lambda_above_max"
                 return report
         return report
+
+    def _accelerate(self, theta: torch.Tensor, lr: float, x: Any, y: Any) -> bool:
+        """The geodesic correction of the attempt's δ (GeodesicAcceleration in the library):
+        r_vv = (r(θ + hv) − 2r(θ) + r(θ − hv))/h² along v = −lr·δ, Jᵀr_vv by one backward pass
+        through the residuals' graph at θ, and the library's solve with the attempt's
+        factorization and ratio test."""
+        h = self.options.geodesic_step
+        _, plus = self._evaluate_at(theta - h * lr * self._delta, x, y, True)
+        _, minus = self._evaluate_at(theta + h * lr * self._delta, x, y, True)
+        r_vv = (plus + minus - 2 * self._r0) / (h * h)
+        if self._graph_r is None:  # a built-in loss: the residuals' graph at θ, once per step
+            with torch.enable_grad():
+                z = call_model(self.model, x)
+                self._graph_r = self.loss.residuals(z, self._targets(y, z.detach())).reshape(-1)
+        grads = torch.autograd.grad(self._graph_r, self._params, grad_outputs=r_vv,
+                                    retain_graph=True, allow_unused=True)
+        rhs = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                         for g, p in zip(grads, self._params)]).to(self.system_dtype)
+        return self._system.correct_geodesic(rhs.contiguous(), lr, self._delta)
 
     def _reported(self, objective: float, x: Any, m: int) -> float:
         if self.loss is None:
@@ -464,11 +518,13 @@ class LevenbergMarquardt:
             callbacks: Iterable[Callable[[int, float, float], Any]] = (), *,
             batch_size: int | None = None, loss_goal: float = 0.0,
             max_time_seconds: float = 0.0, max_validation_failures: int = 6,
-            restore_best: bool = True, verbose: bool = False) -> list[dict[str, float]]:
+            restore_best: bool = True, shuffle: bool = True, seed: int = 0,
+            verbose: bool = False) -> list[dict[str, float]]:
         """Trains for up to ``epochs`` passes over ``data`` and returns one record per epoch.
 
-        ``data`` is a tuple (x, y) of tensors (split into ``batch_size`` batches; full batch by
-        default) or any iterable of (x, y) batches, such as a DataLoader.  It stops, as
+        ``data`` is a tuple (x, y) of tensors (split into ``batch_size`` batches, full batch by
+        default, the rows reshuffled every epoch when ``shuffle``, seeded by ``seed``) or any
+        iterable of (x, y) batches, such as a DataLoader.  It stops, as
         ``lmtrain fit`` does, at the first of: ``epochs``; the training loss ≤ ``loss_goal``;
         ``max_time_seconds``; ``max_validation_failures`` epochs without a better validation
         loss (then the best validation model is restored when ``restore_best``); or a step's own
@@ -481,11 +537,15 @@ class LevenbergMarquardt:
         history: list[dict[str, float]] = []
         best, best_state, failures = math.inf, None, 0
         progress = EpochProgress(epochs) if verbose else None
+        generator = torch.Generator().manual_seed(seed)
         try:
             for epoch in range(1, epochs + 1):
                 t = time.perf_counter()
                 stop = ""
-                for xb, yb in self._batches(data, batch_size):
+                order = None
+                if shuffle and self._is_pair(data) and batch_size:
+                    order = torch.randperm(batch_size_of(data[0]), generator=generator)
+                for xb, yb in self._batches(data, batch_size, order):
                     report = self.step(xb, yb)
                     if report.termination:
                         stop = report.termination
@@ -525,15 +585,28 @@ class LevenbergMarquardt:
         return history
 
     @staticmethod
-    def _batches(data: Any, size: int | None) -> Iterable[tuple[Any, Any]]:
-        if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], torch.Tensor) \
-                or isinstance(data, tuple) and len(data) == 2 and data[1] is None:
-            x, y = data
-            b = batch_size(x)
-            size = b if not size else int(size)
-            return [(_rows(x, s, min(b, s + size)),
-                     None if y is None else y[s:min(b, s + size)]) for s in range(0, b, size)]
-        return data
+    def _is_pair(data: Any) -> bool:
+        return isinstance(data, tuple) and len(data) == 2 and (
+            isinstance(data[1], torch.Tensor) or data[1] is None)
+
+    @classmethod
+    def _batches(cls, data: Any, size: int | None,
+                 order: torch.Tensor | None = None) -> Iterable[tuple[Any, Any]]:
+        """(x, y) in batches of `size` rows (all when None), in `order` when given; any other
+        iterable as it is."""
+        if not cls._is_pair(data):
+            return data
+        x, y = data
+        b = batch_size_of(x)
+        size = b if not size else int(size)
+
+        def rows(t: Any, s: int) -> Any:
+            if order is None:
+                return _rows(t, s, min(b, s + size))
+            index = order[s:min(b, s + size)]
+            return type(t)(v[index] for v in t) if isinstance(t, (tuple, list)) else t[index]
+
+        return [(rows(x, s), None if y is None else rows(y, s)) for s in range(0, b, size)]
 
     def evaluate(self, data: Any) -> float:
         """The reported loss (PyTorch's mean reduction) over (x, y) or an iterable of batches."""
