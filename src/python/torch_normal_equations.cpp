@@ -180,6 +180,11 @@ class DampedNormalEquations {
            0.5 * learning_rate * learning_rate * (g_delta - damping_.lambda() * delta_d_delta);
   }
 
+  // A's and g's own storage, for summing them over ranks in place (torch.distributed): rows of A
+  // above the diagonal are the valid ones, the rest stays 0 between begin() and finish().
+  S* normal_matrix_data() { return ne_.a.data(); }
+  S* gradient_data() { return ne_.g.data(); }
+
   double lambda() const { return damping_.lambda(); }
   void accepted(double gain_ratio) { damping_.accepted(gain_ratio); }
   bool rejected() { return damping_.rejected(); }
@@ -282,6 +287,20 @@ void bind_damped_normal_equations(nb::module_& m, const char* name) {
       .def("invalid", &D::invalid, "λ up after an invalid attempt; False at lambda_max.")
       .def("state", &D::state, "(λ, ν, floor) of the damping schedule.")
       .def("set_state", &D::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"))
+      .def(
+          "normal_matrix_view",
+          [](D& d) {
+            const std::size_t n = d.parameters();
+            return nb::ndarray<nb::numpy, S, nb::ndim<2>>(d.normal_matrix_data(), {n, n});
+          },
+          nb::rv_policy::reference_internal,
+          "A's storage (upper triangle valid; the rest 0 until finish()), without a copy.")
+      .def(
+          "gradient_view",
+          [](D& d) {
+            return nb::ndarray<nb::numpy, S, nb::ndim<1>>(d.gradient_data(), {d.parameters()});
+          },
+          nb::rv_policy::reference_internal, "g's storage, without a copy.")
       .def("normal_matrix", &D::normal_matrix, "A = JᵀJ (symmetrized copy).")
       .def("gradient", &D::gradient, "g = Jᵀr (copy).");
 }

@@ -94,6 +94,16 @@ class LevenbergMarquardt:
         ``"auto"``, ``"jacrev"``, ``"jacfwd"`` or ``"autograd"`` (see ``_jacobian.py``).
     fast_path : bool or "auto"
         "auto": an nn.Sequential of lmtrain's layers runs on the library's own engine.
+    distributed : bool or "auto"
+        "auto": with torch.distributed initialized (torchrun) and several ranks, data-parallel
+        steps: each rank builds A and g of its shard of the batch, one all-reduce sums A, g and F
+        (gloo on CPUs), and every rank solves the same summed system, so all ranks keep the same
+        parameters.  Trial losses and the geodesic right-hand side are summed too.  A rank that
+        fails while linearizing or evaluating makes every rank raise.
+    shard : bool
+        With several ranks: each rank takes its contiguous share of the batch it is given (all
+        ranks given the same batch, as fit() does with tensors).  False: each rank's batch is
+        already its shard (a DataLoader with a DistributedSampler).
     **options
         Any other field of ``lmtrain._core.SolverOptions`` (``lambda_initial``, ``max_attempts``,
         ``learning_rate``, ``damping_matrix``, ``linear_solver``, the tolerances, …).
@@ -104,6 +114,7 @@ class LevenbergMarquardt:
                  damping: str = "nielsen", precision: str | None = None,
                  memory_budget: int | None = None, slice_size: int | None = None,
                  jacobian: str = "auto", fast_path: bool | str = "auto",
+                 distributed: bool | str = "auto", shard: bool = True,
                  **options: Any) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
@@ -157,8 +168,23 @@ class LevenbergMarquardt:
                              "less precise than the model; use 'float64'")
         self.system_dtype = torch.float64 if self.precision == "float64" else torch.float32
 
+        self._dist: Any = None
+        self._shard = bool(shard)
+        if distributed:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                self._dist = dist
+            elif distributed is True:
+                raise ValueError("distributed=True needs torch.distributed initialized (torchrun) "
+                                 "with more than one rank")
+        if self._dist is not None and fast_path is True:
+            raise ValueError("fast_path=True runs one process; with several ranks the torch path "
+                             "sums A and g over them (fast_path='auto' chooses it)")
+
         self._native: NativePath | None = None
-        use_native = fast_path is True or (fast_path == "auto" and residual_fn is None)
+        use_native = self._dist is None and (
+            fast_path is True or (fast_path == "auto" and residual_fn is None))
         architecture = native_architecture(model) if use_native else None
         if fast_path is True and architecture is None:
             raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
@@ -252,7 +278,20 @@ class LevenbergMarquardt:
         Raises ValueError (parameters unchanged) for inputs on another device, a residual_fn
         whose residuals have the wrong shape or are not finite, or buffers changed by forward.
         """
-        self._check_inputs(x, y)
+        try:
+            b = self._check_inputs(x, y)
+            self._batch_total = b
+            if self._dist is not None and self._shard:
+                ranks, rank = self._dist.get_world_size(), self._dist.get_rank()
+                if b < ranks:
+                    raise ValueError(f"a batch of {b} rows cannot be shared by {ranks} ranks")
+                start, stop = rank * b // ranks, (rank + 1) * b // ranks
+                x = _rows(x, start, stop)
+                y = None if y is None else y[start:stop]
+        except Exception as error:
+            if self._dist is not None:  # the other ranks wait in the linearization's all-reduce
+                self._sum_system(0.0, 0, 0, error)
+            raise
         if self._native is not None:
             report = self._native.step(x, y)
         else:
@@ -340,6 +379,7 @@ class LevenbergMarquardt:
         return r if graph else r.detach()
 
     _rows: int | None = None
+    _batch_total = 0
 
     def _linearize(self, theta: torch.Tensor, x: Any, y: Any,
                    times: dict[str, float]) -> tuple[float, int, int]:
@@ -419,7 +459,10 @@ class LevenbergMarquardt:
     def _step(self, theta: torch.Tensor, x: Any, y: Any) -> StepReport:
         times = dict.fromkeys(PHASES, 0.0)
         opts = self.options
-        f0, m, slice_units = self._linearize(theta, x, y, times)
+        if self._dist is None:
+            f0, m, slice_units = self._linearize(theta, x, y, times)
+        else:
+            f0, m, slice_units = self._linearize_on_ranks(theta, x, y, times)
         t = time.perf_counter()
         finite, gmax = self._system.finish(f0)
         times["factorization"] += time.perf_counter() - t
@@ -458,7 +501,10 @@ class LevenbergMarquardt:
                 times["geodesic"] += time.perf_counter() - t
             t = time.perf_counter()
             trial = theta_system - lr * self._delta
-            f1, _ = self._evaluate_at(trial, x, y, False)
+            if self._dist is None:
+                f1, _ = self._evaluate_at(trial, x, y, False)
+            else:
+                f1 = self._on_ranks(lambda: [self._evaluate_at(trial, x, y, False)[0]])[0]
             times["trial_evaluation"] += time.perf_counter() - t
             report.step_norm = lr * float(self._delta.double().norm())
             if math.isfinite(f1) and f1 < f0:
@@ -504,12 +550,79 @@ class LevenbergMarquardt:
                                     retain_graph=True, allow_unused=True)
         rhs = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
                          for g, p in zip(grads, self._params)]).to(self.system_dtype)
+        if self._dist is not None:
+            rhs = self._sum(rhs)
         return self._system.correct_geodesic(rhs.contiguous(), lr, self._delta)
+
+    # ---- several ranks --------------------------------------------------------------------------
+    def _sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Σ over the ranks, in place (one all-reduce)."""
+        self._dist.all_reduce(values)
+        return values
+
+    def _on_ranks(self, local: Callable[[], list[float]]) -> list[float]:
+        """Σ over the ranks of the values `local` computes, with one all-reduce that also carries
+        whether any rank failed: then every rank raises, the failed one with its own error."""
+        try:
+            values, failure = list(local()), None
+        except Exception as error:  # noqa: BLE001 - re-raised below, on every rank
+            values, failure = [], error
+        width = self._on_ranks_width
+        packed = torch.zeros(width + 1, dtype=torch.float64)
+        if failure is None:
+            packed[:len(values)] = torch.tensor(values, dtype=torch.float64)
+        packed[width] = 1.0 if failure is not None else 0.0
+        self._sum(packed)
+        if failure is not None:
+            raise failure
+        if packed[width] > 0:
+            raise RuntimeError(f"{int(packed[width])} other rank(s) failed in this LM step (their "
+                               "output has the error); parameters are unchanged")
+        return packed[:len(values)].tolist()
+
+    _on_ranks_width = 4
+
+    def _linearize_on_ranks(self, theta: torch.Tensor, x: Any, y: Any,
+                            times: dict[str, float]) -> tuple[float, int, int]:
+        """This rank's A, g, F and m, summed over the ranks by one all-reduce."""
+        try:
+            f0, m, slice_units = self._linearize(theta, x, y, times)
+            failure = None
+        except Exception as error:  # noqa: BLE001 - re-raised below, on every rank
+            f0, m, slice_units, failure = 0.0, 0, 0, error
+        t = time.perf_counter()
+        f0, m = self._sum_system(f0, m, batch_size(x) if failure is None else 0, failure)
+        times["communication"] = times.get("communication", 0.0) + time.perf_counter() - t
+        return f0, m, slice_units
+
+    def _sum_system(self, f0: float, m: int, b: int,
+                    failure: BaseException | None) -> tuple[float, int]:
+        """A, g, F, the residual rows, the batch rows and a failure flag summed over the ranks
+        in one all-reduce; every rank raises when any failed (the failed one its own error)."""
+        a = torch.from_numpy(self._system.normal_matrix_view())
+        g = torch.from_numpy(self._system.gradient_view())
+        n = self.n
+        packed = torch.empty(n * n + n + 4, dtype=torch.float64)
+        packed[:n * n] = a.reshape(-1)
+        packed[n * n:n * n + n] = g
+        packed[n * n + n:] = torch.tensor([f0, float(m), float(b), 1.0 if failure else 0.0],
+                                          dtype=torch.float64)
+        self._sum(packed)
+        if failure is not None:
+            raise failure
+        failed = int(packed[-1])
+        if failed:
+            raise RuntimeError(f"{failed} other rank(s) failed in this LM step (their output has "
+                               "the error); parameters are unchanged")
+        a.copy_(packed[:n * n].view(n, n))
+        g.copy_(packed[n * n:n * n + n])
+        self._batch_total = int(packed[-2])
+        return float(packed[-4]), int(packed[-3])
 
     def _reported(self, objective: float, x: Any, m: int) -> float:
         if self.loss is None:
             return 2 * objective / m  # mean of r²
-        b = batch_size(x)
+        b = self._batch_total
         return self.loss.reported(objective, b, m // b if self.loss.kind != "cross_entropy_sqrt"
                                   else 1)
 
