@@ -220,4 +220,8 @@ def test_unknown_option_and_loss() -> None:
         lt.LevenbergMarquardt(_model(), lamda_initial=1.0)
     with pytest.raises(ValueError, match="loss = 'mae'"):
         lt.LevenbergMarquardt(_model(), loss="mae")
+    with pytest.raises(ValueError, match="regularization = 'l2'.*fast path"):
+        lt.LevenbergMarquardt(_model(), regularization="l2", weight_decay=1e-3)
+    with pytest.raises(ValueError, match="dual"):
+        lt.LevenbergMarquardt(_model(), linear_solver="dual")
     assert TwoInputResidualNet  # imported for the models above

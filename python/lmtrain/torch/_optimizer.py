@@ -194,6 +194,10 @@ class LevenbergMarquardt:
             self._native = NativePath(model, architecture, loss, self.options, self.precision)
             self.path = "native"
         else:
+            if self.options.regularization != "none":
+                raise ValueError(f"regularization = {self.options.regularization!r} runs on the "
+                                 "fast path only so far (an nn.Sequential of lmtrain's layers); "
+                                 "the torch path has no penalty term")
             self._mode = resolve_mode(jacobian, residual_fn, 1, self.n)
             self.path = "autograd" if self._mode == "autograd" else f"torch.func {self._mode}"
             self._system = (_core.DampedNormalEquations64 if self.precision == "float64"
