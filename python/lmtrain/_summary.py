@@ -46,7 +46,7 @@ class EpochRecord:
 
 @dataclass(frozen=True)
 class PenaltyGroup:
-    """One relevance group of ``regularization="ard"`` (or the single group of ``bayesian``).
+    """One relevance group of ``regularization="ard"`` (``bayesian`` has one ρ and no groups).
 
     Attributes
     ----------

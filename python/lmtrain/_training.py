@@ -263,6 +263,12 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     apply_options(request, options, "fit")
     if request.resume and not os.path.isfile(request.resume):
         raise FileNotFoundError(f"resume: no checkpoint file {request.resume}")
+    if request.checkpoint:
+        # Checked before training: the first checkpoint is written only after an epoch.
+        folder = os.path.dirname(os.path.abspath(request.checkpoint))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"checkpoint: no directory {folder} to write "
+                                    f"{request.checkpoint} in; create it first")
 
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:

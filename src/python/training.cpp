@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -269,10 +270,17 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
   return {trained_model(r, spec, params, data.normalization, summary), summary_fields(summary)};
 }
 
+// The addresses of the X and y buffers the last call of train read, as NumPy handed them over:
+// lmtrain._core.last_input_addresses() lets the tests show that C-contiguous float32/float64
+// input is read in place, not copied.  Written with the GIL held.
+std::pair<std::uintptr_t, std::uintptr_t> last_input_addresses{0, 0};
+
 std::pair<io::ModelFile, nb::dict> train(const TrainingRequest& r, const HostArray& x,
                                          const HostArray& y, const std::optional<HostArray>& x_val,
                                          const std::optional<HostArray>& y_val,
                                          nb::object on_epoch) {
+  last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
+                          reinterpret_cast<std::uintptr_t>(y.data())};
   if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
   if (r.precision == "float32" || r.precision == "mixed")
     return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
@@ -310,6 +318,10 @@ void bind_training(nb::module_& m) {
         "classification: int64 class indices) with the GIL released.  Returns the trained "
         "ModelFile and the Summary's fields.  on_epoch(epoch, training_loss, validation_loss, "
         "seconds) is called after every epoch.");
+  m.def(
+      "last_input_addresses", [] { return last_input_addresses; },
+      "(X, y): the addresses of the buffers the last train call read its X and y from; equal to "
+      "the NumPy arrays' own when they were read in place (no copy).");
 }
 
 }  // namespace lmtrain::python
