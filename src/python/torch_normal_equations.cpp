@@ -281,7 +281,7 @@ void bind_damped_normal_equations(nb::module_& m, const char* name) {
            nb::arg("delta"),
            "Geodesic correction of the last δ from rhs = Jᵀr_vv; True when applied to delta.")
       .def("predicted_reduction", &D::predicted_reduction, nb::arg("learning_rate"))
-      .def_prop_ro("lambda_", &D::lambda)
+      .def_prop_ro("current_lambda", &D::lambda, "λ of the next solve.")
       .def("accepted", &D::accepted, nb::arg("gain_ratio"))
       .def("rejected", &D::rejected, "λ up after a rejected trial; False at lambda_max.")
       .def("invalid", &D::invalid, "λ up after an invalid attempt; False at lambda_max.")

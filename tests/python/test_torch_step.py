@@ -225,3 +225,23 @@ def test_unknown_option_and_loss() -> None:
     with pytest.raises(ValueError, match="dual"):
         lt.LevenbergMarquardt(_model(), linear_solver="dual")
     assert TwoInputResidualNet  # imported for the models above
+
+
+def test_memory_plan_sizes_the_slices() -> None:
+    # The plan: 2n² float64 values for A and its factor, then about 3 rows of J per residual row
+    # of a slice (R = 3 rows per sample here).
+    model = _model(seed=14)
+    x, y = _data(50, 3, "mse", seed=15)
+    n = sum(p.numel() for p in model.parameters())
+    fixed, per_sample = 2 * n * n * 8, 3 * 3 * n * 8
+    planned = lt.LevenbergMarquardt(model, memory_budget=fixed + 10 * per_sample + 1)
+    whole = lt.LevenbergMarquardt(copy.deepcopy(model), slice_size=50)
+    f_planned, a_planned, g_planned = planned.normal_equations(x, y)
+    f_whole, a_whole, g_whole = whole.normal_equations(x, y)
+    torch.testing.assert_close(a_planned, a_whole, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(g_planned, g_whole, rtol=1e-12, atol=1e-13)
+    assert planned.step(x, y).slice_size == 10 and whole.step(x, y).slice_size == 50
+    before = flat_parameters(model)
+    with pytest.raises(MemoryError, match="memory budget of 100000 bytes"):
+        lt.LevenbergMarquardt(model, memory_budget=100_000).step(x, y)
+    _unchanged(model, before)

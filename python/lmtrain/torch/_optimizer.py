@@ -471,7 +471,7 @@ class LevenbergMarquardt:
         finite, gmax = self._system.finish(f0)
         times["factorization"] += time.perf_counter() - t
         report = StepReport(loss=self._reported(f0, x, m), loss_after=0.0, objective=f0,
-                            objective_after=f0, lambda_=self._system.lambda_, attempts=0,
+                            objective_after=f0, lambda_=self._system.current_lambda, attempts=0,
                             rejected=0, invalid=0, accepted=False, gain_ratio=0.0,
                             gradient_max_norm=gmax, step_norm=0.0, path=self.path,
                             slice_size=slice_units, phase_seconds=times)
@@ -486,7 +486,7 @@ class LevenbergMarquardt:
         lr = opts.learning_rate
         while report.attempts < opts.max_attempts:
             report.attempts += 1
-            report.lambda_ = self._system.lambda_
+            report.lambda_ = self._system.current_lambda
             t = time.perf_counter()
             valid = self._system.solve(self._delta)
             times["factorization"] += time.perf_counter() - t
