@@ -245,3 +245,36 @@ def test_memory_plan_sizes_the_slices() -> None:
     with pytest.raises(MemoryError, match="memory budget of 100000 bytes"):
         lt.LevenbergMarquardt(model, memory_budget=100_000).step(x, y)
     _unchanged(model, before)
+
+
+def _cnn(seed: int) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ELU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(3, 4, (2, 3), stride=(1, 2), padding=(0, 1)), torch.nn.Tanh(),
+        torch.nn.AvgPool2d((2, 1), stride=1), torch.nn.Flatten(), torch.nn.Linear(4 * 1 * 1, 3)).double()
+
+
+def test_convolutional_sequential_on_the_native_step_equals_the_torch_path() -> None:
+    # Conv2d, ELU, MaxPool2d, AvgPool2d, Flatten and Linear translated into the library's layers
+    # (weights in PyTorch's (out, in, kh, kw) order): its steps equal the torch path's.
+    g = torch.Generator().manual_seed(16)
+    x = torch.randn(60, 2, 6, 5, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (60,), generator=g)
+    native_model, torch_model = _cnn(17), _cnn(17)
+    assert torch_model(x).shape == (60, 3)
+    native = lt.LevenbergMarquardt(native_model, loss="cross_entropy")
+    on_torch = lt.LevenbergMarquardt(torch_model, loss="cross_entropy", fast_path=False)
+    assert native.path == "native"
+    for _ in range(3):
+        a, b = native.step(x, y), on_torch.step(x, y)
+        assert a.path == "native" and (a.accepted, a.attempts) == (b.accepted, b.attempts)
+        assert a.loss_after == pytest.approx(b.loss_after, rel=1e-10)
+    np.testing.assert_allclose(flat_parameters(native_model), flat_parameters(torch_model),
+                               rtol=0, atol=1e-10)
+    # Layers the library does not have take the torch path.
+    for model in (torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, dilation=2), torch.nn.Flatten(),
+                                      torch.nn.Linear(2, 1)),
+                  torch.nn.Sequential(torch.nn.Linear(2, 2, bias=False)),
+                  torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.GELU(approximate="tanh"))):
+        assert lt.LevenbergMarquardt(model).path.startswith("torch.func")

@@ -41,26 +41,67 @@ def _activation(module: torch.nn.Module) -> str | None:
     return name
 
 
+def _pair(value: Any) -> list[int] | None:
+    if isinstance(value, int):
+        return [value, value]
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
+            isinstance(v, int) for v in value):
+        return [int(v) for v in value]
+    return None  # "same", "valid" and other forms lmtrain's windows do not take
+
+
+def _window(kernel: Any, stride: Any, padding: Any) -> dict[str, Any] | None:
+    window = {"kernel": _pair(kernel), "stride": _pair(stride if stride is not None else kernel),
+              "padding": _pair(padding)}
+    return window if all(v is not None for v in window.values()) else None
+
+
+def _layer(module: torch.nn.Module) -> dict[str, Any] | None:
+    """The model file's entry for one module, or None when lmtrain has no such layer."""
+    kind = type(module)
+    if kind is torch.nn.Linear:
+        return {"type": "dense", "units": module.out_features} if module.bias is not None \
+            else None
+    if kind is torch.nn.Conv2d:
+        if module.groups != 1 or _pair(module.dilation) != [1, 1] or \
+                module.padding_mode != "zeros":
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "conv2d", "out_channels": module.out_channels,
+                                             "bias": module.bias is not None, **window}
+    if kind is torch.nn.MaxPool2d:
+        if module.ceil_mode or module.return_indices or _pair(module.dilation) != [1, 1]:
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "max_pool2d", **window}
+    if kind is torch.nn.AvgPool2d:
+        if module.ceil_mode or not module.count_include_pad or \
+                module.divisor_override is not None:
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "avg_pool2d", **window}
+    if kind is torch.nn.Flatten:
+        return {"type": "flatten"} if (module.start_dim, module.end_dim) == (1, -1) else None
+    name = _activation(module)
+    return None if name is None else {"type": "activation", "activation": name}
+
+
 def native_architecture(model: torch.nn.Module) -> dict[str, Any] | None:
-    """The library's architecture of ``model``, or None when it is not an nn.Sequential of
-    Linear layers (with bias) and the activations lmtrain implements."""
+    """The library's architecture of ``model`` — ``input_shape`` is ``[in_features]`` for a
+    model that starts with a Linear, None for one that starts with a Conv2d (it comes from the
+    first batch: channels × height × width) — or None when ``model`` is not an nn.Sequential of
+    layers lmtrain implements: Linear (with bias), Conv2d (zero padding, no groups or dilation),
+    MaxPool2d, AvgPool2d (count_include_pad), Flatten and the activations."""
     if type(model) is not torch.nn.Sequential or len(model) == 0:
         return None
-    layers: list[dict[str, Any]] = []
-    inputs = None
-    for module in model:
-        if type(module) is torch.nn.Linear:
-            if module.bias is None:
-                return None
-            inputs = module.in_features if inputs is None else inputs
-            layers.append({"type": "dense", "units": module.out_features})
-        elif (name := _activation(module)) is not None:
-            layers.append({"type": "activation", "activation": name})
-        else:
-            return None
-    if inputs is None:
+    layers = [_layer(module) for module in model]
+    if any(layer is None for layer in layers):
         return None
-    return {"input_shape": [inputs], "layers": layers}
+    first = next((m for m in model if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))), None)
+    if first is None or not any(isinstance(m, torch.nn.Linear) for m in model):
+        return None
+    shape = [first.in_features] if isinstance(first, torch.nn.Linear) else None
+    return {"input_shape": shape, "layers": layers}
 
 
 class NativePath:
@@ -72,7 +113,8 @@ class NativePath:
         self.params = list(model.parameters())
         self.dtype = self.params[0].dtype
         self.np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
-        self.architecture = json.dumps(architecture)
+        self.architecture = architecture
+        self._input_shape: list[int] | None = None
         self.loss_options = _core.LossOptions()
         self.loss_options.loss = loss
         self.options = options
@@ -82,14 +124,15 @@ class NativePath:
         self._max_batch = 0
         self._state: tuple[float, float, float] | None = None
 
-    def _engine(self, batch: int) -> Any:
-        if self._step is None or batch > self._max_batch:
+    def _engine(self, batch: int, input_shape: list[int]) -> Any:
+        if self._step is None or batch > self._max_batch or input_shape != self._input_shape:
             if self._step is not None:
                 self._state = self._step.state()
             cls = _core.NativeStep64 if self.dtype == torch.float64 else _core.NativeStep32
-            self._step = cls(self.architecture, self.loss_options, self.options, batch,
+            architecture = dict(self.architecture, input_shape=input_shape)
+            self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
                              self.float64_system)
-            self._max_batch = batch
+            self._max_batch, self._input_shape = batch, input_shape
             if self._state is not None:
                 self._step.set_state(*self._state)
         return self._step
@@ -113,19 +156,23 @@ class NativePath:
         from ._losses import Loss
         from ._optimizer import StepReport
 
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            raise ValueError("the fast path takes x as one batch × inputs tensor")
+        images = self.architecture["input_shape"] is None
+        if not isinstance(x, torch.Tensor) or x.dim() != (4 if images else 2):
+            raise ValueError("the fast path takes x as one batch × channels × height × width "
+                             "tensor" if images else "the fast path takes x as one batch × "
+                             "inputs tensor")
+        input_shape = list(x.shape[1:]) if images else self.architecture["input_shape"]
         outputs = self.outputs
         targets = Loss(self.loss_options.loss).targets(y, outputs, self.dtype)
         if targets.shape != (x.shape[0], outputs):
             raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, {outputs})")
-        xs = x.detach().to(self.dtype).contiguous().numpy()
+        xs = x.detach().to(self.dtype).reshape(x.shape[0], -1).contiguous().numpy()
         ys = targets.detach().contiguous().numpy()
         if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
             raise ValueError("x or y holds NaN or inf; parameters are unchanged")
         flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
             self.np_dtype)
-        engine = self._engine(x.shape[0])
+        engine = self._engine(x.shape[0], input_shape)
         r = engine.step(flat, xs, ys)
         with torch.no_grad():
             offset = 0

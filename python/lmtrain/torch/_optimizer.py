@@ -188,7 +188,8 @@ class LevenbergMarquardt:
         architecture = native_architecture(model) if use_native else None
         if fast_path is True and architecture is None:
             raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
-                             "(Linear and its activations) and a built-in loss")
+                             "(Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, activations) and a "
+                             "built-in loss")
         if architecture is not None and model_bits in (32, 64) and \
                 not (model_bits == 64 and self.precision == "float32"):
             self._native = NativePath(model, architecture, loss, self.options, self.precision)
