@@ -222,6 +222,9 @@ def test_unknown_option_and_loss() -> None:
         lt.LevenbergMarquardt(_model(), loss="mae")
     with pytest.raises(ValueError, match="regularization = 'l2'.*fast path"):
         lt.LevenbergMarquardt(_model(), regularization="l2", weight_decay=1e-3)
+    with pytest.raises(ValueError, match="fast_path=True needs"):
+        lt.LevenbergMarquardt(_sequential(1), residual_fn=lambda m, x, y: m(x)[:, 0],
+                              fast_path=True)
     with pytest.raises(ValueError, match="dual"):
         lt.LevenbergMarquardt(_model(), linear_solver="dual")
     assert TwoInputResidualNet  # imported for the models above

@@ -183,8 +183,7 @@ class LevenbergMarquardt:
                              "sums A and g over them (fast_path='auto' chooses it)")
 
         self._native: NativePath | None = None
-        use_native = self._dist is None and (
-            fast_path is True or (fast_path == "auto" and residual_fn is None))
+        use_native = self._dist is None and residual_fn is None and fast_path in (True, "auto")
         architecture = native_architecture(model) if use_native else None
         if fast_path is True and architecture is None:
             raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
