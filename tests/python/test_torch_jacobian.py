@@ -129,3 +129,23 @@ def test_residual_fn_slices_with_input_derivatives() -> None:
     _, a, g = opt.normal_equations(x)
     torch.testing.assert_close(a, reference.T @ reference, rtol=1e-10, atol=1e-11)
     torch.testing.assert_close(g, reference.T @ r.detach(), rtol=1e-10, atol=1e-11)
+
+
+def test_jacobian_mode_by_shape_and_by_measurement() -> None:
+    x, y = _data(20, 3, "mse", seed=30)
+    clear = lt.LevenbergMarquardt(_model(seed=31))  # R = 3 rows per sample, n = 139
+    clear.normal_equations(x, y)
+    assert clear.jacobian_choice == {"mode": "jacrev", "by": "shape"}
+
+    torch.manual_seed(32)  # R = 3 and n = 12: close, so both are timed
+    small = torch.nn.Sequential(torch.nn.Linear(3, 3)).double()
+    a = torch.randn(20, 3, dtype=torch.float64)
+    opt = lt.LevenbergMarquardt(small, fast_path=False)
+    _, matrix, _ = opt.normal_equations(a, y)
+    choice = opt.jacobian_choice
+    assert choice["by"] == "measurement" and set(choice["seconds"]) == {"jacrev", "jacfwd"}
+    assert choice["mode"] == min(choice["seconds"], key=choice["seconds"].get)
+    assert opt.path == f"torch.func {choice['mode']}"
+    # A = JᵀJ of a linear model: (I ⊗ XᵀX) on the weights, Σx on the bias, whichever mode.
+    xtx = a.T @ a
+    torch.testing.assert_close(matrix[:3, :3], xtx, rtol=1e-12, atol=1e-12)

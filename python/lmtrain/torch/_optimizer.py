@@ -208,6 +208,7 @@ class LevenbergMarquardt:
             self.options.linear_solver in ("auto", "cholesky", "eigen")
         self._r0: torch.Tensor | None = None
         self._graph_r: torch.Tensor | None = None
+        self.jacobian_choice = {}
         self._delta = torch.empty(self.n, dtype=self.system_dtype)
         self.last_report: StepReport | None = None
 
@@ -423,11 +424,11 @@ class LevenbergMarquardt:
             z = call_model(self.model, _rows(x, 0, 1))
         outputs = z.shape[1]
         per_sample = self.loss.residuals_per_sample(outputs)
-        mode = resolve_mode(self._jacobian_mode, None, per_sample, self.n)
-        self.path = f"torch.func {mode}"
-        engine = PerSampleJacobian(self.model, self._names, self.loss, mode)
         params = {name: p.detach() for name, p in zip(self._names, self._params)}
         targets = self.loss.targets(y, outputs, self.dtype)
+        mode = self._choose_jacobian(per_sample, params, x, targets)
+        self.path = f"torch.func {mode}"
+        engine = PerSampleJacobian(self.model, self._names, self.loss, mode)
         times["forward"] += time.perf_counter() - t
         samples = self._slice_rows(b, per_sample)
         for start in range(0, b, samples):
@@ -439,6 +440,36 @@ class LevenbergMarquardt:
             system.add_slice(j, r[start * per_sample:stop * per_sample].contiguous())
             times["normal_equations"] += time.perf_counter() - t
         return f0, b * per_sample, samples
+
+    def _choose_jacobian(self, per_sample: int, params: dict[str, torch.Tensor], x: Any,
+                         targets: torch.Tensor) -> str:
+        """jacrev or jacfwd, once per optimizer (cuPyLMA's rule): by shape when one mode is
+        clearly cheaper — reverse mode costs one pass per residual row of a sample, forward mode
+        one per parameter, so a factor of 10 between R and n decides — and otherwise by timing
+        both on the first samples of the batch (each called twice, the second call timed: the
+        first includes torch.func's start-up).  The outcome is in ``jacobian_choice``."""
+        if self._jacobian_mode != "auto":
+            return resolve_mode(self._jacobian_mode, None, per_sample, self.n)
+        if self.jacobian_choice:
+            return self.jacobian_choice["mode"]
+        if 10 * per_sample <= self.n or 10 * self.n <= per_sample:
+            self.jacobian_choice = {"mode": resolve_mode("auto", None, per_sample, self.n),
+                                    "by": "shape"}
+            return self.jacobian_choice["mode"]
+        count = min(batch_size(x), 16)
+        xs, ys = _rows(x, 0, count), targets[:count]
+        seconds = {}
+        for mode in ("jacrev", "jacfwd"):
+            engine = PerSampleJacobian(self.model, self._names, self.loss, mode)
+            engine.slice(params, xs, ys)
+            t = time.perf_counter()
+            engine.slice(params, xs, ys)
+            seconds[mode] = time.perf_counter() - t
+        self.jacobian_choice = {"mode": min(seconds, key=seconds.get), "by": "measurement",
+                                "seconds": seconds}
+        return self.jacobian_choice["mode"]
+
+    jacobian_choice: dict[str, Any] = {}
 
     def _slice_rows(self, units: int, rows_per_unit: int) -> int:
         """Units (samples, or residual rows) per slice: the cap given, else the memory plan.
