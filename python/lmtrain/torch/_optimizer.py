@@ -84,8 +84,8 @@ class LevenbergMarquardt:
     damping : str
         ``"nielsen"`` (default) or ``"multiplicative"``.
     precision : str, optional
-        Precision of A, g and the solve: ``"float64"`` (for a float32 model: mixed precision) or
-        ``"float32"``; by default the model's.
+        Precision of A, g and the solve: ``"float64"`` (for a float32 model: mixed precision,
+        also called ``"mixed"``) or ``"float32"``; by default the model's.
     memory_budget : int, optional
         Bytes the step may use; default half the memory available now.  Sizes the slices.
     slice_size : int, optional
@@ -160,9 +160,14 @@ class LevenbergMarquardt:
         self.slice_size = slice_size
 
         model_bits = torch.finfo(self.dtype).bits
+        if precision == "mixed":  # lmtrain fit's name: float32 model and J, float64 system
+            if model_bits != 32:
+                raise ValueError(f"precision = 'mixed' needs a float32 model, not {self.dtype}")
+            precision = "float64"
         self.precision = precision or ("float64" if model_bits == 64 else "float32")
         if self.precision not in ("float32", "float64"):
-            raise ValueError(f"precision = {precision!r}: expected 'float32' or 'float64'")
+            raise ValueError(f"precision = {precision!r}: expected 'float32', 'float64' or "
+                             "'mixed'")
         if self.precision == "float32" and model_bits == 64:
             raise ValueError("precision = 'float32' with a float64 model: the system is never "
                              "less precise than the model; use 'float64'")
