@@ -13,6 +13,7 @@ packages=(
   gnuplot-nox                             # PNG plots of training runs
   clang libclang-rt-14-dev libomp-dev     # libFuzzer targets of the file readers
   python3 python3-numpy python3-venv      # reference implementation, Python-side checks, venvs
+  python3-dev                             # Python.h for the extension (pip install ., issue 14)
   clang-format                            # the style check of scripts/test.sh
   libfann-doc dataset-fashion-mnist       # real data sets of the examples and tests
 )

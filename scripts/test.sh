@@ -5,6 +5,8 @@
 #      then the convergence runs again on each other SIMD path of the activation loops this CPU
 #      can run (LMTRAIN_SIMD=baseline, avx2, avx512), so that a CPU without AVX-512 is covered;
 #      then the installed CMake package in a consumer project (scripts/test-consumer.sh);
+#      then the Python package: pip install . in a venv and pytest (scripts/test-python.sh);
+#      then its PyTorch front end with torch from bench/peers/install.sh (scripts/test-torch.sh);
 #   2. the AddressSanitizer + UndefinedBehaviorSanitizer build: every test except the W1
 #      convergence runs, which take minutes under the sanitizers, and the mpirun tests (OpenMPI's
 #      own allocations trip LeakSanitizer);
@@ -37,6 +39,12 @@ done
 
 echo "== the installed package in another project (find_package(lmtrain), the README's example)"
 scripts/test-consumer.sh
+
+echo "== the Python package (pip install . in build/py-venv, pytest tests/python)"
+scripts/test-python.sh
+
+echo "== the PyTorch front end (torch as bench/peers/install.sh installs it; tests/python/test_torch_*)"
+scripts/test-torch.sh
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan

@@ -3,11 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "lmtrain/core/error.h"
-#include "lmtrain/core/rng.h"
+#include "lmtrain/io/row_split.h"
 #include "lmtrain/train/dataset.h"
 
 namespace lmtrain::cli {
@@ -44,28 +42,20 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
   out.validation = load_other(d.validation);
   out.test = load_other(d.test);
 
-  // Fractions carved out of the training file, by a seeded permutation.
+  // Fractions carved out of the training file, by a seeded permutation (io/row_split.h).
   const double vf = d.validation ? 0.0 : d.validation_fraction;
   const double tf = d.test ? 0.0 : d.test_fraction;
   if (vf > 0 || tf > 0) {
-    std::vector<std::size_t> order(all.inputs.rows);
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    Rng rng(config.seed ^ 0x5eed5711u);
-    rng.shuffle(std::span<std::size_t>(order));
-    const auto n = static_cast<double>(order.size());
-    const auto nv = static_cast<std::size_t>(std::floor(vf * n));
-    const auto nt = static_cast<std::size_t>(std::floor(tf * n));
-    if (nv + nt >= order.size())
-      throw InvalidArgument(
-          fmt::format("data: the validation and test fractions leave no training "
-                      "rows out of {}",
-                      order.size()));
-    std::span<const std::size_t> all_rows(order);
-    if (nv > 0) out.validation = io::select_rows(all, all_rows.subspan(0, nv), "validation split");
-    if (nt > 0) out.test = io::select_rows(all, all_rows.subspan(nv, nt), "test split");
-    std::vector<std::size_t> rest(order.begin() + static_cast<long>(nv + nt), order.end());
-    std::sort(rest.begin(), rest.end());
-    out.train = io::select_rows(all, rest, "training split");
+    io::RowSplit split;
+    try {
+      split = io::split_rows(all.inputs.rows, vf, tf, config.seed);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("data: {}", e.what()));
+    }
+    if (!split.validation.empty())
+      out.validation = io::select_rows(all, split.validation, "validation split");
+    if (!split.test.empty()) out.test = io::select_rows(all, split.test, "test split");
+    out.train = io::select_rows(all, split.train, "training split");
   } else {
     out.train = std::move(all);
   }

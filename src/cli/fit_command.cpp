@@ -238,17 +238,6 @@ class RunRecorder {
   Progress progress_;
 };
 
-// ard's "input i" groups are the columns of a flat input: name them as the data file does.
-void name_input_groups(Summary& summary, const PreparedData& data, const ModelSpec& spec) {
-  const auto& columns = data.train.inputs.column_names;
-  if (summary.penalty_groups.empty() || !spec.input_shape().is_flat() ||
-      columns.size() != spec.inputs())
-    return;
-  const std::size_t inputs = spec.relevance_groups().input_groups;
-  for (std::size_t i = 0; i < inputs && i < summary.penalty_groups.size(); ++i)
-    summary.penalty_groups[i].name += fmt::format(" ({})", columns[i]);
-}
-
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
 std::optional<int> early_end(const Summary& summary, const RunFiles& files,
                              const RunConfig& config) {
@@ -408,7 +397,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
       fmt::format("{} on {} ({})", device.label(), dist::host_name(), device.reason);
   summary.rank_devices =
       comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
-  name_input_groups(summary, data, spec);
+  summary.name_input_groups(spec, data.train.inputs.column_names);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   recorder.finish();

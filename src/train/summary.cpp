@@ -18,6 +18,14 @@ void TrainingProgress::count(const StepReport& step) {
   geodesic_refused += step.geodesic_refused;
 }
 
+void Summary::name_input_groups(const ModelSpec& spec, const std::vector<std::string>& columns) {
+  if (penalty_groups.empty() || !spec.input_shape().is_flat() || columns.size() != spec.inputs())
+    return;
+  const std::size_t inputs = spec.relevance_groups().input_groups;
+  for (std::size_t i = 0; i < inputs && i < penalty_groups.size(); ++i)
+    penalty_groups[i].name += fmt::format(" ({})", columns[i]);
+}
+
 std::string Summary::brief_report() const {
   return fmt::format("lmtrain: {} epochs, loss {:.6e} → {:.6e}, termination: {}", epochs,
                      initial_loss, final_loss, to_string(termination));

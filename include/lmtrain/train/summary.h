@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lmtrain/core/timer.h"
+#include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/solver_options.h"
 #include "lmtrain/solve/termination.h"
@@ -112,6 +113,11 @@ struct Summary : TrainingProgress {
   bool converged() const { return is_convergence(termination); }
   std::string brief_report() const;
   std::string full_report() const;
+
+  // ard's "input i" groups (the first ModelSpec::relevance_groups().input_groups of
+  // penalty_groups) named after the data's columns too: "input 3" becomes "input 3 (age)".
+  // Nothing unless `spec` has a flat input with one column name per input.
+  void name_input_groups(const ModelSpec& spec, const std::vector<std::string>& columns);
 };
 
 }  // namespace lmtrain

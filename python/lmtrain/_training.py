@@ -1,0 +1,285 @@
+"""``lmtrain.fit``: train a network on arrays with the library's Trainer."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from . import _core
+from ._model import Model
+from ._progress import EpochProgress
+from ._summary import Summary
+from ._validation import as_class_indices, as_input_matrix, as_regression_targets
+
+ACTIVATIONS = ("identity", "tanh", "sigmoid", "relu", "elu", "gelu", "softplus", "sin")
+
+# The option classes whose fields are fit's keyword arguments, under the library's names.
+_OPTION_CLASSES: dict[str, Any] = {
+    "solver": _core.SolverOptions,
+    "trainer": _core.TrainerOptions,
+    "loss": _core.LossOptions,
+}
+_PYTHON_TYPES = {"float": (int, float), "int": (int,), "count": (int,), "bool": (bool,),
+                 "str": (str,), "float list": (list, tuple, np.ndarray)}
+
+
+def option_names() -> dict[str, tuple[str, str]]:
+    """Every library option fit accepts: name → (options class, kind)."""
+    names = {}
+    for group, cls in _OPTION_CLASSES.items():
+        for name, kind in cls.fields():
+            names[name] = (group, kind)
+    return names
+
+
+def _unknown_option(name: str, known: Sequence[str], caller: str) -> TypeError:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return TypeError(f"{caller}() got an unexpected keyword argument {name!r}{hint}")
+
+
+def _checked_value(name: str, kind: str, value: Any) -> Any:
+    types = _PYTHON_TYPES[kind]
+    if isinstance(value, (bool, np.bool_)) and kind != "bool":
+        raise TypeError(f"{name}: expected {kind}, got bool {value!r}")
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, types):
+        raise TypeError(f"{name}: expected {kind}, got {type(value).__name__} {value!r}")
+    if kind == "count" and value < 0:
+        raise ValueError(f"{name} = {value}: expected a non-negative integer")
+    if kind == "float list":
+        return [float(v) for v in value]
+    if kind == "float":
+        return float(value)
+    return value
+
+
+def apply_options(request: _core.TrainingRequest, options: Mapping[str, Any],
+                  caller: str = "fit", known_extra: Sequence[str] = ()) -> None:
+    """Sets each library option of ``options`` on the request's option objects.
+
+    Raises
+    ------
+    TypeError
+        For an unknown name (suggesting the closest one) or a value of the wrong type.
+    ValueError
+        For a value outside its documented range (the library's check, in Python names).
+    """
+    known = option_names()
+    for name, value in options.items():
+        if name not in known:
+            raise _unknown_option(name, [*known, *known_extra], caller)
+        group, kind = known[name]
+        target = getattr(request, group)
+        setattr(target, name, _checked_value(name, kind, value))
+        setattr(request, group, target)
+    request.solver.validate()
+    request.trainer.validate()
+
+
+def architecture(layers: Sequence[int | str | Mapping[str, Any]], n_inputs: int,
+                 input_shape: Sequence[int] | None = None) -> dict[str, Any]:
+    """The model file's architecture for ``layers``.
+
+    Parameters
+    ----------
+    layers : sequence
+        Each entry is an int (a dense layer of that many units), an activation name
+        (``"tanh"``, ...), ``"flatten"``, or a dict in the model file's schema, e.g.
+        ``{"type": "conv2d", "out_channels": 8, "kernel": 3}``.  The last dense layer gives the
+        outputs.
+    n_inputs : int
+        Features per sample.
+    input_shape : sequence of 3 ints, optional
+        (channels, height, width) of image inputs; its product must be ``n_inputs``.
+    """
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+        raise TypeError("layers: expected a sequence such as [16, 'tanh', 1], got "
+                        f"{type(layers).__name__}")
+    entries: list[dict[str, Any]] = []
+    for i, layer in enumerate(layers):
+        if isinstance(layer, (bool, np.bool_)):
+            raise TypeError(f"layers[{i}]: expected an int, a name or a dict, got bool")
+        if isinstance(layer, (int, np.integer)):
+            if layer < 1:
+                raise ValueError(f"layers[{i}] = {layer}: a dense layer needs at least 1 unit")
+            entries.append({"type": "dense", "units": int(layer)})
+        elif isinstance(layer, str):
+            if layer in ACTIVATIONS:
+                entries.append({"type": "activation", "activation": layer})
+            elif layer == "flatten":
+                entries.append({"type": "flatten"})
+            else:
+                close = difflib.get_close_matches(layer, [*ACTIVATIONS, "flatten"], n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"layers[{i}] = {layer!r}: expected an activation "
+                                 f"({', '.join(ACTIVATIONS)}) or 'flatten'{hint}")
+        elif isinstance(layer, Mapping):
+            entries.append(dict(layer))
+        else:
+            raise TypeError(f"layers[{i}]: expected an int (dense units), an activation name or "
+                            f"a dict, got {type(layer).__name__}")
+    if input_shape is None:
+        shape = [n_inputs]
+    else:
+        shape = [int(s) for s in input_shape]
+        if len(shape) != 3 or int(np.prod(shape)) != n_inputs:
+            raise ValueError(f"input_shape = {tuple(input_shape)}: expected (channels, height, "
+                             f"width) with {n_inputs} values in all, as X has")
+    return {"input_shape": shape, "layers": entries}
+
+
+def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayLike, *,
+        task: str = "regression", precision: str = "float32", device: str = "cpu",
+        init: str = "torch", seed: int = 0, standardize_inputs: bool = True,
+        standardize_targets: bool = True,
+        validation: tuple[ArrayLike, ArrayLike] | None = None,
+        validation_fraction: float = 0.0, input_shape: Sequence[int] | None = None,
+        checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
+        resume: str | os.PathLike[str] | None = None, verbose: bool = False,
+        feature_names: Sequence[str] | None = None, **options: Any) -> tuple[Model, Summary]:
+    """Trains a network with Levenberg–Marquardt, as ``lmtrain fit`` does.
+
+    The same data, options and seed give the same parameters as the command-line tool.
+
+    Parameters
+    ----------
+    layers : sequence
+        The network after the inputs, e.g. ``[16, "tanh", 1]``: ints are dense layers, strings
+        activations (or ``"flatten"``), dicts layers in the model file's schema.
+    X : array-like of shape (n_samples, n_features)
+        Inputs.  C-contiguous float32/float64 arrays are read in place; others are converted
+        once.
+    y : array-like
+        Regression: targets of shape (n_samples,) or (n_samples, n_outputs).  Classification:
+        class labels of shape (n_samples,).
+    task : {"regression", "classification"}, default="regression"
+        Classification trains on one-hot targets with the ``cross_entropy`` loss by default.
+    precision : {"float32", "mixed", "float64"}, default="float32"
+        Model and Jacobian precision; ``mixed`` solves the normal equations in float64.
+    device : str, default="cpu"
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
+    init : {"torch", "glorot", "he"}, default="torch"
+        Parameter initialization.
+    seed : int, default=0
+        Initialization, shuffling and the validation split.
+    standardize_inputs, standardize_targets : bool, default=True
+        Standardize inputs (and regression targets) with the training rows' statistics; the
+        model stores them and ``predict`` applies them.
+    validation : (X_val, y_val), optional
+        Validation data for early stopping (``max_validation_failures``).
+    validation_fraction : float, default=0.0
+        Without ``validation``: the fraction of rows held out for it, chosen as ``lmtrain fit``
+        chooses them for ``data.validation_fraction``.
+    input_shape : (channels, height, width), optional
+        Image inputs for convolutional layers.
+    checkpoint : path, optional
+        Checkpoint file, written atomically every ``checkpoint_every`` epochs and when
+        training is interrupted (Ctrl-C), for ``resume``.
+    checkpoint_every : int, default=1
+        Epochs between checkpoints (0: only on interruption).
+    resume : path, optional
+        A checkpoint of the same network, data and options to continue from.
+    verbose : bool, default=False
+        Progress per epoch on stderr (a tqdm bar when tqdm is installed).
+    feature_names : sequence of str, optional
+        Names of X's columns for the report (``ard`` names each input's group); default: the
+        columns of a DataFrame X.
+    **options
+        Any field of lmtrain's ``SolverOptions``, ``TrainerOptions`` or ``LossOptions`` by its
+        name, e.g. ``max_epochs=100``, ``batch_size=1000``, ``damping="multiplicative"``,
+        ``regularization="ard"``, ``loss="huber"``.  ``lmtrain.option_names()`` lists them.
+
+    Returns
+    -------
+    model : Model
+        The trained network; ``model.parameters`` is the flat parameter vector.
+    summary : Summary
+        What happened; ``summary.full_report()`` is ``lmtrain fit``'s report.
+
+    Raises
+    ------
+    TypeError
+        For an unknown option name or a value or array of the wrong type.
+    ValueError
+        For NaN or infinity in the data, mismatched shapes, too few rows, or an option out of
+        range; the message names the argument.
+    KeyboardInterrupt
+        On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written).
+    """
+    if task not in ("regression", "classification"):
+        raise ValueError(f"task = {task!r}: expected 'regression' or 'classification'")
+    x, names = as_input_matrix(X, "X")
+    request = _core.TrainingRequest()
+    if task == "classification":
+        codes, classes = as_class_indices(y, x.shape[0], "y")
+        if len(classes) < 2:
+            raise ValueError(f"y: classification needs at least 2 classes, got {len(classes)} "
+                             f"({list(classes)})")
+        targets: Any = codes
+        request.classes = len(classes)
+        request.class_names = [str(c) for c in classes]
+        options.setdefault("loss", "cross_entropy")
+    else:
+        targets = as_regression_targets(y, x.shape[0], "y")
+    x_val = y_val = None
+    if validation is not None:
+        if not isinstance(validation, (tuple, list)) or len(validation) != 2:
+            raise TypeError("validation: expected a pair (X_val, y_val)")
+        x_val, _ = as_input_matrix(validation[0], "validation X")
+        if task == "classification":
+            y_val, _ = as_class_indices(validation[1], x_val.shape[0], "validation y",
+                                        classes=classes)
+        else:
+            y_val = as_regression_targets(validation[1], x_val.shape[0], "validation y")
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction = {validation_fraction}: expected a fraction in "
+                         "[0, 1)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise TypeError(f"seed: expected a non-negative int, got {seed!r}")
+
+    request.architecture = _json(architecture(layers, x.shape[1], input_shape))
+    if feature_names is not None:
+        names = [str(n) for n in feature_names]
+        if len(names) != x.shape[1]:
+            raise ValueError(f"feature_names: {len(names)} names for X's {x.shape[1]} columns")
+    request.feature_names = names or []
+    request.precision = precision
+    request.device = device
+    request.init = init
+    request.seed = int(seed)
+    request.standardize_inputs = bool(standardize_inputs)
+    request.standardize_targets = bool(standardize_targets)
+    request.validation_fraction = float(validation_fraction)
+    request.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
+    request.checkpoint_every = int(checkpoint_every)
+    request.resume = os.fspath(resume) if resume is not None else ""
+    apply_options(request, options, "fit")
+    if request.resume and not os.path.isfile(request.resume):
+        raise FileNotFoundError(f"resume: no checkpoint file {request.resume}")
+    if request.checkpoint:
+        # Checked before training: the first checkpoint is written only after an epoch.
+        folder = os.path.dirname(os.path.abspath(request.checkpoint))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"checkpoint: no directory {folder} to write "
+                                    f"{request.checkpoint} in; create it first")
+
+    progress = EpochProgress(request.trainer.max_epochs) if verbose else None
+    try:
+        file, fields = _core.train(request, x, targets, x_val, y_val, progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    return Model(file), Summary._from_fields(fields)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)

@@ -1,0 +1,313 @@
+"""scikit-learn estimators trained with Levenberg–Marquardt: ``LMRegressor``, ``LMClassifier``.
+
+They follow scikit-learn's conventions (parameters stored as given, checked in ``fit``;
+``n_features_in_``, ``feature_names_in_``, ``classes_``; ``get_params``/``set_params``) and work in
+``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.  Training is ``lmtrain.fit``: the library's
+Trainer, the GIL released, Ctrl-C stopping after the current step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from ._model import Model, _softmax
+from ._summary import Summary
+from ._training import fit as _fit, option_names
+
+__all__ = ["LMClassifier", "LMRegressor"]
+
+# Estimator parameters that reach lmtrain.fit under another name (messages are translated back).
+_RENAMED = {"max_validation_failures": "n_iter_no_change", "seed": "random_state"}
+
+
+def _in_estimator_terms(error: Exception) -> Exception:
+    message = str(error)
+    for library, estimator in _RENAMED.items():
+        message = message.replace(library, estimator)
+    return type(error)(message)
+
+
+class _LMEstimator(BaseEstimator):
+    """Parameters, fitting and fitted attributes shared by the regressor and the classifier."""
+
+    _loss_default = "mse"
+
+    def __init__(self, hidden_layer_sizes: Sequence[int] = (10,), activation: str = "tanh", *,
+                 loss: str | None = None, damping: str = "nielsen",
+                 regularization: str = "none", weight_decay: float = 0.0,
+                 precision: str = "float64", max_epochs: int = 100,
+                 batch_size: int | None = None, early_stopping: bool = False,
+                 validation_fraction: float = 0.1, n_iter_no_change: int = 6,
+                 standardize: bool = True, random_state: Any = None, device: str = "cpu",
+                 verbose: bool = False, solver_options: Mapping[str, Any] | None = None) -> None:
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.loss = loss
+        self.damping = damping
+        self.regularization = regularization
+        self.weight_decay = weight_decay
+        self.precision = precision
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.standardize = standardize
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+        self.solver_options = solver_options
+
+    # -- fitting ------------------------------------------------------------------------------
+    def _seed(self) -> int:
+        # An int is the seed itself (random_state=0 trains as `lmtrain fit` with seed = 0).
+        if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state,
+                                                                               bool):
+            if self.random_state < 0:
+                raise ValueError(f"random_state = {self.random_state}: expected a non-negative "
+                                 "int, a RandomState or None")
+            return int(self.random_state)
+        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+
+    def _layers(self, outputs: int) -> list[int | str]:
+        sizes = self.hidden_layer_sizes
+        if isinstance(sizes, numbers.Integral):
+            sizes = (sizes,)
+        if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+            raise TypeError("hidden_layer_sizes: expected a sequence of ints such as (10,), got "
+                            f"{sizes!r}")
+        layers: list[int | str] = []
+        for i, units in enumerate(sizes):
+            if isinstance(units, bool) or not isinstance(units, numbers.Integral) or units < 1:
+                raise ValueError(f"hidden_layer_sizes[{i}] = {units!r}: expected a positive int")
+            layers += [int(units), self.activation]
+        return [*layers, outputs]
+
+    def _options(self) -> dict[str, Any]:
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or
+                                            not isinstance(self.batch_size, numbers.Integral) or
+                                            self.batch_size < 1):
+            raise ValueError(f"batch_size = {self.batch_size!r}: expected a positive int, or "
+                             "None for the full batch")
+        options: dict[str, Any] = {
+            "loss": self.loss if self.loss is not None else self._loss_default,
+            "damping": self.damping,
+            "regularization": self.regularization,
+            "weight_decay": self.weight_decay,
+            "max_epochs": self.max_epochs,
+            "batch_size": 0 if self.batch_size is None else self.batch_size,
+            "max_validation_failures": self.n_iter_no_change,
+        }
+        extra = dict(self.solver_options or {})
+        known = option_names()
+        for name in extra:
+            if name in options or name not in known:
+                reason = ("set it with the estimator's own parameter" if name in options else
+                          "not an lmtrain option (lmtrain.option_names() lists them)")
+                raise TypeError(f"solver_options: {name!r} is {reason}")
+        options.update(extra)
+        return options
+
+    def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int) -> None:
+        if not isinstance(self.early_stopping, (bool, np.bool_)):
+            raise TypeError(f"early_stopping: expected a bool, got {self.early_stopping!r}")
+        fraction = float(self.validation_fraction) if self.early_stopping else 0.0
+        if self.early_stopping and not 0.0 < fraction < 1.0:
+            raise ValueError(f"validation_fraction = {self.validation_fraction!r}: expected a "
+                             "fraction in (0, 1) with early_stopping=True")
+        if self.early_stopping and math.floor(fraction * X.shape[0]) < 1:
+            raise ValueError(f"early_stopping with validation_fraction = {fraction} of "
+                             f"{X.shape[0]} samples holds out no sample; need at least "
+                             f"{math.ceil(1 / fraction)} samples or a larger fraction")
+        names = getattr(self, "feature_names_in_", None)
+        try:
+            model, summary = _fit(
+                self._layers(outputs), X, y, task=task, precision=self.precision,
+                device=self.device, seed=self._seed(), standardize_inputs=bool(self.standardize),
+                standardize_targets=bool(self.standardize), validation_fraction=fraction,
+                verbose=bool(self.verbose),
+                feature_names=None if names is None else [str(n) for n in names],
+                **self._options())
+        except (TypeError, ValueError) as error:
+            raise _in_estimator_terms(error) from error
+        self._set_fitted(model, summary)
+
+    def _set_fitted(self, model: Model, summary: Summary) -> None:
+        self.model_ = model
+        self.summary_ = summary
+        self.n_iter_ = summary.epochs
+        self.loss_curve_ = summary.loss_curve
+        self.validation_scores_ = summary.validation_curve if self.early_stopping else None
+        self.best_validation_loss_ = (summary.best_validation_loss if self.early_stopping
+                                      else None)
+        evidence = self.regularization in ("bayesian", "ard")
+        self.effective_parameters_ = summary.effective_parameters if evidence else None
+        if self.regularization == "ard":
+            self.feature_relevances_ = self._relevances(summary)
+
+    def _relevances(self, summary: Summary) -> Any:
+        # Each input's group of first-layer weights: the fraction γ_i / n_i of its weights that
+        # the data determine (0: the evidence switched the input off, 1: fully used).
+        groups = summary.penalty_groups[:self.n_features_in_]
+        values = np.array([g.effective_parameters / g.size for g in groups])
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return values
+        try:
+            import pandas as pd
+        except ImportError:
+            return dict(zip(names, values))
+        return pd.Series(values, index=list(names), name="relevance")
+
+    def _outputs(self, X: ArrayLike) -> NDArray[np.float64]:
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], order="C")
+        return self.model_.outputs(X, self.device)
+
+    def save(self, path: str) -> None:
+        """Writes the fitted network as a model file that ``lmtrain predict`` reads."""
+        check_is_fitted(self, "model_")
+        self.model_.save(path)
+
+
+class LMRegressor(RegressorMixin, _LMEstimator):
+    """Multi-layer perceptron regressor trained with Levenberg–Marquardt.
+
+    Inputs and targets are standardized with the training data's statistics (the model stores
+    them); the network is ``hidden_layer_sizes`` dense layers with ``activation``, then a linear
+    output per target.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : sequence of int, default=(10,)
+        Units of each hidden layer (MATLAB fitnet's default of one layer of 10).  LM's cost per
+        step grows with the parameters squared: it suits networks up to ~10⁴ parameters.
+    activation : {"tanh", "sigmoid", "relu", "elu", "gelu", "softplus", "sin", "identity"}, default="tanh"
+        Hidden activation.
+    loss : {"mse", "huber", "l1"}, optional
+        Training loss; default ``"mse"``.
+    damping : {"nielsen", "multiplicative"}, default="nielsen"
+        λ's schedule: Nielsen's gain-ratio rule, or ×10/×0.1 (MATLAB trainlm).
+    regularization : {"none", "l2", "bayesian", "ard"}, default="none"
+        ``l2`` adds ½ρ‖θ‖² with ρ = ``weight_decay``; ``bayesian`` re-estimates ρ from the
+        evidence after every step (MATLAB trainbr); ``ard`` does so with one ρ per input's
+        weights, per layer's weights and per layer's biases, and sets ``feature_relevances_``.
+    weight_decay : float, default=0.0
+        ρ of ``l2``; the initial ρ of ``bayesian`` and ``ard`` (0: estimated).
+    precision : {"float64", "mixed", "float32"}, default="float64"
+        Precision of the network and the normal equations.
+    max_epochs : int, default=100
+        Passes over the training data (full batch: one LM step each).
+    batch_size : int or None, default=None
+        Samples per LM step; None is the full batch.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the rows and stop after ``n_iter_no_change`` epochs
+        without a better validation loss, restoring the best network (MATLAB's max_fail).
+    validation_fraction : float, default=0.1
+        With ``early_stopping``.
+    n_iter_no_change : int, default=6
+        With ``early_stopping``.
+    standardize : bool, default=True
+        Standardize inputs and targets with the training rows' mean and standard deviation.
+    random_state : int, RandomState or None, default=None
+        Initialization, shuffling and the validation split.  An int is used as lmtrain's seed
+        (``random_state=0`` trains as ``lmtrain fit`` with ``seed = 0``).
+    device : str, default="cpu"
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
+    verbose : bool, default=False
+        Progress per epoch (a tqdm bar when tqdm is installed).
+    solver_options : dict, optional
+        Any other lmtrain option by name (``lmtrain.option_names()``), e.g.
+        ``{"lambda_initial": 1e-2, "geodesic_acceleration": False}``.
+
+    Attributes
+    ----------
+    model_ : lmtrain.Model
+        The trained network; ``model_.save(path)`` writes a file ``lmtrain predict`` reads.
+    summary_ : lmtrain.Summary
+        ``summary_.full_report()`` is lmtrain's report; its fields are attributes.
+    n_iter_ : int
+        Epochs run.
+    loss_curve_ : list of float
+        Training loss (standardized units) after each epoch.
+    validation_scores_ : list of float or None
+        With ``early_stopping``: the validation loss after each epoch (lower is better).
+    best_validation_loss_ : float or None
+        With ``early_stopping``: the best validation loss.
+    effective_parameters_ : float or None
+        ``bayesian`` and ``ard``: γ, the number of parameters the data determine.
+    feature_relevances_ : ndarray or pandas.Series
+        ``ard`` only: per input, the fraction of its weights the data determine (0: switched
+        off).  A Series indexed by the column names when ``X`` was a DataFrame.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        When ``X`` was a DataFrame with string column names.
+    """
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LMRegressor:
+        """Trains the network on ``X`` (n_samples, n_features) and ``y`` (n_samples[, n_outputs])."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             multi_output=True, y_numeric=True)
+        self._y_ndim = np.ndim(y)
+        outputs = 1 if np.ndim(y) == 1 else y.shape[1]
+        self._train(X, y, "regression", outputs)
+        return self
+
+    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Predictions in the targets' units: shape (n_samples,) for 1-D ``y``, else 2-D."""
+        z = self._outputs(X)
+        return z.ravel() if self._y_ndim == 1 else z
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+
+class LMClassifier(ClassifierMixin, _LMEstimator):
+    """Multi-layer perceptron classifier trained with Levenberg–Marquardt.
+
+    A softmax output per class trained on the exact generalized Gauss–Newton of the
+    cross-entropy (``loss="cross_entropy"``); inputs are standardized with the training data's
+    statistics.  Parameters and attributes are those of :class:`LMRegressor`, with ``loss``
+    ``"cross_entropy"`` (default) or ``"cross_entropy_sqrt"``, and:
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels; output k is ``classes_[k]``.
+    """
+
+    _loss_default = "cross_entropy"
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LMClassifier:
+        """Trains the network on ``X`` (n_samples, n_features) and class labels ``y``."""
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
+        y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if len(self.classes_) < 2:
+            raise ValueError("LMClassifier needs samples of at least 2 classes in y; got 1 "
+                             f"class: {self.classes_[0]!r}")
+        self._train(X, y, "classification", len(self.classes_))
+        return self
+
+    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order."""
+        return _softmax(self._outputs(X))
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        """The most probable class of each sample (a label of ``classes_``)."""
+        z = self._outputs(X)
+        return self.classes_[np.argmax(z, axis=1)]

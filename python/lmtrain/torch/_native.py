@@ -1,0 +1,192 @@
+"""The fast path: an nn.Sequential of layers lmtrain implements, trained by the library's own step.
+
+The module becomes the model file's architecture (``{"input_shape": [n], "layers": [...]}``) and
+its parameters the library's flat vector, which is the concatenation of
+``model.named_parameters()`` in order (a Linear's weight, (out, in) row-major, then its bias).
+Each step runs entirely in C++ (``_core.NativeStep``: structural Jacobians, SYRK, damping loop)
+on that vector, and the result is written back into the module's parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _core
+
+# torch activation modules lmtrain implements, with the library's name.  GELU only in its exact
+# (erf) form, ELU only with α = 1, Softplus only with β = 1 (include/lmtrain/core/activation.h).
+_ACTIVATIONS: dict[type, str] = {
+    torch.nn.Identity: "identity",
+    torch.nn.Tanh: "tanh",
+    torch.nn.Sigmoid: "sigmoid",
+    torch.nn.ReLU: "relu",
+    torch.nn.ELU: "elu",
+    torch.nn.GELU: "gelu",
+    torch.nn.Softplus: "softplus",
+}
+
+
+def _activation(module: torch.nn.Module) -> str | None:
+    name = _ACTIVATIONS.get(type(module))
+    if name == "elu" and module.alpha != 1.0:
+        return None
+    if name == "gelu" and module.approximate != "none":
+        return None
+    if name == "softplus" and module.beta != 1.0:
+        return None
+    return name
+
+
+def _pair(value: Any) -> list[int] | None:
+    if isinstance(value, int):
+        return [value, value]
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(
+            isinstance(v, int) for v in value):
+        return [int(v) for v in value]
+    return None  # "same", "valid" and other forms lmtrain's windows do not take
+
+
+def _window(kernel: Any, stride: Any, padding: Any) -> dict[str, Any] | None:
+    window = {"kernel": _pair(kernel), "stride": _pair(stride if stride is not None else kernel),
+              "padding": _pair(padding)}
+    return window if all(v is not None for v in window.values()) else None
+
+
+def _layer(module: torch.nn.Module) -> dict[str, Any] | None:
+    """The model file's entry for one module, or None when lmtrain has no such layer."""
+    kind = type(module)
+    if kind is torch.nn.Linear:
+        return {"type": "dense", "units": module.out_features} if module.bias is not None \
+            else None
+    if kind is torch.nn.Conv2d:
+        if module.groups != 1 or _pair(module.dilation) != [1, 1] or \
+                module.padding_mode != "zeros":
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "conv2d", "out_channels": module.out_channels,
+                                             "bias": module.bias is not None, **window}
+    if kind is torch.nn.MaxPool2d:
+        if module.ceil_mode or module.return_indices or _pair(module.dilation) != [1, 1]:
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "max_pool2d", **window}
+    if kind is torch.nn.AvgPool2d:
+        if module.ceil_mode or not module.count_include_pad or \
+                module.divisor_override is not None:
+            return None
+        window = _window(module.kernel_size, module.stride, module.padding)
+        return None if window is None else {"type": "avg_pool2d", **window}
+    if kind is torch.nn.Flatten:
+        return {"type": "flatten"} if (module.start_dim, module.end_dim) == (1, -1) else None
+    name = _activation(module)
+    return None if name is None else {"type": "activation", "activation": name}
+
+
+def native_architecture(model: torch.nn.Module) -> dict[str, Any] | None:
+    """The library's architecture of ``model`` — ``input_shape`` is ``[in_features]`` for a
+    model that starts with a Linear, None for one that starts with a Conv2d (it comes from the
+    first batch: channels × height × width) — or None when ``model`` is not an nn.Sequential of
+    layers lmtrain implements: Linear (with bias), Conv2d (zero padding, no groups or dilation),
+    MaxPool2d, AvgPool2d (count_include_pad), Flatten and the activations."""
+    if type(model) is not torch.nn.Sequential or len(model) == 0:
+        return None
+    layers = [_layer(module) for module in model]
+    if any(layer is None for layer in layers):
+        return None
+    first = next((m for m in model if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))), None)
+    if first is None or not any(isinstance(m, torch.nn.Linear) for m in model):
+        return None
+    shape = [first.in_features] if isinstance(first, torch.nn.Linear) else None
+    return {"input_shape": shape, "layers": layers}
+
+
+class NativePath:
+    """Steps of the library's engine on a torch Sequential's parameters."""
+
+    def __init__(self, model: torch.nn.Module, architecture: dict[str, Any], loss: str,
+                 options: Any, precision: str) -> None:
+        self.model = model
+        self.params = list(model.parameters())
+        self.dtype = self.params[0].dtype
+        self.np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
+        self.architecture = architecture
+        self._input_shape: list[int] | None = None
+        self.loss_options = _core.LossOptions()
+        self.loss_options.loss = loss
+        self.options = options
+        self.float64_system = precision == "float64" and self.dtype == torch.float32
+        self.outputs = [m for m in model if isinstance(m, torch.nn.Linear)][-1].out_features
+        self._step: Any = None
+        self._max_batch = 0
+        self._state: tuple[float, float, float] | None = None
+
+    def _engine(self, batch: int, input_shape: list[int]) -> Any:
+        if self._step is None or batch > self._max_batch or input_shape != self._input_shape:
+            if self._step is not None:
+                self._state = self._step.state()
+            cls = _core.NativeStep64 if self.dtype == torch.float64 else _core.NativeStep32
+            architecture = dict(self.architecture, input_shape=input_shape)
+            self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
+                             self.float64_system)
+            self._max_batch, self._input_shape = batch, input_shape
+            if self._state is not None:
+                self._step.set_state(*self._state)
+        return self._step
+
+    def state(self) -> tuple[float, float, float]:
+        if self._step is not None:
+            return self._step.state()
+        if self._state is not None:
+            return self._state
+        return (self.options.lambda_initial, 2.0, 0.0)
+
+    def set_state(self, lam: float, nu: float, floor: float) -> None:
+        if not (lam > 0 and nu >= 1 and floor >= 0):
+            raise ValueError(f"optimizer state lambda = {lam}, nu = {nu}, floor = {floor}: "
+                             "expected lambda > 0, nu ≥ 1 and floor ≥ 0")
+        self._state = (lam, nu, floor)
+        if self._step is not None:
+            self._step.set_state(lam, nu, floor)
+
+    def step(self, x: Any, y: Any) -> Any:
+        from ._losses import Loss
+        from ._optimizer import StepReport
+
+        images = self.architecture["input_shape"] is None
+        if not isinstance(x, torch.Tensor) or x.dim() != (4 if images else 2):
+            raise ValueError("the fast path takes x as one batch × channels × height × width "
+                             "tensor" if images else "the fast path takes x as one batch × "
+                             "inputs tensor")
+        input_shape = list(x.shape[1:]) if images else self.architecture["input_shape"]
+        outputs = self.outputs
+        targets = Loss(self.loss_options.loss).targets(y, outputs, self.dtype)
+        if targets.shape != (x.shape[0], outputs):
+            raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, {outputs})")
+        xs = x.detach().to(self.dtype).reshape(x.shape[0], -1).contiguous().numpy()
+        ys = targets.detach().contiguous().numpy()
+        if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
+            raise ValueError("x or y holds NaN or inf; parameters are unchanged")
+        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
+            self.np_dtype)
+        engine = self._engine(x.shape[0], input_shape)
+        r = engine.step(flat, xs, ys)
+        with torch.no_grad():
+            offset = 0
+            for p in self.params:
+                k = p.numel()
+                p.copy_(torch.from_numpy(flat[offset:offset + k]).view_as(p))
+                offset += k
+        phases = r["phase_seconds"]
+        termination = "" if r["termination"] in ("none", "") else r["termination"]
+        return StepReport(loss=r["loss_before"], loss_after=r["loss_after"],
+                          objective=r["objective_before"], objective_after=r["objective_after"],
+                          lambda_=r["lambda"], attempts=r["attempts"], rejected=r["rejected"],
+                          invalid=r["invalid"], accepted=r["accepted"],
+                          gain_ratio=r["gain_ratio"], gradient_max_norm=r["gradient_max_norm"],
+                          step_norm=r["step_norm"], path="native", slice_size=0,
+                          termination=termination,
+                          phase_seconds={k: float(v) for k, v in phases.items()})

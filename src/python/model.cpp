@@ -1,0 +1,159 @@
+// io::ModelFile — the file `lmtrain fit` writes as model.safetensors — as lmtrain._core.ModelFile:
+// read, written and encoded by the library's own reader and writer (so files go both ways between
+// the CLI and Python), and run on new inputs by lmtrain::predict with the file's normalization.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "arrays.h"
+#include "lmtrain/backend/device.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/io/model_file.h"
+#include "lmtrain/nn/sequential.h"
+#include "lmtrain/train/predict.h"
+#include "module.h"
+
+namespace lmtrain::python {
+
+namespace nb = nanobind;
+
+namespace {
+
+using Vector = nb::ndarray<nb::numpy, double>;
+
+std::optional<Vector> optional_vector(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  return numpy_array(std::vector<double>(v), {v.size()});
+}
+
+// Network outputs for `x` in T: the inputs standardized as in training (in double, rounded to T
+// once), the outputs back in target units.  Without input standardization a float array of the
+// model's dtype is read in place by the CPU backend.
+template <typename T>
+std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
+                            const std::string& device) {
+  const ModelSpec& spec = model.architecture;
+  if (x.cols() != spec.inputs())
+    throw InvalidArgument(fmt::format("X has {} columns but the model {} takes {} inputs", x.cols(),
+                                      spec.describe(), spec.inputs()));
+  auto backend = make_backend<T>(choose_device(device, 0));
+  const std::vector<T> params(model.parameters.begin(), model.parameters.end());
+  std::vector<T> out;
+  const bool in_place = backend->device_kind() == DeviceKind::kCpu &&
+                        !model.normalization.normalizes_inputs() &&
+                        x.is_double() == std::is_same_v<T, double>;
+  {
+    nb::gil_scoped_release unlocked;
+    if (in_place) {
+      const Sequential<T> net(spec, *backend);
+      DeviceBuffer<T> theta = backend->allocate(params.size());
+      backend->copy_from_host(params.data(), theta.data(), params.size());
+      out = predict(net, theta.data(), x.values<T>().data(), x.rows());
+    } else {
+      out = predict(spec, params, library_values<T>(x, nullptr, model.normalization.inputs),
+                    *backend);
+    }
+  }
+  std::vector<double> y(out.begin(), out.end());
+  model.normalization.targets.invert(std::span<double>(y));
+  return y;
+}
+
+Vector predict_outputs(const io::ModelFile& model, const HostArray& x, const std::string& device) {
+  const MatrixView view(x, "X");
+  std::vector<double> y = model.parameter_dtype == io::ParameterDtype::kF32
+                              ? forward<float>(model, view, device)
+                              : forward<double>(model, view, device);
+  return numpy_array(std::move(y), {view.rows(), model.architecture.outputs()});
+}
+
+void save(const io::ModelFile& model, const std::string& path) {
+  io::write_model_file(path, model, model.parameter_dtype);
+}
+
+nb::bytes encode(const io::ModelFile& model) {
+  const std::string bytes = model.parameter_dtype == io::ParameterDtype::kF32
+                                ? io::encode_model_file<float>(model)
+                                : io::encode_model_file<double>(model);
+  return nb::bytes(bytes.data(), bytes.size());
+}
+
+io::ModelFile parse(const nb::bytes& bytes, const std::string& source) {
+  return io::parse_model_file(std::string_view(bytes.c_str(), bytes.size()), source);
+}
+
+std::vector<std::string> relevance_groups(const io::ModelFile& model) {
+  return model.architecture.relevance_groups().names;
+}
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  using M = io::ModelFile;
+  nb::class_<M>(m, "ModelFile",
+                "A trained network as model.safetensors holds it: architecture, flat parameters, "
+                "normalization, loss and task (include/lmtrain/io/model_file.h).")
+      .def_static("read", &io::read_model_file, nb::arg("path"),
+                  "Reads a model file (`lmtrain fit`'s or one saved from Python).")
+      .def_static("parse", &parse, nb::arg("data"), nb::arg("source"),
+                  "Reads a model file's bytes; `source` names them in error messages.")
+      .def("save", &save, nb::arg("path"),
+           "Writes the file atomically (a reader sees the old file or the whole new one).")
+      .def("encode", &encode, "The file's bytes.")
+      .def("predict", &predict_outputs, nb::arg("X"), nb::arg("device") = "cpu",
+           "Network outputs (samples × outputs, float64) for X (C-contiguous float32 or float64, "
+           "samples × inputs): inputs standardized as in training, regression outputs in target "
+           "units, classification outputs as logits.")
+      .def_prop_ro(
+          "architecture", [](const M& f) { return io::model_spec_to_json(f.architecture).dump(); },
+          "The architecture as the file stores it (JSON).")
+      .def_prop_ro(
+          "description", [](const M& f) { return f.architecture.describe(); },
+          "One line, e.g. \"1-20-1 tanh (61 parameters)\".")
+      .def_prop_ro("inputs", [](const M& f) { return f.architecture.inputs(); })
+      .def_prop_ro("outputs", [](const M& f) { return f.architecture.outputs(); })
+      .def_prop_ro(
+          "parameters",
+          [](const M& f) {
+            return numpy_array(std::vector<double>(f.parameters), {f.parameters.size()});
+          },
+          nb::rv_policy::automatic,
+          "The flat parameter vector (float64 copy), in the library's order: per layer W then b.")
+      .def_prop_ro(
+          "parameter_dtype",
+          [](const M& f) {
+            return std::string(f.parameter_dtype == io::ParameterDtype::kF32 ? "float32"
+                                                                             : "float64");
+          },
+          "float32 or float64: the training precision.")
+      .def_prop_ro(
+          "input_mean", [](const M& f) { return optional_vector(f.normalization.inputs.mean); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "input_std", [](const M& f) { return optional_vector(f.normalization.inputs.scale); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "target_mean", [](const M& f) { return optional_vector(f.normalization.targets.mean); },
+          nb::rv_policy::automatic)
+      .def_prop_ro(
+          "target_std", [](const M& f) { return optional_vector(f.normalization.targets.scale); },
+          nb::rv_policy::automatic)
+      .def_ro("loss", &M::loss)
+      .def_prop_ro("task", [](const M& f) { return std::string(io::to_string(f.task)); })
+      .def_ro("num_classes", &M::num_classes)
+      .def_ro("class_names", &M::class_names)
+      .def_prop_ro(
+          "provenance", [](const M& f) { return f.provenance.dump(); },
+          "Provenance (JSON): lmtrain version, date, seed, epochs, final losses, termination.")
+      .def_prop_ro("relevance_groups", &relevance_groups,
+                   "Names of the parameter groups of ard, in order (the first are the inputs).");
+}
+
+}  // namespace lmtrain::python

@@ -1,0 +1,176 @@
+// SolverOptions, TrainerOptions and LossOptions as Python classes with one attribute per field,
+// under the C++ field's name.  Each class lists its fields with their kinds (`fields`), so the
+// Python layer checks keyword arguments against the library's own option set: a field added to
+// solver_options.h reaches Python by one line here.  Enumerations are their names as strings.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "lmtrain/nn/loss.h"
+#include "lmtrain/solve/solver_options.h"
+#include "lmtrain/train/trainer.h"
+#include "module.h"
+
+namespace lmtrain::python {
+
+namespace nb = nanobind;
+
+namespace {
+
+// A bound options class and the (name, kind) of each field: kind is "float", "int" (signed),
+// "count" (unsigned), "bool", "str" or "float list".
+template <typename Options>
+class OptionsBinding {
+ public:
+  OptionsBinding(nb::module_& m, const char* name, const char* doc) : class_(m, name, doc) {
+    class_.def(nb::init<>());
+  }
+  template <typename Field>
+  OptionsBinding& field(const char* name, Field Options::*member, const char* kind,
+                        const char* doc) {
+    class_.def_rw(name, member, doc);
+    fields_.emplace_back(name, kind);
+    return *this;
+  }
+  // An enumeration field as its name: `to_text` and `parse` are the library's to_string/parse_*.
+  template <typename Enum, typename ToText, typename Parse>
+  OptionsBinding& choice(const char* name, Enum Options::*member, ToText to_text, Parse parse,
+                         std::vector<std::string_view> names, const char* doc) {
+    class_.def_prop_rw(
+        name, [member, to_text](const Options& o) { return std::string(to_text(o.*member)); },
+        [member, parse, name, names](Options& o, const std::string& value) {
+          const std::optional<Enum> parsed = parse(value);
+          if (!parsed)
+            throw nb::value_error(fmt::format("{} = \"{}\": expected one of \"{}\"", name, value,
+                                              fmt::join(names, "\", \""))
+                                      .c_str());
+          o.*member = *parsed;
+        },
+        doc);
+    fields_.emplace_back(name, "str");
+    return *this;
+  }
+  nb::class_<Options>& done() {
+    class_.def_static(
+        "fields", [fields = fields_] { return fields; },
+        "The (name, kind) of every option: kind is float, int, count (non-negative int), bool, "
+        "str or float list.");
+    return class_;
+  }
+
+ private:
+  nb::class_<Options> class_;
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+void bind_solver_options(nb::module_& m) {
+  using S = SolverOptions;
+  OptionsBinding<S>(m, "SolverOptions",
+                    "lmtrain::SolverOptions (include/lmtrain/solve/solver_options.h): the LM "
+                    "step's options, each documented there with its default.")
+      .choice(
+          "linear_solver", &S::linear_solver, [](LinearSolverType t) { return to_string(t); },
+          parse_linear_solver, {"auto", "cholesky", "dual", "eigen", "cg"},
+          "How (JᵀJ + λD)δ = Jᵀr is solved: auto, cholesky, dual, eigen or cg.")
+      .choice(
+          "damping", &S::damping, [](DampingType t) { return to_string(t); }, parse_damping,
+          {"multiplicative", "nielsen"}, "λ's schedule: nielsen (default) or multiplicative.")
+      .choice(
+          "damping_matrix", &S::damping_matrix, [](DampingMatrix t) { return to_string(t); },
+          parse_damping_matrix, {"identity", "marquardt"},
+          "D: identity (Levenberg) or marquardt (clamped diag(JᵀJ)).")
+      .choice(
+          "regularization", &S::regularization, [](Regularization r) { return to_string(r); },
+          parse_regularization, {"none", "l2", "bayesian", "ard"},
+          "none, l2 (½ρ‖θ‖², ρ = weight_decay), bayesian (MacKay's evidence, MATLAB "
+          "trainbr) or ard (one ρ per input, per layer's weights and biases).")
+      .field("lambda_initial", &S::lambda_initial, "float", "Initial λ.")
+      .field("lambda_min", &S::lambda_min, "float", "Lower clamp of λ.")
+      .field("lambda_max", &S::lambda_max, "float",
+             "Upper clamp of λ; a rejection at lambda_max ends training.")
+      .field("lambda_increase", &S::lambda_increase, "float", "multiplicative: λ ← λ·increase.")
+      .field("lambda_decrease", &S::lambda_decrease, "float", "multiplicative: λ ← λ·decrease.")
+      .field("marquardt_min", &S::marquardt_min, "float", "Lower clamp of Marquardt's D.")
+      .field("marquardt_max", &S::marquardt_max, "float", "Upper clamp of Marquardt's D.")
+      .field("learning_rate", &S::learning_rate, "float", "θ ← θ − learning_rate·δ.")
+      .field("max_attempts", &S::max_attempts, "int", "Solves per LM step before giving it up.")
+      .field("geodesic_acceleration", &S::geodesic_acceleration, "bool",
+             "Second-order correction of each step (Transtrum & Sethna).")
+      .field("geodesic_ratio", &S::geodesic_ratio, "float",
+             "Keep the correction a only when 2‖a‖ ≤ geodesic_ratio·‖v‖.")
+      .field("geodesic_step", &S::geodesic_step, "float",
+             "Finite-difference step h of the second directional derivative.")
+      .field("gradient_tolerance", &S::gradient_tolerance, "float", "‖Jᵀr‖∞ stop (0: off).")
+      .field("function_tolerance", &S::function_tolerance, "float",
+             "Relative decrease of F stop (0: off).")
+      .field("parameter_tolerance", &S::parameter_tolerance, "float",
+             "Relative step size stop (0: off).")
+      .field("weight_decay", &S::weight_decay, "float",
+             "ρ of l2; the initial ρ of bayesian and ard (0: estimated).")
+      .field("memory_budget_bytes", &S::memory_budget_bytes, "count",
+             "Bytes the LM step may use (0: memory_fraction of what is free).")
+      .field("memory_fraction", &S::memory_fraction, "float",
+             "Fraction of free memory the LM step may use.")
+      .field("max_slice_samples", &S::max_slice_samples, "count",
+             "Cap on samples per Jacobian slice (0: from the memory plan).")
+      .field("cg_forcing", &S::cg_forcing, "float", "cg: relative residual target.")
+      .field("cg_max_iterations", &S::cg_max_iterations, "count", "cg: iteration cap (0: n).")
+      .done()
+      .def("validate", &S::validate,
+           "Raises ValueError naming the first option outside its documented range.");
+}
+
+void bind_trainer_options(nb::module_& m) {
+  using T = TrainerOptions;
+  OptionsBinding<T>(m, "TrainerOptions",
+                    "lmtrain::TrainerOptions (include/lmtrain/train/trainer.h): epochs, batches "
+                    "and stopping.  The seed is set by fit's `seed`.")
+      .field("max_epochs", &T::max_epochs, "int", "Passes over the training data.")
+      .field("batch_size", &T::batch_size, "count",
+             "Samples per LM step; 0 (or ≥ the samples) is the full batch.")
+      .field("shuffle", &T::shuffle, "bool", "Reshuffle the samples every epoch (seeded).")
+      .field("loss_goal", &T::loss_goal, "float", "Stop once the training loss ≤ loss_goal.")
+      .field("max_time_seconds", &T::max_time_seconds, "float", "Wall-clock budget in seconds.")
+      .field("max_validation_failures", &T::max_validation_failures, "int",
+             "With validation data: epochs without a better validation loss before stopping.")
+      .field("restore_best", &T::restore_best, "bool",
+             "With validation data: end with the best validation model.")
+      .done()
+      .def("validate", &T::validate,
+           "Raises ValueError naming the first option outside its documented range.");
+}
+
+void bind_loss_options(nb::module_& m) {
+  using L = LossOptions;
+  OptionsBinding<L>(m, "LossOptions",
+                    "lmtrain::LossOptions (include/lmtrain/nn/loss.h); the loss kind is `loss`.")
+      .choice(
+          "loss", &L::kind, [](LossKind k) { return to_string(k); }, parse_loss,
+          {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"},
+          "mse, cross_entropy (exact Gauss–Newton), cross_entropy_sqrt, bce, huber or l1.")
+      .field("output_weights", &L::output_weights, "float list",
+             "mse: positive per-output weights (empty: all ones).")
+      .field("huber_delta", &L::huber_delta, "float", "huber: transition point δ.")
+      .done()
+      .def("validate", &L::validate, nb::arg("outputs"),
+           "Raises ValueError naming the option that does not fit `outputs` outputs.");
+}
+
+}  // namespace
+
+void bind_options(nb::module_& m) {
+  bind_solver_options(m);
+  bind_trainer_options(m);
+  bind_loss_options(m);
+}
+
+}  // namespace lmtrain::python

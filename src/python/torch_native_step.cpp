@@ -1,0 +1,170 @@
+// lmtrain._core.NativeStep{32,64}: one LevenbergMarquardtStep of the library's own engine
+// (structural Jacobians, the whole step in C++) from parameters the caller holds — the fast path
+// of lmtrain.torch for an nn.Sequential made only of layers lmtrain implements.  The caller
+// (python/lmtrain/torch/_native.py) translates the module into the model file's architecture and
+// its parameters into the flat order of the library (each layer's weight, PyTorch's (out, in)
+// order, then its bias), and writes the parameters back after each step.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/io/model_file.h"
+#include "lmtrain/lmtrain.h"
+#include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/lm_step.h"
+#include "lmtrain/solve/solver_selection.h"
+#include "module.h"
+
+namespace lmtrain::python {
+
+namespace nb = nanobind;
+
+namespace {
+
+template <typename T>
+using Vector = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+template <typename T>
+using Matrix = nb::ndarray<nb::ro, T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+template <typename T>
+class NativeStep {
+ public:
+  // `architecture`: the model file's JSON; `max_batch`: the most samples a step linearizes.
+  // `float64_system`: A, g and the solve in float64 (mixed precision for a float32 model).
+  NativeStep(const std::string& architecture, const LossOptions& loss, SolverOptions options,
+             std::size_t max_batch, bool float64_system)
+      : spec_(io::model_spec_from_json(nlohmann::json::parse(architecture))),
+        backend_(make_cpu_backend<T>()),
+        model_(spec_, *backend_),
+        loss_(loss, spec_.outputs(), *backend_),
+        max_batch_(max_batch) {
+    if (float64_system) options.system_precision = SystemPrecision::kFloat64;
+    options.validate();
+    loss.validate(spec_.outputs());
+    StepProblem problem;
+    problem.batch = problem.local_batch = max_batch;
+    problem.residuals_per_sample = loss_.residuals_per_sample();
+    problem.budget_bytes =
+        options.memory_budget_bytes > 0
+            ? options.memory_budget_bytes
+            : static_cast<std::size_t>(options.memory_fraction *
+                                       static_cast<double>(backend_->available_memory_bytes()));
+    problem.caller_elements =
+        2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs());
+    const SolverChoice choice = choose_linear_solver(options, model_, problem);
+    solver_ = std::string(to_string(choice.type));
+    plan_ = choice.plan.describe();
+    engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
+    step_ = make_lm_step<T>(options, choice.type, *engine_, choice.plan.slice_samples, max_batch);
+    params_ = backend_->allocate(model_.num_params());
+    x_ = backend_->allocate(max_batch * spec_.inputs());
+    y_ = backend_->allocate(max_batch * spec_.outputs());
+  }
+
+  std::size_t parameters() const { return model_.num_params(); }
+
+  // One step on (x, y) from `params`, which it updates in place.  Returns (accepted, attempts,
+  // loss before, loss after, λ, termination message, seconds per phase as a dict).
+  nb::dict step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
+    const std::size_t n = model_.num_params(), batch = x.shape(0);
+    if (params.shape(0) != n)
+      throw nb::value_error(
+          fmt::format("params has {} values; the network has {} parameters", params.shape(0), n)
+              .c_str());
+    if (x.shape(1) != spec_.inputs() || y.shape(1) != spec_.outputs() || y.shape(0) != batch ||
+        batch == 0 || batch > max_batch_)
+      throw nb::value_error(fmt::format("x must be b × {} and y b × {} with 0 < b ≤ {}, not {} × "
+                                        "{} and {} × {}",
+                                        spec_.inputs(), spec_.outputs(), max_batch_, x.shape(0),
+                                        x.shape(1), y.shape(0), y.shape(1))
+                                .c_str());
+    StepReport report;
+    PhaseTimes times;
+    {
+      nb::gil_scoped_release unlocked;
+      backend_->copy_from_host(params.data(), params_.data(), n);
+      backend_->copy_from_host(x.data(), x_.data(), batch * spec_.inputs());
+      backend_->copy_from_host(y.data(), y_.data(), batch * spec_.outputs());
+      report = step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+      backend_->copy_to_host(params_.data(), params.data(), n);
+    }
+    nb::dict phases;
+    for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p)
+      phases[std::string(phase_name(static_cast<Phase>(p))).c_str()] = times.seconds[p];
+    nb::dict out;
+    out["accepted"] = report.accepted;
+    out["attempts"] = report.attempts;
+    out["rejected"] = report.rejected;
+    out["invalid"] = report.invalid;
+    out["objective_before"] = report.objective_before;
+    out["objective_after"] = report.objective_after;
+    out["loss_before"] = loss_.reported(report.objective_before, batch);
+    out["loss_after"] = loss_.reported(report.objective_after, batch);
+    out["lambda"] = report.lambda;
+    out["gain_ratio"] = report.gain_ratio;
+    out["gradient_max_norm"] = report.gradient_max_norm;
+    out["step_norm"] = report.step_norm;
+    out["termination"] = std::string(to_string(report.termination));
+    out["message"] = report.message;
+    out["phase_seconds"] = phases;
+    return out;
+  }
+
+  std::tuple<double, double, double> state() const {
+    const DampingStrategy::State s = step_->state().damping;
+    return {s.lambda, s.nu, s.floor};
+  }
+  void set_state(double lambda, double nu, double floor) {
+    StepperState s = step_->state();
+    s.damping = {lambda, nu, floor};
+    step_->set_state(s);
+  }
+  const std::string& solver() const { return solver_; }
+  const std::string& plan() const { return plan_; }
+
+ private:
+  ModelSpec spec_;
+  std::unique_ptr<Backend<T>> backend_;
+  Sequential<T> model_;
+  Loss<T> loss_;
+  std::size_t max_batch_;
+  std::unique_ptr<JacobianEngine<T>> engine_;
+  std::unique_ptr<LmStepper<T>> step_;
+  DeviceBuffer<T> params_, x_, y_;
+  std::string solver_, plan_;
+};
+
+template <typename T>
+void bind_native_step(nb::module_& m, const char* name) {
+  using N = NativeStep<T>;
+  nb::class_<N>(m, name,
+                "The library's own LM step (structural Jacobians) on parameters held by the "
+                "caller: lmtrain.torch's fast path for an nn.Sequential.")
+      .def(nb::init<const std::string&, const LossOptions&, SolverOptions, std::size_t, bool>(),
+           nb::arg("architecture"), nb::arg("loss"), nb::arg("options"), nb::arg("max_batch"),
+           nb::arg("float64_system"))
+      .def_prop_ro("parameters", &N::parameters)
+      .def_prop_ro("linear_solver", &N::solver)
+      .def_prop_ro("memory_plan", &N::plan)
+      .def("step", &N::step, nb::arg("params"), nb::arg("x"), nb::arg("y"),
+           "One LM step from params (updated in place) on the batch (x, y).")
+      .def("state", &N::state, "(λ, ν, floor) of the damping schedule.")
+      .def("set_state", &N::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"));
+}
+
+}  // namespace
+
+void bind_torch_native_step(nb::module_& m) {
+  bind_native_step<float>(m, "NativeStep32");
+  bind_native_step<double>(m, "NativeStep64");
+}
+
+}  // namespace lmtrain::python

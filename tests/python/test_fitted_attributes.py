@@ -1,0 +1,126 @@
+"""The estimators' fitted attributes and lmtrain.fit's Summary, against numpy on the
+predictions: losses are mean squared errors in standardized units (y's mean and population
+standard deviation), the validation curve is that of the held-out rows, the best epoch's model is
+the one returned, and the evidence's effective parameters add up over ARD's groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lmtrain
+from lmtrain import LMClassifier, LMRegressor
+
+
+def data(rows: int = 200, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 3)) * [1.0, 3.0, 0.2] + [0.0, 5.0, -1.0]
+    y = np.sin(X[:, 0]) + 0.1 * (X[:, 1] - 5) * (X[:, 2] + 1) * 5 + 0.05 * rng.normal(size=rows)
+    return X, y
+
+
+def standardized_mse(predicted: np.ndarray, y: np.ndarray, reference: np.ndarray) -> float:
+    return float(np.mean((predicted - y) ** 2) / np.var(reference))
+
+
+def test_loss_curve_and_n_iter_are_the_training_mse_per_epoch() -> None:
+    X, y = data()
+    net = LMRegressor(hidden_layer_sizes=(6,), max_epochs=12, random_state=0).fit(X, y)
+    assert net.n_iter_ == 12 == len(net.loss_curve_) == net.summary_.epochs
+    assert net.loss_curve_[-1] == net.summary_.final_loss
+    assert net.loss_curve_[-1] == pytest.approx(standardized_mse(net.predict(X), y, y), rel=1e-9)
+    # LM accepts only steps that lower the loss (full batch).
+    assert all(b <= a for a, b in zip(net.loss_curve_, net.loss_curve_[1:]))
+    assert net.loss_curve_[-1] < 0.05 * net.summary_.initial_loss
+    assert net.validation_scores_ is None and net.effective_parameters_ is None
+    assert not hasattr(net, "feature_relevances_")
+
+
+def test_summary_is_the_report_and_its_fields() -> None:
+    X, y = data()
+    net = LMRegressor(hidden_layer_sizes=(5,), max_epochs=4, random_state=0).fit(X, y)
+    report = net.summary_.full_report()
+    assert report.lstrip().startswith("lmtrain report")
+    assert "3-5-1 tanh (26 parameters)" in report and net.summary_.num_params == 26
+    assert f"{net.summary_.final_loss:.6e}" in report
+    lines = {line.split("  ")[0]: line for line in report.splitlines()}
+    assert lines["Epochs"].split()[-1] == "4"
+    assert net.summary_.training_samples == 200 and net.summary_.termination == "max_epochs"
+
+
+def test_early_stopping_holds_out_validation_fraction_and_scores_it() -> None:
+    X, y = data(rows=120)
+    net = LMRegressor(hidden_layer_sizes=(30,), max_epochs=200, early_stopping=True,
+                      validation_fraction=0.25, n_iter_no_change=2, random_state=0).fit(X, y)
+    summary = net.summary_
+    assert summary.validation_samples == 30 and summary.training_samples == 90
+    assert len(net.validation_scores_) == net.n_iter_ < 200
+    assert summary.termination == "validation_max_fail"
+    assert net.best_validation_loss_ == min(net.validation_scores_)
+    # Stopped n_iter_no_change epochs after the best one, and restored it.
+    assert net.validation_scores_.index(net.best_validation_loss_) == net.n_iter_ - 3
+    assert summary.restored_best
+
+
+def test_the_restored_model_has_the_best_validation_loss() -> None:
+    # With explicit validation data the held-out rows are known: numpy recomputes the loss.
+    X, y = data(rows=40, seed=2)
+    X_val, y_val = data(rows=60, seed=3)
+    model, summary = lmtrain.fit([30, "tanh", 1], X, y, precision="float64", max_epochs=100,
+                                 validation=(X_val, y_val), max_validation_failures=2)
+    assert summary.restored_best and summary.epochs < 100
+    assert summary.validation_curve[-1] > summary.best_validation_loss
+    assert summary.best_validation_loss == pytest.approx(
+        standardized_mse(model.predict(X_val), y_val, y), rel=1e-9)
+
+
+def test_bayesian_effective_parameters() -> None:
+    X, y = data()
+    net = LMRegressor(hidden_layer_sizes=(8,), regularization="bayesian", max_epochs=30,
+                      random_state=0).fit(X, y)
+    assert 1 < net.effective_parameters_ < net.summary_.num_params == 41
+    assert net.effective_parameters_ == net.summary_.effective_parameters
+    assert net.summary_.final_weight_decay > 0
+    # One ρ for all parameters: no per-group breakdown (that is ard's).
+    assert net.summary_.penalty_groups == ()
+
+
+def test_ard_relevances_name_dataframe_columns_and_match_the_groups() -> None:
+    X, y = data()
+    columns = ["sine", "product_a", "product_b"]
+    frame = pd.DataFrame(X, columns=columns)
+    net = LMRegressor(hidden_layer_sizes=(6,), regularization="ard", weight_decay=1e-3,
+                      max_epochs=30, random_state=0).fit(frame, y)
+    relevances = net.feature_relevances_
+    assert isinstance(relevances, pd.Series) and list(relevances.index) == columns
+    groups = net.summary_.penalty_groups
+    for i, name in enumerate(columns):
+        assert name in groups[i].name
+        assert relevances[name] == groups[i].effective_parameters / groups[i].size == \
+            pytest.approx(groups[i].effective_parameters / 6)
+        assert 0 <= relevances[name] <= 1
+    assert sum(g.effective_parameters for g in groups) == pytest.approx(
+        net.effective_parameters_, rel=1e-12)
+    # The same data as an ndarray: the same numbers, unnamed.
+    plain = LMRegressor(hidden_layer_sizes=(6,), regularization="ard", weight_decay=1e-3,
+                        max_epochs=30, random_state=0).fit(X, y)
+    assert isinstance(plain.feature_relevances_, np.ndarray)
+    np.testing.assert_allclose(plain.feature_relevances_, relevances.to_numpy(), rtol=1e-12)
+
+
+def test_classifier_attributes_and_probabilities() -> None:
+    rng = np.random.default_rng(4)
+    labels = rng.choice(["cat", "dog", "eel"], size=150)
+    centers = {"cat": [0, 0], "dog": [3, 0], "eel": [0, 3]}
+    X = np.array([centers[k] for k in labels]) + rng.normal(scale=0.8, size=(150, 2))
+    net = LMClassifier(hidden_layer_sizes=(5,), max_epochs=15, random_state=0).fit(X, labels)
+    assert list(net.classes_) == ["cat", "dog", "eel"]
+    proba = net.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-12)
+    np.testing.assert_array_equal(net.classes_[proba.argmax(axis=1)], net.predict(X))
+    # The reported loss is the mean cross-entropy of the predicted probabilities.
+    codes = np.searchsorted(net.classes_, labels)
+    cross_entropy = -np.mean(np.log(proba[np.arange(150), codes]))
+    assert net.loss_curve_[-1] == pytest.approx(cross_entropy, rel=1e-6)
+    assert net.score(X, labels) > 0.85

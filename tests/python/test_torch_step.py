@@ -1,0 +1,283 @@
+"""One LM step of lmtrain.torch against the library's own step (the fast path) and against an
+independent float64 NumPy reference of the same damped solve; the optimizer's state; bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from test_torch_jacobian import TwoInputResidualNet, _data, _model
+from torch_support import flat_parameters, lt, reference_jacobian, torch
+
+
+def _sequential(seed: int, outputs: int = 2, activation=torch.nn.Tanh) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(3, 8), activation(), torch.nn.Linear(8, 8),
+                               torch.nn.Sigmoid(), torch.nn.Linear(8, outputs)).double()
+
+
+@pytest.mark.parametrize("damping", ["nielsen", "multiplicative"])
+@pytest.mark.parametrize("loss", ["mse", "cross_entropy", "huber"])
+def test_torch_path_step_equals_native_step(loss: str, damping: str) -> None:
+    g = torch.Generator().manual_seed(11)
+    # 200 residuals for 122 parameters: the native step chooses cholesky (not the dual form),
+    # with geodesic acceleration, as the torch path does.
+    x = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    y = (torch.randint(0, 2, (100,), generator=g) if loss == "cross_entropy"
+         else torch.randn(100, 2, generator=g, dtype=torch.float64))
+    torch_model, native_model = _sequential(3), _sequential(3)
+    on_torch = lt.LevenbergMarquardt(torch_model, loss=loss, damping=damping, fast_path=False,
+                                     slice_size=7)
+    native = lt.LevenbergMarquardt(native_model, loss=loss, damping=damping)
+    assert on_torch.path == "torch.func jacrev" and native.path == "native"
+    geodesic_applied = 0
+    for _ in range(4):
+        a, b = on_torch.step(x, y), native.step(x, y)
+        geodesic_applied += a.geodesic_applied
+        assert (a.accepted, a.attempts, a.rejected) == (b.accepted, b.attempts, b.rejected)
+        assert a.lambda_ == pytest.approx(b.lambda_, rel=1e-10)
+        assert a.loss_after == pytest.approx(b.loss_after, rel=1e-10)
+        np.testing.assert_allclose(flat_parameters(torch_model), flat_parameters(native_model),
+                                   rtol=0, atol=1e-10)
+    assert on_torch.state_dict()["lambda"] == pytest.approx(native.state_dict()["lambda"],
+                                                            rel=1e-10)
+    if (loss, damping) == ("mse", "nielsen"):  # (the others refuse every correction here)
+        assert geodesic_applied > 0
+
+
+def test_geodesic_step_equals_numpy_reference() -> None:
+    # Transtrum & Sethna's correction: a' = (A + λI)⁻¹Jᵀr_vv with r_vv by central differences
+    # (h = 0.1) along v = −δ, δ ← δ + a'/2, kept when 2‖a'‖ ≤ 0.75‖δ‖.
+    model = _model(seed=12, outputs=2)
+    reference = copy.deepcopy(model)
+    x, y = _data(60, 2, "mse", seed=13)
+    lam = 30.0
+    residuals = lambda f: (f(*x) - y).reshape(-1)  # noqa: E731
+    j = reference_jacobian(reference, residuals).numpy()
+    theta = flat_parameters(reference).numpy()
+    r = residuals(reference).detach().numpy()
+    a = j.T @ j + lam * np.eye(theta.size)
+    delta = np.linalg.solve(a, j.T @ r)
+
+    def at(point):
+        m = copy.deepcopy(reference)
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(point), m.parameters())
+        return residuals(m).detach().numpy()
+
+    r_vv = (at(theta - 0.1 * delta) + at(theta + 0.1 * delta) - 2 * r) / 0.01
+    correction = np.linalg.solve(a, j.T @ r_vv)
+    assert 2 * np.linalg.norm(correction) <= 0.75 * np.linalg.norm(delta)
+    expected = theta - (delta + correction / 2)
+    assert 0.5 * at(expected) @ at(expected) < 0.5 * r @ r  # the trial is accepted
+    report = lt.LevenbergMarquardt(model, damping="multiplicative", lambda_initial=lam,
+                                   slice_size=16).step(x, y)
+    assert report.accepted and report.geodesic_applied == 1
+    np.testing.assert_allclose(flat_parameters(model).numpy(), expected, rtol=0, atol=1e-10)
+
+
+def _reference_step(model, x, y, lam: float, marquardt: bool):
+    """θ after one multiplicative-damping LM step in NumPy float64 (λ ×10 on rejection)."""
+    residuals = lambda f: (f(*x) - y).reshape(-1)  # noqa: E731
+    j = reference_jacobian(model, residuals).numpy()
+    theta = flat_parameters(model).numpy()
+    r = residuals(model).detach().numpy()
+    f0 = 0.5 * r @ r
+    a, g = j.T @ j, j.T @ r
+    d = np.clip(np.diag(a), 1e-6, 1e32) if marquardt else np.ones_like(theta)
+    trial_model = copy.deepcopy(model)
+    for _ in range(10):
+        delta = np.linalg.solve(a + lam * np.diag(d), g)
+        trial = theta - delta
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(trial), trial_model.parameters())
+        rt = residuals(trial_model).detach().numpy()
+        if 0.5 * rt @ rt < f0:
+            return trial, lam * 0.1
+        lam *= 10
+    return theta, lam
+
+
+@pytest.mark.parametrize("marquardt", [False, True])
+def test_step_equals_numpy_reference_on_a_non_sequential_model(marquardt: bool) -> None:
+    model = _model(seed=8, outputs=2)
+    x, y = _data(30, 2, "mse", seed=9)
+    lam = 1e-2
+    for _ in range(3):
+        expected, lam_next = _reference_step(model, x, y, lam, marquardt)
+        opt = lt.LevenbergMarquardt(model, damping="multiplicative", lambda_initial=lam,
+                                    damping_matrix="marquardt" if marquardt else "identity",
+                                    slice_size=8, geodesic_acceleration=False)
+        report = opt.step(x, y)
+        assert report.accepted
+        np.testing.assert_allclose(flat_parameters(model).numpy(), expected, rtol=0, atol=1e-10)
+        assert opt.lambda_ == pytest.approx(lam_next, rel=1e-12)
+        lam = lam_next
+
+
+def test_state_dict_resumes_the_schedule() -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(25, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(25, 2, generator=g, dtype=torch.float64)
+    for fast_path in (False, "auto"):
+        model = _sequential(4)
+        opt = lt.LevenbergMarquardt(model, fast_path=fast_path)
+        for _ in range(3):
+            opt.step(x, y)
+        state = opt.state_dict()
+        assert state["lambda"] != pytest.approx(1e-3)
+        resumed_model = copy.deepcopy(model)
+        resumed = lt.LevenbergMarquardt(resumed_model, fast_path=fast_path)
+        resumed.load_state_dict(state)
+        a, b = opt.step(x, y), resumed.step(x, y)
+        assert a.lambda_ == b.lambda_ and a.loss_after == b.loss_after
+        torch.testing.assert_close(flat_parameters(model), flat_parameters(resumed_model),
+                                   rtol=0, atol=0)
+        with pytest.raises(ValueError, match="lambda"):
+            resumed.load_state_dict({"lambda": -1.0, "nu": 2.0, "floor": 0.0})
+
+
+def test_mixed_precision_step_is_close_to_float64() -> None:
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(50, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(50, 2, generator=g, dtype=torch.float64)
+    m64, m32 = _sequential(7), _sequential(7).float()
+    lt.LevenbergMarquardt(m64, fast_path=False).step(x, y)
+    report = lt.LevenbergMarquardt(m32, fast_path=False, precision="mixed").step(x.float(),
+                                                                                 y.float())
+    assert report.accepted
+    np.testing.assert_allclose(flat_parameters(m32).double(), flat_parameters(m64), atol=1e-4)
+
+
+# ---- bad input: an exception that names the problem, parameters unchanged --------------------
+def _unchanged(model, before):
+    torch.testing.assert_close(flat_parameters(model), before, rtol=0, atol=0)
+
+
+def test_parameters_that_do_not_require_grad() -> None:
+    model = _model()
+    model.head.weight.requires_grad_(False)
+    with pytest.raises(ValueError, match=r"head\.weight.*require grad"):
+        lt.LevenbergMarquardt(model)
+
+
+def test_inputs_on_another_device() -> None:
+    model = _model()
+    before = flat_parameters(model)
+    x, y = _data(5, 3, "mse")
+    opt = lt.LevenbergMarquardt(model)
+    with pytest.raises(ValueError, match="meta.*cpu"):
+        opt.step((x[0].to("meta"), x[1]), y)
+    _unchanged(model, before)
+
+
+def test_residual_fn_of_the_wrong_shape_or_not_finite() -> None:
+    model = _model(outputs=1)
+    before = flat_parameters(model)
+    x, _ = _data(6, 1, "mse")
+    matrix = lt.LevenbergMarquardt(model, residual_fn=lambda m, x, y: m(*x))
+    with pytest.raises(ValueError, match=r"shape \(6, 1\).*vector"):
+        matrix.step(x)
+    _unchanged(model, before)
+    calls = []
+
+    def growing(m, inputs, y):  # one residual more at every call: the trial's count differs
+        calls.append(1)
+        return m(*inputs)[: 4 + len(calls) % 2, 0]
+
+    with pytest.raises(ValueError, match="trial point"):
+        lt.LevenbergMarquardt(model, residual_fn=growing).step(x)
+    _unchanged(model, before)
+
+    def not_finite(m, inputs, y):
+        r = m(*inputs)[:, 0]
+        return torch.cat([r[:3], r[3:] / 0.0])
+
+    with pytest.raises(ValueError, match="non-finite"):
+        lt.LevenbergMarquardt(model, residual_fn=not_finite).step(x)
+    _unchanged(model, before)
+
+
+def test_buffers_that_change_in_forward() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
+                                torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()
+    before = flat_parameters(model)
+    stats = model[1].running_mean.clone()
+    x = torch.randn(10, 3, dtype=torch.float64)
+    y = torch.randn(10, 1, dtype=torch.float64)
+    opt = lt.LevenbergMarquardt(model)
+    assert opt.path.startswith("torch.func")  # BatchNorm is not a layer of the library
+    with pytest.raises(ValueError, match="BatchNorm"):
+        opt.step(x, y)
+    _unchanged(model, before)
+    torch.testing.assert_close(model[1].running_mean, stats, rtol=0, atol=0)
+    model.eval()
+    assert opt.step(x, y).attempts >= 1
+
+
+def test_unknown_option_and_loss() -> None:
+    with pytest.raises(TypeError, match="lamda_initial"):
+        lt.LevenbergMarquardt(_model(), lamda_initial=1.0)
+    with pytest.raises(ValueError, match="loss = 'mae'"):
+        lt.LevenbergMarquardt(_model(), loss="mae")
+    with pytest.raises(ValueError, match="regularization = 'l2'.*fast path"):
+        lt.LevenbergMarquardt(_model(), regularization="l2", weight_decay=1e-3)
+    with pytest.raises(ValueError, match="fast_path=True needs"):
+        lt.LevenbergMarquardt(_sequential(1), residual_fn=lambda m, x, y: m(x)[:, 0],
+                              fast_path=True)
+    with pytest.raises(ValueError, match="dual"):
+        lt.LevenbergMarquardt(_model(), linear_solver="dual")
+    assert TwoInputResidualNet  # imported for the models above
+
+
+def test_memory_plan_sizes_the_slices() -> None:
+    # The plan: 2n² float64 values for A and its factor, then about 3 rows of J per residual row
+    # of a slice (R = 3 rows per sample here).
+    model = _model(seed=14)
+    x, y = _data(50, 3, "mse", seed=15)
+    n = sum(p.numel() for p in model.parameters())
+    fixed, per_sample = 2 * n * n * 8, 3 * 3 * n * 8
+    planned = lt.LevenbergMarquardt(model, memory_budget=fixed + 10 * per_sample + 1)
+    whole = lt.LevenbergMarquardt(copy.deepcopy(model), slice_size=50)
+    f_planned, a_planned, g_planned = planned.normal_equations(x, y)
+    f_whole, a_whole, g_whole = whole.normal_equations(x, y)
+    torch.testing.assert_close(a_planned, a_whole, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(g_planned, g_whole, rtol=1e-12, atol=1e-13)
+    assert planned.step(x, y).slice_size == 10 and whole.step(x, y).slice_size == 50
+    before = flat_parameters(model)
+    with pytest.raises(MemoryError, match="memory budget of 100000 bytes"):
+        lt.LevenbergMarquardt(model, memory_budget=100_000).step(x, y)
+    _unchanged(model, before)
+
+
+def _cnn(seed: int) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ELU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(3, 4, (2, 3), stride=(1, 2), padding=(0, 1)), torch.nn.Tanh(),
+        torch.nn.AvgPool2d((2, 1), stride=1), torch.nn.Flatten(), torch.nn.Linear(4 * 1 * 1, 3)).double()
+
+
+def test_convolutional_sequential_on_the_native_step_equals_the_torch_path() -> None:
+    # Conv2d, ELU, MaxPool2d, AvgPool2d, Flatten and Linear translated into the library's layers
+    # (weights in PyTorch's (out, in, kh, kw) order): its steps equal the torch path's.
+    g = torch.Generator().manual_seed(16)
+    x = torch.randn(60, 2, 6, 5, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (60,), generator=g)
+    native_model, torch_model = _cnn(17), _cnn(17)
+    assert torch_model(x).shape == (60, 3)
+    native = lt.LevenbergMarquardt(native_model, loss="cross_entropy")
+    on_torch = lt.LevenbergMarquardt(torch_model, loss="cross_entropy", fast_path=False)
+    assert native.path == "native"
+    for _ in range(3):
+        a, b = native.step(x, y), on_torch.step(x, y)
+        assert a.path == "native" and (a.accepted, a.attempts) == (b.accepted, b.attempts)
+        assert a.loss_after == pytest.approx(b.loss_after, rel=1e-10)
+    np.testing.assert_allclose(flat_parameters(native_model), flat_parameters(torch_model),
+                               rtol=0, atol=1e-10)
+    # Layers the library does not have take the torch path.
+    for model in (torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, dilation=2), torch.nn.Flatten(),
+                                      torch.nn.Linear(2, 1)),
+                  torch.nn.Sequential(torch.nn.Linear(2, 2, bias=False)),
+                  torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.GELU(approximate="tanh"))):
+        assert lt.LevenbergMarquardt(model).path.startswith("torch.func")

@@ -1,0 +1,45 @@
+"""Run by test_torch_distributed.py under `torchrun --nproc_per_node 2` (gloo), and once without
+torchrun: trains a two-input model for a few LM steps and saves the parameters and reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_torch_jacobian import _data, _model  # noqa: E402
+
+import lmtrain.torch as lt  # noqa: E402
+
+
+def main(out_dir: str, mode: str) -> None:
+    ranks = int(os.environ.get("WORLD_SIZE", "1"))
+    if ranks > 1:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if ranks > 1 else 0
+    model = _model(seed=21, outputs=2)
+    x, y = _data(90, 2, "mse", seed=22)
+    if mode == "fail" and rank == 1:  # this rank's batch is wrong: every rank must raise
+        y = y[:-1]
+    opt = lt.LevenbergMarquardt(model, slice_size=16)
+    reports = []
+    try:
+        for _ in range(5):
+            r = opt.step(x, y)
+            reports.append([r.loss, r.loss_after, r.lambda_, r.attempts, r.geodesic_applied])
+    except (RuntimeError, ValueError) as error:
+        reports.append(f"{type(error).__name__}: {error}")
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    torch.save(flat, os.path.join(out_dir, f"params-{ranks}-{rank}.pt"))
+    with open(os.path.join(out_dir, f"reports-{ranks}-{rank}.json"), "w") as f:
+        json.dump({"path": opt.path, "reports": reports}, f)
+    if ranks > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "train")
