@@ -13,8 +13,8 @@ import lmtrain
 
 def test_a_python_thread_runs_during_each_lm_step() -> None:
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(3000, 16))
-    y = np.tanh(X @ rng.normal(size=16)) + 0.1 * rng.normal(size=3000)
+    X = rng.normal(size=(5000, 16))
+    y = np.tanh(X @ rng.normal(size=16)) + 0.1 * rng.normal(size=5000)
     ticks: list[float] = []
     done = threading.Event()
 
@@ -27,7 +27,7 @@ def test_a_python_thread_runs_during_each_lm_step() -> None:
     thread.start()
     time.sleep(0.05)
     started = time.perf_counter()
-    # 1 153 parameters, full batch: each step forms a 1 153² JᵀJ from 3 000 rows (~0.1–0.3 s).
+    # 1 153 parameters, full batch: each step forms a 1 153² JᵀJ from 5 000 rows (0.2–0.6 s).
     _, summary = lmtrain.fit([64, "tanh", 1], X, y, precision="float64", max_epochs=3)
     ended = time.perf_counter()
     done.set()
