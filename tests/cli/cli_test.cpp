@@ -384,8 +384,12 @@ TEST(Cli, CudaWithoutADeviceIsAClearErrorBeforeAnyOutput) {
   const std::string config = s.write("run.toml", regression_config("", 2));
   const Result r = run("fit " + config + " --quiet --set device=\"cuda\"");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("device = \"cuda\" but 0 CUDA device(s) are visible"), std::string::npos)
-      << r.output;
+  // A build with CUDA sees no device here; one without (the sanitizer build) says so instead.
+  const bool no_device =
+      r.output.find("device = \"cuda\" but 0 CUDA device(s) are visible") != std::string::npos;
+  const bool not_built =
+      r.output.find("device = \"cuda\" but lmtrain was built without CUDA") != std::string::npos;
+  EXPECT_TRUE(no_device || not_built) << r.output;
   EXPECT_FALSE(fs::exists(s.path("out"))) << "an output directory was left behind";
 }
 
