@@ -500,6 +500,37 @@ std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Sum
   return fmt::format(",\"floors_per_step\":{},\"step_floor_s\":{}", phases_json(f), num(f.total()));
 }
 
+// The run's Jacobian-assembly and SYRK rates against the roofline, and its phase floors (the
+// fields of the result line, each with its leading comma; none without a roofline or rows).
+std::string run_rates_json(const lmtrain::ModelSpec& spec, const lmtrain::Summary& summary,
+                           std::size_t train_samples, std::size_t element_size,
+                           const DeviceRoofline* roofline) {
+  // Every step linearizes one batch once (a retry never rebuilds J or A), so when the batches
+  // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
+  // rows of the short batches are not known here and the rates are left out.
+  std::string rates;
+  if (summary.batch_size > 0 && train_samples % summary.batch_size == 0 && summary.steps > 0) {
+    // The products behind the "normal equations" phase: JᵀJ (n(n+1) flops per row, SYRK); none
+    // when J is stored instead (matrix-free CG, and the dual form, whose JJᵀ is part of its
+    // factorization phase).
+    const double m =
+        static_cast<double>(summary.batch_size) * static_cast<double>(summary.residuals_per_sample);
+    const double rows = static_cast<double>(summary.steps) * m;
+    const double nd = static_cast<double>(summary.num_params);
+    const lmtrain::LinearSolverType used = summary.linear_solver_used;
+    const bool stored =
+        used == lmtrain::LinearSolverType::kCg || used == lmtrain::LinearSolverType::kDual;
+    const double flops = stored ? 0.0 : nd * (nd + 1) * rows;
+    rates = assembly_rates_json(rows, summary.num_params, element_size,
+                                summary.times[lmtrain::Phase::kJacobian], flops,
+                                summary.times[lmtrain::Phase::kNormalEquations], roofline);
+  } else if (roofline) {
+    rates = roofline->json();
+  }
+  if (roofline) rates += phase_floors_json(spec, summary, train_samples, element_size, *roofline);
+  return rates;
+}
+
 bool wants_roofline(const Args& args) {
   if (args.roofline) return *args.roofline;
   return args.workload == "W1" || args.workload == "W2" || args.workload == "W3" ||
@@ -695,29 +726,8 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   // After everything timed, and after fit freed its buffers (see measure_roofline).
   std::optional<DeviceRoofline> roofline;
   if (wants_roofline(args)) roofline = measure_roofline(*backend, activations_of(spec));
-  // Every step linearizes one batch once (a retry never rebuilds J or A), so when the batches
-  // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
-  // rows of the short batches are not known here and the rates are left out.
-  std::string rates;
-  if (summary.batch_size > 0 && train.samples % summary.batch_size == 0 && summary.steps > 0) {
-    // The products behind the "normal equations" phase: JᵀJ (n(n+1) flops per row, SYRK); none
-    // when J is stored instead (matrix-free CG, and the dual form, whose JJᵀ is part of its
-    // factorization phase).
-    const double m =
-        static_cast<double>(summary.batch_size) * static_cast<double>(summary.residuals_per_sample);
-    const double rows = static_cast<double>(summary.steps) * m;
-    const double nd = static_cast<double>(summary.num_params);
-    const lmtrain::LinearSolverType used = summary.linear_solver_used;
-    const bool stored =
-        used == lmtrain::LinearSolverType::kCg || used == lmtrain::LinearSolverType::kDual;
-    const double flops = stored ? 0.0 : nd * (nd + 1) * rows;
-    rates = assembly_rates_json(
-        rows, summary.num_params, sizeof(T), summary.times[lmtrain::Phase::kJacobian], flops,
-        summary.times[lmtrain::Phase::kNormalEquations], roofline ? &*roofline : nullptr);
-  } else if (roofline) {
-    rates = roofline->json();
-  }
-  if (roofline) rates += phase_floors_json(spec, summary, train.samples, sizeof(T), *roofline);
+  const std::string rates =
+      run_rates_json(spec, summary, train.samples, sizeof(T), roofline ? &*roofline : nullptr);
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
       "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"
