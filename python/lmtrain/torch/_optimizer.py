@@ -68,6 +68,72 @@ def _available_bytes() -> int:
         return 1 << 32
 
 
+
+def _trainable_parameters(
+        model: torch.nn.Module) -> tuple[list[str], list[torch.Tensor], torch.dtype, torch.device]:
+    """Names and tensors of the parameters, with their one dtype and device; every one must
+    require grad, and the device must be the CPU (a clear error otherwise)."""
+    named = list(model.named_parameters())
+    if not named:
+        raise ValueError("the model has no parameters to train")
+    frozen = [name for name, p in named if not p.requires_grad]
+    if frozen:
+        raise ValueError(f"parameters {frozen} do not require grad; LM trains every parameter "
+                         "of the model: set requires_grad=True or wrap the trainable part in "
+                         "its own module")
+    names = [name for name, _ in named]
+    params = [p for _, p in named]
+    dtypes = {p.dtype for p in params}
+    devices = {p.device for p in params}
+    if len(dtypes) != 1 or not params[0].is_floating_point():
+        raise ValueError(f"the parameters must share one floating dtype, not {dtypes}")
+    if len(devices) != 1:
+        raise ValueError(f"the parameters must be on one device, not {devices}")
+    dtype, device = dtypes.pop(), devices.pop()
+    if device.type != "cpu":
+        raise NotImplementedError(f"the model is on {device}; lmtrain.torch runs on the "
+                                  "CPU so far (move the model with .cpu())")
+    return names, params, dtype, device
+
+
+def _solver_options(damping: str, memory_budget: int | None, slice_size: int | None,
+                    options: dict[str, Any]) -> Any:
+    """The library's SolverOptions from the constructor's arguments, validated."""
+    o = _core.SolverOptions()
+    o.damping = damping
+    for name, value in options.items():
+        if not hasattr(o, name):
+            raise TypeError(f"LevenbergMarquardt() got an unexpected keyword argument "
+                            f"{name!r} (not a SolverOptions field)")
+        setattr(o, name, value)
+    if memory_budget is not None:
+        o.memory_budget_bytes = int(memory_budget)
+    if slice_size is not None:
+        if int(slice_size) < 1:
+            raise ValueError(f"slice_size = {slice_size}: expected a positive integer")
+        o.max_slice_samples = int(slice_size)
+    o.validate()
+    return o
+
+
+def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
+    """float32 or float64: the system's precision for `precision` (None: the model's; "mixed":
+    lmtrain fit's name for a float32 model with a float64 system)."""
+    model_bits = torch.finfo(dtype).bits
+    if precision == "mixed":  # lmtrain fit's name: float32 model and J, float64 system
+        if model_bits != 32:
+            raise ValueError(f"precision = 'mixed' needs a float32 model, not {dtype}")
+        precision = "float64"
+    resolved = precision or ("float64" if model_bits == 64 else "float32")
+    if resolved not in ("float32", "float64"):
+        raise ValueError(f"precision = {precision!r}: expected 'float32', 'float64' or "
+                         "'mixed'")
+    if resolved == "float32" and model_bits == 64:
+        raise ValueError("precision = 'float32' with a float64 model: the system is never "
+                         "less precise than the model; use 'float64'")
+    return resolved
+
+
 class LevenbergMarquardt:
     """Levenberg–Marquardt training of a torch model with lmtrain's normal-equation engine.
 
@@ -121,56 +187,14 @@ class LevenbergMarquardt:
         self.model = model
         self.residual_fn = residual_fn
         self.loss = Loss(loss) if residual_fn is None else None
-        named = list(model.named_parameters())
-        if not named:
-            raise ValueError("the model has no parameters to train")
-        frozen = [name for name, p in named if not p.requires_grad]
-        if frozen:
-            raise ValueError(f"parameters {frozen} do not require grad; LM trains every parameter "
-                             "of the model: set requires_grad=True or wrap the trainable part in "
-                             "its own module")
-        self._names = [name for name, _ in named]
-        self._params = [p for _, p in named]
-        dtypes = {p.dtype for p in self._params}
-        devices = {p.device for p in self._params}
-        if len(dtypes) != 1 or not self._params[0].is_floating_point():
-            raise ValueError(f"the parameters must share one floating dtype, not {dtypes}")
-        if len(devices) != 1:
-            raise ValueError(f"the parameters must be on one device, not {devices}")
-        self.dtype, self.device = dtypes.pop(), devices.pop()
-        if self.device.type != "cpu":
-            raise NotImplementedError(f"the model is on {self.device}; lmtrain.torch runs on the "
-                                      "CPU so far (move the model with .cpu())")
+        self._names, self._params, self.dtype, self.device = _trainable_parameters(model)
         self.n = sum(p.numel() for p in self._params)
 
-        self.options = _core.SolverOptions()
-        self.options.damping = damping
-        for name, value in options.items():
-            if not hasattr(self.options, name):
-                raise TypeError(f"LevenbergMarquardt() got an unexpected keyword argument "
-                                f"{name!r} (not a SolverOptions field)")
-            setattr(self.options, name, value)
-        if memory_budget is not None:
-            self.options.memory_budget_bytes = int(memory_budget)
-        if slice_size is not None:
-            if int(slice_size) < 1:
-                raise ValueError(f"slice_size = {slice_size}: expected a positive integer")
-            self.options.max_slice_samples = int(slice_size)
-        self.options.validate()
+        self.options = _solver_options(damping, memory_budget, slice_size, options)
         self.slice_size = slice_size
 
         model_bits = torch.finfo(self.dtype).bits
-        if precision == "mixed":  # lmtrain fit's name: float32 model and J, float64 system
-            if model_bits != 32:
-                raise ValueError(f"precision = 'mixed' needs a float32 model, not {self.dtype}")
-            precision = "float64"
-        self.precision = precision or ("float64" if model_bits == 64 else "float32")
-        if self.precision not in ("float32", "float64"):
-            raise ValueError(f"precision = {precision!r}: expected 'float32', 'float64' or "
-                             "'mixed'")
-        if self.precision == "float32" and model_bits == 64:
-            raise ValueError("precision = 'float32' with a float64 model: the system is never "
-                             "less precise than the model; use 'float64'")
+        self.precision = _system_precision(precision, self.dtype)
         self.system_dtype = torch.float64 if self.precision == "float64" else torch.float32
 
         self._dist: Any = None
