@@ -458,7 +458,8 @@ std::set<lmtrain::Activation> activations_of(const lmtrain::ModelSpec& spec) {
 //   normal equations   n(n+1) · batch · R / GEMM (one triangle of JᵀJ)
 //   factorization      attempts per step · n³/3 / GEMM (a Cholesky per attempt)
 //   trial evaluation   attempts per step · the forward floor
-//   geodesic           two forward floors + J's bytes read once (Jᵀr_vv), when the run used it
+//   geodesic           attempts per step · (two forward floors + J's bytes read once for
+//                      Jᵀr_vv), when the run used it
 //   epoch evaluation   the forward floor over the training set, once per epoch, spread over steps
 // Each is a lower bound the phase cannot beat, not a prediction: small products run far from the
 // GEMM rate.  A step's floor is their sum.
@@ -494,7 +495,7 @@ std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Sum
   f[lmtrain::Phase::kFactorization] = attempts * n * n * n / 3.0 / gemm;
   f[lmtrain::Phase::kTrialEvaluation] = attempts * forward(batch);
   if (summary.times[lmtrain::Phase::kGeodesic] > 0)
-    f[lmtrain::Phase::kGeodesic] = 2.0 * forward(batch) + j_bytes / copy;
+    f[lmtrain::Phase::kGeodesic] = attempts * (2.0 * forward(batch) + j_bytes / copy);
   f[lmtrain::Phase::kValidation] =
       forward(static_cast<double>(train_samples)) * summary.epochs / steps;
   return fmt::format(",\"floors_per_step\":{},\"step_floor_s\":{}", phases_json(f), num(f.total()));
