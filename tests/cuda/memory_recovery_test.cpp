@@ -3,48 +3,21 @@
 // tool) is given a memory budget of twice that: the planned slice does not fit, an allocation
 // fails, and the trainer halves the slice until it does, as tests/train/memory_recovery_test.cpp
 // checks on the CPU.  Skips without a CUDA device.
+#include "support/memory_recovery.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "lmtrain/backend/cuda_backend.h"
-#include "support/reference.h"
 
 namespace lmtrain::testing {
 namespace {
 
-constexpr std::size_t kLimit = std::size_t{16} << 20;
-constexpr std::size_t kSamples = 600;
-
-Dataset<double> data() {
-  Dataset<double> d(kSamples, 4, 3);
-  Rng rng(7);
-  for (auto& v : d.x) v = rng.normal();
-  for (std::size_t i = 0; i < kSamples; ++i)
-    for (std::size_t c = 0; c < 3; ++c)
-      d.y[i * 3 + c] = std::sin(d.x[i * 4 + c] + 0.5 * d.x[i * 4 + 3]);
-  return d;
-}
-
-// 795 parameters: A and its factor take 10.1 MB of the 16 MiB, a sample's Jacobian rows 19 KB.
-const ModelSpec kSpec = ModelSpec::mlp(4, {24, 24}, 3, Activation::kTanh);
-
-struct Result {
-  std::vector<double> params;
-  Summary summary;
-};
-
-Result train(Backend<double>& backend, const SolverOptions& solver) {
-  TrainerOptions options;
-  options.max_epochs = 3;
-  options.seed = 3;
-  Trainer<double> trainer(kSpec, LossOptions{}, solver, options, backend);
-  Result r;
-  r.params = Sequential<double>(kSpec, backend).initial_parameters(Init::kTorch, 3);
-  r.summary = trainer.fit(r.params, data());
-  return r;
-}
+using memory_recovery::kLimit;
+using memory_recovery::Result;
+using memory_recovery::train;
 
 TEST(CudaMemoryRecovery, AllocationFailureHalvesTheSliceAndTrainingGoesOn) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";

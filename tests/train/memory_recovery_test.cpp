@@ -1,46 +1,21 @@
 // The memory planner against the memory actually allocated, and the trainer's answer to an
 // allocation that fails at run time.  A CPU backend with a byte limit plays a device of that
 // size: every allocation beyond it throws OutOfMemory, as cudaMalloc would.
+#include "support/memory_recovery.h"
+
 #include <gtest/gtest.h>
-
-#include <cmath>
-
-#include "support/reference.h"
 
 namespace lmtrain::testing {
 namespace {
 
-constexpr std::size_t kLimit = std::size_t{16} << 20;  // the "device": 16 MiB
-constexpr std::size_t kSamples = 600;
+using memory_recovery::kLimit;
+using memory_recovery::kSamples;
+using memory_recovery::Result;
 
-Dataset<double> data() {
-  Dataset<double> d(kSamples, 4, 3);
-  Rng rng(7);
-  for (auto& v : d.x) v = rng.normal();
-  for (std::size_t i = 0; i < kSamples; ++i)
-    for (std::size_t c = 0; c < 3; ++c)
-      d.y[i * 3 + c] = std::sin(d.x[i * 4 + c] + 0.5 * d.x[i * 4 + 3]);
-  return d;
-}
-
-// 795 parameters: A and its factor take 10.1 MB of the 16 MiB, a sample's Jacobian rows 19 KB.
-const ModelSpec kSpec = ModelSpec::mlp(4, {24, 24}, 3, Activation::kTanh);
-
-struct Result {
-  std::vector<double> params;
-  Summary summary;
-};
-
-Result train(SolverOptions solver, std::size_t limit) {
-  TrainerOptions options;
-  options.max_epochs = 3;
-  options.seed = 3;
+// The shared problem on a CPU backend limited to `limit` bytes (0: no limit).
+Result train(const SolverOptions& solver, std::size_t limit) {
   auto backend = make_cpu_backend<double>(limit);
-  Trainer<double> trainer(kSpec, LossOptions{}, solver, options, *backend);
-  Result r;
-  r.params = Sequential<double>(kSpec, *backend).initial_parameters(Init::kTorch, 3);
-  r.summary = trainer.fit(r.params, data());
-  return r;
+  return memory_recovery::train(*backend, solver);
 }
 
 TEST(MemoryPlan, FitsTheDeviceItMeasured) {
@@ -54,7 +29,8 @@ TEST(MemoryPlan, FitsTheDeviceItMeasured) {
   EXPECT_EQ(r.summary.termination, TerminationReason::kMaxEpochs);
   // Measured against planned: the step's plan plus the training set (x and y, held whole on
   // the device) and the trainer's parameter, best-model and batch buffers.
-  const std::size_t n = Sequential<double>(kSpec, *make_cpu_backend<double>()).num_params();
+  const std::size_t n =
+      Sequential<double>(memory_recovery::spec(), *make_cpu_backend<double>()).num_params();
   const std::size_t data_bytes = kSamples * (4 + 3) * sizeof(double);
   const std::size_t trainer_bytes = (2 * n + kSamples * (4 + 3)) * sizeof(double);
   EXPECT_GT(r.summary.peak_device_bytes, r.summary.planned_peak_bytes / 2);
