@@ -459,12 +459,15 @@ def phase_table(workload, summary, variants, lines):
         lines.append(f'| {v} | {t} | '
                      + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
     per_step = [(v, t, s) for v, t, s in rows if s.get('phases_per_step')]
-    if per_step:
+    # A row with floors has its per-step times in the floor table below; the per-step table
+    # repeats only the others (it used to repeat every row, the same digits for W1's 1 000 steps).
+    unfloored = [(v, t, s) for v, t, s in per_step if not s.get('floors_per_step')]
+    if unfloored:
         lines += ['', f'Per LM step ({workload}, milliseconds: the mean, i.e. each phase\'s total '
                   '/ steps, median over the repetitions; the Trainer keeps one table per run, not '
                   'one per step; "epoch evaluation" is per-epoch work spread over the steps):', '',
                   '| set | tool | ' + ' | '.join(phases) + ' |', '|---|---|' + '---|' * len(phases)]
-        for v, t, s in per_step:
+        for v, t, s in unfloored:
             cells = [s['phases_per_step'].get(p) for p in phases]
             lines.append(f'| {v} | {t} | ' + ' | '.join(
                 '–' if c is None else f'{1e3 * c:.3f}' for c in cells) + ' |')
