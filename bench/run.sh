@@ -105,6 +105,10 @@ results="$bench/results"
 raw="$results/raw/$stamp-$machine$tag-$(date +%H%M%S)"
 mkdir -p "$raw"
 out_md="$results/$stamp-$machine$tag.md"
+# A second run on the same day with the same workloads keeps the first's report: the new one gets
+# the time of day in its name (a same-named re-run once overwrote a report that had not been
+# committed yet).
+[ -e "$out_md" ] && out_md="$results/$stamp-$machine$tag-$(date +%H%M).md"
 log() { echo "[run.sh $(date +%H:%M:%S)] $*"; }
 # The load average before each repetition, for the report (the machine may be shared).
 mark_load() { echo "$1 $2 $(cut -d' ' -f1-3 /proc/loadavg)" >> "$raw/loadavg.txt"; }
