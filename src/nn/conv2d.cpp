@@ -38,15 +38,9 @@ std::size_t Conv2d<T>::workspace_elements() const {
 }
 
 template <typename T>
-std::size_t Conv2d<T>::chunk(const Backend<T>& backend, std::size_t count) const {
+std::size_t Conv2d<T>::chunk(std::size_t count) const {
   const std::size_t per_sample = geometry_.patch_size() * geometry_.out_spatial();
-  // On the CPU the columns a chunk writes are read back at once by its GEMMs: a chunk that stays
-  // in cache saves the round trip through memory (W4 on one thread: 0.15 s per LM step, against
-  // 0.19–0.22 s with 16 MiB chunks).
-  const std::size_t cap = backend.device_kind() == DeviceKind::kCpu
-                              ? std::min(workspace_cap_, kCpuChunkElements)
-                              : workspace_cap_;
-  return std::clamp<std::size_t>(cap / per_sample, 1, std::max<std::size_t>(count, 1));
+  return std::clamp<std::size_t>(workspace_cap_ / per_sample, 1, std::max<std::size_t>(count, 1));
 }
 
 template <typename T>
@@ -70,7 +64,7 @@ void Conv2d<T>::forward(Backend<T>& backend, const T* params, const T* in, std::
                         T* out, T* /*saved*/) const {
   const std::size_t K = geometry_.patch_size(), P = geometry_.out_spatial();
   const std::size_t O = out_channels_, in_size = geometry_.in_size();
-  const std::size_t per = chunk(backend, batch);
+  const std::size_t per = chunk(batch);
   T* cols = pointwise_ ? nullptr : workspace(backend, per * K * P);
   for (std::size_t first = 0; first < batch; first += per) {
     const std::size_t count = std::min(per, batch - first);
@@ -90,7 +84,7 @@ T* Conv2d<T>::backward(Backend<T>& backend, const T* params, const T* /*saved*/,
   const std::size_t K = geometry_.patch_size(), P = geometry_.out_spatial();
   const std::size_t O = out_channels_, in_size = geometry_.in_size();
   const std::size_t rows = samples * group;
-  const std::size_t per = chunk(backend, rows);
+  const std::size_t per = chunk(rows);
   T* cols = pointwise_ ? nullptr : workspace(backend, per * K * P);
   for (std::size_t first = 0; first < rows; first += per) {
     const std::size_t count = std::min(per, rows - first);
@@ -111,7 +105,7 @@ void Conv2d<T>::assemble_jacobian(Backend<T>& backend, const T* in, std::size_t 
   const std::size_t K = geometry_.patch_size(), P = geometry_.out_spatial();
   const std::size_t O = out_channels_, in_size = geometry_.in_size();
   T* jw = j + this->param_offset();
-  const std::size_t per = chunk(backend, samples);
+  const std::size_t per = chunk(samples);
   T* cols = pointwise_ ? nullptr : workspace(backend, per * K * P);
   for (std::size_t first = 0; first < samples; first += per) {
     const std::size_t count = std::min(per, samples - first);

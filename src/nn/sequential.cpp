@@ -27,7 +27,9 @@ Sequential<T>::Sequential(const ModelSpec& spec, Backend<T>& backend)
         layers_.push_back(std::make_unique<ActivationLayer<T>>(l.activation, shape.size()));
         break;
       case LayerSpec::Kind::kConv2d:
-        layers_.push_back(std::make_unique<Conv2d<T>>(shape, l.channels, l.window, l.bias));
+        layers_.push_back(
+            std::make_unique<Conv2d<T>>(shape, l.channels, l.window, l.bias,
+                                        Conv2d<T>::workspace_cap_for(backend.device_kind())));
         break;
       case LayerSpec::Kind::kMaxPool2d:
         layers_.push_back(std::make_unique<Pool2d<T>>(PoolKind::kMax, shape, l.window));
