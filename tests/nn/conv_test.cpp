@@ -284,6 +284,35 @@ TEST_P(ConvLayer, FirstLayerJacobianMatchesCentralDifferences) {
   expect_jacobian_matches_differences(make_case(spec, LossKind::kMse, 33));
 }
 
+TEST_P(ConvLayer, BackwardIsTheAdjointOfForward) {
+  // The seeds' backward pass (Wᵀ per position, then col2im) is the adjoint of the forward pass's
+  // linear part: ⟨g, z(x) − z(0)⟩ = ⟨backward(g), x⟩ for random x and g, on every geometry —
+  // padded ones included, which the Jacobian tests above only place first (no backward).
+  const ConvCase& c = GetParam();
+  const std::size_t samples = 3;
+  auto backend = make_cpu_backend<double>();
+  const Conv2d<double> layer(c.input, c.out_channels, c.window, c.bias);
+  Rng rng(67);
+  const auto params = random_vector(layer.num_params(), rng);
+  const auto x = random_vector(samples * layer.inputs(), rng);
+  const auto g = random_vector(samples * layer.outputs(), rng);
+  std::vector<double> z(samples * layer.outputs()), z0(z.size());
+  const std::vector<double> zeros(x.size(), 0.0);
+  layer.forward(*backend, params.data(), x.data(), samples, z.data(), nullptr);
+  layer.forward(*backend, params.data(), zeros.data(), samples, z0.data(), nullptr);
+  std::vector<double> g_out = g, g_in(x.size());
+  const double* back =
+      layer.backward(*backend, params.data(), nullptr, samples, 1, g_out.data(), g_in.data());
+  double lhs = 0, rhs = 0, scale = 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    lhs += g[i] * (z[i] - z0[i]);
+    scale += std::fabs(g[i] * (z[i] - z0[i]));
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) rhs += back[i] * x[i];
+  ASSERT_GT(scale, 1.0) << "a product large enough to compare";
+  EXPECT_LE(std::fabs(lhs - rhs), 1e-13 * scale);
+}
+
 TEST_P(ConvLayer, FloatAgreesWithDouble) {
   const Case c = make_case(behind_pointwise(GetParam()), LossKind::kMse, 34);
   Problem<double> pd(c.spec, c.loss, c.x, c.y, kBatch);

@@ -84,18 +84,28 @@ void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
   }
 }
 
+// The adjoint of im2col through the same table: each column entry added to the input element it
+// was copied from.  Each sample is one thread's, in a fixed order, so the sums are deterministic
+// without the gather formula (kernels::col2im_entry, which the CUDA kernel keeps because its
+// threads would otherwise need atomics); only their order differs from it.
 template <typename T>
 void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) {
-  const std::size_t C = g.channels, in = g.in_size(), K = g.patch_size(), P = g.out_spatial();
-  const std::size_t pairs = samples * C;
-#pragma omp parallel for if (samples * K * P > kParallelThreshold)
-  for (std::size_t sc = 0; sc < pairs; ++sc) {
-    const std::size_t s = sc / C, c = sc - s * C;
-    const T* cs = cols + s * K * P;
-    T* xc = x + s * in + c * g.height * g.width;
-    for (std::size_t y = 0; y < g.height; ++y)
-      for (std::size_t xx = 0; xx < g.width; ++xx)
-        xc[y * g.width + xx] = kernels::col2im_entry(g, cs, c, y, xx);
+  const std::size_t in = g.in_size(), KP = g.patch_size() * g.out_spatial();
+  const std::vector<std::uint32_t> index = im2col_table(g);
+  const std::uint32_t* idx = index.data();
+  const bool padded = g.pad_h > 0 || g.pad_w > 0;
+  const auto n = static_cast<std::ptrdiff_t>(samples);
+#pragma omp parallel for if (samples * KP > kParallelThreshold)
+  for (std::ptrdiff_t s = 0; s < n; ++s) {
+    T* xs = x + static_cast<std::size_t>(s) * in;
+    const T* cs = cols + static_cast<std::size_t>(s) * KP;
+    for (std::size_t i = 0; i < in; ++i) xs[i] = T(0);
+    if (padded) {
+      for (std::size_t e = 0; e < KP; ++e)
+        if (idx[e] < in) xs[idx[e]] += cs[e];
+    } else {
+      for (std::size_t e = 0; e < KP; ++e) xs[idx[e]] += cs[e];
+    }
   }
 }
 
