@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../conv_math.h"
@@ -43,12 +44,18 @@ void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std:
 }
 
 // im2col of one sample as a gather: column entry e of K × P reads input element index[e], or the
-// zero padding when index[e] = in_size.  The table depends only on the geometry, so it is built
-// once per call and every sample is one branch-light loop over it (the element-wise formula,
-// kernels::im2col_entry, cost ~1 ns per entry on W4's 5 × 5 and 13 × 13 windows: 40% of its time).
-std::vector<std::uint32_t> im2col_table(const WindowGeometry& g) {
-  const std::size_t P = g.out_spatial();
-  std::vector<std::uint32_t> index(g.patch_size() * P);
+// zero padding when index[e] = in_size (the element-wise formula, kernels::im2col_entry, cost
+// ~1 ns per entry on W4's 5 × 5 and 13 × 13 windows: 40% of its time).  col2im is its adjoint
+// through the same table.
+struct ColumnMap {
+  std::vector<std::uint32_t> index;  // K·P entries
+  std::size_t in = 0;                // input elements per sample
+  bool padded = false;               // some entries read the padding
+};
+
+ColumnMap build_column_map(const WindowGeometry& g) {
+  ColumnMap map{std::vector<std::uint32_t>(g.patch_size() * g.out_spatial()), g.in_size(),
+                g.pad_h > 0 || g.pad_w > 0};
   std::size_t e = 0;
   for (std::size_t c = 0; c < g.channels; ++c)
     for (std::size_t i = 0; i < g.kernel_h; ++i)
@@ -59,24 +66,41 @@ std::vector<std::uint32_t> im2col_table(const WindowGeometry& g) {
             const bool inside =
                 kernels::input_coordinate(oy, i, g.stride_h, g.pad_h, g.height, &y) &&
                 kernels::input_coordinate(ox, j, g.stride_w, g.pad_w, g.width, &x);
-            index[e] =
-                static_cast<std::uint32_t>(inside ? (c * g.height + y) * g.width + x : g.in_size());
+            map.index[e] =
+                static_cast<std::uint32_t>(inside ? (c * g.height + y) * g.width + x : map.in);
           }
-  return index;
+  return map;
+}
+
+bool same_geometry(const WindowGeometry& a, const WindowGeometry& b) {
+  return a.channels == b.channels && a.height == b.height && a.width == b.width &&
+         a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
+         a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w;
+}
+
+// The map of g, built once per geometry and thread: a convolution calls im2col and col2im once
+// per chunk of samples, and W4's network has five geometries.  Read-only while a parallel loop
+// uses it (only the calling thread adds entries, before the loop).
+const ColumnMap& column_map(const WindowGeometry& g) {
+  thread_local std::vector<std::pair<WindowGeometry, ColumnMap>> cache;
+  for (const auto& [key, map] : cache)
+    if (same_geometry(key, g)) return map;
+  if (cache.size() >= 64) cache.clear();  // a process that keeps building new networks
+  cache.emplace_back(g, build_column_map(g));
+  return cache.back().second;
 }
 
 template <typename T>
 void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
-  const std::size_t in = g.in_size(), KP = g.patch_size() * g.out_spatial();
-  const std::vector<std::uint32_t> index = im2col_table(g);
-  const std::uint32_t* idx = index.data();
-  const bool padded = g.pad_h > 0 || g.pad_w > 0;
+  const ColumnMap& map = column_map(g);
+  const std::uint32_t* idx = map.index.data();
+  const std::size_t in = map.in, KP = map.index.size();
   const auto n = static_cast<std::ptrdiff_t>(samples);
 #pragma omp parallel for if (samples * KP > kParallelThreshold)
   for (std::ptrdiff_t s = 0; s < n; ++s) {
     const T* xs = x + static_cast<std::size_t>(s) * in;
     T* cs = cols + static_cast<std::size_t>(s) * KP;
-    if (padded) {
+    if (map.padded) {
       for (std::size_t e = 0; e < KP; ++e) cs[e] = idx[e] < in ? xs[idx[e]] : T(0);
     } else {
       for (std::size_t e = 0; e < KP; ++e) cs[e] = xs[idx[e]];
@@ -84,23 +108,22 @@ void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
   }
 }
 
-// The adjoint of im2col through the same table: each column entry added to the input element it
-// was copied from.  Each sample is one thread's, in a fixed order, so the sums are deterministic
-// without the gather formula (kernels::col2im_entry, which the CUDA kernel keeps because its
-// threads would otherwise need atomics); only their order differs from it.
+// Each column entry added to the input element im2col copied it from.  Each sample is one
+// thread's, in a fixed order, so the sums are deterministic without the gather formula
+// (kernels::col2im_entry, which the CUDA kernel keeps because its threads would otherwise need
+// atomics); only their order differs from it.
 template <typename T>
 void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) {
-  const std::size_t in = g.in_size(), KP = g.patch_size() * g.out_spatial();
-  const std::vector<std::uint32_t> index = im2col_table(g);
-  const std::uint32_t* idx = index.data();
-  const bool padded = g.pad_h > 0 || g.pad_w > 0;
+  const ColumnMap& map = column_map(g);
+  const std::uint32_t* idx = map.index.data();
+  const std::size_t in = map.in, KP = map.index.size();
   const auto n = static_cast<std::ptrdiff_t>(samples);
 #pragma omp parallel for if (samples * KP > kParallelThreshold)
   for (std::ptrdiff_t s = 0; s < n; ++s) {
     T* xs = x + static_cast<std::size_t>(s) * in;
     const T* cs = cols + static_cast<std::size_t>(s) * KP;
     for (std::size_t i = 0; i < in; ++i) xs[i] = T(0);
-    if (padded) {
+    if (map.padded) {
       for (std::size_t e = 0; e < KP; ++e)
         if (idx[e] < in) xs[idx[e]] += cs[e];
     } else {
