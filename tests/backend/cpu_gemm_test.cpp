@@ -1,6 +1,7 @@
 // The CPU backend's GEMM on every transpose combination, for the shapes it hands to its own loop
 // or to GEMV (k = 1, n = 1, m = 1) and for general ones, against a naive triple loop in double;
-// with β = 0 the output's old contents (NaN here) must not leak in.
+// with β = 0 the output's old contents (NaN here) must not leak in.  Likewise its dense layer's
+// forward product, which has its own loops for few inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +62,35 @@ TEST(CpuGemm, DegenerateAndGeneralShapesOnEveryTransposeMatchANaiveProduct) {
           check_gemm<float>(ta, tb, s[0], s[1], s[2], beta);
           check_gemm<double>(ta, tb, s[0], s[1], s[2], beta);
         }
+}
+
+// z = x·Wᵀ + b: the one-pass loops for 1–4 inputs (several outputs) and the GEMM path beyond,
+// against the sum in double; z's old contents (NaN) must not leak in.
+template <typename T>
+void check_dense_forward(std::size_t batch, std::size_t out, std::size_t in) {
+  Rng rng(batch * 7 + out * 3 + in);
+  std::vector<T> x(batch * in), w(out * in), b(out);
+  for (auto* v : {&x, &w, &b})
+    for (auto& e : *v) e = static_cast<T>(rng.normal());
+  std::vector<T> z(batch * out, std::numeric_limits<T>::quiet_NaN());
+  make_cpu_backend<T>()->dense_forward(batch, out, in, x.data(), w.data(), b.data(), z.data());
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (std::size_t r = 0; r < batch; ++r)
+    for (std::size_t o = 0; o < out; ++o) {
+      double s = b[o];
+      for (std::size_t i = 0; i < in; ++i)
+        s += static_cast<double>(x[r * in + i]) * static_cast<double>(w[o * in + i]);
+      ASSERT_NEAR(z[r * out + o], s, 8 * eps * (static_cast<double>(in) + 2))
+          << batch << "×" << in << " → " << out << " at (" << r << ", " << o << ")";
+    }
+}
+
+TEST(CpuDenseForward, EveryInputCountMatchesTheSumInDouble) {
+  for (const std::size_t in : {1, 2, 3, 4, 5, 20})
+    for (const std::size_t out : {1, 3, 20, 37}) {
+      check_dense_forward<float>(1000, out, in);
+      check_dense_forward<double>(57, out, in);
+    }
 }
 
 TEST(CpuBackendMatrix, CopyUpperCopiesTheUpperTriangleAndLeavesTheLowerAlone) {

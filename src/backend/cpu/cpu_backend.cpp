@@ -333,23 +333,36 @@ class CpuBackend final : public Backend<T> {
       for (std::size_t c = 0; c < cols; ++c) zr[c] += br[c];
     }
   }
-  // z = x·Wᵀ + b in one pass when the layer has few inputs (W1's first layer has one): a GEMM
-  // with k ≤ 4 is all packing overhead.
-  void dense_forward(std::size_t batch, std::size_t out, std::size_t in, const T* x, const T* w,
-                     const T* b, T* z) override {
-    if (in > 4 || out == 1) {
-      Backend<T>::dense_forward(batch, out, in, x, w, b, z);
-      return;
-    }
-#pragma omp parallel for if (batch * out * in > kParallelThreshold)
+  // z = x·Wᵀ + b in one pass for a layer of In ≤ 4 inputs (W1's first layer has one), where a GEMM
+  // is all packing overhead.  In is a constant so the loop over outputs vectorizes (W's column i
+  // is read at the fixed stride In); each z[r, o] sums b[o] + x[r, 0]·W[o, 0] + … in that order.
+  template <std::size_t In>
+  static void few_input_dense(std::size_t batch, std::size_t out, const T* x, const T* w,
+                              const T* b, T* z) {
+#pragma omp parallel for if (batch * out * In > kParallelThreshold)
     for (std::size_t r = 0; r < batch; ++r) {
       T* __restrict zr = z + r * out;
-      const T* xr = x + r * in;
-      for (std::size_t o = 0; o < out; ++o) zr[o] = b[o];
-      for (std::size_t i = 0; i < in; ++i) {
-        const T xi = xr[i];
-        for (std::size_t o = 0; o < out; ++o) zr[o] += xi * w[o * in + i];
+      const T* xr = x + r * In;
+      for (std::size_t o = 0; o < out; ++o) {
+        T acc = b[o];
+        for (std::size_t i = 0; i < In; ++i) acc += xr[i] * w[o * In + i];
+        zr[o] = acc;
       }
+    }
+  }
+  void dense_forward(std::size_t batch, std::size_t out, std::size_t in, const T* x, const T* w,
+                     const T* b, T* z) override {
+    switch (out == 1 ? 0 : in) {
+      case 1:
+        return few_input_dense<1>(batch, out, x, w, b, z);
+      case 2:
+        return few_input_dense<2>(batch, out, x, w, b, z);
+      case 3:
+        return few_input_dense<3>(batch, out, x, w, b, z);
+      case 4:
+        return few_input_dense<4>(batch, out, x, w, b, z);
+      default:
+        Backend<T>::dense_forward(batch, out, in, x, w, b, z);
     }
   }
   void activation_forward(Activation f, std::size_t n, const T* z, T* a) override {
