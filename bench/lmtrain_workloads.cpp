@@ -16,7 +16,8 @@
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]
-//    [--no-geodesic]: every solver option at lmtrain's defaults unless given;
+//    [--no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's defaults
+//    unless given;
 //    λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
@@ -96,6 +97,7 @@ struct Args {
   std::string regularization = "none";  // none | l2 | bayesian | ard
   std::string damping = "nielsen";      // multiplicative | nielsen (lmtrain's default)
   bool geodesic = true;                 // geodesic acceleration (lmtrain's default)
+  int geodesic_backoff_max = -1;        // -1: SolverOptions' default
   std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;              // 0: SolverOptions' default
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
@@ -116,7 +118,7 @@ struct Args {
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping] "
-      "[--no-geodesic])\n"
+      "[--no-geodesic] [--geodesic-backoff-max N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
@@ -180,6 +182,8 @@ Args parse(int argc, char** argv) {
       a.per_sample_damping = true;
     else if (arg == "--no-geodesic")
       a.geodesic = false;
+    else if (arg == "--geodesic-backoff-max")
+      a.geodesic_backoff_max = std::stoi(value());
     else if (arg == "--cg-forcing")
       a.cg_forcing = std::stod(value());
     else if (arg == "--cg-max-iterations")
@@ -642,6 +646,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
   solver.geodesic_acceleration = args.geodesic;
+  if (args.geodesic_backoff_max >= 0) solver.geodesic_backoff_max = args.geodesic_backoff_max;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
   if (!linear_solver)

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -355,6 +357,10 @@ void parse_solver(Section& s, SolverOptions& o) {
   o.geodesic_acceleration = s.boolean("geodesic_acceleration").value_or(o.geodesic_acceleration);
   set_double(s, "geodesic_ratio", [&](double v) { o.geodesic_ratio = v; });
   set_double(s, "geodesic_step", [&](double v) { o.geodesic_step = v; });
+  // Absent: auto (−1, SolverOptions::geodesic_backoff_max); validate() checks the range.
+  if (const auto v = s.integer("geodesic_backoff_max"))
+    o.geodesic_backoff_max = static_cast<int>(std::clamp<std::int64_t>(
+        *v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   s.finish();
 }
 

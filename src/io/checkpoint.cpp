@@ -68,34 +68,38 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
   const TrainingProgress& m = s.progress;
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : m.history) history.push_back(to_json(e));
-  nlohmann::json meta = {{"version", kCheckpointVersion},
-                         {"fingerprint", fingerprint},
-                         {"epochs_done", s.epochs_done},
-                         {"batches_done", s.batches_done},
-                         {"epoch_rng", s.epoch_rng},
-                         {"damping",
-                          {{"lambda", s.stepper.damping.lambda},
-                           {"nu", s.stepper.damping.nu},
-                           {"floor", s.stepper.damping.floor}}},
-                         {"weight_decays", s.stepper.weight_decays},
-                         {"validation_failures", s.validation_failures},
-                         {"partial_epoch", to_json(s.partial_epoch)},
-                         {"summary",
-                          {{"initial_loss", number(m.initial_loss)},
-                           {"final_loss", number(m.final_loss)},
-                           {"initial_validation_loss", number(m.initial_validation_loss)},
-                           {"final_validation_loss", number(m.final_validation_loss)},
-                           {"best_validation_loss", number(m.best_validation_loss)},
-                           {"best_epoch", m.best_epoch},
-                           {"epochs", m.epochs},
-                           {"steps", m.steps},
-                           {"accepted_steps", m.accepted_steps},
-                           {"rejected_steps", m.rejected_steps},
-                           {"invalid_steps", m.invalid_steps},
-                           {"abandoned_steps", m.abandoned_steps},
-                           {"geodesic_applied", m.geodesic_applied},
-                           {"geodesic_refused", m.geodesic_refused},
-                           {"history", history}}}};
+  nlohmann::json meta = {
+      {"version", kCheckpointVersion},
+      {"fingerprint", fingerprint},
+      {"epochs_done", s.epochs_done},
+      {"batches_done", s.batches_done},
+      {"epoch_rng", s.epoch_rng},
+      {"damping",
+       {{"lambda", s.stepper.damping.lambda},
+        {"nu", s.stepper.damping.nu},
+        {"floor", s.stepper.damping.floor}}},
+      {"geodesic_backoff",
+       {{"skip", s.stepper.geodesic.skip}, {"backoff", s.stepper.geodesic.backoff}}},
+      {"weight_decays", s.stepper.weight_decays},
+      {"validation_failures", s.validation_failures},
+      {"partial_epoch", to_json(s.partial_epoch)},
+      {"summary",
+       {{"initial_loss", number(m.initial_loss)},
+        {"final_loss", number(m.final_loss)},
+        {"initial_validation_loss", number(m.initial_validation_loss)},
+        {"final_validation_loss", number(m.final_validation_loss)},
+        {"best_validation_loss", number(m.best_validation_loss)},
+        {"best_epoch", m.best_epoch},
+        {"epochs", m.epochs},
+        {"steps", m.steps},
+        {"accepted_steps", m.accepted_steps},
+        {"rejected_steps", m.rejected_steps},
+        {"invalid_steps", m.invalid_steps},
+        {"abandoned_steps", m.abandoned_steps},
+        {"geodesic_applied", m.geodesic_applied},
+        {"geodesic_refused", m.geodesic_refused},
+        {"geodesic_skipped", m.geodesic_skipped},
+        {"history", history}}}};
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["lmtrain.checkpoint"] = meta.dump();
@@ -137,6 +141,9 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     s.stepper.damping.nu = meta.at("damping").at("nu").get<double>();
     // The learned floor of invalid attempts; checkpoints from before it existed have none.
     s.stepper.damping.floor = meta.at("damping").value("floor", 0.0);
+    // Where GeodesicBackoff stood; checkpoints from before it compute the next correction.
+    if (const auto g = meta.find("geodesic_backoff"); g != meta.end())
+      s.stepper.geodesic = {g->at("skip").get<int>(), g->at("backoff").get<int>()};
     // One ρ per penalty group; older checkpoints hold a single "weight_decay" (or none, before
     // regularization existed).
     if (meta.contains("weight_decays"))
@@ -161,6 +168,7 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     sum.abandoned_steps = m.at("abandoned_steps").get<int>();
     sum.geodesic_applied = m.value("geodesic_applied", 0);  // absent before geodesic acceleration
     sum.geodesic_refused = m.value("geodesic_refused", 0);
+    sum.geodesic_skipped = m.value("geodesic_skipped", 0);  // absent before GeodesicBackoff
     for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("{}: damaged checkpoint metadata ({})", path, e.what()));

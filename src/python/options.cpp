@@ -109,6 +109,9 @@ void bind_solver_options(nb::module_& m) {
              "Keep the correction a only when 2‖a‖ ≤ geodesic_ratio·‖v‖.")
       .field("geodesic_step", &S::geodesic_step, "float",
              "Finite-difference step h of the second directional derivative.")
+      .field("geodesic_backoff_max", &S::geodesic_backoff_max, "int",
+             "After a refused correction skip it for the next 1, 2, 4 … attempts, at most this "
+             "many (0: compute it on every attempt; -1: 2 for a float32 model, 0 for float64).")
       .field("gradient_tolerance", &S::gradient_tolerance, "float", "‖Jᵀr‖∞ stop (0: off).")
       .field("function_tolerance", &S::function_tolerance, "float",
              "Relative decrease of F stop (0: off).")

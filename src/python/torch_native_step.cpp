@@ -22,6 +22,7 @@
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/solver_selection.h"
 #include "module.h"
+#include "schedule_state.h"
 
 namespace lmtrain::python {
 
@@ -104,6 +105,9 @@ class NativeStep {
     out["attempts"] = report.attempts;
     out["rejected"] = report.rejected;
     out["invalid"] = report.invalid;
+    out["geodesic_applied"] = report.geodesic_applied;
+    out["geodesic_refused"] = report.geodesic_refused;
+    out["geodesic_skipped"] = report.geodesic_skipped;
     out["objective_before"] = report.objective_before;
     out["objective_after"] = report.objective_after;
     out["loss_before"] = loss_.reported(report.objective_before, batch);
@@ -118,13 +122,13 @@ class NativeStep {
     return out;
   }
 
-  std::tuple<double, double, double> state() const {
-    const DampingStrategy::State s = step_->state().damping;
-    return {s.lambda, s.nu, s.floor};
+  ScheduleTuple state() const {
+    const StepperState s = step_->state();
+    return schedule_tuple(s.damping, s.geodesic);
   }
-  void set_state(double lambda, double nu, double floor) {
+  void set_state(double lambda, double nu, double floor, int skip, int backoff) {
     StepperState s = step_->state();
-    s.damping = {lambda, nu, floor};
+    std::tie(s.damping, s.geodesic) = schedule_state(lambda, nu, floor, skip, backoff);
     step_->set_state(s);
   }
   const std::string& solver() const { return solver_; }
@@ -156,8 +160,10 @@ void bind_native_step(nb::module_& m, const char* name) {
       .def_prop_ro("memory_plan", &N::plan)
       .def("step", &N::step, nb::arg("params"), nb::arg("x"), nb::arg("y"),
            "One LM step from params (updated in place) on the batch (x, y).")
-      .def("state", &N::state, "(λ, ν, floor) of the damping schedule.")
-      .def("set_state", &N::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"));
+      .def("state", &N::state,
+           "(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule.")
+      .def("set_state", &N::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"),
+           nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0);
 }
 
 }  // namespace

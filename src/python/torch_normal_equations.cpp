@@ -26,9 +26,11 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/solve/collectives.h"
 #include "lmtrain/solve/damping.h"
+#include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "module.h"
+#include "schedule_state.h"
 
 namespace lmtrain::python {
 
@@ -49,11 +51,14 @@ bool holds(const ReadOnlyCpuArray& a) {
 template <typename S>
 class DampedNormalEquations {
  public:
-  DampedNormalEquations(std::size_t n, const SolverOptions& options)
+  // `float32_model`: the residuals come from a float32 model (SolverOptions::geodesic_backoff_max
+  // auto).
+  DampedNormalEquations(std::size_t n, const SolverOptions& options, bool float32_model)
       : options_(checked(options)),
         backend_(make_cpu_backend<S>()),
         collectives_(*backend_, nullptr),
         damping_(options_, *backend_, n),
+        backoff_(geodesic_backoff_max(options_, float32_model)),
         delta_(backend_->allocate(n)) {
     const LinearSolverType type = options_.linear_solver == LinearSolverType::kAuto
                                       ? LinearSolverType::kCholesky
@@ -189,17 +194,14 @@ class DampedNormalEquations {
   void accepted(double gain_ratio) { damping_.accepted(gain_ratio); }
   bool rejected() { return damping_.rejected(); }
   bool invalid() { return damping_.invalid(); }
-  std::tuple<double, double, double> state() const {
-    const DampingStrategy::State s = damping_.state();
-    return {s.lambda, s.nu, s.floor};
-  }
-  void set_state(double lambda, double nu, double floor) {
-    if (!(std::isfinite(lambda) && lambda > 0) || !(nu >= 1) || !(floor >= 0))
-      throw nb::value_error(fmt::format("optimizer state lambda = {}, nu = {}, floor = {}: "
-                                        "expected lambda > 0, nu ≥ 1 and floor ≥ 0",
-                                        lambda, nu, floor)
-                                .c_str());
-    damping_.set_state({lambda, nu, floor});
+  // GeodesicBackoff: whether this attempt computes the correction, and what a computed one did.
+  bool geodesic_due() { return backoff_.due(); }
+  void geodesic_outcome(bool applied) { backoff_.record(applied); }
+  ScheduleTuple state() const { return schedule_tuple(damping_.state(), backoff_.state()); }
+  void set_state(double lambda, double nu, double floor, int skip, int backoff) {
+    const auto [damping, geodesic] = schedule_state(lambda, nu, floor, skip, backoff);
+    damping_.set_state(damping);
+    backoff_.set_state(geodesic);
   }
 
   // A (full, symmetrized) and g as NumPy arrays: for tests and inspection.
@@ -255,6 +257,7 @@ class DampedNormalEquations {
   Collectives<S> collectives_;
   NormalEquations<S> ne_;
   Damping<S> damping_;
+  GeodesicBackoff backoff_;
   std::unique_ptr<LinearSolver<S>> solver_;
   DeviceBuffer<S> delta_;
   DeviceBuffer<S> wide_j_, wide_r_;  // mixed precision: the slice widened
@@ -268,7 +271,8 @@ void bind_damped_normal_equations(nb::module_& m, const char* name) {
   nb::class_<D>(m, name,
                 "A, g, the damping and the linear solver of LM steps on Jacobian slices given "
                 "from outside the library (lmtrain.torch).")
-      .def(nb::init<std::size_t, const SolverOptions&>(), nb::arg("parameters"), nb::arg("options"))
+      .def(nb::init<std::size_t, const SolverOptions&, bool>(), nb::arg("parameters"),
+           nb::arg("options"), nb::arg("float32_model") = false)
       .def_prop_ro("parameters", &D::parameters)
       .def("begin", &D::begin, "A ← 0, g ← 0: the start of a step.")
       .def("add_slice", &D::add_slice, nb::arg("jacobian"), nb::arg("residuals"),
@@ -285,8 +289,15 @@ void bind_damped_normal_equations(nb::module_& m, const char* name) {
       .def("accepted", &D::accepted, nb::arg("gain_ratio"))
       .def("rejected", &D::rejected, "λ up after a rejected trial; False at lambda_max.")
       .def("invalid", &D::invalid, "λ up after an invalid attempt; False at lambda_max.")
-      .def("state", &D::state, "(λ, ν, floor) of the damping schedule.")
-      .def("set_state", &D::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"))
+      .def("geodesic_due", &D::geodesic_due,
+           "Whether this attempt computes the geodesic correction (False: skipped after "
+           "refusals, counted down).")
+      .def("geodesic_outcome", &D::geodesic_outcome, nb::arg("applied"),
+           "Whether a computed correction was kept (the backoff resets) or refused.")
+      .def("state", &D::state,
+           "(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule.")
+      .def("set_state", &D::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"),
+           nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0)
       .def(
           "normal_matrix_view",
           [](D& d) {

@@ -36,7 +36,8 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
       solver_(LinearSolver<S>::create(solver_type, system_, engine.num_params(),
                                       max_batch * engine.residuals_per_sample(), &collectives_,
                                       options)),
-      damping_(options, system_, engine.num_params()) {
+      damping_(options, system_, engine.num_params()),
+      backoff_(geodesic_backoff_max(options, std::is_same_v<T, float>)) {
   if (collectives_.ranks() > 1 && solver_type == LinearSolverType::kDual)
     throw InvalidArgument(
         "SolverOptions::linear_solver = dual needs the whole Jacobian on one rank; with several "
@@ -61,6 +62,7 @@ template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::set_state(const StepperState& state) {
   penalty_->set_weight_decays(state.weight_decays);
   damping_.set_state(state.damping);
+  backoff_.set_state(state.geodesic);
 }
 
 template <typename T, typename S>
@@ -100,7 +102,13 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
       continue;
     }
     const double predicted = predicted_reduction(lambda);
-    if (geodesic_) ++(accelerate(params) ? report.geodesic_applied : report.geodesic_refused);
+    if (geodesic_ && !backoff_.due()) {
+      ++report.geodesic_skipped;
+    } else if (geodesic_) {
+      const bool applied = accelerate(params);
+      backoff_.record(applied);
+      ++(applied ? report.geodesic_applied : report.geodesic_refused);
+    }
     const auto [data1, penalty1] = trial(params);
     const double f1 = data1 + penalty1;
     if (std::isfinite(f1) && f1 < f0) {

@@ -90,6 +90,11 @@ bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType s
          (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen);
 }
 
+int geodesic_backoff_max(const SolverOptions& options, bool float32_model) {
+  if (options.geodesic_backoff_max >= 0) return options.geodesic_backoff_max;
+  return float32_model ? 2 : 0;
+}
+
 SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model) {
   if (options.system_precision != SystemPrecision::kAuto) return options.system_precision;
   return float_model && is_evidence_based(options.regularization) ? SystemPrecision::kFloat64
@@ -153,6 +158,8 @@ bool SolverOptions::is_valid(std::string* error) const {
             "0 < geodesic_ratio < ∞");
   c.require(geodesic_step > 0 && geodesic_step <= 1, "geodesic_step", geodesic_step,
             "0 < geodesic_step ≤ 1");
+  c.require(geodesic_backoff_max >= -1 && geodesic_backoff_max <= 1024, "geodesic_backoff_max",
+            geodesic_backoff_max, "−1 ≤ geodesic_backoff_max ≤ 1024 (−1: auto, 0: no backoff)");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
   if (const auto conflict = regularization_conflict(regularization, linear_solver);

@@ -16,6 +16,7 @@ void TrainingProgress::count(const StepReport& step) {
   invalid_steps += step.invalid;
   geodesic_applied += step.geodesic_applied;
   geodesic_refused += step.geodesic_refused;
+  geodesic_skipped += step.geodesic_skipped;
 }
 
 void Summary::name_input_groups(const ModelSpec& spec, const std::vector<std::string>& columns) {
@@ -97,9 +98,10 @@ std::string Summary::full_report() const {
        fmt::format("{:.3f} per accepted step",
                    accepted_steps > 0 ? static_cast<double>(attempts) / accepted_steps : 0.0));
   if (geodesic_acceleration)
-    line("Geodesic acceleration", fmt::format("{} attempts corrected, {} kept the plain step "
-                                              "(correction over geodesic_ratio)",
-                                              geodesic_applied, geodesic_refused));
+    line("Geodesic acceleration",
+         fmt::format("{} attempts corrected, {} kept the plain step (correction over "
+                     "geodesic_ratio), {} skipped it (backoff after refusals)",
+                     geodesic_applied, geodesic_refused, geodesic_skipped));
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
   if (regularization == Regularization::kArd) {
     line("Regularization",

@@ -271,6 +271,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "trainer.max_epochs has the wrong type"},
         BadInput{"OutOfRange", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[solver]\nlambda_decrease = 3.0\n", "solver.lambda_decrease = 3"},
+        BadInput{"BackoffOutOfRange", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[solver]\ngeodesic_backoff_max = -3\n",
+                 "solver.geodesic_backoff_max = -3"},
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
     [](const auto& test_param) { return test_param.param.name; });

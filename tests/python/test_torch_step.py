@@ -136,6 +136,44 @@ def test_state_dict_resumes_the_schedule() -> None:
             resumed.load_state_dict({"lambda": -1.0, "nu": 2.0, "floor": 0.0})
 
 
+def test_geodesic_backoff_is_the_same_on_both_paths_and_resumes() -> None:
+    # A ratio so small that every correction is refused: after each refusal the next 1, 2, 2 …
+    # attempts skip it.  Both paths skip the same attempts, and state_dict carries where the
+    # backoff stands, so a resumed optimizer skips what the original does.
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(100, 2, generator=g, dtype=torch.float64)
+    options = dict(geodesic_ratio=1e-9, geodesic_backoff_max=2, max_attempts=3)
+    torch_model, native_model = _sequential(9), _sequential(9)
+    on_torch = lt.LevenbergMarquardt(torch_model, fast_path=False, **options)
+    native = lt.LevenbergMarquardt(native_model, **options)
+    counts = []
+    for _ in range(5):
+        a, b = on_torch.step(x, y), native.step(x, y)
+        counts.append((a.geodesic_applied, a.geodesic_refused, a.geodesic_skipped))
+        assert counts[-1] == (b.geodesic_applied, b.geodesic_refused, b.geodesic_skipped)
+        assert a.geodesic_refused + a.geodesic_skipped == a.attempts
+        np.testing.assert_allclose(flat_parameters(torch_model), flat_parameters(native_model),
+                                   rtol=0, atol=1e-10)
+    assert sum(c[2] for c in counts) > 0 and sum(c[0] for c in counts) == 0
+    state = on_torch.state_dict()
+    assert (state["geodesic_skip"], state["geodesic_backoff"]) == (
+        native.state_dict()["geodesic_skip"], native.state_dict()["geodesic_backoff"])
+    assert state["geodesic_backoff"] > 0
+    for opt, model, fast_path in ((on_torch, torch_model, False), (native, native_model, "auto")):
+        resumed_model = copy.deepcopy(model)
+        resumed = lt.LevenbergMarquardt(resumed_model, fast_path=fast_path, **options)
+        resumed.load_state_dict(opt.state_dict())
+        for _ in range(3):
+            a, b = opt.step(x, y), resumed.step(x, y)
+            assert (a.geodesic_refused, a.geodesic_skipped) == (b.geodesic_refused,
+                                                                b.geodesic_skipped)
+        torch.testing.assert_close(flat_parameters(model), flat_parameters(resumed_model),
+                                   rtol=0, atol=0)
+    with pytest.raises(ValueError, match="geodesic"):
+        on_torch.load_state_dict(dict(state, geodesic_skip=-1))
+
+
 def test_mixed_precision_step_is_close_to_float64() -> None:
     g = torch.Generator().manual_seed(6)
     x = torch.randn(50, 3, generator=g, dtype=torch.float64)

@@ -2,9 +2,13 @@
 // constraint, and valid defaults pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 
+#include "lmtrain/core/rng.h"
 #include "lmtrain/lmtrain.h"
+#include "lmtrain/solve/geodesic_acceleration.h"
 
 namespace lmtrain {
 namespace {
@@ -45,7 +49,9 @@ INSTANTIATE_TEST_SUITE_P(
                        "-1"},
         BadSolverField{"function_tolerance", [](SolverOptions& o) { o.function_tolerance = 1; },
                        "1"},
-        BadSolverField{"memory_fraction", [](SolverOptions& o) { o.memory_fraction = 0; }, "0"}),
+        BadSolverField{"memory_fraction", [](SolverOptions& o) { o.memory_fraction = 0; }, "0"},
+        BadSolverField{"geodesic_backoff_max",
+                       [](SolverOptions& o) { o.geodesic_backoff_max = -2; }, "-2"}),
     [](const auto& test_param) { return test_param.param.field; });
 
 TEST(SolverOptions, DefaultsAreValidAndThePeersDefaults) {
@@ -148,6 +154,55 @@ TEST(Damping, InvalidAttemptsLearnAFloorRelativeToTheScaleOfA) {
     d->accept(1.0);
     EXPECT_EQ(restored->lambda(), d->lambda());
   }
+}
+
+// GeodesicBackoff against a reference written from its definition: after the k-th refusal of a
+// run (k = 1, 2, …) the next min(2^(k−1), max) attempts skip the correction; a kept one ends the
+// run.  Random outcomes, several caps; a copy restored from state() mid-way follows the same path.
+TEST(GeodesicBackoff, SkipsDoublingRunsOfAttemptsAfterRefusalsUpToItsCap) {
+  for (const int cap : {0, 1, 2, 4, 16}) {
+    SCOPED_TRACE(cap);
+    GeodesicBackoff backoff(cap);
+    std::optional<GeodesicBackoff> restored;
+    Rng rng(static_cast<std::uint64_t>(cap) + 5);
+    int run = 0, skip = 0, computed = 0;
+    for (int attempt = 0; attempt < 400; ++attempt) {
+      if (attempt == 150) {
+        restored.emplace(cap);
+        restored->set_state(backoff.state());
+      }
+      const bool expected_due = skip == 0;
+      ASSERT_EQ(backoff.due(), expected_due) << "attempt " << attempt;
+      if (restored) {
+        ASSERT_EQ(restored->due(), expected_due) << "attempt " << attempt;
+      }
+      if (!expected_due) {
+        --skip;
+        continue;
+      }
+      ++computed;
+      const bool kept = rng.uniform(0, 1) < 0.3;  // mostly refusals: long runs reach the cap
+      backoff.record(kept);
+      if (restored) restored->record(kept);
+      run = kept ? 0 : run + 1;
+      skip = kept ? 0 : std::min(cap, 1 << std::min(run - 1, 20));
+    }
+    if (cap == 0) {
+      EXPECT_EQ(computed, 400);  // no backoff: every attempt computes it
+    } else {
+      EXPECT_LT(computed, 400);
+    }
+  }
+}
+
+TEST(GeodesicBackoff, AutoIsTwoForFloat32ModelsAndOffForFloat64) {
+  SolverOptions o;
+  EXPECT_EQ(o.geodesic_backoff_max, -1);
+  EXPECT_EQ(geodesic_backoff_max(o, true), 2);
+  EXPECT_EQ(geodesic_backoff_max(o, false), 0);
+  o.geodesic_backoff_max = 5;  // given: for both
+  EXPECT_EQ(geodesic_backoff_max(o, true), 5);
+  EXPECT_EQ(geodesic_backoff_max(o, false), 5);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <numbers>
 #include <optional>
 
@@ -34,11 +35,13 @@ struct Outcome {
 // Trains from scratch (or from `resume`); raises the stop flag after `stop_after_step` steps.
 Outcome run(const Dataset<double>& train, const Dataset<double>* validation,
             const TrainingState<double>* resume, int stop_after_step, int checkpoint_every,
-            Regularization regularization = Regularization::kNone) {
+            Regularization regularization = Regularization::kNone,
+            const std::function<void(SolverOptions&)>& tweak = {}) {
   auto backend = make_cpu_backend<double>();
   SolverOptions solver;
   solver.damping = DampingType::kNielsen;
   solver.regularization = regularization;
+  if (tweak) tweak(solver);
   TrainerOptions trainer;
   trainer.max_epochs = 7;
   trainer.batch_size = 30;
@@ -118,6 +121,42 @@ TEST(Checkpoints, PeriodicCheckpointsAreEpochBoundaries) {
   const Outcome resumed = run(train, nullptr, &*straight.state, -1, 0);
   EXPECT_EQ(resumed.params, straight.params);
   EXPECT_EQ(resumed.summary.epochs, 7);
+}
+
+TEST(Checkpoints, GeodesicBackoffResumesBitIdentically) {
+  // A ratio so small that every correction is refused: the backoff skips 1, 2, 4, 4 … attempts,
+  // so whether the attempt after the checkpoint computes one depends on the state it carries.
+  // Cholesky: with 30 rows per batch and 31 parameters, auto would pick the dual form, which
+  // has no geodesic acceleration; the backoff's cap given, as auto is 0 for a float64 model.
+  const Dataset<double> train = noisy_sinc(120, 1);
+  const auto run_with = [&](const TrainingState<double>* resume, int stop_after_step) {
+    return run(train, nullptr, resume, stop_after_step, 0, Regularization::kNone,
+               [](SolverOptions& o) {
+                 o.geodesic_ratio = 1e-9;
+                 o.geodesic_backoff_max = 4;
+                 o.linear_solver = LinearSolverType::kCholesky;
+               });
+  };
+  const Outcome straight = run_with(nullptr, -1);
+  EXPECT_EQ(straight.summary.geodesic_applied, 0);
+  EXPECT_GT(straight.summary.geodesic_skipped, straight.summary.geodesic_refused);
+  EXPECT_EQ(straight.summary.geodesic_refused + straight.summary.geodesic_skipped,
+            straight.summary.accepted_steps + straight.summary.rejected_steps +
+                straight.summary.invalid_steps);
+  const Outcome interrupted = run_with(nullptr, 9);
+  ASSERT_TRUE(interrupted.state.has_value());
+  const GeodesicBackoff::State g = interrupted.state->stepper.geodesic;
+  ASSERT_GT(g.backoff, 0);
+  const Outcome resumed = run_with(&*interrupted.state, -1);
+  EXPECT_EQ(resumed.params, straight.params);
+  EXPECT_EQ(resumed.summary.geodesic_refused, straight.summary.geodesic_refused);
+  EXPECT_EQ(resumed.summary.geodesic_skipped, straight.summary.geodesic_skipped);
+  // The state matters: resumed from the same point with the backoff forgotten, the attempts
+  // that compute a correction shift and so do the counts.
+  TrainingState<double> forgotten = *interrupted.state;
+  forgotten.stepper.geodesic = {g.skip > 0 ? 0 : 1, 0};
+  const Outcome other = run_with(&forgotten, -1);
+  EXPECT_NE(other.summary.geodesic_refused, straight.summary.geodesic_refused);
 }
 
 }  // namespace

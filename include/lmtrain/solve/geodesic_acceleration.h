@@ -12,6 +12,7 @@
 // built again, without SYRK) and one more solve with the attempt's factorization.
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
 #include "lmtrain/nn/jacobian.h"
@@ -20,6 +21,38 @@
 #include "lmtrain/solve/solver_options.h"
 
 namespace lmtrain {
+
+// Which attempts compute the correction.  A correction that fails the ratio test costs its two
+// forward passes and its solve for nothing, and refusals come in runs (float32 rounding noise in
+// r_vv near a minimum, mini-batches the second-order term does not describe): after a refusal
+// the next `backoff` attempts take the plain step without computing one, the backoff doubling
+// with each refusal of a run up to SolverOptions::geodesic_backoff_max; a kept correction resets
+// it.  Every rank sees the same outcomes, so every rank skips the same attempts.
+class GeodesicBackoff {
+ public:
+  struct State {
+    int skip = 0;     // attempts left to take without the correction
+    int backoff = 0;  // what the next refusal skips (doubled), 0 after a kept correction
+  };
+  explicit GeodesicBackoff(int max_backoff) : max_(max_backoff) {}
+  // Whether this attempt computes the correction; false counts a skipped attempt down.
+  bool due() {
+    if (state_.skip == 0) return true;
+    --state_.skip;
+    return false;
+  }
+  // The outcome of a computed correction: kept (true) or refused by the ratio test.
+  void record(bool applied) {
+    state_.backoff = applied ? 0 : std::min(max_, std::max(1, 2 * state_.backoff));
+    state_.skip = state_.backoff;
+  }
+  const State& state() const { return state_; }
+  void set_state(const State& s) { state_ = s; }
+
+ private:
+  int max_;
+  State state_;
+};
 
 template <typename T, typename S = T>
 class GeodesicAcceleration {

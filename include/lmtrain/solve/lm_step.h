@@ -51,6 +51,7 @@ struct StepReport {
   int linear_iterations = 0;  // CG iterations summed over the attempts
   int geodesic_applied = 0;   // attempts whose trial included the geodesic correction
   int geodesic_refused = 0;   // attempts whose correction failed the ratio test
+  int geodesic_skipped = 0;   // attempts that did not compute it (GeodesicBackoff)
   double weight_decay = 0;  // ρ of the penalty ½ρ‖θ‖² this step used (0: none; ard: 0, see
                             // LmStepper::weight_decays())
   double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
@@ -63,6 +64,7 @@ struct StepReport {
 // checkpoint stores it; a step rebuilt after an out-of-memory halving gets it back.
 struct StepperState {
   DampingStrategy::State damping;
+  GeodesicBackoff::State geodesic;
   // ρ per penalty group (one unless ard); bayesian and ard re-estimate them.
   std::vector<double> weight_decays{0.0};
 };
@@ -109,7 +111,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   StepReport step(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times) override;
 
   double lambda() const override { return damping_.lambda(); }
-  StepperState state() const override { return {damping_.state(), penalty_->weight_decays()}; }
+  StepperState state() const override {
+    return {damping_.state(), backoff_.state(), penalty_->weight_decays()};
+  }
   void set_state(const StepperState& state) override;
   const std::vector<double>& effective_parameters() const override {
     return penalty_->effective_parameters();
@@ -169,6 +173,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   Damping<S> damping_;
   std::unique_ptr<Penalty<T, S>> penalty_;
   std::unique_ptr<GeodesicAcceleration<T, S>> geodesic_;  // null when off (see solver_options.h)
+  GeodesicBackoff backoff_;                               // which attempts compute the correction
   // Phases of the model's queue, and of the system's in mixed precision (its own queue); read
   // into the step's PhaseTimes once per step.
   std::unique_ptr<PhaseClock> model_clock_, system_clock_;

@@ -137,6 +137,15 @@ struct SolverOptions {
   bool geodesic_acceleration = true;
   double geodesic_ratio = 0.75;
   double geodesic_step = 0.1;
+  // After a correction the ratio test refuses, the next 1, 2, 4 … attempts of a run of refusals
+  // (at most this many) skip it and take the plain step (GeodesicBackoff); 0 computes it on every
+  // attempt.  −1 (auto): 2 for a float32 model (float32 or mixed precision), whose refusals are
+  // mostly rounding noise in r_vv, and 0 for a float64 model, whose few refusals are not.
+  // Measured on W1, 30 seeds per precision, 2 against 0 (docs/design.md, bench/README.md):
+  // median MSE float32 2.4e-7 → 1.1e-7 and mixed 1.6e-8 → 1.1e-8 with the float32 geodesic phase
+  // 163 → 101 µs per step; float64 4.2e-11 → 2.7e-11 but 90th percentile 4.4e-10 → 6.3e-10, and
+  // the torch path's float64 W1 worse on three seeds of three.
+  int geodesic_backoff_max = -1;
 
   // Convergence tolerances on the current batch (0 disables; the peers train for a fixed number
   // of epochs, so they are off by default).  With F the objective and θ the parameters:
@@ -176,6 +185,8 @@ struct SolverOptions {
 // Whether the step applies geodesic acceleration with this (resolved) solver: when asked for and
 // the solver is direct (cholesky, eigen).
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver);
+// SolverOptions::geodesic_backoff_max with auto (−1) resolved for a model of this precision.
+int geodesic_backoff_max(const SolverOptions& options, bool float32_model);
 
 // kAuto resolved for a model in float (float_model) or double: kModel or kFloat64.
 SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model);

@@ -47,6 +47,7 @@ struct TrainingProgress {
   int abandoned_steps = 0;   // steps whose attempts all failed
   int geodesic_applied = 0;  // attempts whose trial included the geodesic correction
   int geodesic_refused = 0;  // attempts whose correction failed the ratio test
+  int geodesic_skipped = 0;  // attempts that did not compute it (after refusals: GeodesicBackoff)
   std::vector<EpochRecord> history;
 
   // Counts one step's attempts.

@@ -122,7 +122,7 @@ class NativePath:
         self.outputs = [m for m in model if isinstance(m, torch.nn.Linear)][-1].out_features
         self._step: Any = None
         self._max_batch = 0
-        self._state: tuple[float, float, float] | None = None
+        self._state: tuple[float, float, float, int, int] | None = None
 
     def _engine(self, batch: int, input_shape: list[int]) -> Any:
         if self._step is None or batch > self._max_batch or input_shape != self._input_shape:
@@ -137,20 +137,23 @@ class NativePath:
                 self._step.set_state(*self._state)
         return self._step
 
-    def state(self) -> tuple[float, float, float]:
+    def state(self) -> tuple[float, float, float, int, int]:
+        """(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule."""
         if self._step is not None:
             return self._step.state()
         if self._state is not None:
             return self._state
-        return (self.options.lambda_initial, 2.0, 0.0)
+        return (self.options.lambda_initial, 2.0, 0.0, 0, 0)
 
-    def set_state(self, lam: float, nu: float, floor: float) -> None:
-        if not (lam > 0 and nu >= 1 and floor >= 0):
-            raise ValueError(f"optimizer state lambda = {lam}, nu = {nu}, floor = {floor}: "
-                             "expected lambda > 0, nu ≥ 1 and floor ≥ 0")
-        self._state = (lam, nu, floor)
+    def set_state(self, lam: float, nu: float, floor: float, skip: int = 0,
+                  backoff: int = 0) -> None:
+        if not (lam > 0 and nu >= 1 and floor >= 0 and skip >= 0 and backoff >= 0):
+            raise ValueError(f"optimizer state lambda = {lam}, nu = {nu}, floor = {floor}, "
+                             f"geodesic_skip = {skip}, geodesic_backoff = {backoff}: expected "
+                             "lambda > 0, nu ≥ 1, floor ≥ 0 and the geodesic counts ≥ 0")
+        self._state = (lam, nu, floor, skip, backoff)
         if self._step is not None:
-            self._step.set_state(lam, nu, floor)
+            self._step.set_state(lam, nu, floor, skip, backoff)
 
     def step(self, x: Any, y: Any) -> Any:
         from ._losses import Loss
@@ -188,5 +191,7 @@ class NativePath:
                           invalid=r["invalid"], accepted=r["accepted"],
                           gain_ratio=r["gain_ratio"], gradient_max_norm=r["gradient_max_norm"],
                           step_norm=r["step_norm"], path="native", slice_size=0,
-                          termination=termination,
+                          termination=termination, geodesic_applied=r["geodesic_applied"],
+                          geodesic_refused=r["geodesic_refused"],
+                          geodesic_skipped=r["geodesic_skipped"],
                           phase_seconds={k: float(v) for k, v in phases.items()})

@@ -58,6 +58,7 @@ class StepReport:
     termination: str = ""  # why training should stop after this step ("" : it need not)
     geodesic_applied: int = 0  # attempts whose trial included the geodesic correction
     geodesic_refused: int = 0  # attempts whose correction failed the ratio test
+    geodesic_skipped: int = 0  # attempts that did not compute it (backoff after refusals)
     phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -230,7 +231,8 @@ class LevenbergMarquardt:
             self._mode = resolve_mode(jacobian, residual_fn, 1, self.n)
             self.path = "autograd" if self._mode == "autograd" else f"torch.func {self._mode}"
             self._system = (_core.DampedNormalEquations64 if self.precision == "float64"
-                            else _core.DampedNormalEquations32)(self.n, self.options)
+                            else _core.DampedNormalEquations32)(
+                self.n, self.options, float32_model=self.dtype == torch.float32)
             self._jacobian_mode = jacobian
         # Geodesic acceleration as the library applies it: asked for and a direct solver.
         self._geodesic = bool(self.options.geodesic_acceleration) and \
@@ -243,17 +245,21 @@ class LevenbergMarquardt:
 
     # ---- state --------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """λ and the damping schedule's state (ν, the learned floor): what a resumed run needs."""
+        """λ and the step schedule's state (ν and the learned floor of the damping, where the
+        geodesic backoff stands): what a resumed run needs."""
         stepper = self._native if self._native is not None else self._system
-        lam, nu, floor = stepper.state()
-        return {"lambda": lam, "nu": nu, "floor": floor, "path": self.path}
+        lam, nu, floor, skip, backoff = stepper.state()
+        return {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
+                "geodesic_backoff": backoff, "path": self.path}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         stepper = self._native if self._native is not None else self._system
         missing = {"lambda", "nu", "floor"} - set(state)
         if missing:
             raise ValueError(f"state_dict misses {sorted(missing)}")
-        stepper.set_state(float(state["lambda"]), float(state["nu"]), float(state["floor"]))
+        # A state_dict from before the geodesic backoff computes the next correction.
+        stepper.set_state(float(state["lambda"]), float(state["nu"]), float(state["floor"]),
+                          int(state.get("geodesic_skip", 0)), int(state.get("geodesic_backoff", 0)))
 
     @property
     def lambda_(self) -> float:
@@ -557,9 +563,12 @@ class LevenbergMarquardt:
                     return report
                 continue
             predicted = self._system.predicted_reduction(lr)
-            if self._geodesic:
+            if self._geodesic and not self._system.geodesic_due():
+                report.geodesic_skipped += 1
+            elif self._geodesic:
                 t = time.perf_counter()
                 applied = self._accelerate(theta_system, lr, x, y)
+                self._system.geodesic_outcome(applied)
                 report.geodesic_applied += applied
                 report.geodesic_refused += not applied
                 times["geodesic"] += time.perf_counter() - t

@@ -1,0 +1,102 @@
+// Checkpoint files (io/checkpoint.h): every field of a TrainingState survives write → read, in
+// both precisions; a changed fingerprint is refused, naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lmtrain/core/error.h"
+#include "lmtrain/core/rng.h"
+#include "lmtrain/io/checkpoint.h"
+#include "scratch_dir.h"
+
+namespace lmtrain::io::testing {
+namespace {
+
+class CheckpointFile : public ScratchDir {};
+
+template <typename T>
+TrainingState<T> random_state(std::uint64_t seed) {
+  Rng rng(seed);
+  auto count = [&] { return static_cast<int>(rng.uniform(1, 1000)); };
+  TrainingState<T> s;
+  s.epochs_done = count();
+  s.batches_done = static_cast<std::size_t>(count());
+  s.epoch_rng = {rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()};
+  s.stepper.damping = {rng.uniform(1e-6, 1e3), 2.0 * count(), rng.uniform(0, 1e-3)};
+  s.stepper.geodesic = {count(), count()};
+  s.stepper.weight_decays = {rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0, 1)};
+  for (int i = 0; i < 17; ++i) s.params.push_back(static_cast<T>(rng.normal()));
+  for (int i = 0; i < 17; ++i) s.best_params.push_back(static_cast<T>(rng.normal()));
+  s.validation_failures = count();
+  s.partial_epoch.accepted = count();
+  s.partial_epoch.training_loss = rng.uniform(0, 1);
+  TrainingProgress& p = s.progress;
+  p.initial_loss = rng.uniform(0, 1);
+  p.final_loss = rng.uniform(0, 1);
+  p.steps = count();
+  p.accepted_steps = count();
+  p.rejected_steps = count();
+  p.invalid_steps = count();
+  p.abandoned_steps = count();
+  p.geodesic_applied = count();
+  p.geodesic_refused = count();
+  p.geodesic_skipped = count();
+  EpochRecord e;
+  e.epoch = count();
+  e.training_loss = rng.uniform(0, 1);
+  e.lambda = rng.uniform(0, 1);
+  p.history = {e, e};
+  return s;
+}
+
+template <typename T>
+void expect_round_trip(const std::string& path) {
+  const nlohmann::json fingerprint = {{"architecture", "1-10-1 tanh"}, {"seed", 7}};
+  const TrainingState<T> s = random_state<T>(sizeof(T));
+  write_checkpoint(path, s, fingerprint);
+  const TrainingState<T> r = read_checkpoint<T>(path, fingerprint);
+  EXPECT_EQ(r.epochs_done, s.epochs_done);
+  EXPECT_EQ(r.batches_done, s.batches_done);
+  EXPECT_EQ(r.epoch_rng, s.epoch_rng);
+  EXPECT_EQ(r.stepper.damping.lambda, s.stepper.damping.lambda);
+  EXPECT_EQ(r.stepper.damping.nu, s.stepper.damping.nu);
+  EXPECT_EQ(r.stepper.damping.floor, s.stepper.damping.floor);
+  EXPECT_EQ(r.stepper.geodesic.skip, s.stepper.geodesic.skip);
+  EXPECT_EQ(r.stepper.geodesic.backoff, s.stepper.geodesic.backoff);
+  EXPECT_EQ(r.stepper.weight_decays, s.stepper.weight_decays);
+  EXPECT_EQ(r.params, s.params);
+  EXPECT_EQ(r.best_params, s.best_params);
+  EXPECT_EQ(r.validation_failures, s.validation_failures);
+  EXPECT_EQ(r.partial_epoch.accepted, s.partial_epoch.accepted);
+  EXPECT_EQ(r.partial_epoch.training_loss, s.partial_epoch.training_loss);
+  const TrainingProgress &a = r.progress, &b = s.progress;
+  EXPECT_EQ(a.initial_loss, b.initial_loss);
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.accepted_steps, b.accepted_steps);
+  EXPECT_EQ(a.rejected_steps, b.rejected_steps);
+  EXPECT_EQ(a.invalid_steps, b.invalid_steps);
+  EXPECT_EQ(a.abandoned_steps, b.abandoned_steps);
+  EXPECT_EQ(a.geodesic_applied, b.geodesic_applied);
+  EXPECT_EQ(a.geodesic_refused, b.geodesic_refused);
+  EXPECT_EQ(a.geodesic_skipped, b.geodesic_skipped);
+  ASSERT_EQ(a.history.size(), b.history.size());
+  EXPECT_EQ(a.history[1].epoch, b.history[1].epoch);
+  EXPECT_EQ(a.history[1].training_loss, b.history[1].training_loss);
+  EXPECT_EQ(a.history[1].lambda, b.history[1].lambda);
+  try {
+    read_checkpoint<T>(path, {{"architecture", "1-10-1 tanh"}, {"seed", 8}});
+    ADD_FAILURE() << "a changed seed was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("seed"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointFile, EveryFieldSurvivesWriteThenReadInBothPrecisions) {
+  expect_round_trip<float>(path("float.safetensors"));
+  expect_round_trip<double>(path("double.safetensors"));
+}
+
+}  // namespace
+}  // namespace lmtrain::io::testing
