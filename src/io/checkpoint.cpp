@@ -142,8 +142,13 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
     // The learned floor of invalid attempts; checkpoints from before it existed have none.
     s.stepper.damping.floor = meta.at("damping").value("floor", 0.0);
     // Where GeodesicBackoff stood; checkpoints from before it compute the next correction.
-    if (const auto g = meta.find("geodesic_backoff"); g != meta.end())
+    if (const auto g = meta.find("geodesic_backoff"); g != meta.end()) {
       s.stepper.geodesic = {g->at("skip").get<int>(), g->at("backoff").get<int>()};
+      if (s.stepper.geodesic.skip < 0 || s.stepper.geodesic.backoff < 0)
+        throw InvalidArgument(fmt::format(
+            "{}: damaged checkpoint metadata (geodesic_backoff {}: expected counts ≥ 0)", path,
+            g->dump()));
+    }
     // One ρ per penalty group; older checkpoints hold a single "weight_decay" (or none, before
     // regularization existed).
     if (meta.contains("weight_decays"))

@@ -1,5 +1,5 @@
 // Checkpoint files (io/checkpoint.h): every field of a TrainingState survives write → read, in
-// both precisions; a changed fingerprint is refused, naming the field.
+// both precisions; a changed fingerprint or a damaged field is refused, naming the file.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -96,6 +96,23 @@ void expect_round_trip(const std::string& path) {
 TEST_F(CheckpointFile, EveryFieldSurvivesWriteThenReadInBothPrecisions) {
   expect_round_trip<float>(path("float.safetensors"));
   expect_round_trip<double>(path("double.safetensors"));
+}
+
+TEST_F(CheckpointFile, NegativeBackoffCountsAreADamagedFileNamedInTheError) {
+  // A negative skip would never count down to the next correction: refused, naming the file.
+  const nlohmann::json fingerprint = {{"seed", 1}};
+  TrainingState<double> s = random_state<double>(3);
+  s.stepper.geodesic = {-2, 1};
+  const std::string p = path("damaged.safetensors");
+  write_checkpoint(p, s, fingerprint);
+  try {
+    read_checkpoint<double>(p, fingerprint);
+    ADD_FAILURE() << "a negative skip was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(p), std::string::npos) << what;
+    EXPECT_NE(what.find("geodesic_backoff"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ class GeodesicBackoff {
   explicit GeodesicBackoff(int max_backoff) : max_(max_backoff) {}
   // Whether this attempt computes the correction; false counts a skipped attempt down.
   bool due() {
-    if (state_.skip == 0) return true;
+    if (state_.skip <= 0) return true;
     --state_.skip;
     return false;
   }
