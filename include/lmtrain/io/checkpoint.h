@@ -2,9 +2,9 @@
 // (temp file, fsync, rename), so a crash at any moment leaves the previous checkpoint intact.
 //   tensors   "params", "best_params" (F32 or F64 as the training precision)
 //   metadata  "lmtrain.checkpoint": JSON with the position (epochs_done, batches_done), the
-//             shuffling RNG state, the damping state, validation bookkeeping, the Summary
-//             counters and history, and a fingerprint of what must not change on resume
-//             (architecture, seed, batch size, precision).
+//             shuffling RNG state, the damping and geodesic-backoff state, validation
+//             bookkeeping, the Summary counters and history, and a fingerprint of what must
+//             not change on resume (architecture, seed, batch size, precision).
 #pragma once
 
 #include <nlohmann/json.hpp>

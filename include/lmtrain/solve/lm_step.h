@@ -60,8 +60,9 @@ struct StepReport {
   std::string message;  // why, when termination is set
 };
 
-// What the step carries from one step to the next: λ's schedule and the penalties' ρ.  A
-// checkpoint stores it; a step rebuilt after an out-of-memory halving gets it back.
+// What the step carries from one step to the next: λ's schedule, where the geodesic backoff
+// stands and the penalties' ρ.  A checkpoint stores it; a step rebuilt after an out-of-memory
+// halving gets it back.
 struct StepperState {
   DampingStrategy::State damping;
   GeodesicBackoff::State geodesic;

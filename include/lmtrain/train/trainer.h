@@ -62,7 +62,7 @@ struct TrainingState {
   int epochs_done = 0;                       // completed epochs
   std::size_t batches_done = 0;              // completed batches of epoch epochs_done + 1
   std::array<std::uint64_t, 4> epoch_rng{};  // shuffling RNG before that epoch's permutation
-  StepperState stepper;                      // λ's schedule and the penalties' ρ
+  StepperState stepper;                      // λ's schedule, geodesic backoff, penalties' ρ
   std::vector<T> params;
   std::vector<T> best_params;  // best validation model (empty without validation)
   int validation_failures = 0;
