@@ -1,7 +1,7 @@
 // Activation loops of the CPU backend over [begin, end).  Compiled three times — for the x86-64
 // baseline, for AVX2+FMA (activation_loops_avx2.cpp) and for AVX-512 (activation_loops_avx512.cpp)
-// — and dispatched by the running CPU, so float32 tanh and sigmoid (fast_math.h) vectorize 8 or
-// 16 wide without building for one machine.
+// — and dispatched by the running CPU, so tanh, sigmoid and ELU (fast_math.h) vectorize 8 or 16
+// floats (4 or 8 doubles) wide without building for one machine.
 #pragma once
 
 #include <cstddef>
