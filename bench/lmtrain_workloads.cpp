@@ -15,7 +15,8 @@
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
-//    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping]
+//    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
+//    [--per-sample-damping]
 //    [--no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's defaults
 //    unless given;
 //    λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
@@ -103,6 +104,7 @@ struct Args {
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
   // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
   bool per_sample_damping = false;
+  double lambda_initial = 0;            // 0: SolverOptions' default
   std::size_t cg_max_iterations = 0;  // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
@@ -117,7 +119,7 @@ struct Args {
       "[--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
-      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--per-sample-damping] "
+      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] [--per-sample-damping] "
       "[--no-geodesic] [--geodesic-backoff-max N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
@@ -178,6 +180,8 @@ Args parse(int argc, char** argv) {
       a.damping = value();
     else if (arg == "--solver")
       a.solver = value();
+    else if (arg == "--lambda-initial")
+      a.lambda_initial = std::stod(value());
     else if (arg == "--per-sample-damping")
       a.per_sample_damping = true;
     else if (arg == "--no-geodesic")
@@ -653,6 +657,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     usage_error(
         fmt::format("--solver {}: expected auto, cholesky, eigen, cg or dual", args.solver));
   solver.linear_solver = *linear_solver;
+  if (args.lambda_initial > 0) solver.lambda_initial = args.lambda_initial;
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
   if (args.per_sample_damping) {
