@@ -97,14 +97,14 @@ struct Args {
   bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
   std::string regularization = "none";  // none | l2 | bayesian | ard
   std::string damping = "nielsen";      // multiplicative | nielsen (lmtrain's default)
-  bool geodesic = true;                 // geodesic acceleration (lmtrain's default)
+  bool geodesic = true;                 // false: --no-geodesic; true: lmtrain's default (auto)
   int geodesic_backoff_max = -1;        // -1: SolverOptions' default
   std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;              // 0: SolverOptions' default
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
   // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
   bool per_sample_damping = false;
-  double lambda_initial = 0;            // 0: SolverOptions' default
+  double lambda_initial = 0;          // 0: SolverOptions' default
   std::size_t cg_max_iterations = 0;  // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
@@ -119,7 +119,8 @@ struct Args {
       "[--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
-      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] [--per-sample-damping] "
+      "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
+      "[--per-sample-damping] "
       "[--no-geodesic] [--geodesic-backoff-max N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
@@ -649,7 +650,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (!damping)
     usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
-  solver.geodesic_acceleration = args.geodesic;
+  if (!args.geodesic) solver.geodesic_acceleration = false;  // otherwise lmtrain's default
   if (args.geodesic_backoff_max >= 0) solver.geodesic_backoff_max = args.geodesic_backoff_max;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);

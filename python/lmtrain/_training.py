@@ -25,7 +25,8 @@ _OPTION_CLASSES: dict[str, Any] = {
     "loss": _core.LossOptions,
 }
 _PYTHON_TYPES = {"float": (int, float), "int": (int,), "count": (int,), "bool": (bool,),
-                 "str": (str,), "float list": (list, tuple, np.ndarray)}
+                 "optional bool": (bool, type(None)), "str": (str,),
+                 "float list": (list, tuple, np.ndarray)}
 
 
 def option_names() -> dict[str, tuple[str, str]]:
@@ -45,7 +46,7 @@ def _unknown_option(name: str, known: Sequence[str], caller: str) -> TypeError:
 
 def _checked_value(name: str, kind: str, value: Any) -> Any:
     types = _PYTHON_TYPES[kind]
-    if isinstance(value, (bool, np.bool_)) and kind != "bool":
+    if isinstance(value, (bool, np.bool_)) and kind not in ("bool", "optional bool"):
         raise TypeError(f"{name}: expected {kind}, got bool {value!r}")
     if isinstance(value, np.generic):
         value = value.item()

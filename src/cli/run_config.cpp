@@ -354,7 +354,8 @@ void parse_solver(Section& s, SolverOptions& o) {
     o.regularization = *parse_regularization(*v);
   set_double(s, "weight_decay", [&](double v) { o.weight_decay = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
-  o.geodesic_acceleration = s.boolean("geodesic_acceleration").value_or(o.geodesic_acceleration);
+  // Absent: auto (SolverOptions::geodesic_acceleration: on except for softmax classification).
+  if (const auto v = s.boolean("geodesic_acceleration")) o.geodesic_acceleration = *v;
   set_double(s, "geodesic_ratio", [&](double v) { o.geodesic_ratio = v; });
   set_double(s, "geodesic_step", [&](double v) { o.geodesic_step = v; });
   // Absent: auto (−1, SolverOptions::geodesic_backoff_max); validate() checks the range.

@@ -27,7 +27,7 @@ namespace nb = nanobind;
 namespace {
 
 // A bound options class and the (name, kind) of each field: kind is "float", "int" (signed),
-// "count" (unsigned), "bool", "str" or "float list".
+// "count" (unsigned), "bool", "optional bool" (None: auto), "str" or "float list".
 template <typename Options>
 class OptionsBinding {
  public:
@@ -103,8 +103,9 @@ void bind_solver_options(nb::module_& m) {
       .field("marquardt_max", &S::marquardt_max, "float", "Upper clamp of Marquardt's D.")
       .field("learning_rate", &S::learning_rate, "float", "θ ← θ − learning_rate·δ.")
       .field("max_attempts", &S::max_attempts, "int", "Solves per LM step before giving it up.")
-      .field("geodesic_acceleration", &S::geodesic_acceleration, "bool",
-             "Second-order correction of each step (Transtrum & Sethna).")
+      .field("geodesic_acceleration", &S::geodesic_acceleration, "optional bool",
+             "Second-order correction of each step (Transtrum & Sethna); None (auto): on, except "
+             "with the cross_entropy and cross_entropy_sqrt losses.")
       .field("geodesic_ratio", &S::geodesic_ratio, "float",
              "Keep the correction a only when 2‖a‖ ≤ geodesic_ratio·‖v‖.")
       .field("geodesic_step", &S::geodesic_step, "float",

@@ -48,6 +48,7 @@ class NativeStep {
         loss_(loss, spec_.outputs(), *backend_),
         max_batch_(max_batch) {
     if (float64_system) options.system_precision = SystemPrecision::kFloat64;
+    options.geodesic_acceleration = geodesic_acceleration_for(options, loss.kind);
     options.validate();
     loss.validate(spec_.outputs());
     StepProblem problem;

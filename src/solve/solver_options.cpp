@@ -85,8 +85,13 @@ std::optional<std::string> regularization_conflict(Regularization r, LinearSolve
   return std::nullopt;
 }
 
+bool geodesic_acceleration_for(const SolverOptions& options, LossKind loss) {
+  if (options.geodesic_acceleration) return *options.geodesic_acceleration;
+  return loss != LossKind::kCrossEntropy && loss != LossKind::kCrossEntropySqrt;
+}
+
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver) {
-  return options.geodesic_acceleration &&
+  return options.geodesic_acceleration.value_or(true) &&
          (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen);
 }
 

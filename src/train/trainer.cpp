@@ -87,6 +87,8 @@ Trainer<T>::Trainer(ModelSpec model, LossOptions loss, SolverOptions solver, Tra
   loss_options_.validate(spec_.outputs());
   solver_options_.validate();
   trainer_options_.validate();
+  solver_options_.geodesic_acceleration =
+      geodesic_acceleration_for(solver_options_, loss_options_.kind);
 }
 
 // One fit: the model, the step and the device data it builds (setup), the epochs it runs, and

@@ -46,6 +46,24 @@ def test_torch_path_step_equals_native_step(loss: str, damping: str) -> None:
         assert geodesic_applied > 0
 
 
+@pytest.mark.parametrize("given", [None, True, False])
+def test_geodesic_auto_is_off_for_softmax_losses_on_both_paths(given: bool | None) -> None:
+    # geodesic_acceleration unset (auto) computes no correction with cross_entropy (the library's
+    # rule, SolverOptions::geodesic_acceleration); True computes one on every attempt.  Both
+    # paths resolve it the same way.
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(100, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 2, (100,), generator=g)
+    options = {} if given is None else {"geodesic_acceleration": given}
+    for fast_path in (False, True):
+        opt = lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy", fast_path=fast_path,
+                                    geodesic_backoff_max=0, **options)
+        report = opt.step(x, y)
+        computed = report.geodesic_applied + report.geodesic_refused
+        assert computed == (report.attempts if given else 0), (fast_path, report)
+        assert report.geodesic_skipped == 0
+
+
 def test_geodesic_step_equals_numpy_reference() -> None:
     # Transtrum & Sethna's correction: a' = (A + λI)⁻¹Jᵀr_vv with r_vv by central differences
     # (h = 0.1) along v = −δ, δ ← δ + a'/2, kept when 2‖a'‖ ≤ 0.75‖δ‖.

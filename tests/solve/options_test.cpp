@@ -205,5 +205,53 @@ TEST(GeodesicBackoff, AutoIsTwoForFloat32ModelsAndOffForFloat64) {
   EXPECT_EQ(geodesic_backoff_max(o, false), 5);
 }
 
+// Auto (unset) is off for the two softmax classification losses only; a given value is kept for
+// every loss.
+TEST(GeodesicAcceleration, AutoIsOffForSoftmaxClassificationAndAGivenValueIsKept) {
+  SolverOptions o;
+  EXPECT_FALSE(o.geodesic_acceleration.has_value());
+  for (const auto& [kind, name] : kLossNames) {
+    const bool softmax = kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt;
+    o.geodesic_acceleration.reset();
+    EXPECT_EQ(geodesic_acceleration_for(o, kind), !softmax) << name;
+    o.geodesic_acceleration = true;
+    EXPECT_TRUE(geodesic_acceleration_for(o, kind)) << name;
+    o.geodesic_acceleration = false;
+    EXPECT_FALSE(geodesic_acceleration_for(o, kind)) << name;
+  }
+}
+
+// The Trainer resolves auto for its loss, and its Summary says what the step used: a 3-class
+// softmax fit without the correction unless asked for, an MSE fit with it.
+TEST(GeodesicAcceleration, TrainerResolvesAutoForItsLoss) {
+  Dataset<double> data(60, 2, 3);
+  Rng rng(4);
+  for (std::size_t i = 0; i < data.samples; ++i) {
+    data.x[2 * i] = rng.uniform(-1, 1);
+    data.x[2 * i + 1] = rng.uniform(-1, 1);
+    const std::size_t label = i % 3;
+    for (std::size_t c = 0; c < 3; ++c) data.y[3 * i + c] = c == label ? 1.0 : 0.0;
+  }
+  const ModelSpec spec = ModelSpec::mlp(2, {5}, 3, Activation::kTanh);
+  auto backend = make_cpu_backend<double>();
+  TrainerOptions t;
+  t.max_epochs = 1;
+  auto used = [&](LossKind kind, std::optional<bool> given) {
+    LossOptions loss;
+    loss.kind = kind;
+    SolverOptions s;
+    s.geodesic_acceleration = given;
+    Trainer<double> trainer(spec, loss, s, t, *backend);
+    std::vector<double> params =
+        Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
+    return trainer.fit(params, data).geodesic_acceleration;
+  };
+  EXPECT_FALSE(used(LossKind::kCrossEntropy, std::nullopt));
+  EXPECT_FALSE(used(LossKind::kCrossEntropySqrt, std::nullopt));
+  EXPECT_TRUE(used(LossKind::kCrossEntropySqrt, true));
+  EXPECT_TRUE(used(LossKind::kMse, std::nullopt));
+  EXPECT_FALSE(used(LossKind::kMse, false));
+}
+
 }  // namespace
 }  // namespace lmtrain

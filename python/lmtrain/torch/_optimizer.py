@@ -234,8 +234,13 @@ class LevenbergMarquardt:
                             else _core.DampedNormalEquations32)(
                 self.n, self.options, float32_model=self.dtype == torch.float32)
             self._jacobian_mode = jacobian
-        # Geodesic acceleration as the library applies it: asked for and a direct solver.
-        self._geodesic = bool(self.options.geodesic_acceleration) and \
+        # Geodesic acceleration as the library applies it: asked for (auto: on, except with the
+        # softmax classification losses) and a direct solver.
+        geodesic = self.options.geodesic_acceleration
+        if geodesic is None:
+            geodesic = self.loss is None or \
+                self.loss.kind not in ("cross_entropy", "cross_entropy_sqrt")
+        self._geodesic = bool(geodesic) and \
             self.options.linear_solver in ("auto", "cholesky", "eigen")
         self._r0: torch.Tensor | None = None
         self._graph_r: torch.Tensor | None = None
