@@ -27,6 +27,24 @@ void Summary::name_input_groups(const ModelSpec& spec, const std::vector<std::st
     penalty_groups[i].name += fmt::format(" ({})", columns[i]);
 }
 
+namespace {
+
+// Why a fit ran without geodesic acceleration (SolverOptions::geodesic_acceleration).
+std::string geodesic_off_reason(const Summary& s) {
+  if (s.linear_solver_used != LinearSolverType::kCholesky &&
+      s.linear_solver_used != LinearSolverType::kEigen)
+    return fmt::format("off: not used with the {} solver", to_string(s.linear_solver_used));
+  if (s.loss == to_string(LossKind::kCrossEntropy) ||
+      s.loss == to_string(LossKind::kCrossEntropySqrt))
+    return fmt::format(
+        "off: the default for the {} loss (solver.geodesic_acceleration = true "
+        "turns it on)",
+        s.loss);
+  return "off: solver.geodesic_acceleration = false";
+}
+
+}  // namespace
+
 std::string Summary::brief_report() const {
   return fmt::format("lmtrain: {} epochs, loss {:.6e} → {:.6e}, termination: {}", epochs,
                      initial_loss, final_loss, to_string(termination));
@@ -102,6 +120,8 @@ std::string Summary::full_report() const {
          fmt::format("{} attempts corrected, {} kept the plain step (correction over "
                      "geodesic_ratio), {} skipped it (backoff after refusals)",
                      geodesic_applied, geodesic_refused, geodesic_skipped));
+  else
+    line("Geodesic acceleration", geodesic_off_reason(*this));
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
   if (regularization == Regularization::kArd) {
     line("Regularization",

@@ -244,13 +244,27 @@ TEST(GeodesicAcceleration, TrainerResolvesAutoForItsLoss) {
     Trainer<double> trainer(spec, loss, s, t, *backend);
     std::vector<double> params =
         Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
-    return trainer.fit(params, data).geodesic_acceleration;
+    return trainer.fit(params, data);
   };
-  EXPECT_FALSE(used(LossKind::kCrossEntropy, std::nullopt));
-  EXPECT_FALSE(used(LossKind::kCrossEntropySqrt, std::nullopt));
-  EXPECT_TRUE(used(LossKind::kCrossEntropySqrt, true));
-  EXPECT_TRUE(used(LossKind::kMse, std::nullopt));
-  EXPECT_FALSE(used(LossKind::kMse, false));
+  // The report's "Geodesic acceleration" line contains `text`.
+  auto says = [](const Summary& s, const std::string& text) {
+    const std::string report = s.full_report();
+    const std::size_t at = report.find("Geodesic acceleration");
+    if (at == std::string::npos) return false;
+    const std::string line = report.substr(at, report.find('\n', at) - at);
+    return line.find(text) != std::string::npos;
+  };
+  const Summary ce = used(LossKind::kCrossEntropy, std::nullopt);
+  EXPECT_FALSE(ce.geodesic_acceleration);
+  EXPECT_TRUE(says(ce, "off: the default for the cross_entropy loss")) << ce.full_report();
+  EXPECT_FALSE(used(LossKind::kCrossEntropySqrt, std::nullopt).geodesic_acceleration);
+  const Summary asked = used(LossKind::kCrossEntropySqrt, true);
+  EXPECT_TRUE(asked.geodesic_acceleration);
+  EXPECT_TRUE(says(asked, "attempts corrected")) << asked.full_report();
+  EXPECT_TRUE(used(LossKind::kMse, std::nullopt).geodesic_acceleration);
+  const Summary refused = used(LossKind::kMse, false);
+  EXPECT_FALSE(refused.geodesic_acceleration);
+  EXPECT_TRUE(says(refused, "off: solver.geodesic_acceleration = false")) << refused.full_report();
 }
 
 }  // namespace
