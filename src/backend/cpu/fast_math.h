@@ -93,17 +93,6 @@ inline float fast_expm1(float x) {
   return scale * em + (scale - 1.0f);
 }
 
-inline float fast_elu(float x) {
-  return x > 0 ? x : fast_expm1(x);
-}
-
-inline float fast_sigmoid(float x) {
-  // e^{−|x|} never overflows; σ(x) = 1/(1 + e^{−x}) for x ≥ 0, e^{x}/(1 + e^{x}) otherwise.
-  const float e = fast_exp(x < 0 ? x : -x);
-  const float inverse = 1.0f / (1.0f + e);
-  return x < 0 ? e * inverse : inverse;
-}
-
 // float64 (see the header comment).
 namespace detail {
 constexpr double kRoundDouble = 6755399441055744.0;  // 1.5·2⁵²: adding it rounds to an integer
@@ -167,13 +156,17 @@ inline double fast_tanh(double x) {
   return x < 0 ? -magnitude : magnitude;
 }
 
-inline double fast_elu(double x) {
+// ELU and sigmoid from exp and expm1, the same code for float and double.
+template <typename T>
+inline T fast_elu(T x) {
   return x > 0 ? x : fast_expm1(x);
 }
 
-inline double fast_sigmoid(double x) {
-  const double e = fast_exp(x < 0 ? x : -x);
-  const double inverse = 1.0 / (1.0 + e);
+template <typename T>
+inline T fast_sigmoid(T x) {
+  // e^{−|x|} never overflows; σ(x) = 1/(1 + e^{−x}) for x ≥ 0, e^{x}/(1 + e^{x}) otherwise.
+  const T e = fast_exp(x < 0 ? x : -x);
+  const T inverse = T(1) / (T(1) + e);
   return x < 0 ? e * inverse : inverse;
 }
 
