@@ -175,6 +175,17 @@ void bind_options(nb::module_& m) {
   bind_solver_options(m);
   bind_trainer_options(m);
   bind_loss_options(m);
+  // The library's rule for geodesic_acceleration unset (auto), so that the torch path resolves
+  // it as the Trainer and the native step do instead of restating it.
+  m.def(
+      "geodesic_acceleration_for",
+      [](const SolverOptions& options, const std::string& loss) {
+        const std::optional<LossKind> kind = parse_loss(loss);
+        if (!kind) throw nb::value_error(fmt::format("unknown loss \"{}\"", loss).c_str());
+        return geodesic_acceleration_for(options, *kind);
+      },
+      nb::arg("options"), nb::arg("loss"),
+      "SolverOptions.geodesic_acceleration with None (auto) resolved for `loss`.");
 }
 
 }  // namespace lmtrain::python

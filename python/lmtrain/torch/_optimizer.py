@@ -234,14 +234,11 @@ class LevenbergMarquardt:
                             else _core.DampedNormalEquations32)(
                 self.n, self.options, float32_model=self.dtype == torch.float32)
             self._jacobian_mode = jacobian
-        # Geodesic acceleration as the library applies it: asked for (auto: on, except with the
-        # softmax classification losses) and a direct solver.
-        geodesic = self.options.geodesic_acceleration
-        if geodesic is None:
-            geodesic = self.loss is None or \
-                self.loss.kind not in ("cross_entropy", "cross_entropy_sqrt")
-        self._geodesic = bool(geodesic) and \
-            self.options.linear_solver in ("auto", "cholesky", "eigen")
+        # Geodesic acceleration as the library applies it: asked for (auto resolved by the
+        # library's rule for the loss; a residual_fn is least squares) and a direct solver.
+        geodesic = _core.geodesic_acceleration_for(
+            self.options, "mse" if self.loss is None else self.loss.kind)
+        self._geodesic = geodesic and self.options.linear_solver in ("auto", "cholesky", "eigen")
         self._r0: torch.Tensor | None = None
         self._graph_r: torch.Tensor | None = None
         self.jacobian_choice = {}
