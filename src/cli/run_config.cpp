@@ -87,6 +87,19 @@ class Section {
     type_error(key, *n, "true or false");
   }
 
+  // true, false or "auto" (unset) into *out when the key is present; an absent key leaves it.
+  void boolean_or_auto(std::string_view key, std::optional<bool>* out) {
+    const toml::node* n = node(key);
+    if (!n) return;
+    if (auto b = n->value_exact<bool>()) {
+      *out = *b;
+    } else if (auto s = n->value_exact<std::string>(); s && *s == "auto") {
+      out->reset();
+    } else {
+      type_error(key, *n, "true, false or \"auto\"");
+    }
+  }
+
   std::optional<std::string> string(std::string_view key) {
     const toml::node* n = node(key);
     if (!n) return std::nullopt;
@@ -354,8 +367,9 @@ void parse_solver(Section& s, SolverOptions& o) {
     o.regularization = *parse_regularization(*v);
   set_double(s, "weight_decay", [&](double v) { o.weight_decay = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
-  // Absent: auto (SolverOptions::geodesic_acceleration: on except for softmax classification).
-  if (const auto v = s.boolean("geodesic_acceleration")) o.geodesic_acceleration = *v;
+  // Absent or "auto": SolverOptions::geodesic_acceleration's auto (on except for softmax
+  // classification); "auto" lets `--set` undo a config file's true or false.
+  s.boolean_or_auto("geodesic_acceleration", &o.geodesic_acceleration);
   set_double(s, "geodesic_ratio", [&](double v) { o.geodesic_ratio = v; });
   set_double(s, "geodesic_step", [&](double v) { o.geodesic_step = v; });
   // Absent: auto (−1, SolverOptions::geodesic_backoff_max); validate() checks the range.

@@ -274,9 +274,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"BackoffOutOfRange", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[solver]\ngeodesic_backoff_max = -3\n",
                  "solver.geodesic_backoff_max = -3"},
+        BadInput{"GeodesicNotBoolOrAuto", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[solver]\ngeodesic_acceleration = \"sometimes\"\n",
+                 "solver.geodesic_acceleration has the wrong type (string); expected true, false "
+                 "or \"auto\""},
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
     [](const auto& test_param) { return test_param.param.name; });
+
+// solver.geodesic_acceleration: a config file's false is what the report says, and
+// `--set solver.geodesic_acceleration='"auto"'` undoes it (auto is on for an MSE fit).
+TEST(Cli, GeodesicAccelerationFalseOrAutoFromTheCommandLine) {
+  Scratch s;
+  s.write("data.csv", regression_csv(300, 2));
+  const std::string config =
+      s.write("run.toml", regression_config("", 2) + "[solver]\ngeodesic_acceleration = false\n");
+  auto geodesic_line = [&](const std::string& extra) {
+    const Result fit = run("fit " + config + " --quiet" + extra);
+    EXPECT_EQ(fit.exit_code, 0) << fit.output;
+    const std::string summary = read_file(s.path("out") / "summary.txt");
+    const std::size_t at = summary.find("Geodesic acceleration");
+    return at == std::string::npos ? std::string()
+                                   : summary.substr(at, summary.find('\n', at) - at);
+  };
+  EXPECT_NE(geodesic_line("").find("off: solver.geodesic_acceleration = false"), std::string::npos);
+  EXPECT_NE(
+      geodesic_line(" --set solver.geodesic_acceleration='\"auto\"'").find("attempts corrected"),
+      std::string::npos);
+}
 
 TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
   Scratch s;
