@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "lmtrain/nn/memory_plan.h"
 
@@ -34,8 +35,9 @@ std::string geodesic_off_reason(const Summary& s) {
   if (s.linear_solver_used != LinearSolverType::kCholesky &&
       s.linear_solver_used != LinearSolverType::kEigen)
     return fmt::format("off: not used with the {} solver", to_string(s.linear_solver_used));
-  if (s.loss == to_string(LossKind::kCrossEntropy) ||
-      s.loss == to_string(LossKind::kCrossEntropySqrt))
+  // Auto's own rule (geodesic_acceleration_for), asked for this loss with the option unset.
+  const std::optional<LossKind> loss = parse_loss(s.loss);
+  if (loss && !geodesic_acceleration_for(SolverOptions{}, *loss))
     return fmt::format(
         "off: the default for the {} loss (solver.geodesic_acceleration = true "
         "turns it on)",

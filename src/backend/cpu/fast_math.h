@@ -17,43 +17,97 @@
 // ≤ 3 float ulps, ≤ 4 double ulps.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace lmtrain::cpu {
 
 namespace detail {
-// x = k·ln2 + r with k = round(x·log2 e), |r| ≤ ln2/2, for |x| ≤ 88; returns r and stores 2ᵏ in
-// *scale.  Rounds by adding and removing 1.5·2²³ (no libm call, vectorizes), and takes k from the
-// low bits of the rounded sum: a NaN x stays NaN and never meets a float → int conversion, which
-// would be undefined.
-inline float reduce(float x, float* scale) {
-  constexpr float kRound = 12582912.0f;
-  const float shifted = x * 1.44269504088896341f + kRound;
-  const float k = shifted - kRound;
-  std::int32_t k_bits, round_bits;
+// The constants of the range reduction, and the degree of expm1's polynomial, per precision.
+template <typename T>
+struct ExpTraits;
+template <>
+struct ExpTraits<float> {
+  using Bits = std::int32_t;
+  using UnsignedBits = std::uint32_t;
+  static constexpr float kRound = 12582912.0f;  // 1.5·2²³: adding it rounds to an integer
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 0.693359375f;  // ln2 = hi + lo, k·hi exact
+  static constexpr float kLn2Lo = -2.12194440e-4f;
+  static constexpr int kBias = 127, kMantissa = 23;
+  static constexpr float kMin = -87.0f, kMax = 88.0f;  // eˣ and 2ᵏ stay normal
+  static constexpr int kExpm1Degree = 8;               // truncation < 2e-8 relative
+};
+template <>
+struct ExpTraits<double> {
+  using Bits = std::int64_t;
+  using UnsignedBits = std::uint64_t;
+  static constexpr double kRound = 6755399441055744.0;  // 1.5·2⁵²
+  static constexpr double kLog2e = 1.4426950408889634;
+  static constexpr double kLn2Hi = 6.93147180369123816490e-01;  // fdlibm's split
+  static constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  static constexpr int kBias = 1023, kMantissa = 52;
+  static constexpr double kMin = -708.0, kMax = 709.0;
+  static constexpr int kExpm1Degree = 13;  // truncation < 1e-17 relative
+};
+
+template <typename T>
+inline T clamp_exponent(T x) {  // written so that a NaN x stays NaN
+  return x < ExpTraits<T>::kMin ? ExpTraits<T>::kMin
+                                : (x > ExpTraits<T>::kMax ? ExpTraits<T>::kMax : x);
+}
+
+// x = k·ln2 + r with k = round(x·log2 e), |r| ≤ ln2/2 (slightly more from rounding), for x
+// within the clamp; returns r and stores 2ᵏ in *scale.  Rounds by adding and removing 1.5·2^p
+// (no libm call, vectorizes), and takes k from the low bits of the rounded sum: AVX2 has no
+// packed double → int64 conversion, and a NaN x stays NaN without meeting a float → int
+// conversion, which would be undefined.
+template <typename T>
+inline T reduce(T x, T* scale) {
+  using Traits = ExpTraits<T>;
+  const T shifted = x * Traits::kLog2e + Traits::kRound;
+  const T k = shifted - Traits::kRound;
+  typename Traits::Bits k_bits, round_bits;
   std::memcpy(&k_bits, &shifted, sizeof k_bits);
-  std::memcpy(&round_bits, &kRound, sizeof round_bits);
-  const auto bits = static_cast<std::uint32_t>(k_bits - round_bits + 127) << 23;
+  std::memcpy(&round_bits, &Traits::kRound, sizeof round_bits);
+  const auto bits = static_cast<typename Traits::UnsignedBits>(k_bits - round_bits + Traits::kBias)
+                    << Traits::kMantissa;
   std::memcpy(scale, &bits, sizeof bits);
-  return (x - k * 0.693359375f) + k * 2.12194440e-4f;
+  return (x - k * Traits::kLn2Hi) - k * Traits::kLn2Lo;
+}
+
+constexpr std::uint64_t factorial(int n) {
+  return n <= 1 ? 1 : static_cast<std::uint64_t>(n) * factorial(n - 1);
+}
+// 1/n!, one rounding from the exact n! (n ≤ 13 in double, ≤ 8 in float, are exact).
+template <typename T, int n>
+constexpr T kInverseFactorial = T(1) / static_cast<T>(factorial(n));
+
+// Σ_{n=bottom}^{top} r^{n−bottom}/n! by Horner's rule, unrolled at compile time.
+template <typename T, int top, int bottom, std::size_t... i>
+inline T horner(T r, std::index_sequence<i...>) {
+  T p = kInverseFactorial<T, top>;
+  ((p = p * r + kInverseFactorial<T, top - 1 - static_cast<int>(i)>), ...);
+  return p;
+}
+template <typename T, int top, int bottom>
+inline T horner(T r) {
+  return horner<T, top, bottom>(r, std::make_index_sequence<top - bottom>());
+}
+
+// expm1(r) = r + r²·Σ rⁿ/(n+2)! for the reduced r, to the precision's degree.
+template <typename T>
+inline T expm1_reduced(T r) {
+  return r + r * r * horner<T, ExpTraits<T>::kExpm1Degree, 2>(r);
 }
 }  // namespace detail
 
 inline float fast_exp(float x) {
-  // Clamp to the range where eˣ is a normal float; exp(−87.3) ≈ 1.2e-38.
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   float scale;
-  const float r = detail::reduce(x, &scale);
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * scale;
+  const float r = detail::reduce(detail::clamp_exponent(x), &scale);
+  return detail::horner<float, 7, 0>(r) * scale;  // the degree-7 Taylor polynomial of eʳ
 }
 
 inline float fast_tanh(float x) {
@@ -74,78 +128,20 @@ inline float fast_tanh(float x) {
   return x < 0 ? -magnitude : magnitude;
 }
 
-// eˣ − 1 = 2ᵏ·expm1(r) + (2ᵏ − 1) with expm1(r) = r + r²·Σ rⁿ/(n+2)! to r⁸ (truncation
-// < 2e-8 relative): for |x| < ln2/2, k = 0 and r = x, so small arguments do not cancel.  ELU's
-// e^z − 1 for z ≤ 0.  (One polynomial: 1.6× faster than a series for |x| < 1 beside eˣ − 1,
-// both evaluated in a vectorized loop, and ≤ 1.3 ulps against 1.6.)
-inline float fast_expm1(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  float scale;
-  const float r = detail::reduce(x, &scale);
-  float q = 1.0f / 40320.0f;  // 1/8!
-  q = q * r + 1.0f / 5040.0f;
-  q = q * r + 1.0f / 720.0f;
-  q = q * r + 1.0f / 120.0f;
-  q = q * r + 1.0f / 24.0f;
-  q = q * r + 1.0f / 6.0f;
-  q = q * r + 0.5f;
-  const float em = r + r * r * q;  // expm1(r)
-  return scale * em + (scale - 1.0f);
+// eˣ − 1 = 2ᵏ·expm1(r) + (2ᵏ − 1): for |x| < ln2/2, k = 0 and r = x, so small arguments do
+// not cancel.  ELU's e^z − 1 for z ≤ 0.  (In float one polynomial is 1.6× faster than a series
+// for |x| < 1 beside eˣ − 1, both evaluated in a vectorized loop, and ≤ 1.3 ulps against 1.6.)
+template <typename T>
+inline T fast_expm1(T x) {
+  T scale;
+  const T em = detail::expm1_reduced(detail::reduce(detail::clamp_exponent(x), &scale));
+  return scale * em + (scale - T(1));
 }
-
-// float64 (see the header comment).
-namespace detail {
-constexpr double kRoundDouble = 6755399441055744.0;  // 1.5·2⁵²: adding it rounds to an integer
-constexpr double kLog2e = 1.4426950408889634;
-constexpr double kLn2Hi = 6.93147180369123816490e-01;
-constexpr double kLn2Lo = 1.90821492927058770002e-10;
-
-// x = k·ln2 + r with k = round(x·log2 e), |r| ≤ ln2/2 (slightly more from rounding), for
-// |x| ≤ 709; returns r and stores 2ᵏ in *scale.
-inline double reduce(double x, double* scale) {
-  const double shifted = x * kLog2e + kRoundDouble;
-  const double k = shifted - kRoundDouble;
-  // k sits in the low bits of `shifted`'s significand: its bits minus the constant's are k.
-  std::int64_t k_bits, round_bits;
-  std::memcpy(&k_bits, &shifted, sizeof k_bits);
-  std::memcpy(&round_bits, &kRoundDouble, sizeof round_bits);
-  const auto bits = static_cast<std::uint64_t>(k_bits - round_bits + 1023) << 52;
-  std::memcpy(scale, &bits, sizeof bits);
-  return (x - k * kLn2Hi) - k * kLn2Lo;
-}
-
-// expm1(r) = r + r²·Σ rⁿ/(n+2)! to r¹³ for the reduced |r| ≤ ln2/2 (truncation < 1e-17
-// relative); exp and expm1 both build on it.
-inline double expm1_reduced(double r) {
-  double q = 1.0 / 6227020800.0;  // 1/13!
-  q = q * r + 1.0 / 479001600.0;
-  q = q * r + 1.0 / 39916800.0;
-  q = q * r + 1.0 / 3628800.0;
-  q = q * r + 1.0 / 362880.0;
-  q = q * r + 1.0 / 40320.0;
-  q = q * r + 1.0 / 5040.0;
-  q = q * r + 1.0 / 720.0;
-  q = q * r + 1.0 / 120.0;
-  q = q * r + 1.0 / 24.0;
-  q = q * r + 1.0 / 6.0;
-  q = q * r + 0.5;
-  return r + r * r * q;
-}
-}  // namespace detail
 
 inline double fast_exp(double x) {
-  // Clamp to the range where eˣ and 2ᵏ are normal doubles; exp(−708) ≈ 3.3e-308.
-  x = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
   double scale;
-  const double r = detail::reduce(x, &scale);
+  const double r = detail::reduce(detail::clamp_exponent(x), &scale);
   return (1.0 + detail::expm1_reduced(r)) * scale;
-}
-
-inline double fast_expm1(double x) {
-  x = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
-  double scale;
-  const double em = detail::expm1_reduced(detail::reduce(x, &scale));
-  return scale * em + (scale - 1.0);
 }
 
 inline double fast_tanh(double x) {
