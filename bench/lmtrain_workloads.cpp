@@ -16,10 +16,10 @@
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
+//    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
 //    [--per-sample-damping]
-//    [--no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's defaults
-//    unless given;
-//    λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
+//    [--geodesic | --no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's
+//    defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
 //                        [--device cpu|cuda]
@@ -97,7 +97,7 @@ struct Args {
   bool standardize_inputs = false;  // per-column mean/std of the training split, as `lmtrain fit`
   std::string regularization = "none";  // none | l2 | bayesian | ard
   std::string damping = "nielsen";      // multiplicative | nielsen (lmtrain's default)
-  bool geodesic = true;                 // false: --no-geodesic; true: lmtrain's default (auto)
+  std::optional<bool> geodesic;         // --geodesic / --no-geodesic; unset: lmtrain's auto
   int geodesic_backoff_max = -1;        // -1: SolverOptions' default
   std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;              // 0: SolverOptions' default
@@ -105,6 +105,8 @@ struct Args {
   // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
   bool per_sample_damping = false;
   double lambda_initial = 0;          // 0: SolverOptions' default
+  double lambda_increase = 0;         // 0: SolverOptions' default
+  double lambda_decrease = 0;         // 0: SolverOptions' default
   std::size_t cg_max_iterations = 0;  // 0: SolverOptions' default
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
@@ -120,8 +122,9 @@ struct Args {
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
+      "[--lambda-increase U] [--lambda-decrease D] "
       "[--per-sample-damping] "
-      "[--no-geodesic] [--geodesic-backoff-max N])\n"
+      "[--geodesic | --no-geodesic] [--geodesic-backoff-max N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
@@ -183,8 +186,14 @@ Args parse(int argc, char** argv) {
       a.solver = value();
     else if (arg == "--lambda-initial")
       a.lambda_initial = std::stod(value());
+    else if (arg == "--lambda-increase")
+      a.lambda_increase = std::stod(value());
+    else if (arg == "--lambda-decrease")
+      a.lambda_decrease = std::stod(value());
     else if (arg == "--per-sample-damping")
       a.per_sample_damping = true;
+    else if (arg == "--geodesic")
+      a.geodesic = true;
     else if (arg == "--no-geodesic")
       a.geodesic = false;
     else if (arg == "--geodesic-backoff-max")
@@ -650,7 +659,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (!damping)
     usage_error(fmt::format("--damping {}: expected multiplicative or nielsen", args.damping));
   solver.damping = *damping;
-  if (!args.geodesic) solver.geodesic_acceleration = false;  // otherwise lmtrain's default
+  solver.geodesic_acceleration = args.geodesic;  // unset: lmtrain's default (auto)
   if (args.geodesic_backoff_max >= 0) solver.geodesic_backoff_max = args.geodesic_backoff_max;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
@@ -659,6 +668,8 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
         fmt::format("--solver {}: expected auto, cholesky, eigen, cg or dual", args.solver));
   solver.linear_solver = *linear_solver;
   if (args.lambda_initial > 0) solver.lambda_initial = args.lambda_initial;
+  if (args.lambda_increase > 0) solver.lambda_increase = args.lambda_increase;
+  if (args.lambda_decrease > 0) solver.lambda_decrease = args.lambda_decrease;
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
   if (args.per_sample_damping) {
@@ -689,9 +700,10 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     fmt::print(
         "{{\"type\":\"step\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},"
         "\"step\":{},\"epoch\":{},\"batch\":{},\"seconds\":{},\"elapsed\":{},"
-        "\"batch_loss\":{},\"lambda\":{},\"attempts\":{}}}\n",
+        "\"batch_loss\":{},\"lambda\":{},\"attempts\":{},\"gain_ratio\":{}}}\n",
         json_string(workload), json_string(variant), it.step, it.epoch, it.batch, num(dt),
-        num(it.elapsed_seconds), num(it.batch_loss), num(it.lambda), it.report.attempts);
+        num(it.elapsed_seconds), num(it.batch_loss), num(it.lambda), it.report.attempts,
+        num(it.report.gain_ratio));
     return lmtrain::CallbackResult::kContinue;
   });
 
