@@ -21,7 +21,8 @@
 //    [--geodesic | --no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's
 //    defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
-//                        [--loss cross_entropy_sqrt|cross_entropy] [--seed S] [--double]
+//                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
+//                        [--double]
 //                        [--device cpu|cuda]
 //   lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden 16] [--budget 5]
 //                        [--validation-fraction 0] [--standardize-inputs]
@@ -130,7 +131,7 @@ struct Args {
       "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
       "[--seed S]\n"
       "       lmtrain_workloads W4 [--epochs N] [--train-rows 6000] [--test-rows 2000] "
-      "[--data DIR] [--loss cross_entropy_sqrt|cross_entropy]",
+      "[--data DIR] [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled]",
       what));
 }
 
@@ -921,11 +922,10 @@ int run_fashion(const Args& args) {
   standardize(train, {&test});
   lmtrain::LossOptions loss;
   const std::optional<lmtrain::LossKind> kind = lmtrain::parse_loss(args.loss);
-  if (!kind ||
-      (*kind != lmtrain::LossKind::kCrossEntropy && *kind != lmtrain::LossKind::kCrossEntropySqrt))
+  if (!kind || !lmtrain::is_softmax_loss(*kind))
     usage_error(
-        fmt::format("W4: --loss must be cross_entropy_sqrt (the peers' √CE residual) or "
-                    "cross_entropy (exact Gauss–Newton), not '{}'",
+        fmt::format("W4: --loss must be cross_entropy_sqrt (the peers' √CE residual), "
+                    "cross_entropy (exact Gauss–Newton) or cross_entropy_sampled, not '{}'",
                     args.loss));
   loss.kind = *kind;
   lmtrain::TrainerOptions topt;

@@ -281,7 +281,9 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     A softmax output per class trained on the exact generalized Gauss–Newton of the
     cross-entropy (``loss="cross_entropy"``); inputs are standardized with the training data's
     statistics.  Parameters and attributes are those of :class:`LMRegressor`, with ``loss``
-    ``"cross_entropy"`` (default) or ``"cross_entropy_sqrt"``, and:
+    ``"cross_entropy"`` (default), ``"cross_entropy_sampled"`` (the same Gauss–Newton model
+    sampled with one row per sample instead of one per class: cheaper for many classes, and
+    stochastic) or ``"cross_entropy_sqrt"``, and:
 
     Attributes
     ----------

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "activation_math.h"
 #include "lmtrain/core/loss_kind.h"
@@ -80,6 +81,7 @@ LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, con
       return f;
     }
     case LossKind::kCrossEntropy:
+    case LossKind::kCrossEntropySampled:
       return cross_entropy_sample(c, z, y, nullptr);
     case LossKind::kCrossEntropySqrt:
       return 0.5 * cross_entropy_sample(c, z, y, nullptr);
@@ -123,6 +125,46 @@ LMTRAIN_HD double cross_entropy_sqrt_seed(double ce, double pj, double yj) {
   return (pj - yj) / (2.0 * guarded_sqrt(ce));
 }
 
+// cross_entropy_sampled: class k drawn from q = (p + y)/2 with a uniform u ∈ [0, 1) that is a
+// hash (SplitMix64's finalizer) of the linearization's key and the sample's index; the row is
+// w(e_k − p) with w = √(p_k/q_k) and the residual (p_k − y_k)/√(p_k q_k).
+struct SampledClass {
+  std::size_t k;
+  double weight;    // √(p_k/q_k)
+  double residual;  // (p_k − y_k)/√(p_k q_k)
+};
+LMTRAIN_HD double draw_uniform(std::uint64_t key, std::size_t index) {
+  std::uint64_t h = key * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index);
+  h += 0x9E3779B97F4A7C15ULL;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+  h ^= h >> 31;
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+LMTRAIN_HD SampledClass sampled_class_at(std::size_t k, double pk, double yk) {
+  const double q = 0.5 * (pk + yk);
+  const double pq = pk * q;
+  return {k, q > 0 ? sqrt(pk / q) : 0.0,
+          (pk - yk) / sqrt(pq > kProbabilityGuard ? pq : kProbabilityGuard)};
+}
+// The class that u selects from q (the last one when rounding leaves u·Σq beyond the sum).
+template <typename T>
+LMTRAIN_HD std::size_t sample_class_index(std::size_t c, const double* p, const T* y, double u) {
+  double total = 0.0;  // Σq, 1 up to rounding (and for targets that are probability vectors)
+  for (std::size_t k = 0; k < c; ++k) total += 0.5 * (p[k] + static_cast<double>(y[k]));
+  const double target = u * total;
+  std::size_t k = 0;
+  double below = 0.0;
+  for (; k + 1 < c; ++k) {
+    below += 0.5 * (p[k] + static_cast<double>(y[k]));
+    if (target < below) break;
+  }
+  return k;
+}
+LMTRAIN_HD double cross_entropy_sampled_seed(const SampledClass& s, double pj, bool drawn) {
+  return s.weight * ((drawn ? 1.0 : 0.0) - pj);
+}
+
 // The elementwise losses (bce, huber, l1): r = sign(e)√(2ℓ) for the symmetric ones, √(2ℓ) for
 // bce; ∂r/∂z = ℓ'/r, except r = e exactly in Huber's quadratic zone.
 struct ElementwiseLinearization {
@@ -162,6 +204,7 @@ LMTRAIN_HD double sample_linearization_objective(const LossParams<T>& loss, std:
       return f;
     }
     case LossKind::kCrossEntropy:
+    case LossKind::kCrossEntropySampled:
       return cross_entropy_sample(c, z, y, p);
     case LossKind::kCrossEntropySqrt:
       return 0.5 * cross_entropy_sample(c, z, y, p);
@@ -176,11 +219,11 @@ LMTRAIN_HD double sample_linearization_objective(const LossParams<T>& loss, std:
   }
 }
 
-// Residuals (R per sample) and seed rows (R × C) of one sample; returns its objective.
-// `scratch` holds at least C doubles.
+// Residuals (R per sample) and seed rows (R × C) of sample `index` of the batch; returns its
+// objective.  `scratch` holds at least C doubles.
 template <typename T>
 LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z, const T* y,
-                                   T* r, T* seeds, double* scratch) {
+                                   std::size_t index, T* r, T* seeds, double* scratch) {
   switch (loss.kind) {
     case LossKind::kMse: {
       double f = 0.0;
@@ -212,6 +255,16 @@ LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, con
       for (std::size_t j = 0; j < c; ++j)
         seeds[j] = static_cast<T>(cross_entropy_sqrt_seed(ce, p[j], static_cast<double>(y[j])));
       return 0.5 * ce;
+    }
+    case LossKind::kCrossEntropySampled: {
+      double* p = scratch;
+      const double ce = cross_entropy_sample(c, z, y, p);
+      const std::size_t k = sample_class_index(c, p, y, draw_uniform(loss.draw_key, index));
+      const SampledClass s = sampled_class_at(k, p[k], static_cast<double>(y[k]));
+      r[0] = static_cast<T>(s.residual);
+      for (std::size_t j = 0; j < c; ++j)
+        seeds[j] = static_cast<T>(cross_entropy_sampled_seed(s, p[j], j == s.k));
+      return ce;
     }
     default: {
       double f = 0.0;

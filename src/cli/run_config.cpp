@@ -534,8 +534,8 @@ void parse_loss_section(const toml::table* loss, Task task, LossOptions& o) {
     return;
   }
   Section s(*loss, "loss");
-  if (auto type =
-          s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"}))
+  if (auto type = s.choice("type", {"mse", "cross_entropy", "cross_entropy_sqrt",
+                                    "cross_entropy_sampled", "bce", "huber", "l1"}))
     o.kind = *lmtrain::parse_loss(*type);
   o.output_weights = s.numbers("output_weights");
   o.huber_delta = s.number("huber_delta", o.huber_delta);

@@ -34,6 +34,8 @@
 //   rows = 6000                  # use only the first rows of the file (0: all)
 //
 //   [loss]     type = "mse", output_weights = [...], huber_delta = 1.0
+//              # types: mse | cross_entropy (classification's default) | cross_entropy_sqrt |
+//              # cross_entropy_sampled | bce | huber | l1 (core/loss_kind.h)
 //   [solver]   every field of lmtrain::SolverOptions (solve/solver_options.h), same names,
 //              e.g. regularization = "bayesian" (none | l2 | bayesian | ard), weight_decay = 0.0;
 //              system_precision is set by precision = "mixed" (float32 with bayesian or ard

@@ -26,8 +26,9 @@ double JacobianEngine<T>::linearize(const T* params, const T* x, const T* y, std
   x_ = x;
   y_ = y;
   batch_ = batch;
+  ++draw_key_;
   const T* z = model_.forward(params, x, batch, state_, /*keep_for_backward=*/true);
-  return loss_.linearize(batch, z, y, residuals_.data(), seeds_.data());
+  return loss_.linearize(batch, z, y, residuals_.data(), seeds_.data(), draw_key_);
 }
 
 template <typename T>
@@ -63,7 +64,7 @@ template <typename T>
 double JacobianEngine<T>::residuals_at(const T* params, T* r) {
   trial_seeds_.reserve(backend_.memory(), batch_ * loss_.residuals_per_sample() * model_.outputs());
   const T* z = model_.forward(params, x_, batch_, trial_state_, /*keep_for_backward=*/false);
-  return loss_.linearize(batch_, z, y_, r, trial_seeds_.data());
+  return loss_.linearize(batch_, z, y_, r, trial_seeds_.data(), draw_key_);
 }
 
 template class JacobianEngine<float>;

@@ -29,7 +29,7 @@ void LossOptions::validate(std::size_t outputs) const {
   if (kind == LossKind::kHuber && (!(huber_delta > 0) || !std::isfinite(huber_delta)))
     throw InvalidArgument(
         fmt::format("LossOptions::huber_delta = {}; it must be positive and finite", huber_delta));
-  if ((kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt) && outputs < 2)
+  if (is_softmax_loss(kind) && outputs < 2)
     throw InvalidArgument(fmt::format(
         "LossOptions::kind = \"{}\" needs at least 2 outputs (one logit per class) but the model "
         "has {}; for a binary target with one output use LossOptions::kind = \"bce\"",
@@ -58,6 +58,7 @@ double Loss<T>::reported(double objective, std::size_t batch) const {
     case LossKind::kMse:
       return 2.0 * objective / (b * c);
     case LossKind::kCrossEntropy:
+    case LossKind::kCrossEntropySampled:
       return objective / b;
     case LossKind::kCrossEntropySqrt:
       return 2.0 * objective / b;

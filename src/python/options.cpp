@@ -105,7 +105,7 @@ void bind_solver_options(nb::module_& m) {
       .field("max_attempts", &S::max_attempts, "int", "Solves per LM step before giving it up.")
       .field("geodesic_acceleration", &S::geodesic_acceleration, "optional bool",
              "Second-order correction of each step (Transtrum & Sethna); None (auto): on, except "
-             "with the cross_entropy and cross_entropy_sqrt losses.")
+             "with the softmax losses (cross_entropy, cross_entropy_sqrt, cross_entropy_sampled).")
       .field("geodesic_ratio", &S::geodesic_ratio, "float",
              "Keep the correction a only when 2‖a‖ ≤ geodesic_ratio·‖v‖.")
       .field("geodesic_step", &S::geodesic_step, "float",
@@ -159,8 +159,10 @@ void bind_loss_options(nb::module_& m) {
                     "lmtrain::LossOptions (include/lmtrain/nn/loss.h); the loss kind is `loss`.")
       .choice(
           "loss", &L::kind, [](LossKind k) { return to_string(k); }, parse_loss,
-          {"mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1"},
-          "mse, cross_entropy (exact Gauss–Newton), cross_entropy_sqrt, bce, huber or l1.")
+          {"mse", "cross_entropy", "cross_entropy_sqrt", "cross_entropy_sampled", "bce", "huber",
+           "l1"},
+          "mse, cross_entropy (exact Gauss–Newton), cross_entropy_sqrt, cross_entropy_sampled "
+          "(cross_entropy's Gauss–Newton sampled with one row per sample), bce, huber or l1.")
       .field("output_weights", &L::output_weights, "float list",
              "mse: positive per-output weights (empty: all ones).")
       .field("huber_delta", &L::huber_delta, "float", "huber: transition point δ.")

@@ -87,7 +87,7 @@ std::optional<std::string> regularization_conflict(Regularization r, LinearSolve
 
 bool geodesic_acceleration_for(const SolverOptions& options, LossKind loss) {
   if (options.geodesic_acceleration) return *options.geodesic_acceleration;
-  return loss != LossKind::kCrossEntropy && loss != LossKind::kCrossEntropySqrt;
+  return !is_softmax_loss(loss);
 }
 
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver) {

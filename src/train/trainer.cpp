@@ -380,6 +380,7 @@ template <typename T>
 StepReport Trainer<T>::Run::step_with_memory_recovery(const T* x, const T* y, std::size_t count) {
   for (;;) {
     const StepperState before = lm_->state();
+    engine_->set_draw_key((static_cast<std::uint64_t>(rank_) << 40) + summary_.steps);
     try {
       return lm_->step(theta_.data(), x, y, count, summary_.times);
     } catch (const OutOfMemory& e) {

@@ -79,11 +79,16 @@ std::vector<Prediction> read_predictions(const fs::path& path, std::size_t class
   return rows;
 }
 
-TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
-  const fs::path images = kDataDir / "train-images-idx3-ubyte.gz";
-  if (!fs::exists(images))
-    GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist; "
-                    "scripts/install-deps.sh installs it)";
+bool fashion_mnist_installed() {
+  return fs::exists(kDataDir / "train-images-idx3-ubyte.gz");
+}
+constexpr const char* kNotInstalled =
+    "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist; "
+    "scripts/install-deps.sh installs it)";
+
+// Fits examples/fashion-cnn/run.toml (with `settings` added to the command line) on 6 000 images
+// for 5 epochs and scores `lmtrain predict` on the first 2 000 test images into *accuracy.
+void fit_and_score(const std::string& settings, double* accuracy) {
   // A directory of this process: checkouts that run their tests at the same time must not share
   // one.
   std::string scratch = (fs::temp_directory_path() / "lmtrain-fashion-cnn-test-XXXXXX").string();
@@ -91,12 +96,13 @@ TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
   const fs::path out = fs::path(scratch) / "run";
   constexpr std::size_t kTestRows = 2000, kClasses = 10;
   std::string output;
-  int status = run(std::string(LMTRAIN_CLI_PATH) + " fit " + LMTRAIN_SOURCE_DIR +
-                       "/examples/fashion-cnn/run.toml --quiet --set data.train.rows=6000 "
-                       "--set data.test.rows=" +
-                       std::to_string(kTestRows) +
-                       " --set trainer.max_epochs=5 --set output_dir=\\\"" + out.string() + "\\\"",
-                   output);
+  int status =
+      run(std::string(LMTRAIN_CLI_PATH) + " fit " + LMTRAIN_SOURCE_DIR +
+              "/examples/fashion-cnn/run.toml --quiet --set data.train.rows=6000 "
+              "--set data.test.rows=" +
+              std::to_string(kTestRows) + " --set trainer.max_epochs=5 --set output_dir=\\\"" +
+              out.string() + "\\\" " + settings,
+          output);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
   const lmtrain::io::ModelFile model =
       lmtrain::io::read_model_file((out / "model.safetensors").string());
@@ -127,17 +133,35 @@ TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
     right += i < kTestRows && hit;
     right_all += hit;
   }
-  const double accuracy = static_cast<double>(right) / kTestRows;
+  *accuracy = static_cast<double>(right) / kTestRows;
   const double accuracy_all = static_cast<double>(right_all) / static_cast<double>(labels.size());
-  RecordProperty("test_accuracy", std::to_string(accuracy));
-  RecordProperty("test_accuracy_all_10000", std::to_string(accuracy_all));
-  std::printf("test accuracy %.4f on the first %zu test images, %.4f on all %zu\n", accuracy,
+  ::testing::Test::RecordProperty("test_accuracy", std::to_string(*accuracy));
+  ::testing::Test::RecordProperty("test_accuracy_all_10000", std::to_string(accuracy_all));
+  std::printf("test accuracy %.4f on the first %zu test images, %.4f on all %zu\n", *accuracy,
               kTestRows, accuracy_all, labels.size());
-  EXPECT_GE(accuracy, 0.70);
   // What the fit reported for the same 2 000 images.
   ASSERT_TRUE(model.provenance.contains("test_accuracy")) << model.provenance.dump();
-  EXPECT_NEAR(model.provenance["test_accuracy"].get<double>(), accuracy, 0.5 / kTestRows);
+  EXPECT_NEAR(model.provenance["test_accuracy"].get<double>(), *accuracy, 0.5 / kTestRows);
   fs::remove_all(scratch);
+}
+
+TEST(FashionCnn, SixThousandImagesReachSeventyPercentTestAccuracy) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << kNotInstalled;
+  double accuracy = 0;
+  fit_and_score("", &accuracy);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(accuracy, 0.70);
+}
+
+// cross_entropy_sampled, one sampled Gauss–Newton row per image instead of ten: 69.9 % at seed 0
+// here; over the seeds 1–20 of `lmtrain_workloads W4 --loss cross_entropy_sampled` (the same
+// subset and steps) 69.5–76.2 %, against 47.6–66.2 % for cross_entropy_sqrt.
+TEST(FashionCnn, SampledGaussNewtonReachesSixtyFivePercent) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << kNotInstalled;
+  double accuracy = 0;
+  fit_and_score("--set loss.type=\\\"cross_entropy_sampled\\\"", &accuracy);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(accuracy, 0.65);
 }
 
 }  // namespace

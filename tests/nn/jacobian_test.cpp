@@ -30,7 +30,8 @@ Case make_case(const ModelSpec& spec, LossOptions loss, std::uint64_t seed) {
       for (auto& v : c.y) v = rng.uniform();
       break;
     case LossKind::kCrossEntropy:
-    case LossKind::kCrossEntropySqrt: {
+    case LossKind::kCrossEntropySqrt:
+    case LossKind::kCrossEntropySampled: {
       // Soft targets (probability vectors) exercise every term of the residual.
       c.y.resize(kBatch * outputs);
       for (std::size_t b = 0; b < kBatch; ++b) {
@@ -176,6 +177,47 @@ TEST_F(ExactCrossEntropy, GradientMatchesDifferencesWithOneHotTargets) {
   for (std::size_t i = 0; i < r.size(); ++i)
     for (std::size_t k = 0; k < g.size(); ++k) g[k] += j[i * g.size() + k] * r[i];
   EXPECT_LE(relative_error(g, fd), 1e-6);
+}
+
+// cross_entropy_sampled through the network: each sample's row of J and its residual must be
+// w(e_k − p)ᵀ·∂z/∂θ and (p_k − y_k)/√(p_k q_k) for exactly one class k, with ∂z/∂θ by central
+// differences and p, q = (p + y)/2, w = √(p_k/q_k) computed here.  residuals_at at the same θ
+// must give the same residuals (the geodesic correction differentiates them along δ), and the
+// next linearization must draw again.
+TEST(SampledCrossEntropy, EngineRowsAreOneSampledClassThroughTheNetwork) {
+  LossOptions o;
+  o.kind = LossKind::kCrossEntropySampled;
+  const std::size_t C = 4;
+  const Case c = make_case(two_hidden(5, Activation::kTanh, C), o, 21);
+  Problem<double> p(c.spec, c.loss, c.x, c.y, kBatch);
+  const std::size_t n = c.theta.size();
+  const auto jz = central_differences([&](const auto& t) { return p.outputs(t); }, c.theta);
+  const auto z = p.outputs(c.theta);
+  const auto j = p.jacobian(c.theta);
+  const auto r = p.download(p.engine->residuals(), kBatch);
+  for (std::size_t b = 0; b < kBatch; ++b) {
+    double zmax = *std::max_element(z.begin() + b * C, z.begin() + (b + 1) * C), sum = 0;
+    std::vector<double> prob(C);
+    for (std::size_t k = 0; k < C; ++k) sum += prob[k] = std::exp(z[b * C + k] - zmax);
+    for (auto& v : prob) v /= sum;
+    std::size_t matches = 0;
+    for (std::size_t k = 0; k < C; ++k) {
+      const double yk = c.y[b * C + k], q = 0.5 * (prob[k] + yk), w = std::sqrt(prob[k] / q);
+      std::vector<double> row(n, 0.0);
+      for (std::size_t l = 0; l < C; ++l)
+        for (std::size_t i = 0; i < n; ++i)
+          row[i] += w * ((l == k ? 1.0 : 0.0) - prob[l]) * jz[(b * C + l) * n + i];
+      const std::vector<double> got(j.begin() + b * n, j.begin() + (b + 1) * n);
+      const double residual = (prob[k] - yk) / std::sqrt(prob[k] * q);
+      matches += relative_error(got, row) < 1e-6 && std::fabs(r[b] - residual) < 1e-9;
+    }
+    EXPECT_EQ(matches, 1u) << "sample " << b;
+  }
+  DeviceBuffer<double> buffer = p.backend->allocate(kBatch);
+  p.engine->residuals_at(p.params.data(), buffer.data());
+  EXPECT_EQ(p.download(buffer.data(), kBatch), r);
+  p.engine->linearize(p.params.data(), p.x.data(), p.y.data(), kBatch);
+  EXPECT_NE(p.download(p.engine->residuals(), kBatch), r);
 }
 
 TEST(JacobianSlices, SlicedRowsEqualOneSlice) {

@@ -17,7 +17,7 @@ double softplus(double z) {
 double torch_loss(LossKind kind, const std::vector<double>& z, const std::vector<double>& y,
                   std::size_t batch, std::size_t c, double delta) {
   double sum = 0;
-  if (kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt) {
+  if (is_softmax_loss(kind)) {
     for (std::size_t b = 0; b < batch; ++b) {
       double lse = 0;
       for (std::size_t k = 0; k < c; ++k) lse += std::exp(z[b * c + k]);
@@ -57,7 +57,7 @@ TEST_P(ReportedLoss, MatchesPyTorchDefinition) {
   std::vector<double> z = random_vector(batch * c, rng, 2.0), y(batch * c);
   for (std::size_t b = 0; b < batch; ++b)
     for (std::size_t k = 0; k < c; ++k) {
-      if (kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt)
+      if (is_softmax_loss(kind))
         y[b * c + k] = k == b % c ? 1.0 : 0.0;
       else if (kind == LossKind::kBce)
         y[b * c + k] = rng.uniform();
@@ -72,7 +72,7 @@ TEST_P(ReportedLoss, MatchesPyTorchDefinition) {
   const double f = loss.objective(batch, z.data(), y.data());
   EXPECT_NEAR(loss.reported(f, batch), torch_loss(kind, z, y, batch, c, 1.3), 1e-12);
   // The objective is ½‖r‖² for losses whose residuals are their square roots.
-  if (kind != LossKind::kCrossEntropy) {
+  if (kind != LossKind::kCrossEntropy && kind != LossKind::kCrossEntropySampled) {
     const std::size_t rows = batch * loss.residuals_per_sample();
     std::vector<double> r(rows), seeds(rows * c);
     loss.linearize(batch, z.data(), y.data(), r.data(), seeds.data());
@@ -83,7 +83,8 @@ TEST_P(ReportedLoss, MatchesPyTorchDefinition) {
 INSTANTIATE_TEST_SUITE_P(AllLosses, ReportedLoss,
                          ::testing::Values(LossKind::kMse, LossKind::kCrossEntropy,
                                            LossKind::kCrossEntropySqrt, LossKind::kBce,
-                                           LossKind::kHuber, LossKind::kL1),
+                                           LossKind::kHuber, LossKind::kL1,
+                                           LossKind::kCrossEntropySampled),
                          [](const auto& test_param) {
                            return std::string(to_string(test_param.param));
                          });
@@ -237,6 +238,112 @@ TEST(GuardedSqrt, ZeroAndTinyResidualsMatchClosedForms) {
         << g.name;
     expect_close(r, g.r, g.tolerance, std::string(g.name) + " r");
     expect_close(seeds, g.seeds, g.tolerance, std::string(g.name) + " seeds");
+  }
+}
+
+// cross_entropy_sampled against the exact cross_entropy (the second method): N copies of one
+// sample draw N rows s with residuals r.  Their mean ssᵀ must approach cross_entropy's LᵀL (the
+// GGN block diag(p) − ppᵀ) and their mean s·r its Lᵀr (the gradient p − y), within 6 standard
+// errors estimated from the draws themselves; every s_i·r and s_i·s_j is bounded by 2, which the
+// defensive mixture q = (p + y)/2 exists for.  The cases: a one-hot target the network gets
+// right, one it gets confidently wrong (p of the true class 3e-4, where drawing from p alone
+// gives terms of 1/p ≈ 3000), and a soft target.
+TEST(SampledCrossEntropy, RowsAreUnbiasedForTheExactGaussNewtonAndGradient) {
+  struct Case {
+    const char* name;
+    std::vector<double> z, y;
+  };
+  const std::vector<Case> cases = {
+      {"right", {2.0, -0.5, 0.3, -1.2}, {1, 0, 0, 0}},
+      {"confidently_wrong", {-4.0, 4.5, 1.0, -0.5}, {1, 0, 0, 0}},
+      {"soft", {0.4, -0.8, 1.1, 0.2}, {0.1, 0.5, 0.15, 0.25}},
+  };
+  const std::size_t c = 4, n = 200000;
+  auto backend = make_cpu_backend<double>();
+  LossOptions exact_options, sampled_options;
+  exact_options.kind = LossKind::kCrossEntropy;
+  sampled_options.kind = LossKind::kCrossEntropySampled;
+  Loss<double> exact(exact_options, c, *backend), sampled(sampled_options, c, *backend);
+  ASSERT_EQ(sampled.residuals_per_sample(), 1u);
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.name);
+    std::vector<double> lr(c), lt(c * c), ggn(c * c, 0.0), grad(c, 0.0);
+    exact.linearize(1, t.z.data(), t.y.data(), lr.data(), lt.data());
+    for (std::size_t k = 0; k < c; ++k)  // LᵀL and Lᵀr from the C rows of L
+      for (std::size_t i = 0; i < c; ++i) {
+        grad[i] += lt[k * c + i] * lr[k];
+        for (std::size_t j = 0; j < c; ++j) ggn[i * c + j] += lt[k * c + i] * lt[k * c + j];
+      }
+    std::vector<double> z, y;
+    for (std::size_t b = 0; b < n; ++b) {
+      z.insert(z.end(), t.z.begin(), t.z.end());
+      y.insert(y.end(), t.y.begin(), t.y.end());
+    }
+    std::vector<double> r(n), s(n * c);
+    const double f = sampled.linearize(n, z.data(), y.data(), r.data(), s.data(), 77);
+    EXPECT_NEAR(f, exact.objective(n, z.data(), y.data()), 1e-9 * f);
+    std::vector<double> sum(c * c + c, 0.0), sum2(c * c + c, 0.0);
+    for (std::size_t b = 0; b < n; ++b) {
+      const double* sb = s.data() + b * c;
+      for (std::size_t i = 0; i < c; ++i) {
+        const double sr = sb[i] * r[b];
+        ASSERT_LE(std::fabs(sr), 2.0 + 1e-12) << "sample " << b;
+        sum[c * c + i] += sr;
+        sum2[c * c + i] += sr * sr;
+        for (std::size_t j = 0; j < c; ++j) {
+          const double ss = sb[i] * sb[j];
+          ASSERT_LE(std::fabs(ss), 2.0 + 1e-12) << "sample " << b;
+          sum[i * c + j] += ss;
+          sum2[i * c + j] += ss * ss;
+        }
+      }
+    }
+    const double count = static_cast<double>(n);
+    for (std::size_t e = 0; e < c * c + c; ++e) {
+      const double mean = sum[e] / count;
+      const double se = std::sqrt(std::max(sum2[e] / count - mean * mean, 0.0) / count);
+      const double want = e < c * c ? ggn[e] : grad[e - c * c];
+      EXPECT_LE(std::fabs(mean - want), 6 * se + 1e-12)
+          << (e < c * c ? "GGN entry " : "gradient entry ") << (e < c * c ? e : e - c * c)
+          << ": mean " << mean << ", exact " << want << ", standard error " << se;
+    }
+  }
+}
+
+// The draws are a function of the key and the sample's index: the same key gives the same rows,
+// another key other rows, and over many draws each class comes up with probability (p + y)/2.
+TEST(SampledCrossEntropy, DrawsRepeatPerKeyAndFollowTheMixture) {
+  const std::size_t c = 3, n = 60000;
+  const std::vector<double> z1 = {0.5, -1.0, 1.5}, y1 = {0, 1, 0};
+  std::vector<double> z, y;
+  for (std::size_t b = 0; b < n; ++b) {
+    z.insert(z.end(), z1.begin(), z1.end());
+    y.insert(y.end(), y1.begin(), y1.end());
+  }
+  LossOptions o;
+  o.kind = LossKind::kCrossEntropySampled;
+  auto backend = make_cpu_backend<double>();
+  Loss<double> loss(o, c, *backend);
+  std::vector<double> r1(n), s1(n * c), r2(n), s2(n * c), r3(n), s3(n * c);
+  loss.linearize(n, z.data(), y.data(), r1.data(), s1.data(), 5);
+  loss.linearize(n, z.data(), y.data(), r2.data(), s2.data(), 5);
+  loss.linearize(n, z.data(), y.data(), r3.data(), s3.data(), 6);
+  EXPECT_EQ(r1, r2);
+  EXPECT_EQ(s1, s2);
+  std::size_t differ = 0;
+  for (std::size_t b = 0; b < n; ++b) differ += r1[b] != r3[b];
+  EXPECT_GT(differ, n / 4) << "key 6 drew the same classes as key 5";
+  // The drawn class is the row's one positive entry, w(1 − p_k).
+  double zmax = 1.5, norm = 0;
+  for (double v : z1) norm += std::exp(v - zmax);
+  std::vector<std::size_t> counts(c, 0);
+  for (std::size_t b = 0; b < n; ++b)
+    for (std::size_t k = 0; k < c; ++k) counts[k] += s1[b * c + k] > 0;
+  for (std::size_t k = 0; k < c; ++k) {
+    const double q = 0.5 * (std::exp(z1[k] - zmax) / norm + y1[k]);
+    const double sd = std::sqrt(q * (1 - q) / static_cast<double>(n));
+    EXPECT_NEAR(static_cast<double>(counts[k]) / static_cast<double>(n), q, 6 * sd)
+        << "class " << k;
   }
 }
 

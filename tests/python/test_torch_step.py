@@ -337,3 +337,10 @@ def test_convolutional_sequential_on_the_native_step_equals_the_torch_path() -> 
                   torch.nn.Sequential(torch.nn.Linear(2, 2, bias=False)),
                   torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.GELU(approximate="tanh"))):
         assert lt.LevenbergMarquardt(model).path.startswith("torch.func")
+
+
+def test_sampled_cross_entropy_is_refused_with_the_alternative() -> None:
+    # The native engine's cross_entropy_sampled has no torch-side residuals yet: the error says
+    # so and names the exact loss it samples, instead of a bare list of names.
+    with pytest.raises(ValueError, match="cross_entropy_sampled.*native engine.*'cross_entropy'"):
+        lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy_sampled")

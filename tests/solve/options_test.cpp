@@ -205,13 +205,14 @@ TEST(GeodesicBackoff, AutoIsTwoForFloat32ModelsAndOffForFloat64) {
   EXPECT_EQ(geodesic_backoff_max(o, false), 5);
 }
 
-// Auto (unset) is off for the two softmax classification losses only; a given value is kept for
-// every loss.
+// Auto (unset) is off for the three softmax classification losses only; a given value is kept
+// for every loss.
 TEST(GeodesicAcceleration, AutoIsOffForSoftmaxClassificationAndAGivenValueIsKept) {
   SolverOptions o;
   EXPECT_FALSE(o.geodesic_acceleration.has_value());
   for (const auto& [kind, name] : kLossNames) {
-    const bool softmax = kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt;
+    const bool softmax = kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt ||
+                         kind == LossKind::kCrossEntropySampled;
     o.geodesic_acceleration.reset();
     EXPECT_EQ(geodesic_acceleration_for(o, kind), !softmax) << name;
     o.geodesic_acceleration = true;

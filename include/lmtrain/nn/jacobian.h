@@ -44,6 +44,10 @@ class JacobianEngine {
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);
 
   std::size_t batch() const { return batch_; }
+  // cross_entropy_sampled: the next linearization draws with key + 1 (each one counts up from
+  // there).  The Trainer sets it from its rank and step count, so that ranks draw independently
+  // and a resumed or retried step draws what the uninterrupted run would.
+  void set_draw_key(std::uint64_t key) { draw_key_ = key; }
   // Marks the current batch empty (a rank whose shard of a batch has no samples).
   void clear_batch() { batch_ = 0; }
   // Residuals of the current batch (batch·R), valid after linearize.
@@ -73,6 +77,9 @@ class JacobianEngine {
   const T* x_ = nullptr;
   const T* y_ = nullptr;
   std::size_t batch_ = 0;
+  // Counts linearizations: the key of cross_entropy_sampled's draws, which residuals_at reuses
+  // so that its residuals are those of the linearization's rows.
+  std::uint64_t draw_key_ = 0;
 };
 
 }  // namespace lmtrain

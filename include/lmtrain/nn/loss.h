@@ -36,9 +36,13 @@ class Loss {
   double objective(std::size_t batch, const T* z, const T* y) const {
     return backend_.loss_objective(params_, batch, outputs_, z, y);
   }
-  // Residuals, seed rows and F of a batch.
-  double linearize(std::size_t batch, const T* z, const T* y, T* r, T* seeds) const {
-    return backend_.loss_linearize(params_, batch, outputs_, z, y, r, seeds);
+  // Residuals, seed rows and F of a batch.  cross_entropy_sampled's draws are a function of
+  // `draw_key` and the sample's index: the same key gives the same rows.
+  double linearize(std::size_t batch, const T* z, const T* y, T* r, T* seeds,
+                   std::uint64_t draw_key = 0) const {
+    LossParams<T> params = params_;
+    params.draw_key = draw_key;
+    return backend_.loss_linearize(params, batch, outputs_, z, y, r, seeds);
   }
   // The loss users read (PyTorch's mean reduction) from the objective of `batch` samples.
   double reported(double objective, std::size_t batch) const;

@@ -137,10 +137,12 @@ struct SolverOptions {
   // network, 8 steps: loss 0.091 with the correction against 0.052 without at cg_forcing = 0.1,
   // while at 1e-6 (as with cholesky) 0.0040 against 0.0116.
   // Unset (auto, the default): on, except with the softmax classification losses
-  // (cross_entropy, cross_entropy_sqrt), where it costs a quarter of the step and buys no median
-  // accuracy — measured on W4 (Fashion-MNIST CNN, 15 steps, seeds 1–5): test accuracy 60.9 % with
-  // it and 61.1 % without for cross_entropy_sqrt (median step 72 → 54 ms), 76.3 % and 76.6 % for
-  // cross_entropy.  geodesic_acceleration_for resolves it; true or false is kept as given.
+  // (cross_entropy, cross_entropy_sqrt, cross_entropy_sampled), where it costs a quarter of the
+  // step and buys no median accuracy — measured on W4 (Fashion-MNIST CNN, 15 steps, seeds 1–5):
+  // test accuracy 60.9 % with it and 61.1 % without for cross_entropy_sqrt (median step 72 → 54
+  // ms), 76.3 % and 76.6 % for cross_entropy.  cross_entropy_sampled's residuals are those of one
+  // drawn class, whose second derivative along δ says little about the GGN model.
+  // geodesic_acceleration_for resolves it; true or false is kept as given.
   std::optional<bool> geodesic_acceleration;
   double geodesic_ratio = 0.75;
   double geodesic_step = 0.1;

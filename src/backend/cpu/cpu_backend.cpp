@@ -461,7 +461,7 @@ class CpuBackend final : public Backend<T> {
       std::vector<double> scratch(c);
 #pragma omp for
       for (std::size_t b = 0; b < batch; ++b)
-        f += kernels::sample_linearize(loss, c, z + b * c, y + b * c, r + b * rows,
+        f += kernels::sample_linearize(loss, c, z + b * c, y + b * c, b, r + b * rows,
                                        seeds + b * rows * c, scratch.data());
     }
     return f;

@@ -120,12 +120,13 @@ void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t 
 
 // True when loss_linearize needs scratch (the softmax probabilities of the batch).
 constexpr bool loss_needs_scratch(LossKind kind) {
-  return kind == LossKind::kCrossEntropy || kind == LossKind::kCrossEntropySqrt;
+  return is_softmax_loss(kind);
 }
-// Its size: batch·c probabilities, plus each sample's CE for √CE.
+// Its size: batch·c probabilities, plus one double per sample: its CE for √CE, its drawn class
+// for cross_entropy_sampled.
 constexpr std::size_t loss_scratch_doubles(LossKind kind, std::size_t batch, std::size_t c) {
   if (!loss_needs_scratch(kind)) return 0;
-  return batch * c + (kind == LossKind::kCrossEntropySqrt ? batch : 0);
+  return batch * c + (kind == LossKind::kCrossEntropy ? 0 : batch);
 }
 
 }  // namespace lmtrain::cuda

@@ -22,8 +22,9 @@ struct SampleObjective {
 };
 
 // Sample b's objective as loss_linearize reports it; for the cross-entropy kinds it also leaves
-// the softmax in probabilities[b·c …] and (√CE) the sample's CE in cross_entropy[b], for the
-// entry kernel.  Every sample is visited exactly once by reduce_to_partials' grid-stride loop.
+// the softmax in probabilities[b·c …] and in per_sample[b] the sample's CE (√CE) or its drawn
+// class (cross_entropy_sampled), for the entry kernel.  Every sample is visited exactly once by
+// reduce_to_partials' grid-stride loop.
 template <typename T>
 struct SampleLinearizationObjective {
   LossParams<T> loss;
@@ -31,11 +32,16 @@ struct SampleLinearizationObjective {
   const T* z;
   const T* y;
   double* probabilities;  // batch·c, or null (mse, elementwise)
-  double* cross_entropy;  // batch, or null (all but √CE)
+  double* per_sample;     // batch, or null (all but √CE and cross_entropy_sampled)
   __device__ double operator()(std::size_t b) const {
     double* p = probabilities != nullptr ? probabilities + b * c : nullptr;
     const double f = kernels::sample_linearization_objective(loss, c, z + b * c, y + b * c, p);
-    if (cross_entropy != nullptr) cross_entropy[b] = 2.0 * f;  // f = ½CE
+    if (loss.kind == LossKind::kCrossEntropySqrt) {
+      per_sample[b] = 2.0 * f;  // f = ½CE
+    } else if (loss.kind == LossKind::kCrossEntropySampled) {
+      const double u = kernels::draw_uniform(loss.draw_key, b);
+      per_sample[b] = static_cast<double>(kernels::sample_class_index(c, p, y + b * c, u));
+    }
     return f;
   }
 };
@@ -45,7 +51,7 @@ struct SampleLinearizationObjective {
 template <typename T>
 __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, std::size_t c,
                                          std::size_t rows_per_sample, const T* z, const T* y,
-                                         const double* probabilities, const double* cross_entropy,
+                                         const double* probabilities, const double* per_sample,
                                          T* r, T* seeds) {
   const std::size_t entries = batch * rows_per_sample * c;
   for (std::size_t e = thread_index(); e < entries; e += grid_size()) {
@@ -73,10 +79,19 @@ __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, 
         break;
       }
       case LossKind::kCrossEntropySqrt: {  // one row per sample: k = 0
-        const double ce = cross_entropy[b];
+        const double ce = per_sample[b];
         seeds[e] = static_cast<T>(kernels::cross_entropy_sqrt_seed(ce, probabilities[b * c + j],
                                                                    static_cast<double>(yb[j])));
         if (j == 0) r[row] = static_cast<T>(kernels::cross_entropy_sqrt_residual(ce));
+        break;
+      }
+      case LossKind::kCrossEntropySampled: {  // one row per sample: k = 0
+        const double* p = probabilities + b * c;
+        const auto drawn = static_cast<std::size_t>(per_sample[b]);
+        const kernels::SampledClass s =
+            kernels::sampled_class_at(drawn, p[drawn], static_cast<double>(yb[drawn]));
+        seeds[e] = static_cast<T>(kernels::cross_entropy_sampled_seed(s, p[j], j == drawn));
+        if (j == 0) r[row] = static_cast<T>(s.residual);
         break;
       }
       default: {
@@ -108,13 +123,13 @@ void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t 
                     double* partials) {
   const std::size_t rows = residuals_per_sample(loss.kind, c);
   double* probabilities = loss_needs_scratch(loss.kind) ? scratch : nullptr;
-  double* cross_entropy = loss.kind == LossKind::kCrossEntropySqrt ? scratch + batch * c : nullptr;
-  reduce(stream, batch,
-         SampleLinearizationObjective<T>{loss, c, z, y, probabilities, cross_entropy}, SumOp{},
-         partials);
+  double* per_sample =
+      loss_scratch_doubles(loss.kind, batch, c) > batch * c ? scratch + batch * c : nullptr;
+  reduce(stream, batch, SampleLinearizationObjective<T>{loss, c, z, y, probabilities, per_sample},
+         SumOp{}, partials);
   const std::size_t entries = batch * rows * c;
   linearize_entries_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
-      loss, batch, c, rows, z, y, probabilities, cross_entropy, r, seeds);
+      loss, batch, c, rows, z, y, probabilities, per_sample, r, seeds);
   CUDA_CHECK_LAUNCH();
 }
 
