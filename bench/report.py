@@ -191,7 +191,7 @@ def summarize(runs):
         # The spread over the repetitions of the figures the tables show.
         s['spread'] = {}
         for field in ('median_step_s', 'median_epoch_s', 'final_train_loss', 'test_loss', 'epochs',
-                      'median_s', 'median_jtj_s'):
+                      'median_s', 'median_jtj_s', 'test_accuracy'):
             vals = [o[field] for o in ok if o.get(field) is not None]
             s['spread'][field] = (min(vals), max(vals)) if vals else None
         s['by_rep'] = {r['rep']: r['result'] for r in rs if r['result']}
@@ -278,6 +278,9 @@ def training_table(workload, summary, variants, lines, raw=None):
             acc = ''
             if classification:
                 acc = '–' if s['test_accuracy'] is None else f"{100 * s['test_accuracy']:.2f}%"
+                span = s['spread'].get('test_accuracy')
+                if span and s['ok'] > 1:  # the seeds' spread: each repetition is one seed
+                    acc += f" ({100 * span[0]:.1f}–{100 * span[1]:.1f}%)"
                 acc += ' | '
             # Step ratios against LM peers only: an Adam or L-BFGS step is another unit of work.
             peer = t.startswith('torch-lm') or t.startswith('torch-jac') or (

@@ -28,7 +28,7 @@
 //                      batch; the Trainer keys each step by its rank and step count, so a run,
 //                      and a resumed run, repeat exactly.  Measured on W4 (bench/README.md):
 //                      median test accuracy 73.6 % over 20 seeds at the step time of
-//                      cross_entropy_sqrt (61.2 %); cross_entropy 76.6 % at 5× the step time.
+//                      cross_entropy_sqrt (61.2 %); cross_entropy 76.7 % at 5.5× the step time.
 //                                       R = 1, F = Σ_b CE_b, reported = (1/B) Σ_b CE_b
 //  bce                 on logits (nn.BCEWithLogitsLoss): ℓ = softplus(z) − y z, y ∈ [0, 1]
 //                      r_c = √(2ℓ_c), R = C, F = Σℓ, reported = (1/BC) Σ ℓ
