@@ -339,8 +339,27 @@ def test_convolutional_sequential_on_the_native_step_equals_the_torch_path() -> 
         assert lt.LevenbergMarquardt(model).path.startswith("torch.func")
 
 
-def test_sampled_cross_entropy_is_refused_with_the_alternative() -> None:
-    # The native engine's cross_entropy_sampled has no torch-side residuals yet: the error says
-    # so and names the exact loss it samples, instead of a bare list of names.
-    with pytest.raises(ValueError, match="cross_entropy_sampled.*native engine.*'cross_entropy'"):
-        lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy_sampled")
+def test_sampled_cross_entropy_on_the_fast_path_and_refused_on_the_torch_path() -> None:
+    # The native engine draws cross_entropy_sampled's rows; its reported loss is the mean CE
+    # (nn.CrossEntropyLoss, the independent reference) and it trains as the exact loss does.
+    # The torch path has no draws: it says so and names the exact loss.
+    g = torch.Generator().manual_seed(3)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    centers = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 2.0, 0.0]], dtype=torch.float64)
+    x = centers[labels] + 0.6 * torch.randn(300, 3, generator=g, dtype=torch.float64)
+    accuracy = {}
+    for loss in ("cross_entropy_sampled", "cross_entropy"):
+        model = _sequential(5, outputs=3)
+        opt = lt.LevenbergMarquardt(model, loss=loss)
+        assert opt.path == "native"
+        for _ in range(12):
+            report = opt.step(x, labels)
+        with torch.no_grad():
+            z = model(x)
+        reference = torch.nn.functional.cross_entropy(z, labels).item()
+        assert report.loss_after == pytest.approx(reference, rel=1e-9)
+        accuracy[loss] = (z.argmax(1) == labels).double().mean().item()
+    assert accuracy["cross_entropy_sampled"] > accuracy["cross_entropy"] - 0.03
+    assert accuracy["cross_entropy_sampled"] > 0.8
+    with pytest.raises(ValueError, match="cross_entropy_sampled.*fast path only.*'cross_entropy'"):
+        lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy_sampled", fast_path=False)

@@ -17,7 +17,11 @@ import torch
 SQRT_GUARD = 1e-30  # kSqrtGuard
 PROBABILITY_GUARD = 1e-30  # kProbabilityGuard
 
-LOSSES = ("mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber", "l1")
+LOSSES = ("mse", "cross_entropy", "cross_entropy_sqrt", "cross_entropy_sampled", "bce", "huber",
+          "l1")
+# Losses whose rows only the native engine builds (its draws are keyed per linearization there;
+# the torch path recomputes residuals in several places that would all need the same draws).
+NATIVE_ONLY = ("cross_entropy_sampled",)
 
 
 def _linear_in_z(r0: torch.Tensor, slope: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -33,11 +37,6 @@ class Loss:
     class indices for the cross-entropies are turned into one-hot rows first)."""
 
     def __init__(self, kind: str, huber_delta: float = 1.0) -> None:
-        if kind == "cross_entropy_sampled":
-            raise ValueError("loss = 'cross_entropy_sampled' is not available in the torch front "
-                             "end yet (its rows are drawn per linearization in the native "
-                             "engine: lmtrain fit, LMClassifier, the C++ Trainer); use "
-                             "'cross_entropy', the exact Gauss–Newton it samples")
         if kind not in LOSSES:
             raise ValueError(f"loss = {kind!r}: expected one of {', '.join(LOSSES)}, or give a "
                              "residual_fn")
@@ -45,7 +44,7 @@ class Loss:
         self.huber_delta = float(huber_delta)
 
     def residuals_per_sample(self, outputs: int) -> int:
-        return 1 if self.kind == "cross_entropy_sqrt" else outputs
+        return 1 if self.kind in ("cross_entropy_sqrt", "cross_entropy_sampled") else outputs
 
     def targets(self, y: torch.Tensor, outputs: int, dtype: torch.dtype) -> torch.Tensor:
         """y as B × C floating rows (one-hot for class indices of the cross-entropies)."""
@@ -77,6 +76,8 @@ class Loss:
 
     def residuals(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Residual rows (… × R) of outputs z (… × C) against targets y (… × C)."""
+        if self.kind in NATIVE_ONLY:
+            raise ValueError(f"loss = {self.kind!r} has no torch-side residuals")
         if self.kind == "mse":
             return z - y
         if self.kind == "cross_entropy":
@@ -117,7 +118,7 @@ class Loss:
         """The loss users read (PyTorch's mean reduction) from F of `batch` samples."""
         if self.kind == "mse":
             return 2 * objective / (batch * outputs)
-        if self.kind == "cross_entropy":
+        if self.kind in ("cross_entropy", "cross_entropy_sampled"):
             return objective / batch
         if self.kind == "cross_entropy_sqrt":
             return 2 * objective / batch

@@ -30,7 +30,7 @@ from ._jacobian import (BatchedReverseJacobian, PerSampleJacobian, _rows, batch_
                         call_model, resolve_mode)
 
 batch_size_of = batch_size  # fit() has an argument of that name
-from ._losses import Loss
+from ._losses import NATIVE_ONLY, Loss
 from ._native import NativePath, native_architecture
 
 PHASES = ("forward", "jacobian", "normal_equations", "factorization", "trial_evaluation",
@@ -143,8 +143,10 @@ class LevenbergMarquardt:
     model : torch.nn.Module
         Trained in place.  Every parameter must require grad; buffers must not change in forward.
     loss : str
-        ``"mse"``, ``"cross_entropy"`` (exact Gauss–Newton), ``"cross_entropy_sqrt"``, ``"bce"``,
-        ``"huber"`` or ``"l1"``: the library's losses (include/lmtrain/core/loss_kind.h).
+        ``"mse"``, ``"cross_entropy"`` (exact Gauss–Newton), ``"cross_entropy_sqrt"``,
+        ``"cross_entropy_sampled"`` (the Gauss–Newton sampled with one row per sample; fast path
+        only, and ``state_dict`` does not carry its draws), ``"bce"``, ``"huber"`` or ``"l1"``:
+        the library's losses (include/lmtrain/core/loss_kind.h).
     residual_fn : callable, optional
         ``residual_fn(model, x, y) -> r``, a vector of residuals; the objective is F = ½‖r‖².
         It may differentiate the model with respect to x (PINNs).  Replaces ``loss``.
@@ -224,6 +226,11 @@ class LevenbergMarquardt:
             self._native = NativePath(model, architecture, loss, self.options, self.precision)
             self.path = "native"
         else:
+            if self.loss is not None and self.loss.kind in NATIVE_ONLY:
+                raise ValueError(f"loss = {self.loss.kind!r} runs on the fast path only so far (an "
+                                 "nn.Sequential of lmtrain's layers, in one process); on the "
+                                 "torch path use 'cross_entropy', the exact Gauss–Newton it "
+                                 "samples")
             if self.options.regularization != "none":
                 raise ValueError(f"regularization = {self.options.regularization!r} runs on the "
                                  "fast path only so far (an nn.Sequential of lmtrain's layers); "
