@@ -132,6 +132,10 @@ class NativeStep {
     std::tie(s.damping, s.geodesic) = schedule_state(lambda, nu, floor, skip, backoff);
     step_->set_state(s);
   }
+  // cross_entropy_sampled: the key of the last linearization's draws (the next one draws with
+  // key + 1), for state_dict and for a rebuilt step to go on where this one stopped.
+  std::uint64_t draw_key() const { return engine_->draw_key(); }
+  void set_draw_key(std::uint64_t key) { engine_->set_draw_key(key); }
   const std::string& solver() const { return solver_; }
   const std::string& plan() const { return plan_; }
 
@@ -159,6 +163,8 @@ void bind_native_step(nb::module_& m, const char* name) {
       .def_prop_ro("parameters", &N::parameters)
       .def_prop_ro("linear_solver", &N::solver)
       .def_prop_ro("memory_plan", &N::plan)
+      .def_prop_rw("draw_key", &N::draw_key, &N::set_draw_key,
+                   "cross_entropy_sampled: the key of the last linearization's draws.")
       .def("step", &N::step, nb::arg("params"), nb::arg("x"), nb::arg("y"),
            "One LM step from params (updated in place) on the batch (x, y).")
       .def("state", &N::state,

@@ -363,3 +363,33 @@ def test_sampled_cross_entropy_on_the_fast_path_and_refused_on_the_torch_path() 
     assert accuracy["cross_entropy_sampled"] > 0.8
     with pytest.raises(ValueError, match="cross_entropy_sampled.*fast path only.*'cross_entropy'"):
         lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy_sampled", fast_path=False)
+
+
+def test_sampled_cross_entropy_resumes_from_state_dict_bit_for_bit() -> None:
+    # state_dict carries where cross_entropy_sampled's draws stand (draw_key): a resumed
+    # optimizer draws what the uninterrupted one does.  Without it, the same steps draw again
+    # from the start and the parameters differ.
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(120, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (120,), generator=g)
+    model = _sequential(6, outputs=3)
+    opt = lt.LevenbergMarquardt(model, loss="cross_entropy_sampled")
+    for _ in range(3):
+        opt.step(x, y)
+    state = opt.state_dict()
+    assert state["draw_key"] == 3
+    resumed_model, forgetful_model = copy.deepcopy(model), copy.deepcopy(model)
+    resumed = lt.LevenbergMarquardt(resumed_model, loss="cross_entropy_sampled")
+    resumed.load_state_dict(state)
+    forgetful = lt.LevenbergMarquardt(forgetful_model, loss="cross_entropy_sampled")
+    forgetful.load_state_dict({k: v for k, v in state.items() if k != "draw_key"})
+    for _ in range(3):
+        opt.step(x, y)
+        resumed.step(x, y)
+        forgetful.step(x, y)
+    torch.testing.assert_close(flat_parameters(resumed_model), flat_parameters(model),
+                               rtol=0, atol=0)
+    assert not torch.equal(flat_parameters(forgetful_model), flat_parameters(model))
+    with pytest.raises(ValueError, match="draw_key"):
+        resumed.load_state_dict(dict(state, draw_key=-1))
+

@@ -48,6 +48,7 @@ class JacobianEngine {
   // there).  The Trainer sets it from its rank and step count, so that ranks draw independently
   // and a resumed or retried step draws what the uninterrupted run would.
   void set_draw_key(std::uint64_t key) { draw_key_ = key; }
+  std::uint64_t draw_key() const { return draw_key_; }
   // Marks the current batch empty (a rank whose shard of a batch has no samples).
   void clear_batch() { batch_ = 0; }
   // Residuals of the current batch (batch·R), valid after linearize.

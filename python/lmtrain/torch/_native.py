@@ -123,11 +123,13 @@ class NativePath:
         self._step: Any = None
         self._max_batch = 0
         self._state: tuple[float, float, float, int, int] | None = None
+        self._draw_key = 0  # cross_entropy_sampled's draws, carried across rebuilt steps
 
     def _engine(self, batch: int, input_shape: list[int]) -> Any:
         if self._step is None or batch > self._max_batch or input_shape != self._input_shape:
             if self._step is not None:
                 self._state = self._step.state()
+                self._draw_key = self._step.draw_key
             cls = _core.NativeStep64 if self.dtype == torch.float64 else _core.NativeStep32
             architecture = dict(self.architecture, input_shape=input_shape)
             self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
@@ -135,7 +137,21 @@ class NativePath:
             self._max_batch, self._input_shape = batch, input_shape
             if self._state is not None:
                 self._step.set_state(*self._state)
+            self._step.draw_key = self._draw_key
         return self._step
+
+    @property
+    def draw_key(self) -> int:
+        """cross_entropy_sampled: the key of the last linearization's draws."""
+        return self._step.draw_key if self._step is not None else self._draw_key
+
+    @draw_key.setter
+    def draw_key(self, key: int) -> None:
+        if key < 0:
+            raise ValueError(f"optimizer state draw_key = {key}: expected an integer ≥ 0")
+        self._draw_key = key
+        if self._step is not None:
+            self._step.draw_key = key
 
     def state(self) -> tuple[float, float, float, int, int]:
         """(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule."""

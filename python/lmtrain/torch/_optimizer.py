@@ -145,7 +145,7 @@ class LevenbergMarquardt:
     loss : str
         ``"mse"``, ``"cross_entropy"`` (exact Gauss–Newton), ``"cross_entropy_sqrt"``,
         ``"cross_entropy_sampled"`` (the Gauss–Newton sampled with one row per sample; fast path
-        only, and ``state_dict`` does not carry its draws), ``"bce"``, ``"huber"`` or ``"l1"``:
+        only), ``"bce"``, ``"huber"`` or ``"l1"``:
         the library's losses (include/lmtrain/core/loss_kind.h).
     residual_fn : callable, optional
         ``residual_fn(model, x, y) -> r``, a vector of residuals; the objective is F = ½‖r‖².
@@ -258,8 +258,11 @@ class LevenbergMarquardt:
         geodesic backoff stands): what a resumed run needs."""
         stepper = self._native if self._native is not None else self._system
         lam, nu, floor, skip, backoff = stepper.state()
-        return {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
-                "geodesic_backoff": backoff, "path": self.path}
+        state = {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
+                 "geodesic_backoff": backoff, "path": self.path}
+        if self._native is not None:  # where cross_entropy_sampled's draws stand
+            state["draw_key"] = self._native.draw_key
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         stepper = self._native if self._native is not None else self._system
@@ -269,6 +272,8 @@ class LevenbergMarquardt:
         # A state_dict from before the geodesic backoff computes the next correction.
         stepper.set_state(float(state["lambda"]), float(state["nu"]), float(state["floor"]),
                           int(state.get("geodesic_skip", 0)), int(state.get("geodesic_backoff", 0)))
+        if self._native is not None and "draw_key" in state:
+            self._native.draw_key = int(state["draw_key"])
 
     @property
     def lambda_(self) -> float:
