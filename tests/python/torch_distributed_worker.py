@@ -38,6 +38,10 @@ def main(out_dir: str, mode: str) -> None:
     with open(os.path.join(out_dir, f"reports-{ranks}-{rank}.json"), "w") as f:
         json.dump({"path": opt.path, "reports": reports}, f)
     if ranks > 1:
+        # Both ranks reach the teardown together: gloo aborted rank 0 ("terminate called
+        # without an active exception", about 1 run in 12) when the other rank had already
+        # destroyed its process group and exited after the failed step.
+        dist.barrier()
         dist.destroy_process_group()
 
 
