@@ -38,11 +38,15 @@ def main(out_dir: str, mode: str) -> None:
     with open(os.path.join(out_dir, f"reports-{ranks}-{rank}.json"), "w") as f:
         json.dump({"path": opt.path, "reports": reports}, f)
     if ranks > 1:
-        # Both ranks reach the teardown together: gloo aborted rank 0 ("terminate called
-        # without an active exception", about 1 run in 12) when the other rank had already
-        # destroyed its process group and exited after the failed step.
+        # Both ranks have written their results.  The process teardown (destroy_process_group or
+        # the interpreter's exit) aborts now and then with "terminate called without an active
+        # exception" after both ranks wrote correct outputs (seen in both tests, a few runs in
+        # twenty on 2 cores; not understood yet, see the issue-17 note), so the worker leaves
+        # without it once both ranks are here.
         dist.barrier()
-        dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -710,8 +710,9 @@ class LevenbergMarquardt:
         if self.loss is None:
             return 2 * objective / m  # mean of r²
         b = self._batch_total
-        return self.loss.reported(objective, b, m // b if self.loss.kind != "cross_entropy_sqrt"
-                                  else 1)
+        # m // b is the outputs for the losses with a row per output; the one-row losses'
+        # reported value does not use it.
+        return self.loss.reported(objective, b, m // b)
 
     # ---- training -----------------------------------------------------------------------------
     def fit(self, data: Any, epochs: int = 100, validation: Any = None,
