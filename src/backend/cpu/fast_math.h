@@ -8,13 +8,14 @@
 // double, < 1e-17) and 2ᵏ assembled in the exponent bits, k taken from the rounding constant's
 // low bits (AVX2 has no packed double → int64 conversion).  expm1 from the same reduction:
 // 2ᵏ·expm1(r) + (2ᵏ − 1) with expm1(r) = r + r²·Σ rⁿ/(n+2)!; for |x| < ln2/2, k = 0 and r = x, so
-// small arguments do not cancel.  tanh: float (1 − e^{−2|x|}) / (1 + e^{−2|x|}) with the sign put
-// back, and for |x| < 0.25 — where that quotient cancels — the odd Taylor series to x¹¹
-// (truncation < 3e-9 relative); double −e / (2 + e) with e = expm1(−2|x|), which cancels nowhere.
-// Clamps are written so that a NaN argument stays NaN.
+// small arguments do not cancel.  tanh: float a·P(a²)/Q(a²), a = |x| ≤ 9, the minimax
+// rational of degrees 13/6 (relative error 7.5e-9 before rounding; 2.5× faster than a tanh built
+// from exp, which must also carry a series where its quotient cancels); double −e / (2 + e) with
+// e = expm1(−2|x|), which cancels nowhere.  Clamps are written so that a NaN argument stays NaN.
 //
 // Accuracy against a higher-precision reference is asserted in tests/backend/fast_math_test.cpp:
-// ≤ 3 float ulps, ≤ 4 double ulps.
+// ≤ 3 float ulps (tanh: ≤ 7, and |tanh| ≤ 1; over every float, 5.53 with FMA, 6.93 without,
+// largest near saturation, where a float ulp below 1 is 6e-8), ≤ 4 double ulps.
 #pragma once
 
 #include <cstddef>
@@ -111,21 +112,35 @@ inline float fast_exp(float x) {
 }
 
 inline float fast_tanh(float x) {
-  const float ax = x < 0 ? -x : x;
-  // Large branch: tanh|x| = (1 − t)/(1 + t), t = e^{−2|x|}; |x| ≥ 9 gives 1 to float precision.
-  // (Written so that a NaN x stays NaN.)
-  const float t = fast_exp(-2.0f * (ax > 9.0f ? 9.0f : ax));
-  const float large = (1.0f - t) / (1.0f + t);
-  // Small branch: x − x³/3 + 2x⁵/15 − 17x⁷/315 + 62x⁹/2835 − 1382x¹¹/155925.
-  const float x2 = ax * ax;
-  float p = -1382.0f / 155925.0f;
-  p = p * x2 + 62.0f / 2835.0f;
-  p = p * x2 - 17.0f / 315.0f;
-  p = p * x2 + 2.0f / 15.0f;
-  p = p * x2 - 1.0f / 3.0f;
-  const float small = ax + ax * x2 * p;
-  const float magnitude = ax < 0.25f ? small : large;
-  return x < 0 ? -magnitude : magnitude;
+  // tanh|x| ≈ a·P(a²)/Q(a²) for a = |x| ≤ 9 (coefficients: scripts/fit_tanh.py, fitted on
+  // [0, 9.1]); 1 beyond, where tanh rounds to 1 within 0.51 ulps, and wherever the rounded
+  // quotient would pass 1.  The sign bit is put back last.  Beyond 9 the quotient may be inf or NaN
+  // and is discarded; a NaN x stays NaN, as both comparisons are false for it.
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const std::uint32_t sign = bits & 0x80000000u;
+  bits ^= sign;
+  float a;
+  std::memcpy(&a, &bits, sizeof a);
+  const float t = a * a;
+  float p = -8.228178338329228e-14f;
+  p = p * t + 5.177577117043697e-11f;
+  p = p * t - 2.0018914526076514e-08f;
+  p = p * t + 1.1103872566309292e-05f;
+  p = p * t + 0.0030991570092737675f;
+  p = p * t + 0.13079719245433807f;
+  p = p * t + 1.0f;
+  float q = 0.0002539143606554717f;
+  q = q * t + 0.02447608672082424f;
+  q = q * t + 0.4641304612159729f;
+  q = q * t + 1.0f;
+  const float quotient = a * p / q;
+  const float magnitude = (a > 9.0f || quotient > 1.0f) ? 1.0f : quotient;
+  std::memcpy(&bits, &magnitude, sizeof bits);
+  bits |= sign;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
 }
 
 // eˣ − 1 = 2ᵏ·expm1(r) + (2ᵏ − 1): for |x| < ln2/2, k = 0 and r = x, so small arguments do
