@@ -18,7 +18,8 @@
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
 //    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
 //    [--per-sample-damping]
-//    [--geodesic | --no-geodesic] [--geodesic-backoff-max N]: every solver option at lmtrain's
+//    [--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N]: every
+//    solver option at lmtrain's
 //    defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
@@ -109,6 +110,7 @@ struct Args {
   double lambda_increase = 0;         // 0: SolverOptions' default
   double lambda_decrease = 0;         // 0: SolverOptions' default
   std::size_t cg_max_iterations = 0;  // 0: SolverOptions' default
+  std::size_t max_slice_samples = 0;  // 0: the memory plan's slice
   // W4: the first rows of the training and test files (the CI test's subset by default)
   std::size_t train_rows = 6000;
   std::size_t test_rows = 2000;
@@ -125,7 +127,7 @@ struct Args {
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
       "[--lambda-increase U] [--lambda-decrease D] "
       "[--per-sample-damping] "
-      "[--geodesic | --no-geodesic] [--geodesic-backoff-max N])\n"
+      "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
@@ -203,6 +205,8 @@ Args parse(int argc, char** argv) {
       a.cg_forcing = std::stod(value());
     else if (arg == "--cg-max-iterations")
       a.cg_max_iterations = std::stoul(value());
+    else if (arg == "--max-slice-samples")
+      a.max_slice_samples = std::stoul(value());
     else if (arg == "--train-rows")
       a.train_rows = std::stoul(value());
     else if (arg == "--test-rows")
@@ -673,6 +677,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (args.lambda_decrease > 0) solver.lambda_decrease = args.lambda_decrease;
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
+  solver.max_slice_samples = args.max_slice_samples;
   if (args.per_sample_damping) {
     const double b = static_cast<double>(
         topt.batch_size > 0 ? std::min(topt.batch_size, train.samples) : train.samples);
@@ -959,6 +964,7 @@ int run_jacobian(const Args& args) {
   lmtrain::StepProblem problem;
   problem.batch = problem.local_batch = s;
   problem.residuals_per_sample = 1;
+  problem.slice = backend->slice_preference(model.num_params());
   problem.budget_bytes = backend->available_memory_bytes() / 2;
   lmtrain::SolverOptions cholesky;
   cholesky.linear_solver = lmtrain::LinearSolverType::kCholesky;

@@ -34,8 +34,17 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
         format_bytes(in.bytes_per_slice_sample), in.way_out));
   std::size_t slice =
       (in.budget_bytes - in.fixed_bytes) / std::max<std::size_t>(in.bytes_per_slice_sample, 1);
-  slice = std::min(slice, in.batch);
-  if (in.max_slice_samples > 0) slice = std::min(slice, in.max_slice_samples);
+  auto limit = [&](std::size_t cap, MemoryPlan::Limit why) {
+    if (cap >= slice) return;
+    slice = cap;
+    plan.slice_limit = why;
+  };
+  limit(in.batch, MemoryPlan::Limit::kBatch);
+  if (in.preferred_slice_bytes > 0)
+    limit(std::max(in.preferred_slice_bytes / std::max<std::size_t>(in.bytes_per_slice_sample, 1),
+                   in.min_slice_samples),
+          MemoryPlan::Limit::kCache);
+  if (in.max_slice_samples > 0) limit(in.max_slice_samples, MemoryPlan::Limit::kCap);
   slice = std::max<std::size_t>(slice, 1);
   plan.slice_samples = slice;
   plan.slices_per_batch = (in.batch + slice - 1) / slice;
@@ -44,11 +53,15 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
 }
 
 std::string MemoryPlan::describe() const {
+  const char* why = slice_limit == Limit::kBatch   ? "the whole batch"
+                    : slice_limit == Limit::kCache ? "sized for the CPU's cache"
+                    : slice_limit == Limit::kCap   ? "max_slice_samples"
+                                                   : "the most the budget allows";
   return fmt::format(
       "budget {}, normal matrix {}, fixed {}, {} per slice sample, slice of {} samples "
-      "({} per batch), planned peak {}",
+      "({}; {} per batch), planned peak {}",
       format_bytes(budget_bytes), format_bytes(normal_matrix_bytes), format_bytes(fixed_bytes),
-      format_bytes(bytes_per_slice_sample), slice_samples, slices_per_batch,
+      format_bytes(bytes_per_slice_sample), slice_samples, why, slices_per_batch,
       format_bytes(peak_bytes));
 }
 

@@ -37,6 +37,8 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.budget_bytes = p.budget_bytes;
   in.batch = p.local_batch;
   in.max_slice_samples = options.max_slice_samples;
+  in.preferred_slice_bytes = p.slice.bytes;
+  in.min_slice_samples = (p.slice.min_rows + R - 1) / std::max<std::size_t>(R, 1);
   in.fixed_bytes = model_elements * sizeof(T) + system_elements * sizeof(S);
   in.bytes_per_slice_sample = (JacobianEngine<T>::slice_sample_elements(model, R) +
                                Builder::slice_sample_model_elements(n, R, stored)) *

@@ -2,6 +2,7 @@
 // or to GEMV (k = 1, n = 1, m = 1) and for general ones, against a naive triple loop in double;
 // with β = 0 the output's old contents (NaN here) must not leak in.  Likewise its dense layer's
 // forward product, which has its own loops for few inputs.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,6 +110,29 @@ TEST(CpuBackendMatrix, CopyUpperCopiesTheUpperTriangleAndLeavesTheLowerAlone) {
         ASSERT_EQ(dst[i * n + j], j >= i ? src[i * n + j] : before[i * n + j])
             << "n = " << n << " at (" << i << ", " << j << ")";
   }
+}
+
+// The CPU's slicing preference (cpu_backend.cpp, kCacheSliceBytes): 2 MiB of working set per
+// BLAS thread and 512 Jacobian rows at least; on two threads, enough rows that a slice's SYRK
+// (n²·rows/2 multiply-adds) is twice the 2²⁸ from which OpenBLAS runs it threaded.  W2 (769
+// parameters) then slices in 1 816 rows, and a 61-parameter model's batch is never split.
+TEST(CpuBackendSlicing, CacheSizedWorkingSetAndThreadedSyrk) {
+  const int saved = openblas_get_num_threads();
+  auto backend = make_cpu_backend<float>();
+  openblas_set_num_threads(1);
+  const SlicePreference one = backend->slice_preference(769);
+  EXPECT_EQ(one.bytes, std::size_t{2} << 20);
+  EXPECT_EQ(one.min_rows, 512u);
+  openblas_set_num_threads(2);
+  const bool two_threads = openblas_get_num_threads() == 2;
+  const SlicePreference two = backend->slice_preference(769);
+  const SlicePreference small = backend->slice_preference(61);
+  openblas_set_num_threads(saved);
+  if (!two_threads) GTEST_SKIP() << "this OpenBLAS does not take two threads";
+  EXPECT_EQ(two.bytes, std::size_t{4} << 20);
+  EXPECT_EQ(two.min_rows, 1816u);  // ⌊4·2²⁸ / 769²⌋ + 1
+  EXPECT_GE(769.0 * 769.0 * static_cast<double>(two.min_rows) / 2, 2.0 * (1 << 28));
+  EXPECT_GT(small.min_rows, 100'000u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The memory planner's arithmetic: the slice is the largest that fits the budget after the fixed
-// buffers, capped by the batch and by max_slice_samples, and a problem whose fixed buffers leave
+// buffers, capped by the batch, by the device's preferred working set (never below its minimum)
+// and by max_slice_samples, and a problem whose fixed buffers leave
 // no room for one sample fails before training with the sizes and the ways out.  Whether the
 // components' byte counts match what they allocate is tests/solve/step_memory_test.cpp.
 #include "lmtrain/nn/memory_plan.h"
@@ -40,6 +41,38 @@ TEST(MemoryPlan, LargeBudgetTakesTheWholeBatchAndHonoursTheCap) {
   in.max_slice_samples = 64;
   EXPECT_EQ(plan_memory(in).slice_samples, 64u);
   EXPECT_EQ(plan_memory(in).slices_per_batch, 16u);
+}
+
+// W2's shape on a CPU: 5 KiB per sample, 2 MiB preferred, at least 512 rows.
+TEST(MemoryPlan, PreferredWorkingSetCapsTheSliceButNeverWidensIt) {
+  MemoryPlanInput in = input(1000, 5120, std::size_t{1} << 30);
+  in.batch = 10000;
+  in.preferred_slice_bytes = std::size_t{2} << 20;
+  MemoryPlan plan = plan_memory(in);
+  EXPECT_EQ(plan.slice_samples, 409u);  // ⌊2 MiB / 5 KiB⌋
+  EXPECT_EQ(plan.slices_per_batch, 25u);
+  EXPECT_EQ(plan.slice_limit, MemoryPlan::Limit::kCache);
+  EXPECT_NE(plan.describe().find("409 samples (sized for the CPU's cache; 25 per batch)"),
+            std::string::npos)
+      << plan.describe();
+  in.min_slice_samples = 512;  // the minimum rows per SYRK call win over the working set
+  EXPECT_EQ(plan_memory(in).slice_samples, 512u);
+  in.batch = 300;  // a batch below the preference is one slice
+  plan = plan_memory(in);
+  EXPECT_EQ(plan.slice_samples, 300u);
+  EXPECT_EQ(plan.slice_limit, MemoryPlan::Limit::kBatch);
+  in.batch = 10000;
+  in.budget_bytes = 1000 + 100 * 5120;  // the budget still bounds it, minimum or not
+  plan = plan_memory(in);
+  EXPECT_EQ(plan.slice_samples, 100u);
+  EXPECT_EQ(plan.slice_limit, MemoryPlan::Limit::kBudget);
+  in.budget_bytes = std::size_t{1} << 30;
+  in.max_slice_samples = 64;  // and an explicit cap below it
+  plan = plan_memory(in);
+  EXPECT_EQ(plan.slice_samples, 64u);
+  EXPECT_EQ(plan.slice_limit, MemoryPlan::Limit::kCap);
+  EXPECT_NE(plan.describe().find("(max_slice_samples; 157 per batch)"), std::string::npos)
+      << plan.describe();
 }
 
 TEST(MemoryPlan, ProblemThatCannotFitFailsWithSizesAndWayOut) {

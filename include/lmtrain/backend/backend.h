@@ -26,6 +26,14 @@ namespace lmtrain {
 
 enum class DeviceKind { kCpu, kCuda };
 
+// How a device likes each batch's Jacobian sliced (the memory plan's slice): about `bytes` of
+// working set per slice (Jacobian rows, activations) with at least `min_rows` Jacobian rows;
+// bytes = 0 asks for the largest slice the memory budget allows.
+struct SlicePreference {
+  std::size_t bytes = 0;
+  std::size_t min_rows = 1;
+};
+
 enum class Trans { kNo, kYes };
 
 template <typename T>
@@ -39,6 +47,8 @@ class Backend {
   virtual MemoryResource& memory() = 0;
   // Bytes the memory planner may consider free on this device right now.
   virtual std::size_t available_memory_bytes() const = 0;
+  // The slicing this device runs fastest, for a step of `num_params` parameters.
+  virtual SlicePreference slice_preference(std::size_t /*num_params*/) const { return {}; }
   // Blocks until all queued work is done (a no-op on the CPU); called before timers close.
   virtual void synchronize() = 0;
   // Index of the device among the visible ones of its kind (0 for the CPU).

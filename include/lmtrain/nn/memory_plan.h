@@ -23,6 +23,10 @@ struct MemoryPlanInput {
   std::size_t max_slice_samples = 0;  // 0: no cap
   std::size_t fixed_bytes = 0;        // every buffer whose size does not depend on the slice
   std::size_t bytes_per_slice_sample = 0;
+  // The slice's working set the device runs fastest (Backend::slice_preference), 0 for as large
+  // as the budget allows; the slice never goes below min_slice_samples for it.
+  std::size_t preferred_slice_bytes = 0;
+  std::size_t min_slice_samples = 1;
   // For a failure's message: the system matrix alone (A, or the dual form's Gram), what it is,
   // the parameter count, and the way out that fits the solver.
   std::size_t normal_matrix_bytes = 0;
@@ -39,6 +43,8 @@ struct MemoryPlan {
   std::size_t slice_samples = 0;
   std::size_t slices_per_batch = 0;
   std::size_t peak_bytes = 0;  // fixed + one slice
+  // What set the slice: the budget, the batch, the preferred working set or max_slice_samples.
+  enum class Limit { kBudget, kBatch, kCache, kCap } slice_limit = Limit::kBudget;
   std::string describe() const;
 };
 
