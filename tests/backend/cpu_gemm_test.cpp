@@ -112,6 +112,54 @@ TEST(CpuBackendMatrix, CopyUpperCopiesTheUpperTriangleAndLeavesTheLowerAlone) {
   }
 }
 
+// The Cholesky calls on a random SPD matrix against the solution checked in double, and with a NaN
+// in A or b: no exception (the step counts a failed factorization or a non-finite δ as an invalid
+// attempt and raises λ), either a failed factorization or a non-finite solution.
+TEST(CpuBackendMatrix, CholeskySolvesAndANanFailsTheAttemptWithoutThrowing) {
+  auto backend = make_cpu_backend<float>();
+  const std::size_t n = 61;
+  Rng rng(3);
+  std::vector<double> m(n * n);
+  for (auto& v : m) v = rng.normal();
+  std::vector<float> a(n * n), b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      double s = i == j ? static_cast<double>(n) : 0.0;
+      for (std::size_t k = 0; k < n; ++k) s += m[i * n + k] * m[j * n + k] / static_cast<double>(n);
+      a[i * n + j] = static_cast<float>(s);
+    }
+    b[i] = static_cast<float>(rng.normal());
+  }
+  std::vector<float> factor = a, x = b;
+  ASSERT_EQ(backend->potrf(n, factor.data()), 0);
+  backend->potrs(n, factor.data(), x.data());
+  for (std::size_t i = 0; i < n; ++i) {  // A·x = b, residual in double
+    double r = -static_cast<double>(b[i]);
+    for (std::size_t j = 0; j < n; ++j) r += static_cast<double>(a[i * n + j]) * x[j];
+    ASSERT_NEAR(r, 0.0, 1e-4) << i;
+  }
+  auto all_finite = [](const std::vector<float>& v) {
+    for (const float e : v)
+      if (!std::isfinite(e)) return false;
+    return true;
+  };
+  factor = a;
+  factor[5 * n + 5] = std::numeric_limits<float>::quiet_NaN();
+  x = b;
+  int info = 0;
+  ASSERT_NO_THROW(info = backend->potrf(n, factor.data()));
+  if (info == 0) {
+    ASSERT_NO_THROW(backend->potrs(n, factor.data(), x.data()));
+    EXPECT_FALSE(all_finite(x));
+  }
+  factor = a;
+  x = b;
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_EQ(backend->potrf(n, factor.data()), 0);
+  ASSERT_NO_THROW(backend->potrs(n, factor.data(), x.data()));
+  EXPECT_FALSE(all_finite(x));
+}
+
 // The CPU's slicing preference (cpu_backend.cpp, kCacheSliceBytes): 2 MiB of working set per
 // BLAS thread and 512 Jacobian rows at least; on two threads, enough rows that a slice's SYRK
 // (n²·rows/2 multiply-adds) is twice the 2²⁸ from which OpenBLAS runs it threaded.  W2 (769

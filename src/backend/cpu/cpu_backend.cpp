@@ -112,23 +112,27 @@ void blas_syrk(CBLAS_TRANSPOSE t, blasint n, blasint k, double al, const double*
   cblas_dsyrk(CblasRowMajor, CblasUpper, t, n, k, al, a, lda, be, c, n);
 }
 // Row-major upper == column-major lower on the same memory: no transposed copies in LAPACKE.
+// The _work entry points skip LAPACKE's NaN scan of the inputs (n² reads per call, 1 % of a W1
+// step, by perf): a NaN in A fails the factorization or leaves a NaN factor, and a NaN in A or b
+// leaves a non-finite δ, which the step already treats as an invalid attempt (before, LAPACKE
+// returned an argument error, which the backend threw).
 lapack_int lapack_potrf(lapack_int n, float* a) {
-  return LAPACKE_spotrf(LAPACK_COL_MAJOR, 'L', n, a, n);
+  return LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', n, a, n);
 }
 lapack_int lapack_potrf(lapack_int n, double* a) {
-  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, a, n);
+  return LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, a, n);
 }
 lapack_int lapack_potri(lapack_int n, float* a) {
-  return LAPACKE_spotri(LAPACK_COL_MAJOR, 'L', n, a, n);
+  return LAPACKE_spotri_work(LAPACK_COL_MAJOR, 'L', n, a, n);
 }
 lapack_int lapack_potri(lapack_int n, double* a) {
-  return LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', n, a, n);
+  return LAPACKE_dpotri_work(LAPACK_COL_MAJOR, 'L', n, a, n);
 }
 lapack_int lapack_potrs(lapack_int n, const float* a, float* b) {
-  return LAPACKE_spotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
+  return LAPACKE_spotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
 }
 lapack_int lapack_potrs(lapack_int n, const double* a, double* b) {
-  return LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
+  return LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, 1, a, n, b, n);
 }
 lapack_int lapack_syevd(char jobz, lapack_int n, float* a, float* w) {
   return LAPACKE_ssyevd(LAPACK_COL_MAJOR, jobz, 'L', n, a, n, w);
