@@ -13,12 +13,20 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(JacobianEngine<T>& engine, 
       system_(system),
       slice_samples_(std::max<std::size_t>(1, slice_samples)),
       max_batch_(max_batch),
-      store_jacobian_(store_jacobian) {
+      store_jacobian_(store_jacobian),
+      ld_(leading_dimension(engine.num_params(),
+                            engine.model_backend().slice_preference(engine.num_params()),
+                            store_jacobian)) {
   const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
   engine_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
   // and widened into the stored J.
-  if (!store_jacobian_ || kWiden) slice_ = backend_.allocate(slice_samples_ * R * n);
+  if (!store_jacobian_ || kWiden) slice_ = backend_.allocate(slice_samples_ * R * ld_);
+  if (ld_ > n) {
+    // The layers write columns 0 … n−1 of each row; the rest stay zero for SYRK and GEMV.
+    backend_.fill(slice_.data(), slice_samples_ * R * ld_, T(0));
+    padded_a_ = system_.allocate(ld_ * ld_);
+  }
   if constexpr (kWiden) {
     if (!store_jacobian_) wide_slice_ = system_.allocate(slice_samples_ * R * n);
     wide_r_ = system_.allocate(max_batch_ * R);
@@ -97,7 +105,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
       // Mixed precision: the previous slice's widening (system queue) must have read slice_.
       if constexpr (kWiden) backend_.order_after(system_.native_stream());
       ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-      engine_.jacobian_rows(params, first, count, slice_.data(), n);
+      engine_.jacobian_rows(params, first, count, slice_.data(), ld_);
     }
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     const S* j = nullptr;
@@ -109,8 +117,16 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
       j = slice_.data();
     }
     const S beta = first == 0 ? S(0) : S(1);
-    system_.syrk_ata(n, rows, S(1), j, n, beta, ne.a.data());
-    system_.gemv(Trans::kYes, rows, n, S(1), j, n, r + first * R, beta, ne.g.data());
+    if (ld_ > n)
+      system_.syrk_ata(ld_, rows, S(1), j, ld_, beta, padded_a_.data());
+    else
+      system_.syrk_ata(n, rows, S(1), j, n, beta, ne.a.data());
+    system_.gemv(Trans::kYes, rows, n, S(1), j, ld_, r + first * R, beta, ne.g.data());
+  }
+  if (ld_ > n) {
+    ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+    for (std::size_t i = 0; i < n; ++i)  // A's upper triangle, row by row
+      system_.copy(padded_a_.data() + i * ld_ + i, ne.a.data() + i * n + i, n - i);
   }
   return objective;
 }
@@ -170,14 +186,14 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     } else {
       j = slice_.data();
     }
-    system_.gemv(Trans::kYes, m, n, S(1), j, n, us, S(0), out);
+    system_.gemv(Trans::kYes, m, n, S(1), j, ld_, us, S(0), out);
     return;
   }
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
     if constexpr (kWiden) backend_.order_after(system_.native_stream());
-    engine_.jacobian_rows(params, first, count, slice_.data(), n);
+    engine_.jacobian_rows(params, first, count, slice_.data(), ld_);
     const S* j = nullptr;
     if constexpr (kWiden) {
       system_.order_after(backend_.native_stream());
@@ -186,7 +202,7 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     } else {
       j = slice_.data();
     }
-    system_.gemv(Trans::kYes, rows, n, S(1), j, n, us + first * R, first == 0 ? S(0) : S(1), out);
+    system_.gemv(Trans::kYes, rows, n, S(1), j, ld_, us + first * R, first == 0 ? S(0) : S(1), out);
   }
   slice_holds_batch_ = false;
   if constexpr (kWiden) backend_.order_after(system_.native_stream());  // the last GEMV read slice_

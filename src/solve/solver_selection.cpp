@@ -21,13 +21,15 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const bool geodesic = uses_geodesic_acceleration(options, solver);
   const bool distributed_primal = p.collectives && !stored;
   using Builder = NormalEquationsBuilder<T, S>;
+  const std::size_t ld = Builder::leading_dimension(n, p.slice, stored);
   std::size_t model_elements =
       JacobianEngine<T>::fixed_elements(model, p.local_batch, R, geodesic) +
       LevenbergMarquardtStep<T, S>::model_elements(n) + model.workspace_elements() +
       p.caller_elements;
   std::size_t system_elements =
-      Builder::system_elements(n, m, stored) + LinearSolver<S>::workspace_elements(solver, n, m) +
-      Damping<S>::system_elements(n) + Penalty<T, S>::system_elements(options, n) +
+      Builder::system_elements(n, m, stored, ld) +
+      LinearSolver<S>::workspace_elements(solver, n, m) + Damping<S>::system_elements(n) +
+      Penalty<T, S>::system_elements(options, n) +
       LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
   if (geodesic) {
     model_elements += GeodesicAcceleration<T, S>::model_elements(m, model.outputs(), n);
@@ -41,9 +43,9 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.min_slice_samples = (p.slice.min_rows + R - 1) / std::max<std::size_t>(R, 1);
   in.fixed_bytes = model_elements * sizeof(T) + system_elements * sizeof(S);
   in.bytes_per_slice_sample = (JacobianEngine<T>::slice_sample_elements(model, R) +
-                               Builder::slice_sample_model_elements(n, R, stored)) *
+                               Builder::slice_sample_model_elements(ld, R, stored)) *
                                   sizeof(T) +
-                              Builder::slice_sample_system_elements(n, R, stored) * sizeof(S);
+                              Builder::slice_sample_system_elements(ld, R, stored) * sizeof(S);
   in.num_params = n;
   switch (solver) {
     case LinearSolverType::kDual:

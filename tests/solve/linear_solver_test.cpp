@@ -136,6 +136,50 @@ TEST(NormalEquations, SlicedAccumulationEqualsOneSlice) {
   }
 }
 
+// A float model of n = 62 parameters: the CPU pads each slice row to 64 columns for SYRK
+// (CpuBackend::slice_preference) and sums A in a 64 × 64 buffer.  A, g and Jᵀu, in one slice and
+// in several, against products of the float64 engine's Jacobian, residuals and u in double.
+TEST(NormalEquations, FloatSlicesPaddedForSyrkEqualTheFloat64Products) {
+  Rng rng(15);
+  const std::size_t batch = 23;
+  const auto spec = ModelSpec::mlp(3, {6, 4}, 2, Activation::kTanh);
+  const std::size_t n = spec.num_params();
+  ASSERT_EQ(n, 62u);
+  ASSERT_EQ(make_cpu_backend<float>()->slice_preference(n).leading_dimension, 64u);
+  const auto x = random_vector(batch * 3, rng), y = random_vector(batch * 2, rng);
+  Problem<float> pf(spec, LossOptions{}, x, y, batch);
+  Problem<double> pd(spec, LossOptions{}, x, y, batch);
+  const auto theta = random_vector(n, rng, 0.5);
+  const auto j = pd.jacobian(theta);
+  const auto r = pd.residuals(theta);
+  const std::size_t m = pd.rows();
+  const auto u = random_vector(m, rng);
+  std::vector<double> a_ref(n * n, 0.0), g_ref(n, 0.0), ju_ref(n, 0.0);
+  for (std::size_t row = 0; row < m; ++row)
+    for (std::size_t i = 0; i < n; ++i) {
+      g_ref[i] += j[row * n + i] * r[row];
+      ju_ref[i] += j[row * n + i] * u[row];
+      for (std::size_t k = i; k < n; ++k) a_ref[i * n + k] += j[row * n + i] * j[row * n + k];
+    }
+  const std::vector<float> u_float(u.begin(), u.end());
+  DeviceBuffer<float> u_dev = pf.backend->allocate(m), ju = pf.backend->allocate(n);
+  pf.backend->copy_from_host(u_float.data(), u_dev.data(), m);
+  for (const std::size_t slice : {batch, std::size_t{7}}) {
+    NormalEquationsBuilder<float> builder(*pf.engine, slice, batch, false);
+    NormalEquations<float> ne;
+    PhaseTimes times;
+    pf.set_params(theta);
+    builder.build(pf.params.data(), pf.x.data(), pf.y.data(), batch, ne, times);
+    auto a = pf.download(ne.a.data(), n * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < i; ++k) a[i * n + k] = 0;
+    EXPECT_LE(relative_error(a, a_ref), 2e-6) << "slice " << slice;
+    EXPECT_LE(relative_error(pf.download(ne.g.data(), n), g_ref), 2e-6) << "slice " << slice;
+    builder.jacobian_transpose_times(pf.params.data(), u_dev.data(), ne, ju.data());
+    EXPECT_LE(relative_error(pf.download(ju.data(), n), ju_ref), 2e-6) << "slice " << slice;
+  }
+}
+
 TEST(CgSolver, MarquardtStepFromStoredRowsMatchesCholeskyOnA) {
   // With J stored, D = clamp(diag JᵀJ) comes from J's column sums of squares and a vector
   // clamp; with A, from A's clamped diagonal.  A tight forcing term makes the steps equal.

@@ -32,6 +32,9 @@ enum class DeviceKind { kCpu, kCuda };
 struct SlicePreference {
   std::size_t bytes = 0;
   std::size_t min_rows = 1;
+  // Stride of a slice's rows (≥ n; 0: n), its extra columns held at zero: SYRK on a few dozen
+  // columns runs faster on a multiple of its kernel's width.
+  std::size_t leading_dimension = 0;
 };
 
 enum class Trans { kNo, kYes };

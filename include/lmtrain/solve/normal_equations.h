@@ -11,6 +11,7 @@
 // how small λ can go before the factorization fails.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <type_traits>
 
@@ -66,18 +67,26 @@ class NormalEquationsBuilder {
   // batch and R rows per sample: A and g (or the stored J, r and g), in mixed precision the
   // batch's residuals widened; per slice sample the Jacobian rows as built (T) and, in mixed
   // precision with A formed, their widened copy (S).
-  static std::size_t system_elements(std::size_t n, std::size_t max_residuals,
-                                     bool store_jacobian) {
+  // `ld`: the slice's row stride (leading_dimension); with ld > n, A is summed in an ld × ld
+  // buffer and copied to ne.a.
+  static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian,
+                                     std::size_t ld) {
     return (store_jacobian ? max_residuals * n + max_residuals + n : n * n + n) +
-           (kWiden ? max_residuals : 0);
+           (kWiden ? max_residuals : 0) + (ld > n ? ld * ld : 0);
   }
-  static std::size_t slice_sample_model_elements(std::size_t n, std::size_t residuals_per_sample,
+  static std::size_t slice_sample_model_elements(std::size_t ld, std::size_t residuals_per_sample,
                                                  bool store_jacobian) {
-    return store_jacobian && !kWiden ? 0 : residuals_per_sample * n;
+    return store_jacobian && !kWiden ? 0 : residuals_per_sample * ld;
   }
-  static std::size_t slice_sample_system_elements(std::size_t n, std::size_t residuals_per_sample,
+  static std::size_t slice_sample_system_elements(std::size_t ld, std::size_t residuals_per_sample,
                                                   bool store_jacobian) {
-    return kWiden && !store_jacobian ? residuals_per_sample * n : 0;
+    return kWiden && !store_jacobian ? residuals_per_sample * ld : 0;
+  }
+  // The slice's row stride for n parameters: the model backend's preference for a float SYRK on
+  // slices (SlicePreference::leading_dimension), else n (stored J, or a widened float64 system).
+  static std::size_t leading_dimension(std::size_t n, const SlicePreference& preference,
+                                       bool store_jacobian) {
+    return store_jacobian || kWiden ? n : std::max(n, preference.leading_dimension);
   }
   // out = Jᵀu for the batch of the last build (u: batch·R values in T on the model's backend,
   // out: n values in S).  Reads J where it still is — the stored J, or the slice when the batch
@@ -96,7 +105,9 @@ class NormalEquationsBuilder {
   std::size_t slice_samples_;
   std::size_t max_batch_;
   bool store_jacobian_;
+  std::size_t ld_;  // the slice's row stride (≥ n)
   DeviceBuffer<T> slice_;
+  DeviceBuffer<S> padded_a_;        // ld_ × ld_ when ld_ > n: SYRK's output before ne.a
   DeviceBuffer<S> wide_slice_;      // the slice in S (mixed precision only)
   DeviceBuffer<S> wide_r_;          // the batch's residuals in S (mixed precision only)
   DeviceBuffer<S> wide_u_;          // jacobian_transpose_times' u in S (mixed precision only)

@@ -66,6 +66,10 @@ constexpr double kSerialBlasWork = 1 << 28;
 // stays one slice (bench/README.md, "Slice size on a CPU").
 constexpr std::size_t kCacheSliceBytes = std::size_t{2} << 20;
 constexpr std::size_t kMinSliceRows = 512;
+// OpenBLAS's float SYRK on n < 128 columns runs faster on a multiple of 8 (zero columns added):
+// k = 1 000 rows, one thread, n = 21 → 24: 18.8 → 12.6 µs, 37 → 40: 36.3 → 27.9, 61 → 64: 73.4
+// → 61.1, 101 → 104: 163 → 145; from n = 130 on it gains nothing, and double SYRK gains nothing.
+constexpr std::size_t kPaddedSyrkBelow = 128, kSyrkColumnMultiple = 8;
 
 class SerialBlasScope {
  public:
@@ -167,7 +171,10 @@ class CpuBackend final : public Backend<T> {
   }
   SlicePreference slice_preference(std::size_t num_params) const override {
     const auto threads = static_cast<std::size_t>(std::max(1, openblas_get_num_threads()));
-    SlicePreference p{threads * kCacheSliceBytes, kMinSliceRows};
+    SlicePreference p{threads * kCacheSliceBytes, kMinSliceRows, 0};
+    if (std::is_same_v<T, float> && num_params < kPaddedSyrkBelow)
+      p.leading_dimension =
+          (num_params + kSyrkColumnMultiple - 1) / kSyrkColumnMultiple * kSyrkColumnMultiple;
     if (threads > 1) {
       const double threaded_rows =
           4 * kSerialBlasWork / std::max(work(num_params, num_params, 1), 1.0);
