@@ -19,8 +19,8 @@
 //    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
 //    [--per-sample-damping]
 //    [--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N]: every
-//    solver option at lmtrain's
-//    defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's λ on JᵀJ/B)
+//    solver option at lmtrain's defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's
+//    λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
 //                        [--double]
@@ -964,7 +964,6 @@ int run_jacobian(const Args& args) {
   lmtrain::StepProblem problem;
   problem.batch = problem.local_batch = s;
   problem.residuals_per_sample = 1;
-  problem.slice = backend->slice_preference(model.num_params());
   problem.budget_bytes = backend->available_memory_bytes() / 2;
   lmtrain::SolverOptions cholesky;
   cholesky.linear_solver = lmtrain::LinearSolverType::kCholesky;

@@ -54,7 +54,6 @@ class NativeStep {
     StepProblem problem;
     problem.batch = problem.local_batch = max_batch;
     problem.residuals_per_sample = loss_.residuals_per_sample();
-    problem.slice = backend_->slice_preference(model_.num_params());
     problem.budget_bytes =
         options.memory_budget_bytes > 0
             ? options.memory_budget_bytes

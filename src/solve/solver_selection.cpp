@@ -21,7 +21,9 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const bool geodesic = uses_geodesic_acceleration(options, solver);
   const bool distributed_primal = p.collectives && !stored;
   using Builder = NormalEquationsBuilder<T, S>;
-  const std::size_t ld = Builder::leading_dimension(n, p.slice, stored);
+  // The device's slicing, from the backend the builder asks too, so that plan and buffers agree.
+  const SlicePreference slice = model.backend().slice_preference(n);
+  const std::size_t ld = Builder::leading_dimension(n, slice, stored);
   std::size_t model_elements =
       JacobianEngine<T>::fixed_elements(model, p.local_batch, R, geodesic) +
       LevenbergMarquardtStep<T, S>::model_elements(n) + model.workspace_elements() +
@@ -39,8 +41,8 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.budget_bytes = p.budget_bytes;
   in.batch = p.local_batch;
   in.max_slice_samples = options.max_slice_samples;
-  in.preferred_slice_bytes = p.slice.bytes;
-  in.min_slice_samples = (p.slice.min_rows + R - 1) / std::max<std::size_t>(R, 1);
+  in.preferred_slice_bytes = slice.bytes;
+  in.min_slice_samples = (slice.min_rows + R - 1) / std::max<std::size_t>(R, 1);
   in.fixed_bytes = model_elements * sizeof(T) + system_elements * sizeof(S);
   in.bytes_per_slice_sample = (JacobianEngine<T>::slice_sample_elements(model, R) +
                                Builder::slice_sample_model_elements(ld, R, stored)) *

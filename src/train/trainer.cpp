@@ -224,7 +224,6 @@ void Trainer<T>::Run::describe_problem() {
   problem.residuals_per_sample = R;
   problem.ranks = ranks_;
   problem.collectives = t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
-  problem.slice = t_.backend_.slice_preference(n_);
   problem.budget_bytes =
       sopt_.memory_budget_bytes > 0
           ? sopt_.memory_budget_bytes

@@ -36,8 +36,8 @@ std::string name(const Case& c) {
 template <typename T>
 void expect_plan_matches_allocations(const Case& c) {
   // 1-12-12-2 tanh (206 parameters), 40 samples of 3 inputs in slices of 7: several slices per
-  // batch, so the slice buffers and the whole-batch buffers are both exercised.  The plan takes
-  // the backend's slice preference, as the Trainer's does (the padded rows of a small float model).
+  // batch, so the slice buffers and the whole-batch buffers are both exercised (and, with 4
+  // hidden units, the padded rows of a small float model).
   const auto spec = ModelSpec::mlp(3, {c.hidden, c.hidden}, 2, Activation::kTanh);
   constexpr std::size_t kBatch = 40, kSlice = 7;
   SolverOptions options;
@@ -56,7 +56,6 @@ void expect_plan_matches_allocations(const Case& c) {
   problem.batch = problem.local_batch = kBatch;
   problem.residuals_per_sample = loss.residuals_per_sample();
   problem.budget_bytes = std::size_t{1} << 30;
-  problem.slice = backend->slice_preference(model.num_params());
   const MemoryPlan plan = plan_step_memory(options, c.solver, model, problem);
   ASSERT_EQ(plan.slice_samples, kSlice);
 

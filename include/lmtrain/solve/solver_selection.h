@@ -25,8 +25,6 @@ struct StepProblem {
   int ranks = 1;
   bool collectives = false;      // the step sums over ranks (several, or NCCL with one)
   std::size_t budget_bytes = 0;  // what the step may use on this rank's device
-  // The device's Backend::slice_preference (default: the largest slice the budget allows).
-  SlicePreference slice;
   // Buffers of the model's precision the caller holds during training (parameters, their best
   // copy, the batch, the evaluation's activations), to be counted in the plan.
   std::size_t caller_elements = 0;
