@@ -63,19 +63,17 @@ template <typename T>
 void Conv2d<T>::forward(Backend<T>& backend, const T* params, const T* in, std::size_t batch,
                         T* out, T* /*saved*/) const {
   const std::size_t K = geometry_.patch_size(), P = geometry_.out_spatial();
-  const std::size_t O = out_channels_, in_size = geometry_.in_size();
-  const std::size_t per = chunk(batch);
-  T* cols = pointwise_ ? nullptr : workspace(backend, per * K * P);
-  for (std::size_t first = 0; first < batch; first += per) {
-    const std::size_t count = std::min(per, batch - first);
-    const T* x = in + first * in_size;
-    if (!pointwise_) backend.im2col(geometry_, count, x, cols);
-    // Z_s (O × P) = W (O × K) · X_s (K × P).
-    backend.gemm_strided_batched(Trans::kNo, Trans::kNo, O, P, K, T(1), params, K, 0,
-                                 pointwise_ ? x : cols, P, K * P, T(0), out + first * O * P, P,
-                                 O * P, count);
+  const std::size_t O = out_channels_;
+  const T* bias = bias_ ? params + O * K : nullptr;
+  if (pointwise_) {  // Z_s (O × P) = W (O × K) · X_s (K × P): the input is its own columns
+    backend.gemm_strided_batched(Trans::kNo, Trans::kNo, O, P, K, T(1), params, K, 0, in, P, K * P,
+                                 T(0), out, P, O * P, batch);
+    if (bias != nullptr) backend.add_channel_bias(batch, O, P, bias, out);
+    return;
   }
-  if (bias_) backend.add_channel_bias(batch, O, P, params + O * K, out);
+  const std::size_t cols = chunk(batch) * K * P;
+  backend.conv2d_forward(geometry_, O, batch, in, params, bias, out, workspace(backend, cols),
+                         cols);
 }
 
 template <typename T>

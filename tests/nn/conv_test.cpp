@@ -9,6 +9,8 @@
 #include <ostream>
 #include <string>
 
+#include "backend/cpu/conv_kernels.h"
+#include "backend/cpu/conv_loops.h"
 #include "lmtrain/nn/conv2d.h"
 #include "support/reference.h"
 
@@ -483,6 +485,103 @@ TEST(Conv2dWorkspace, ChunkedPassesEqualOneChunk) {
     return all;
   };
   EXPECT_LE(relative_error(run(chunked), run(whole)), 1e-15);
+}
+
+// ---- the CPU's direct forward kernel on every SIMD path
+// ---------------------------------------------------------------------------------------------
+
+// W4's two large layers, padding, non-square windows and strides, output counts that leave every
+// remainder of the kernel's 8- and 4-row blocks (1, 13, 32), P from 1 to 169 (tails of every
+// length), and no bias.
+const ConvCase kDirectCases[] = {
+    {"w4_conv1", {1, 28, 28}, 8, Window2d::square(4, 2), true},
+    {"w4_conv2", {8, 13, 13}, 4, Window2d::square(4, 2), true},
+    {"padded_13", {3, 9, 11}, 13, Window2d{3, 2, 1, 2, 1, 0}, true},
+    {"one_output", {2, 5, 5}, 1, Window2d::square(5, 1, 2), true},
+    {"p1_32", {4, 3, 3}, 32, Window2d::square(3), true},
+    {"no_bias_7", {2, 6, 7}, 7, Window2d::square(2, 1, 1), false},
+};
+
+template <typename T>
+void check_direct_forward(cpu::SimdPath path, const ConvCase& c) {
+  const WindowGeometry g = make_window_geometry(c.input, c.window);
+  const std::size_t samples = 5, K = g.patch_size(), P = g.out_spatial(), O = c.out_channels;
+  const std::size_t weights = O * K;
+  Rng rng(O * 977 + K * 31 + P);
+  const auto x = random_vector(samples * c.input.size(), rng);
+  const auto theta = random_vector(weights + O, rng);
+  const auto want = direct_conv2d(x, samples, c.input, O, c.window, c.bias, theta);
+  const std::vector<T> xt(x.begin(), x.end()), wt(theta.begin(), theta.end());
+  // Columns for two threads, NaN to start with: neither the row tails nor stale columns may leak.
+  const std::size_t cols_elements = 2 * K * cpu::conv_column_stride<T>(P);
+  std::vector<T> cols(cols_elements, std::numeric_limits<T>::quiet_NaN());
+  std::vector<T> z(samples * O * P, std::numeric_limits<T>::quiet_NaN());
+  const bool ran = cpu::conv2d_forward_direct(path, g, O, samples, xt.data(), wt.data(),
+                                              c.bias ? wt.data() + weights : nullptr, z.data(),
+                                              cols.data(), cols_elements);
+  if (path == cpu::SimdPath::kBaseline) {  // the GEMM path's: nothing written
+    EXPECT_FALSE(ran);
+    for (const T v : z) ASSERT_TRUE(std::isnan(v));
+    return;
+  }
+  ASSERT_TRUE(ran);
+  // Each output a sum of K + 1 terms: within (K + 2) ulps of their magnitudes.
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (std::size_t s = 0; s < samples; ++s)
+    for (std::size_t o = 0; o < O; ++o)
+      for (std::size_t p = 0; p < P; ++p) {
+        const std::size_t e = (s * O + o) * P + p;
+        const double magnitude =
+            std::fabs(want[e]) + std::sqrt(static_cast<double>(K)) * 3.0 + 1.0;  // |w|,|x| ~ N(0,1)
+        ASSERT_NEAR(static_cast<double>(z[e]), want[e],
+                    (static_cast<double>(K) + 2) * eps * magnitude)
+            << c.name << ": sample " << s << ", output " << o << ", position " << p;
+      }
+  // Declined, touching nothing: more than 32 outputs, or columns short of one thread's.
+  std::vector<T> untouched(z.size(), T(7));
+  EXPECT_FALSE(cpu::conv2d_forward_direct<T>(path, g, 33, 1, xt.data(), wt.data(), nullptr,
+                                             untouched.data(), cols.data(), cols_elements));
+  EXPECT_FALSE(cpu::conv2d_forward_direct<T>(path, g, O, samples, xt.data(), wt.data(), nullptr,
+                                             untouched.data(), cols.data(), K * P - 1));
+  for (const T v : untouched) ASSERT_EQ(v, T(7));
+}
+
+class DirectConvForward : public ::testing::TestWithParam<cpu::SimdPath> {};
+
+TEST_P(DirectConvForward, MatchesADirectFloat64ConvolutionOrDeclines) {
+  const cpu::SimdPath path = GetParam();
+  if (!cpu::cpu_has(path))
+    GTEST_SKIP() << "this CPU cannot run the " << cpu::to_string(path) << " path";
+  for (const ConvCase& c : kDirectCases) {
+    check_direct_forward<float>(path, c);
+    check_direct_forward<double>(path, c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, DirectConvForward,
+                         ::testing::Values(cpu::SimdPath::kBaseline, cpu::SimdPath::kAvx2,
+                                           cpu::SimdPath::kAvx512),
+                         [](const auto& param_info) {
+                           return std::string(cpu::to_string(param_info.param));
+                         });
+
+// The backend's own choice, the direct kernel up to 32 outputs and OpenBLAS's GEMMs beyond (and on
+// the baseline path), through the layer: both against the direct convolution.
+TEST(Conv2dForward, DirectAndGemmPathsOfTheBackendMatchTheDirectConvolution) {
+  auto backend = make_cpu_backend<double>();
+  const ImageShape in{3, 10, 9};
+  const Window2d w = Window2d::square(3, 2, 1);
+  for (const std::size_t out : {std::size_t{6}, std::size_t{40}}) {
+    const Conv2d<double> layer(in, out, w, true, Conv2d<double>::kCpuWorkspaceElements);
+    const std::size_t samples = 9;
+    Rng rng(out);
+    const auto params = random_vector(layer.num_params(), rng);
+    const auto x = random_vector(samples * in.size(), rng);
+    std::vector<double> z(samples * layer.outputs());
+    layer.forward(*backend, params.data(), x.data(), samples, z.data(), nullptr);
+    EXPECT_LE(relative_error(z, direct_conv2d(x, samples, in, out, w, true, params)), 1e-14)
+        << out << " outputs";
+  }
 }
 
 }  // namespace

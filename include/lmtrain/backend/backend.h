@@ -10,6 +10,7 @@
 // routines below are told so, and callers never read the other triangle.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -196,6 +197,24 @@ class Backend {
   // The adjoint of im2col: x_s[c, y, x] = Σ of the cols_s entries im2col copies from (c, y, x).
   // Overwrites x (samples × C·H·W).
   virtual void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) = 0;
+  // A convolution's forward pass over `samples` inputs (no 1×1 shortcut: the caller handles
+  // pointwise kernels): z_s (O × P) = W (O × K) · im2col(x_s) (+ bias[o] on row o when bias is not
+  // null), W row-major.  `cols` is scratch of `cols_elements` ≥ K·P.  By default im2col and one
+  // strided-batched GEMM per chunk of samples whose columns fit `cols`, then the bias; a backend
+  // replaces it where a direct kernel pays.
+  virtual void conv2d_forward(const WindowGeometry& g, std::size_t out_channels,
+                              std::size_t samples, const T* x, const T* w, const T* bias, T* z,
+                              T* cols, std::size_t cols_elements) {
+    const std::size_t K = g.patch_size(), P = g.out_spatial(), O = out_channels;
+    const std::size_t per = cols_elements / (K * P);
+    for (std::size_t first = 0; first < samples; first += per) {
+      const std::size_t count = std::min(per, samples - first);
+      im2col(g, count, x + first * g.in_size(), cols);
+      gemm_strided_batched(Trans::kNo, Trans::kNo, O, P, K, T(1), w, K, 0, cols, P, K * P, T(0),
+                           z + first * O * P, P, O * P, count);
+    }
+    if (bias != nullptr) add_channel_bias(samples, O, P, bias, z);
+  }
   // z[s, c·spatial + p] += bias[c]: a convolution's per-channel bias.
   virtual void add_channel_bias(std::size_t samples, std::size_t channels, std::size_t spatial,
                                 const T* bias, T* z) = 0;

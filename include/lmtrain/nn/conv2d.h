@@ -3,7 +3,9 @@
 // Parameters in PyTorch's order: W (out × in × kh × kw) then b (out).
 //
 // With K = in·kh·kw, P = Ho·Wo and X_s = im2col(a_s) (K × P, backend.h), per sample
-//   forward     Z_s = W X_s (+ b)                        one strided-batched GEMM over samples
+//   forward     Z_s = W X_s (+ b)                        Backend::conv2d_forward: im2col and one
+//                                                        strided-batched GEMM over samples, or
+//                                                        the CPU's direct kernel (≤ 32 outputs)
 //   backward    G_in,r = col2im(Wᵀ δ_r)                  one strided-batched GEMM over rows
 //   Jacobian    J[r, W] = δ_r X_sᵀ  (out × K),  J[r, b_o] = Σ_p δ_r[o, p]
 // where δ_r (out × P) is the seed row r of sample s = r / group; the `group` rows of a sample

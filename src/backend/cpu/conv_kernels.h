@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "activation_loops.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/image_shape.h"
 
@@ -17,6 +18,15 @@ void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std:
                           std::size_t stride_c, std::size_t count);
 template <typename T>
 void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols);
+// Backend::conv2d_forward by the direct kernel of `path` (conv_loops.h): each thread gathers one
+// sample's columns into its own K × ldc part of `cols` and multiplies them in registers, the bias
+// fused.  Returns false, having done nothing, where the GEMM path is the one to take: the baseline
+// path, more than kDirectConvMaxOut output channels, or `cols` smaller than one sample's padded
+// columns.
+template <typename T>
+bool conv2d_forward_direct(SimdPath path, const WindowGeometry& g, std::size_t out,
+                           std::size_t samples, const T* x, const T* w, const T* bias, T* z,
+                           T* cols, std::size_t cols_elements);
 template <typename T>
 void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x);
 template <typename T>

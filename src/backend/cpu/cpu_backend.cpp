@@ -448,6 +448,13 @@ class CpuBackend final : public Backend<T> {
   void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) override {
     cpu::im2col(g, samples, x, cols);
   }
+  void conv2d_forward(const WindowGeometry& g, std::size_t out_channels, std::size_t samples,
+                      const T* x, const T* w, const T* bias, T* z, T* cols,
+                      std::size_t cols_elements) override {
+    if (!cpu::conv2d_forward_direct(cpu::simd_path(), g, out_channels, samples, x, w, bias, z, cols,
+                                    cols_elements))
+      Backend<T>::conv2d_forward(g, out_channels, samples, x, w, bias, z, cols, cols_elements);
+  }
   void col2im(const WindowGeometry& g, std::size_t samples, const T* cols, T* x) override {
     cpu::col2im(g, samples, cols, x);
   }

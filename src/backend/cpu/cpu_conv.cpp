@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "../conv_math.h"
+#include "activation_loops.h"
 #include "blas_calls.h"
 #include "conv_kernels.h"
+#include "conv_loops.h"
 
 namespace lmtrain::cpu {
 namespace {
@@ -24,6 +26,9 @@ constexpr std::size_t kParallelThreshold = 1 << 14;
 // region) — when the whole batch is worth a parallel region at all.
 constexpr std::size_t kSmallGemm = 1 << 18;
 constexpr std::size_t kParallelGemmWork = 1 << 17;
+// The direct forward kernel (conv_loops.h) up to this many output channels; above, OpenBLAS's
+// products are large enough to run near its GEMM rate.
+constexpr std::size_t kDirectConvMaxOut = 32;
 
 }  // namespace
 
@@ -106,6 +111,43 @@ void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
       for (std::size_t e = 0; e < KP; ++e) cs[e] = xs[idx[e]];
     }
   }
+}
+
+template <typename T>
+bool conv2d_forward_direct(SimdPath path, const WindowGeometry& g, std::size_t out,
+                           std::size_t samples, const T* x, const T* w, const T* bias, T* z,
+                           T* cols, std::size_t cols_elements) {
+  if (path == SimdPath::kBaseline || out > kDirectConvMaxOut || samples == 0) return false;
+  const std::size_t K = g.patch_size(), P = g.out_spatial();
+  const std::size_t ldc = conv_column_stride<T>(P), per_thread = K * ldc;
+  const std::size_t threads = std::min(
+      {static_cast<std::size_t>(omp_get_max_threads()), samples, cols_elements / per_thread});
+  if (threads == 0) return false;
+  const ColumnMap& map = column_map(g);
+  const std::uint32_t* idx = map.index.data();
+  const std::size_t in = map.in;
+  const auto n = static_cast<std::ptrdiff_t>(samples);
+#pragma omp parallel num_threads( \
+    static_cast <int>(threads)) if (threads > 1 && samples * K * P > kParallelThreshold)
+  {
+    // This thread's columns: each row's tail past P zeroed once, then every sample's gather.
+    T* c = cols + static_cast<std::size_t>(omp_get_thread_num()) * per_thread;
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t p = P; p < ldc; ++p) c[k * ldc + p] = T(0);
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t s = 0; s < n; ++s) {
+      const T* xs = x + static_cast<std::size_t>(s) * in;
+      T* zs = z + static_cast<std::size_t>(s) * out * P;
+      if (path == SimdPath::kAvx512) {
+        avx512::conv_gather_columns(idx, in, map.padded, K, P, ldc, xs, c);
+        avx512::conv_columns_product(out, K, P, ldc, c, w, bias, zs);
+      } else {
+        avx2::conv_gather_columns(idx, in, map.padded, K, P, ldc, xs, c);
+        avx2::conv_columns_product(out, K, P, ldc, c, w, bias, zs);
+      }
+    }
+  }
+  return true;
 }
 
 // Each column entry added to the input element im2col copied it from.  Each sample is one
@@ -229,6 +271,9 @@ void avg_pool_backward(const WindowGeometry& g, std::size_t rows, const T* g_out
       Trans, Trans, std::size_t, std::size_t, std::size_t, T, const T*, std::size_t, std::size_t,  \
       const T*, std::size_t, std::size_t, T, T*, std::size_t, std::size_t, std::size_t);           \
   template void im2col<T>(const WindowGeometry&, std::size_t, const T*, T*);                       \
+  template bool conv2d_forward_direct<T>(SimdPath, const WindowGeometry&, std::size_t,             \
+                                         std::size_t, const T*, const T*, const T*, T*, T*,        \
+                                         std::size_t);                                             \
   template void col2im<T>(const WindowGeometry&, std::size_t, const T*, T*);                       \
   template void add_channel_bias<T>(std::size_t, std::size_t, std::size_t, const T*, T*);          \
   template void channel_sums<T>(std::size_t, std::size_t, std::size_t, const T*, T*, std::size_t); \
