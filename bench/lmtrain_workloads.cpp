@@ -447,6 +447,10 @@ std::string assembly_rates_json(double rows, std::size_t n, std::size_t element_
 struct ForwardCost {
   double macs = 0;
   std::map<lmtrain::Activation, double> activations;
+  // Per residual row of a Jacobian slice: the products of its weight blocks (a convolution's
+  // δ_r X_sᵀ, out · P · K; a dense block is a plain write) and of the seeds' backward pass through
+  // every layer but the first (Wᵀδ: in · out for dense, the same O · P · K for a convolution).
+  double jacobian_macs = 0;
 };
 
 ForwardCost forward_cost(const lmtrain::ModelSpec& spec) {
@@ -457,10 +461,16 @@ ForwardCost forward_cost(const lmtrain::ModelSpec& spec) {
   for (std::size_t i = 0; i < spec.layers().size(); ++i) {
     const lmtrain::LayerSpec& layer = spec.layers()[i];
     const auto out = static_cast<double>(shapes[i].size());
-    if (layer.kind == Kind::kDense) c.macs += static_cast<double>(in.size()) * out;
-    if (layer.kind == Kind::kConv2d)
-      c.macs +=
+    if (layer.kind == Kind::kDense) {
+      c.macs += static_cast<double>(in.size()) * out;
+      if (i > 0) c.jacobian_macs += static_cast<double>(in.size()) * out;
+    }
+    if (layer.kind == Kind::kConv2d) {
+      const double macs =
           out * static_cast<double>(in.channels * layer.window.kernel_h * layer.window.kernel_w);
+      c.macs += macs;
+      c.jacobian_macs += i > 0 ? 2 * macs : macs;
+    }
     if (layer.kind == Kind::kActivation) c.activations[layer.activation] += out;
     in = shapes[i];
   }
@@ -477,7 +487,9 @@ std::set<lmtrain::Activation> activations_of(const lmtrain::ModelSpec& spec) {
 // the same process (the roofline): products at the square-GEMM rate, activations at the measured
 // rate of the backend's own activation loop, bytes written at the copy bandwidth.  Per step:
 //   forward            2 · MACs · batch / GEMM + activations · batch / activation rate
-//   jacobian           the bytes of J's rows (batch · R · n · sizeof(T)) / copy bandwidth
+//   jacobian           the bytes of J's rows (batch · R · n · sizeof(T)) / copy bandwidth, or
+//                      where more, 2 · the slice's products (ForwardCost::jacobian_macs) ·
+//                      batch · R / GEMM (convolutions)
 //   normal equations   n(n+1) · batch · R / GEMM (one triangle of JᵀJ)
 //   factorization      attempts per step · n³/3 / GEMM (a Cholesky per attempt)
 //   trial evaluation   attempts per step · the forward floor
@@ -513,7 +525,7 @@ std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Sum
   const double j_bytes = rows * n * static_cast<double>(element_size);
   lmtrain::PhaseTimes f;
   f[lmtrain::Phase::kForward] = forward(batch);
-  f[lmtrain::Phase::kJacobian] = j_bytes / copy;
+  f[lmtrain::Phase::kJacobian] = std::max(j_bytes / copy, 2.0 * cost.jacobian_macs * rows / gemm);
   f[lmtrain::Phase::kNormalEquations] = n * (n + 1) * rows / gemm;
   f[lmtrain::Phase::kFactorization] = attempts * n * n * n / 3.0 / gemm;
   f[lmtrain::Phase::kTrialEvaluation] = attempts * forward(batch);
