@@ -8,7 +8,7 @@ import pytest
 from torch_support import lt, reference_jacobian, torch
 
 from lmtrain.torch._jacobian import BatchedReverseJacobian, PerSampleJacobian
-from lmtrain.torch._losses import Loss
+from lmtrain.torch._losses import Loss, sampled_uniforms
 
 
 class TwoInputResidualNet(torch.nn.Module):
@@ -51,19 +51,24 @@ def _model(seed: int = 1, outputs: int = 3) -> TwoInputResidualNet:
 
 
 @pytest.mark.parametrize("mode", ["jacrev", "jacfwd"])
-@pytest.mark.parametrize("kind", ["mse", "cross_entropy", "cross_entropy_sqrt", "bce", "huber",
-                                  "l1"])
+@pytest.mark.parametrize("kind", ["mse", "cross_entropy", "cross_entropy_sqrt",
+                                  "cross_entropy_sampled", "bce", "huber", "l1"])
 def test_slices_equal_autograd_jacobian(kind: str, mode: str) -> None:
+    # The per-sample slices (vmap over samples, their draws u among them) against autograd on the
+    # whole batch's residuals.
     model = _model()
     x, y = _data(7, 3, kind)
     loss = Loss(kind)
     targets = loss.targets(y, 3, torch.float64)
-    reference = reference_jacobian(model, lambda f: loss.residuals(f(*x), targets).reshape(-1))
+    u = sampled_uniforms(5, 0, 7)
+    reference = reference_jacobian(model,
+                                   lambda f: loss.residuals(f(*x), targets, u).reshape(-1))
     engine = PerSampleJacobian(model, [n for n, _ in model.named_parameters()], loss, mode)
     params = {n: p.detach() for n, p in model.named_parameters()}
     rows = loss.residuals_per_sample(3)
     for start, stop in [(0, 7), (0, 3), (3, 7), (5, 6)]:
-        j = engine.slice(params, (x[0][start:stop], x[1][start:stop]), targets[start:stop])
+        j = engine.slice(params, (x[0][start:stop], x[1][start:stop]), targets[start:stop],
+                         u[start:stop])
         torch.testing.assert_close(j, reference[start * rows:stop * rows], rtol=1e-12, atol=1e-12)
 
 

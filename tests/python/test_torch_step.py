@@ -339,10 +339,9 @@ def test_convolutional_sequential_on_the_native_step_equals_the_torch_path() -> 
         assert lt.LevenbergMarquardt(model).path.startswith("torch.func")
 
 
-def test_sampled_cross_entropy_on_the_fast_path_and_refused_on_the_torch_path() -> None:
+def test_sampled_cross_entropy_on_the_fast_path() -> None:
     # The native engine draws cross_entropy_sampled's rows; its reported loss is the mean CE
     # (nn.CrossEntropyLoss, the independent reference) and it trains as the exact loss does.
-    # The torch path has no draws: it says so and names the exact loss.
     g = torch.Generator().manual_seed(3)
     labels = torch.randint(0, 3, (300,), generator=g)
     centers = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 2.0, 0.0]], dtype=torch.float64)
@@ -361,8 +360,51 @@ def test_sampled_cross_entropy_on_the_fast_path_and_refused_on_the_torch_path() 
         accuracy[loss] = (z.argmax(1) == labels).double().mean().item()
     assert accuracy["cross_entropy_sampled"] > accuracy["cross_entropy"] - 0.03
     assert accuracy["cross_entropy_sampled"] > 0.8
-    with pytest.raises(ValueError, match="cross_entropy_sampled.*fast path only.*'cross_entropy'"):
-        lt.LevenbergMarquardt(_sequential(3), loss="cross_entropy_sampled", fast_path=False)
+
+
+def test_sampled_cross_entropy_on_the_torch_path_draws_what_the_engine_draws() -> None:
+    # The torch path computes the sampled rows in torch (the uniforms of the same keys, the class
+    # from q = (p + y)/2, the row √(p_k/q_k)(e_k − p)); the native engine in C++.  Same model,
+    # data and draws: the same steps, to rounding.  Soft targets too (y a probability row).
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(80, 3, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, 3, (80,), generator=g)
+    soft = torch.softmax(torch.randn(80, 3, generator=g, dtype=torch.float64), dim=1)
+    for y in (labels, soft):
+        native_model, torch_model = _sequential(5, outputs=3), _sequential(5, outputs=3)
+        torch_model.load_state_dict(native_model.state_dict())
+        native = lt.LevenbergMarquardt(native_model, loss="cross_entropy_sampled")
+        on_torch = lt.LevenbergMarquardt(torch_model, loss="cross_entropy_sampled",
+                                         fast_path=False)
+        assert native.path == "native" and on_torch.path.startswith("torch.func")
+        for _ in range(4):
+            a, b = native.step(x, y), on_torch.step(x, y)
+            assert (a.accepted, a.attempts) == (b.accepted, b.attempts)
+            assert a.loss_after == pytest.approx(b.loss_after, rel=1e-10)
+        np.testing.assert_allclose(flat_parameters(native_model), flat_parameters(torch_model),
+                                   rtol=0, atol=1e-10)
+        assert on_torch.state_dict()["draw_key"] == native.state_dict()["draw_key"] == 4
+
+
+def test_sampled_uniforms_are_the_engines_splitmix64() -> None:
+    # SplitMix64's finalizer written out with Python integers (an independent second form), and
+    # the draws' spread: uniform enough that class frequencies follow q.
+    from lmtrain.torch._losses import sampled_uniforms
+
+    def splitmix(key: int, index: int) -> float:
+        m = (1 << 64) - 1
+        h = (key * 0x9E3779B97F4A7C15 + index + 0x9E3779B97F4A7C15) & m
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & m
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
+        h ^= h >> 31
+        return (h >> 11) * 2.0 ** -53
+
+    for key in (0, 1, 7, 2**40 + 3, 2**64 - 1):
+        u = sampled_uniforms(key, 5, 50)
+        assert u.tolist() == [splitmix(key, i) for i in range(5, 55)]
+    u = sampled_uniforms(3, 0, 20000)
+    assert 0 <= float(u.min()) and float(u.max()) < 1
+    assert abs(float(u.mean()) - 0.5) < 0.01
 
 
 def test_sampled_cross_entropy_resumes_from_state_dict_bit_for_bit() -> None:

@@ -82,17 +82,20 @@ class PerSampleJacobian:
         self.model, self.names, self.loss = model, list(names), loss
         self.buffers = dict(model.named_buffers())
 
-        def residuals(params: dict[str, torch.Tensor], x: Any, y: torch.Tensor) -> torch.Tensor:
+        def residuals(params: dict[str, torch.Tensor], x: Any, y: torch.Tensor,
+                      u: torch.Tensor) -> torch.Tensor:
             z = functional_call(model, (params, self.buffers),
                                 model_inputs(_unsqueezed(x))).squeeze(0)
-            return loss.residuals(z, y)
+            return loss.residuals(z, y, u)
 
         transform = jacrev if mode == "jacrev" else jacfwd
-        self._jacobian = vmap(transform(residuals), in_dims=(None, 0, 0))
+        self._jacobian = vmap(transform(residuals), in_dims=(None, 0, 0, 0))
 
-    def slice(self, params: dict[str, torch.Tensor], x: Any, y: torch.Tensor) -> torch.Tensor:
-        """J of samples x (b rows) with targets y (b × C): (b·R) × n."""
-        blocks = self._jacobian(params, x, y)  # name → b × R × shape(θ_name)
+    def slice(self, params: dict[str, torch.Tensor], x: Any, y: torch.Tensor,
+              u: torch.Tensor) -> torch.Tensor:
+        """J of samples x (b rows) with targets y (b × C) and the samples' draws u (b; see
+        sampled_uniforms, zeros for the losses that draw nothing): (b·R) × n."""
+        blocks = self._jacobian(params, x, y, u)  # name → b × R × shape(θ_name)
         return torch.cat([blocks[name].reshape(blocks[name].shape[0] * blocks[name].shape[1], -1)
                           for name in self.names], dim=1)
 

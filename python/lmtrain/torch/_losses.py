@@ -19,9 +19,22 @@ PROBABILITY_GUARD = 1e-30  # kProbabilityGuard
 
 LOSSES = ("mse", "cross_entropy", "cross_entropy_sqrt", "cross_entropy_sampled", "bce", "huber",
           "l1")
-# Losses whose rows only the native engine builds (its draws are keyed per linearization there;
-# the torch path recomputes residuals in several places that would all need the same draws).
-NATIVE_ONLY = ("cross_entropy_sampled",)
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+def sampled_uniforms(key: int, first: int, count: int) -> torch.Tensor:
+    """cross_entropy_sampled's uniforms u ∈ [0, 1) of samples first … first + count − 1 under the
+    linearization key: SplitMix64's finalizer of key·φ + index, as the native engine draws them
+    (draw_uniform in src/backend/loss_math.h), so both paths draw the same classes."""
+    import numpy as np
+
+    h = np.arange(first, first + count, dtype=np.uint64) + np.uint64((key * _GOLDEN) & _MASK)
+    h += np.uint64(_GOLDEN)
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return torch.from_numpy((h >> np.uint64(11)).astype(np.float64) * 2.0 ** -53)
 
 
 def _linear_in_z(r0: torch.Tensor, slope: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -74,10 +87,14 @@ class Loss:
             return ell, torch.where(quadratic, e, d * torch.sign(e))
         return e.abs(), torch.sign(e)  # l1
 
-    def residuals(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Residual rows (… × R) of outputs z (… × C) against targets y (… × C)."""
-        if self.kind in NATIVE_ONLY:
-            raise ValueError(f"loss = {self.kind!r} has no torch-side residuals")
+    def residuals(self, z: torch.Tensor, y: torch.Tensor,
+                  u: torch.Tensor | None = None) -> torch.Tensor:
+        """Residual rows (… × R) of outputs z (… × C) against targets y (… × C); u (…) are
+        cross_entropy_sampled's uniforms (sampled_uniforms), unused by the other losses."""
+        if self.kind == "cross_entropy_sampled":
+            if u is None:
+                raise ValueError("cross_entropy_sampled needs the linearization's uniforms")
+            return self._sampled(z, y, u)
         if self.kind == "mse":
             return z - y
         if self.kind == "cross_entropy":
@@ -103,6 +120,26 @@ class Loss:
             sign = torch.sign(z.detach() - y)
             r0, slope = sign * r0, sign * slope
         return _linear_in_z(r0, slope, z)
+
+    @staticmethod
+    def _sampled(z: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """One row per sample: class k drawn from q = (p + y)/2 by u (the first k whose running
+        sum of q passes u·Σq, the last class when rounding leaves none), residual
+        (p_k − y_k)/√(p_k q_k) and row √(p_k/q_k)·(e_k − p) — in double, as the engine computes
+        them (cross_entropy_sampled in src/backend/loss_math.h)."""
+        p = torch.softmax(z.detach().double(), dim=-1)
+        yd = y.double()
+        q = 0.5 * (p + yd)
+        below = torch.cumsum(q, dim=-1)
+        target = u.double().unsqueeze(-1) * q.sum(-1, keepdim=True)
+        k = (below[..., :-1] <= target).sum(-1, keepdim=True)
+        pk, yk, qk = p.gather(-1, k), yd.gather(-1, k), q.gather(-1, k)
+        weight = torch.where(qk > 0, (pk / qk.clamp_min(PROBABILITY_GUARD)).sqrt(),
+                             torch.zeros_like(qk))
+        r0 = (pk - yk) / (pk * qk).clamp_min(PROBABILITY_GUARD).sqrt()
+        drawn = (torch.arange(p.shape[-1], device=p.device) == k).double()
+        row = weight * (drawn - p)
+        return _linear_in_z(r0.to(z.dtype), row.to(z.dtype).unsqueeze(-2), z)
 
     def objective(self, z: torch.Tensor, y: torch.Tensor) -> float:
         """F of a batch, in double."""

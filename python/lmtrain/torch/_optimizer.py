@@ -30,7 +30,7 @@ from ._jacobian import (BatchedReverseJacobian, PerSampleJacobian, _rows, batch_
                         call_model, resolve_mode)
 
 batch_size_of = batch_size  # fit() has an argument of that name
-from ._losses import NATIVE_ONLY, Loss
+from ._losses import Loss, sampled_uniforms
 from ._native import NativePath, native_architecture
 
 PHASES = ("forward", "jacobian", "normal_equations", "factorization", "trial_evaluation",
@@ -144,8 +144,8 @@ class LevenbergMarquardt:
         Trained in place.  Every parameter must require grad; buffers must not change in forward.
     loss : str
         ``"mse"``, ``"cross_entropy"`` (exact Gauss–Newton), ``"cross_entropy_sqrt"``,
-        ``"cross_entropy_sampled"`` (the Gauss–Newton sampled with one row per sample; fast path
-        only), ``"bce"``, ``"huber"`` or ``"l1"``:
+        ``"cross_entropy_sampled"`` (the Gauss–Newton sampled with one row per sample; both paths
+        draw the same rows), ``"bce"``, ``"huber"`` or ``"l1"``:
         the library's losses (include/lmtrain/core/loss_kind.h).
     residual_fn : callable, optional
         ``residual_fn(model, x, y) -> r``, a vector of residuals; the objective is F = ½‖r‖².
@@ -202,6 +202,12 @@ class LevenbergMarquardt:
 
         self._dist: Any = None
         self._shard = bool(shard)
+        # cross_entropy_sampled's draws: the key of the last linearization (incremented by each,
+        # as in the native engine), the row of this rank's first sample in the whole batch, and
+        # the linearization's uniforms, which its residuals at trial points reuse.
+        self._draw_key = 0
+        self._draw_first = 0
+        self._draw_u: torch.Tensor | None = None
         if distributed:
             import torch.distributed as dist
 
@@ -226,11 +232,6 @@ class LevenbergMarquardt:
             self._native = NativePath(model, architecture, loss, self.options, self.precision)
             self.path = "native"
         else:
-            if self.loss is not None and self.loss.kind in NATIVE_ONLY:
-                raise ValueError(f"loss = {self.loss.kind!r} runs on the fast path only so far (an "
-                                 "nn.Sequential of lmtrain's layers, in one process); on the "
-                                 "torch path use 'cross_entropy', the exact Gauss–Newton it "
-                                 "samples")
             if self.options.regularization != "none":
                 raise ValueError(f"regularization = {self.options.regularization!r} runs on the "
                                  "fast path only so far (an nn.Sequential of lmtrain's layers); "
@@ -260,8 +261,8 @@ class LevenbergMarquardt:
         lam, nu, floor, skip, backoff = stepper.state()
         state = {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
                  "geodesic_backoff": backoff, "path": self.path}
-        if self._native is not None:  # where cross_entropy_sampled's draws stand
-            state["draw_key"] = self._native.draw_key
+        # where cross_entropy_sampled's draws stand
+        state["draw_key"] = self._native.draw_key if self._native is not None else self._draw_key
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -272,8 +273,14 @@ class LevenbergMarquardt:
         # A state_dict from before the geodesic backoff computes the next correction.
         stepper.set_state(float(state["lambda"]), float(state["nu"]), float(state["floor"]),
                           int(state.get("geodesic_skip", 0)), int(state.get("geodesic_backoff", 0)))
-        if self._native is not None and "draw_key" in state:
-            self._native.draw_key = int(state["draw_key"])
+        if "draw_key" in state:
+            key = int(state["draw_key"])
+            if self._native is not None:
+                self._native.draw_key = key
+            elif key < 0:
+                raise ValueError(f"optimizer state draw_key = {key}: expected an integer ≥ 0")
+            else:
+                self._draw_key = key
 
     @property
     def lambda_(self) -> float:
@@ -341,6 +348,7 @@ class LevenbergMarquardt:
                     raise ValueError(f"a batch of {b} rows cannot be shared by {ranks} ranks")
                 start, stop = rank * b // ranks, (rank + 1) * b // ranks
                 x = _rows(x, start, stop)
+                self._draw_first = start
                 y = None if y is None else y[start:stop]
         except Exception as error:
             if self._dist is not None:  # the other ranks wait in the linearization's all-reduce
@@ -398,7 +406,8 @@ class LevenbergMarquardt:
             z = call_model(self.model, x)
             targets = self._targets(y, z)
             f = self.loss.objective(z, targets)
-            r = self.loss.residuals(z, targets).reshape(-1) if need_residuals else None
+            r = self.loss.residuals(z, targets, self._draw_u).reshape(-1) if need_residuals \
+                else None
         return f, r
 
     def _targets(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -465,10 +474,14 @@ class LevenbergMarquardt:
                 system.add_slice(j, rd[start:stop].contiguous())
                 times["normal_equations"] += time.perf_counter() - t
             return f0, m, rows
+        b = batch_size(x)
+        self._draw_key += 1
+        self._draw_u = (sampled_uniforms(self._draw_key, self._draw_first, b)
+                        if self.loss.kind == "cross_entropy_sampled"
+                        else torch.zeros(b, dtype=torch.float64)).to(self.device)
         f0, r = self._objective_and_residuals(x, y, True)
         self._check_buffers(before)
         self._r0, self._graph_r = r, None
-        b = batch_size(x)
         with torch.no_grad():
             z = call_model(self.model, _rows(x, 0, 1))
         outputs = z.shape[1]
@@ -483,7 +496,8 @@ class LevenbergMarquardt:
         for start in range(0, b, samples):
             stop = min(b, start + samples)
             t = time.perf_counter()
-            j = engine.slice(params, _rows(x, start, stop), targets[start:stop]).contiguous()
+            j = engine.slice(params, _rows(x, start, stop), targets[start:stop],
+                             self._draw_u[start:stop]).contiguous()
             times["jacobian"] += time.perf_counter() - t
             t = time.perf_counter()
             system.add_slice(j, r[start * per_sample:stop * per_sample].contiguous())
@@ -506,13 +520,13 @@ class LevenbergMarquardt:
                                     "by": "shape"}
             return self.jacobian_choice["mode"]
         count = min(batch_size(x), 16)
-        xs, ys = _rows(x, 0, count), targets[:count]
+        xs, ys, us = _rows(x, 0, count), targets[:count], self._draw_u[:count]
         seconds = {}
         for mode in ("jacrev", "jacfwd"):
             engine = PerSampleJacobian(self.model, self._names, self.loss, mode)
-            engine.slice(params, xs, ys)
+            engine.slice(params, xs, ys, us)
             t = time.perf_counter()
-            engine.slice(params, xs, ys)
+            engine.slice(params, xs, ys, us)
             seconds[mode] = time.perf_counter() - t
         self.jacobian_choice = {"mode": min(seconds, key=seconds.get), "by": "measurement",
                                 "seconds": seconds}
@@ -632,7 +646,8 @@ class LevenbergMarquardt:
         if self._graph_r is None:  # a built-in loss: the residuals' graph at θ, once per step
             with torch.enable_grad():
                 z = call_model(self.model, x)
-                self._graph_r = self.loss.residuals(z, self._targets(y, z.detach())).reshape(-1)
+                self._graph_r = self.loss.residuals(z, self._targets(y, z.detach()),
+                                                    self._draw_u).reshape(-1)
         grads = torch.autograd.grad(self._graph_r, self._params, grad_outputs=r_vv,
                                     retain_graph=True, allow_unused=True)
         rhs = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
