@@ -34,9 +34,12 @@ def _load(tmp_path: Path, ranks: int, rank: int):
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed")
-def test_two_ranks_equal_one_process(tmp_path: Path) -> None:
-    _run(tmp_path, 1)
-    _run(tmp_path, 2)
+@pytest.mark.parametrize("mode", ["train", "sampled"])
+def test_two_ranks_equal_one_process(tmp_path: Path, mode: str) -> None:
+    # "sampled": each rank draws cross_entropy_sampled's rows for its shard under the samples'
+    # rows in the whole batch, so the two ranks' steps are the one process's.
+    _run(tmp_path, 1, mode)
+    _run(tmp_path, 2, mode)
     one, one_reports = _load(tmp_path, 1, 0)
     rank0, reports0 = _load(tmp_path, 2, 0)
     rank1, reports1 = _load(tmp_path, 2, 1)

@@ -1,5 +1,6 @@
 """Run by test_torch_distributed.py under `torchrun --nproc_per_node 2` (gloo), and once without
-torchrun: trains a two-input model for a few LM steps and saves the parameters and reports."""
+torchrun: trains a two-input model for a few LM steps (mse, or cross_entropy_sampled in mode
+"sampled") and saves the parameters and reports."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ def main(out_dir: str, mode: str) -> None:
         dist.init_process_group("gloo")
     rank = dist.get_rank() if ranks > 1 else 0
     model = _model(seed=21, outputs=2)
-    x, y = _data(90, 2, "mse", seed=22)
+    # "sampled": cross_entropy_sampled, whose draws are keyed by each sample's row in the whole
+    # batch, so that the ranks' shards draw what one process draws.
+    loss = "cross_entropy_sampled" if mode == "sampled" else "mse"
+    x, y = _data(90, 2, "cross_entropy" if mode == "sampled" else "mse", seed=22)
     if mode == "fail" and rank == 1:  # this rank's batch is wrong: every rank must raise
         y = y[:-1]
-    opt = lt.LevenbergMarquardt(model, slice_size=16)
+    opt = lt.LevenbergMarquardt(model, loss=loss, slice_size=16)
     reports = []
     try:
         for _ in range(5):
