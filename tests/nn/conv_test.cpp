@@ -525,16 +525,21 @@ void check_direct_forward(cpu::SimdPath path, const ConvCase& c) {
     return;
   }
   ASSERT_TRUE(ran);
-  // Each output a sum of K + 1 terms: within (K + 2) ulps of their magnitudes.
+  // Each output a sum of K + 1 terms from inputs rounded to T: within (K + 3) ulps of the sum of
+  // their magnitudes, |b| + Σ |w||x| (the same convolution of the absolute values).
+  auto absolute = [](std::vector<double> v) {
+    for (double& e : v) e = std::fabs(e);
+    return v;
+  };
+  const auto magnitudes =
+      direct_conv2d(absolute(x), samples, c.input, O, c.window, c.bias, absolute(theta));
   const double eps = std::numeric_limits<T>::epsilon();
   for (std::size_t s = 0; s < samples; ++s)
     for (std::size_t o = 0; o < O; ++o)
       for (std::size_t p = 0; p < P; ++p) {
         const std::size_t e = (s * O + o) * P + p;
-        const double magnitude =
-            std::fabs(want[e]) + std::sqrt(static_cast<double>(K)) * 3.0 + 1.0;  // |w|,|x| ~ N(0,1)
         ASSERT_NEAR(static_cast<double>(z[e]), want[e],
-                    (static_cast<double>(K) + 2) * eps * magnitude)
+                    (static_cast<double>(K) + 3) * eps * magnitudes[e])
             << c.name << ": sample " << s << ", output " << o << ", position " << p;
       }
   // Declined, touching nothing: more than 32 outputs, or columns short of one thread's.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import torch
 
 SQRT_GUARD = 1e-30  # kSqrtGuard
@@ -27,8 +28,6 @@ def sampled_uniforms(key: int, first: int, count: int) -> torch.Tensor:
     """cross_entropy_sampled's uniforms u ∈ [0, 1) of samples first … first + count − 1 under the
     linearization key: SplitMix64's finalizer of key·φ + index, as the native engine draws them
     (draw_uniform in src/backend/loss_math.h), so both paths draw the same classes."""
-    import numpy as np
-
     h = np.arange(first, first + count, dtype=np.uint64) + np.uint64((key * _GOLDEN) & _MASK)
     h += np.uint64(_GOLDEN)
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

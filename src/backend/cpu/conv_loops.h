@@ -22,10 +22,30 @@ constexpr std::size_t conv_column_stride(std::size_t P) {
   return (P + lanes - 1) / lanes * lanes;
 }
 
+// One sample's columns through cpu_conv.cpp's im2col table (K·P entries: the input element each
+// column entry copies, or `in` for the padding where `padded`): C[k, p] at cols + k·ldc + p.  The
+// one gather of im2col (ldc = P) and of the direct kernel (ldc = conv_column_stride), each build
+// compiling its own copy: internal linkage, because an inline function that TUs built with
+// different -m flags share may be linked to the AVX-512 copy on any CPU.
+namespace {
+template <typename T>
+void gather_columns(const std::uint32_t* index, std::size_t in, bool padded, std::size_t K,
+                    std::size_t P, std::size_t ldc, const T* __restrict x, T* __restrict cols) {
+  for (std::size_t k = 0; k < K; ++k) {
+    const std::uint32_t* ik = index + k * P;
+    T* ck = cols + k * ldc;
+    if (padded) {
+      for (std::size_t p = 0; p < P; ++p) ck[p] = ik[p] < in ? x[ik[p]] : T(0);
+    } else {
+      for (std::size_t p = 0; p < P; ++p) ck[p] = x[ik[p]];
+    }
+  }
+}
+}  // namespace
+
 // conv_columns_product: Z (out × P, row-major) = W (out × K) · C + bias (null: none), C's rows at
-// stride ldc = conv_column_stride<T>(P).  conv_gather_columns: C[k, p] = x[index[k·P + p]], or 0
-// where the index is `in` and `padded` (the im2col table of cpu_conv.cpp); the tails are left as
-// they are.
+// stride ldc = conv_column_stride<T>(P).  conv_gather_columns: gather_columns compiled for the
+// build (the tails past P are left as they are).
 #define LMTRAIN_CONV_LOOPS_DECLARE(isa)                                                            \
   namespace isa {                                                                                  \
   template <typename T>                                                                            \

@@ -101,16 +101,11 @@ void im2col(const WindowGeometry& g, std::size_t samples, const T* x, T* cols) {
   const std::uint32_t* idx = map.index.data();
   const std::size_t in = map.in, KP = map.index.size();
   const auto n = static_cast<std::ptrdiff_t>(samples);
+  const std::size_t K = g.patch_size(), P = g.out_spatial();
 #pragma omp parallel for if (samples * KP > kParallelThreshold)
-  for (std::ptrdiff_t s = 0; s < n; ++s) {
-    const T* xs = x + static_cast<std::size_t>(s) * in;
-    T* cs = cols + static_cast<std::size_t>(s) * KP;
-    if (map.padded) {
-      for (std::size_t e = 0; e < KP; ++e) cs[e] = idx[e] < in ? xs[idx[e]] : T(0);
-    } else {
-      for (std::size_t e = 0; e < KP; ++e) cs[e] = xs[idx[e]];
-    }
-  }
+  for (std::ptrdiff_t s = 0; s < n; ++s)
+    gather_columns(idx, in, map.padded, K, P, P, x + static_cast<std::size_t>(s) * in,
+                   cols + static_cast<std::size_t>(s) * KP);
 }
 
 template <typename T>
