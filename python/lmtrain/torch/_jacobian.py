@@ -15,10 +15,12 @@ the flat order of lmtrain's own models (a Linear's weight, (out, in), then its b
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import time
+import warnings
+from typing import Any, Mapping, Sequence
 
 import torch
-from torch.func import functional_call, jacfwd, jacrev, vmap
+from torch.func import functional_call, jacfwd, jacrev, jvp, vmap
 
 from ._losses import Loss
 
@@ -100,13 +102,47 @@ class PerSampleJacobian:
                           for name in self.names], dim=1)
 
 
+class SlowJacobianWarning(UserWarning):
+    """J is built by a route whose cost grows with the square of the residual rows."""
+
+
 class BatchedReverseJacobian:
-    """Slices J[rows start..stop) of a residual vector r(θ) built once with autograd."""
+    """Slices J[rows start..stop) of a residual vector r(θ) built once with autograd.
+
+    Each row's backward pass runs through the whole batch's graph, so J costs O(m²·n): the
+    first slice is timed, and when the whole J would take more than ``warn_seconds`` a
+    SlowJacobianWarning (once per process) gives the measured rate and the fast forms."""
+
+    warn_seconds = 1.0
+    warned = False
 
     def __init__(self, residuals: torch.Tensor, params: Sequence[torch.Tensor]):
         self.residuals, self.params = residuals, list(params)
+        self._timed = False
 
     def slice(self, start: int, stop: int) -> torch.Tensor:
+        if self._timed or BatchedReverseJacobian.warned:
+            return self._slice(start, stop)
+        t = time.perf_counter()
+        j = self._slice(start, stop)
+        seconds = time.perf_counter() - t
+        self._timed = True
+        m = self.residuals.numel()
+        projected = seconds * m / (stop - start)
+        if projected > self.warn_seconds:
+            BatchedReverseJacobian.warned = True
+            warnings.warn(
+                f"lmtrain.torch: this residual_fn's Jacobian is built by batched reverse mode "
+                f"over its {m} rows, measured {(stop - start) / seconds:.0f} rows/s: about "
+                f"{projected:.1f} s per LM step, and the cost grows with the square of the rows "
+                "(each row's backward pass runs through the whole batch's graph).  Fast forms: "
+                "a PDE written pointwise (lmtrain.torch.pinn.Problem), a residual_fn whose rows "
+                "are pointwise in the rows of x wrapped in lmtrain.torch.pinn.Pointwise, or a "
+                "residual_fn with its own jacobian_slice (docs/pinn.md)",
+                SlowJacobianWarning, stacklevel=4)
+        return j
+
+    def _slice(self, start: int, stop: int) -> torch.Tensor:
         m = self.residuals.numel()
         seeds = torch.zeros(stop - start, m, dtype=self.residuals.dtype,
                             device=self.residuals.device)
@@ -117,3 +153,187 @@ class BatchedReverseJacobian:
             stop - start, *p.shape, dtype=p.dtype, device=p.device)).reshape(stop - start, -1)
             for g, p in zip(grads, self.params)], dim=1)
 
+
+
+class PointwiseJacobian:
+    """Rows of J for residuals that are pointwise in their points (PINNs, ``pinn.py``).
+
+    ``point_residual(params, point) → (k,)`` is the residual of one point as a function of the
+    parameters (name → tensor, as ``functional_call`` takes them); it may take derivatives of the
+    network with respect to the point inside (forward mode, ``torch.func.jvp``).  The rows of the
+    points ``P`` (c × d) are ``vmap`` over the points of ``jacrev`` (one reverse pass per residual
+    row of a point, k ≪ n) or ``jacfwd`` (one forward pass per parameter) in θ: O(c·k·n) work and
+    memory, against O(m²·n) for row-batched reverse mode over a whole batch's graph.  Points are
+    taken ``chunk`` at a time, so the vmapped intermediates (about a few rows of J per point)
+    stay within the memory plan.
+    """
+
+    def __init__(self, names: Sequence[str], point_residual: Any, mode: str, chunk: int):
+        if mode not in ("jacrev", "jacfwd"):
+            raise ValueError(f"pointwise Jacobian mode {mode!r}: expected 'jacrev' or 'jacfwd'")
+        self.names, self.mode, self.chunk = list(names), mode, max(1, int(chunk))
+        transform = jacrev if mode == "jacrev" else jacfwd
+        self._jacobian = vmap(transform(point_residual), in_dims=(None, 0))
+
+    def rows(self, params: dict[str, torch.Tensor], points: torch.Tensor) -> torch.Tensor:
+        """J of the points' residual rows, (c·k) × n, point-major."""
+        parts = []
+        for s in range(0, points.shape[0], self.chunk):
+            blocks = self._jacobian(params, points[s:s + self.chunk])  # name → c × k × shape
+            parts.append(torch.cat([blocks[name].reshape(
+                blocks[name].shape[0] * blocks[name].shape[1], -1) for name in self.names],
+                dim=1))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _activation_derivatives(kind: str, h: torch.Tensor,
+                            third: bool) -> tuple[torch.Tensor, ...]:
+    """σ(h), σ′, σ″ and (if `third`) σ‴ of the activations the Taylor route knows."""
+    if kind == "Tanh":
+        s = torch.tanh(h)
+        s1 = 1 - s * s
+        s2 = -2 * s * s1
+        return (s, s1, s2, -2 * (s1 * s1 + s * s2)) if third else (s, s1, s2)
+    if kind == "Sigmoid":
+        s = torch.sigmoid(h)
+        s1 = s * (1 - s)
+        s2 = s1 * (1 - 2 * s)
+        return (s, s1, s2, s2 * (1 - 2 * s) - 2 * s1 * s1) if third else (s, s1, s2)
+    one, zero = torch.ones_like(h), torch.zeros_like(h)  # Identity
+    return (h, one, zero, zero) if third else (h, one, zero)
+
+
+TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "Identity")
+
+
+class TaylorMLP:
+    """u, its first derivatives along `first` and second derivatives along the pairs `second`
+    of the inputs, with their exact parameter Jacobians, for an ``nn.Sequential`` of ``Linear``
+    layers and smooth activations (Tanh, Sigmoid, Identity), optionally after a parameter-free
+    input map (a periodic embedding, say).
+
+    Forward-mode Taylor propagation (DESIGN.md §10), batched over the points: a Linear layer
+    maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ; an activation gives
+    σ(h), σ′(h)ḣᵃ and σ″(h)ḣᵃḣᵇ + σ′(h)ḧᵃᵇ.  The parameter Jacobian of a pointwise combination
+    F(u, uᵃ, uᵃᵇ) is one reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ)
+    (the chain rule Σₖ ∂F/∂Dₖu · ∂Dₖu/∂θ); a Linear layer's block of J is, per point, the sum
+    over the C = 1 + |first| + |second| components of (adjoint of h) ⊗ (input): one batched
+    matrix product writes it.  About C times a forward and backward pass per point, no nested
+    transforms — the fast route for PINNs of plain MLPs.
+    """
+
+    def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
+                 second: Sequence[tuple[int, int]]):
+        if not self.supports(model):
+            raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
+                             f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
+                             "parameter-free input map)")
+        self.model, self.d = model, dimensions
+        self.second = [tuple(sorted(p)) for p in second]
+        axes = set(first) | {a for pair in self.second for a in pair}
+        self.first = sorted(axes)
+        modules = list(model)
+        self.input_map = None if isinstance(modules[0], torch.nn.Linear) else modules[0]
+        start = 0 if self.input_map is None else 1
+        self.layers = [(str(i), m) for i, m in enumerate(modules) if i >= start]
+
+    @staticmethod
+    def supports(model: torch.nn.Module) -> bool:
+        if not isinstance(model, torch.nn.Sequential) or len(model) == 0:
+            return False
+        modules = list(model)
+        if not isinstance(modules[0], torch.nn.Linear):
+            if list(modules[0].parameters()) or list(modules[0].buffers()):
+                return False
+            modules = modules[1:]
+        return bool(modules) and isinstance(modules[0], torch.nn.Linear) and all(
+            isinstance(m, torch.nn.Linear) or type(m).__name__ in TAYLOR_ACTIVATIONS and
+            type(m).__module__.startswith("torch.nn") for m in modules)
+
+    def _inputs(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
+                                                     torch.Tensor]:
+        """z₀ (P × w), ż₀ (P × A × w), z̈₀ (P × S × w) of the points, through the input map."""
+        p, dtype = points.shape[0], points.dtype
+        basis = torch.eye(self.d, dtype=dtype, device=points.device)
+        if self.input_map is None:
+            dz = basis[self.first].unsqueeze(0).expand(p, -1, -1)
+            ddz = points.new_zeros(p, len(self.second), self.d)
+            return points, dz, ddz
+        f = self.input_map
+        z = f(points)
+        dz = [jvp(f, (points,), (basis[a].expand(p, -1),))[1] for a in self.first]
+        ddz = []
+        for a, b in self.second:
+            def along_a(q: torch.Tensor, a: int = a) -> torch.Tensor:
+                return jvp(f, (q,), (basis[a].expand(p, -1),))[1]
+            ddz.append(jvp(along_a, (points,), (basis[b].expand(p, -1),))[1])
+        stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
+        return z, stack(dz), stack(ddz)
+
+    def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
+                keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list]:
+        """u (P × q), uᵃ (P × A × q) and uᵃᵇ (P × S × q); with `keep`, what the reverse sweep
+        needs.  ``params`` by name (the module's own when None, so autograd sees them)."""
+        z, dz, ddz = self._inputs(points)
+        tape = []
+        pairs = self.second
+        for name, layer in self.layers:
+            if isinstance(layer, torch.nn.Linear):
+                w = layer.weight if params is None else params[f"{name}.weight"]
+                b = layer.bias if params is None else params.get(f"{name}.bias")
+                if keep:
+                    tape.append(("linear", name, w, b is not None, z, dz, ddz))
+                z = z @ w.T + (b if b is not None else 0)
+                dz, ddz = dz @ w.T, ddz @ w.T
+            else:
+                kind = type(layer).__name__
+                s = _activation_derivatives(kind, z, keep)
+                h, dh, ddh = z, dz, ddz
+                z = s[0]
+                dz = s[1].unsqueeze(1) * dh
+                if pairs:
+                    ia = [self.first.index(a) for a, _ in pairs]
+                    ib = [self.first.index(b) for _, b in pairs]
+                    ddz = s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh
+                if keep:
+                    tape.append(("activation", s, dh, ddh))
+        return z, dz, ddz, tape
+
+    def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
+                 seed_dd: torch.Tensor, names: Sequence[str]) -> torch.Tensor:
+        """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
+        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ."""
+        pairs = self.second
+        ia = [self.first.index(a) for a, _ in pairs]
+        ib = [self.first.index(b) for _, b in pairs]
+        zbar, dzbar, ddzbar = seed, seed_d, seed_dd
+        blocks: dict[str, torch.Tensor] = {}
+        for entry in reversed(tape):
+            if entry[0] == "linear":
+                _, name, w, has_bias, z, dz, ddz = entry
+                hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar], 1)  # P × C × out
+                inputs = torch.cat([z.unsqueeze(1), dz, ddz], 1)  # P × C × in
+                blocks[f"{name}.weight"] = torch.bmm(hbar.transpose(1, 2), inputs).reshape(
+                    z.shape[0], -1)
+                if has_bias:
+                    blocks[f"{name}.bias"] = zbar
+                below = hbar @ w
+                zbar, dzbar, ddzbar = below[:, 0], below[:, 1:1 + len(self.first)], \
+                    below[:, 1 + len(self.first):]
+            else:
+                _, s, dh, ddh = entry
+                s1, s2, s3 = s[1], s[2], s[3]
+                hbar = s1 * zbar + (s2.unsqueeze(1) * dh * dzbar).sum(1)
+                dhbar = s1.unsqueeze(1) * dzbar
+                if pairs:
+                    da, db = dh[:, ia], dh[:, ib]
+                    hbar = hbar + (ddzbar * (s3.unsqueeze(1) * da * db +
+                                             s2.unsqueeze(1) * ddh)).sum(1)
+                    weighted = ddzbar * s2.unsqueeze(1)
+                    dhbar = dhbar.index_add(1, torch.tensor(ia, device=dh.device),
+                                            weighted * db)
+                    dhbar = dhbar.index_add(1, torch.tensor(ib, device=dh.device),
+                                            weighted * da)
+                    ddzbar = s1.unsqueeze(1) * ddzbar
+                zbar, dzbar = hbar, dhbar
+        return torch.cat([blocks[name] for name in names], dim=1)

@@ -135,6 +135,16 @@ def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
     return resolved
 
 
+def _checked_slice(j: Any, rows: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """A residual_fn's jacobian_slice result, checked: a rows × n tensor of the model's dtype."""
+    if not isinstance(j, torch.Tensor) or tuple(j.shape) != (rows, n) or j.dtype != dtype:
+        raise ValueError(f"residual_fn.jacobian_slice returned "
+                         f"{tuple(j.shape) if isinstance(j, torch.Tensor) else type(j).__name__}"
+                         f"{' ' + str(j.dtype) if isinstance(j, torch.Tensor) else ''}; expected "
+                         f"({rows}, {n}) {dtype}: the slice's rows × the parameters")
+    return j
+
+
 class LevenbergMarquardt:
     """Levenberg–Marquardt training of a torch model with lmtrain's normal-equation engine.
 
@@ -462,17 +472,26 @@ class LevenbergMarquardt:
                                  "parameters are unchanged")
             times["forward"] += time.perf_counter() - t
             rows = self._slice_rows(m, 1)
-            jac = BatchedReverseJacobian(r, self._params)
+            # A residual_fn may bring its own Jacobian (lmtrain.torch.pinn.Problem):
+            # jacobian_slice(model, params, x, y, start, stop) → rows start:stop of J,
+            # (stop − start) × n, columns in named_parameters() order; params are the detached
+            # parameters by name, as torch.func.functional_call takes them.
+            own = getattr(self.residual_fn, "jacobian_slice", None)
+            jac = BatchedReverseJacobian(r, self._params) if own is None else None
+            params = {name: p.detach() for name, p in zip(self._names, self._params)}
             rd = self._r0 = r.detach()
             self._graph_r = r
             for start in range(0, m, rows):
                 stop = min(m, start + rows)
                 t = time.perf_counter()
-                j = jac.slice(start, stop).contiguous()
+                j = (jac.slice(start, stop) if own is None else
+                     _checked_slice(own(self.model, params, x, y, start, stop), stop - start,
+                                    self.n, self.dtype)).contiguous()
                 times["jacobian"] += time.perf_counter() - t
                 t = time.perf_counter()
                 system.add_slice(j, rd[start:stop].contiguous())
                 times["normal_equations"] += time.perf_counter() - t
+            self.path = getattr(self.residual_fn, "jacobian_path", "autograd")
             return f0, m, rows
         b = batch_size(x)
         self._draw_key += 1

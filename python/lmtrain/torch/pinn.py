@@ -1,0 +1,751 @@
+"""lmtrain.torch.pinn: physics-informed residuals written pointwise, with fast Jacobians.
+
+A PDE problem is a list of conditions (the PDE in the interior, initial and boundary
+conditions), each a residual written the way a physicist writes it — a function of the point's
+coordinates, the network's outputs and their input derivatives, named by their symbols — and a
+set of collocation points with a weight::
+
+    import lmtrain.torch as lt
+    from lmtrain.torch import pinn
+
+    NU = 0.01 / math.pi
+    problem = pinn.Problem(coordinates="tx", conditions=[
+        pinn.Condition("pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - NU * u_xx,
+                       pinn.Uniform(8000, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("initial", lambda x, u: u + torch.sin(math.pi * x),
+                       pinn.Uniform(400, t=0, x=(-1, 1)), weight=10),
+        pinn.Condition("boundary", lambda u: u, pinn.Uniform(400, t=(0, 1), x=[-1, 1]),
+                       weight=10),
+    ])
+    opt = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(1000):
+        if step % 10 == 0:
+            problem.resample(step)           # fresh random points, seeded by (seed, step)
+        opt.step(problem.points)
+
+Names a residual may take: each coordinate (``t``, ``x``: single letters), each output (``u``;
+``outputs="uv"`` for two), and derivatives ``u_x``, ``u_xx``, ``u_tx``, … (the output, ``_``,
+the coordinates of the derivative in any order).
+
+**Rows and weights.** Condition c with N_c points and weight w_c contributes the rows
+r = w_c·F(point)/√N_c (k rows per point when F returns k values), so the objective is
+F = ½‖r‖² = ½ Σ_c w_c²·mean_c(F²), the usual weighted PINN loss, independent of how many points
+a condition has.  ``problem.blocks`` lists (name, slice of residual rows);
+``problem.block_losses(r)`` gives each condition's mean F² (its weight and point count divided
+out) from a residual vector.
+
+**Jacobian.** lmtrain.torch calls ``problem.jacobian_slice(model, params, x, y, start, stop)``
+for the rows start:stop of J: ``vmap`` over the points of ``jacrev`` in θ of the one-point
+residual, whose input derivatives are nested forward-mode ``jvp``\\ s (``_jacobian.
+PointwiseJacobian``) — O(m·n), where the row-batched reverse mode of a whole-batch residual_fn is
+O(m²·n).  ``jacobian="auto"`` takes jacrev when a point has ≥ 10× fewer residual rows than the
+model has parameters (always, for PINNs) and otherwise times jacrev and jacfwd on 16 points.
+
+**Resampling** (``resample(step)``): call it *between* steps, before the step that should see
+new points, and pass ``problem.points`` to that step; never inside a step (its trial points are
+evaluated on the linearization's points, which it is given).  The draws depend only on
+(``seed``, step, condition), so a run is reproducible and a resumed run draws what the
+uninterrupted one would.  ``Fixed`` points never change.
+
+**Interpolation check.** ``problem.heldout(seed)`` draws fresh points with the same layout, and
+``problem.interpolation_ratios(model, problem.points, heldout)`` compares each condition's RMS
+residual on them; ``warn_if_interpolating`` warns (``InterpolationWarning``) when the held-out
+residual is many times the training residual: the network then fits the collocation points, not
+the PDE (too few points per parameter, or no resampling).
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch.func import functional_call, jacrev, jvp, vmap
+
+from torch.nn.utils.stateless import _reparametrize_module
+
+from ._jacobian import BatchedReverseJacobian, PointwiseJacobian, SlowJacobianWarning, TaylorMLP
+
+__all__ = ["Condition", "Fixed", "InterpolationWarning", "Pointwise", "Problem",
+           "SlowJacobianWarning", "Uniform"]
+
+
+class InterpolationWarning(UserWarning):
+    """A run fits its collocation points but not fresh ones (held-out residual ≫ training)."""
+
+
+# ---- collocation points -----------------------------------------------------------------------
+class Uniform:
+    """``count`` points drawn uniformly; each coordinate is an interval ``(low, high)``, a
+    constant (``t=0``) or a list of values drawn among with equal probability (``x=[-1, 1]``:
+    both ends of a boundary).  ``method="sobol"``: a scrambled Sobol sequence (seeded like the
+    random draws) instead of independent uniforms, for more even coverage.  ``count`` may be
+    left out where another sampler gives it (``Fixed(…, heldout=Uniform(x=…))``)."""
+
+    def __init__(self, count: int | None = None, *, method: str = "random",
+                 **coordinates: Any) -> None:
+        if count is not None and (not isinstance(count, int) or count < 1):
+            raise ValueError(f"Uniform(count={count!r}): expected a positive integer")
+        if method not in ("random", "sobol"):
+            raise ValueError(f"Uniform(method={method!r}): expected 'random' or 'sobol'")
+        if not coordinates:
+            raise ValueError("Uniform() needs the coordinates' ranges, e.g. Uniform(100, "
+                             "x=(0, 1), t=0)")
+        for name, spec in coordinates.items():
+            if isinstance(spec, tuple):
+                if len(spec) != 2 or not spec[0] < spec[1]:
+                    raise ValueError(f"Uniform({name}={spec!r}): an interval is (low, high) "
+                                     "with low < high")
+            elif isinstance(spec, list):
+                if not spec:
+                    raise ValueError(f"Uniform({name}=[]): give the values to draw among")
+            elif not isinstance(spec, (int, float)):
+                raise ValueError(f"Uniform({name}={spec!r}): expected (low, high), a number or "
+                                 "a list of numbers")
+        self.count, self.method, self.coordinates = count, method, dict(coordinates)
+
+    def draw(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
+             count: int | None = None) -> torch.Tensor:
+        count = count if count is not None else self.count
+        if count is None:
+            raise ValueError("Uniform() without a count: give one")
+        missing = [c for c in coordinates if c not in self.coordinates]
+        extra = [c for c in self.coordinates if c not in coordinates]
+        if missing or extra:
+            raise ValueError(f"Uniform{tuple(self.coordinates)}: the problem's coordinates are "
+                             f"{tuple(coordinates)} (missing {missing}, unknown {extra})")
+        generator = torch.Generator().manual_seed(generator_seed)
+        random_axes = [c for c in coordinates if not isinstance(self.coordinates[c],
+                                                                (int, float))]
+        if self.method == "sobol" and random_axes:
+            engine = torch.quasirandom.SobolEngine(len(random_axes), scramble=True,
+                                                   seed=generator_seed % (2 ** 31))
+            unit = engine.draw(count, dtype=torch.float64)
+        else:
+            unit = torch.rand(count, len(random_axes), generator=generator, dtype=torch.float64)
+        columns = []
+        for name in coordinates:
+            spec = self.coordinates[name]
+            if isinstance(spec, (int, float)):
+                columns.append(torch.full((count,), float(spec), dtype=torch.float64))
+                continue
+            u = unit[:, random_axes.index(name)]
+            if isinstance(spec, tuple):
+                columns.append(spec[0] + (spec[1] - spec[0]) * u)
+            else:
+                values = torch.tensor([float(v) for v in spec], dtype=torch.float64)
+                columns.append(values[torch.clamp((u * len(spec)).long(), max=len(spec) - 1)])
+        return torch.stack(columns, dim=1).to(dtype)
+
+
+class Fixed:
+    """The same points at every step (a grid, say): a tensor of shape (count, coordinates).
+    ``heldout``: a sampler (``Uniform`` without a count) for the held-out check's fresh points,
+    as many as these."""
+
+    def __init__(self, points: Any, heldout: Uniform | None = None) -> None:
+        points = torch.as_tensor(points)
+        if points.dim() != 2 or points.shape[0] == 0:
+            raise ValueError(f"Fixed(points of shape {tuple(points.shape)}): expected "
+                             "(count, coordinates) with count ≥ 1")
+        self.points, self.heldout_sampler = points, heldout
+        self.count = int(points.shape[0])
+
+    def draw(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
+             count: int | None = None) -> torch.Tensor:
+        if self.points.shape[1] != len(coordinates):
+            raise ValueError(f"Fixed points have {self.points.shape[1]} columns but the problem "
+                             f"has the coordinates {tuple(coordinates)}")
+        return self.points.to(dtype)
+
+
+@dataclass
+class Condition:
+    """One residual block: ``residual(**symbols)`` at every point of ``points``, times
+    ``weight``.  ``residual`` names what it needs (see the module's doc) and returns a scalar or
+    a vector of k values per point."""
+
+    name: str
+    residual: Callable[..., Any]
+    points: Uniform | Fixed
+    weight: float = 1.0
+
+
+# ---- derivatives of the network at one point ----------------------------------------------------
+def _covers(chain: tuple[int, ...], derivative: tuple[int, ...]) -> bool:
+    need, have = collections.Counter(derivative), collections.Counter(chain)
+    return all(have[axis] >= k for axis, k in need.items())
+
+
+def _chains(derivatives: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Sequences of directions whose nested jvps give every requested derivative: a chain of
+    length L yields the derivatives along every sub-multiset of its directions (2^L values at
+    the cost of about 2^L forward passes), so the longest derivatives are taken first and any
+    derivative a chain already yields is not taken again."""
+    chains: list[tuple[int, ...]] = []
+    for derivative in sorted(derivatives, key=len, reverse=True):
+        if derivative and not any(_covers(c, derivative) for c in chains):
+            chains.append(derivative)
+    return chains
+
+
+def _along_chain(u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
+                 chain: tuple[int, ...], basis: torch.Tensor) -> dict[tuple[int, ...],
+                                                                      torch.Tensor]:
+    """u and its derivatives along the sub-multisets of `chain` at `point`, by nested
+    forward mode: level j+1 is jvp of level j along basis[chain[j]], returning (primals,
+    tangents), so value i of the last level is differentiated along chain[j] for each bit j of
+    i.  Keys are the sorted directions."""
+
+    def level(j: int) -> Callable[[torch.Tensor], tuple[torch.Tensor, ...]]:
+        if j == 0:
+            return lambda q: (u(q),)
+        inner = level(j - 1)
+
+        def nested(q: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            primal, tangent = jvp(inner, (q,), (basis[chain[j - 1]],))
+            return tuple(primal) + tuple(tangent)
+
+        return nested
+
+    values = level(len(chain))(point)
+    return {tuple(sorted(chain[j] for j in range(len(chain)) if i >> j & 1)): v
+            for i, v in enumerate(values)}
+
+
+class _Symbols:
+    """What a condition's residual asks for, by the names of its arguments."""
+
+    def __init__(self, condition: Condition, coordinates: str, outputs: str) -> None:
+        try:
+            parameters = inspect.signature(condition.residual).parameters
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"condition {condition.name!r}: cannot read the residual's "
+                             f"arguments ({error}); give a function or lambda") from error
+        self.arguments: list[tuple[str, str, Any]] = []  # (name, kind, index)
+        derivatives: set[tuple[int, ...]] = set()
+        for name, parameter in parameters.items():
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise ValueError(f"condition {condition.name!r}: the residual takes *{name}; "
+                                 "name each symbol it needs instead")
+            if name in coordinates:
+                self.arguments.append((name, "coordinate", coordinates.index(name)))
+            elif name in outputs:
+                self.arguments.append((name, "derivative", (outputs.index(name), ())))
+            elif "_" in name and name.split("_", 1)[0] in outputs and \
+                    name.split("_", 1)[1] and all(c in coordinates for c in name.split("_", 1)[1]):
+                out, axes = name.split("_", 1)
+                derivative = tuple(sorted(coordinates.index(c) for c in axes))
+                derivatives.add(derivative)
+                self.arguments.append((name, "derivative", (outputs.index(out), derivative)))
+            else:
+                derivative_examples = ", ".join(f"{outputs[0]}_{c}" for c in coordinates)
+                raise ValueError(
+                    f"condition {condition.name!r}: the residual's argument {name!r} is not a "
+                    f"symbol of this problem; available: the coordinates {', '.join(coordinates)}, "
+                    f"the outputs {', '.join(outputs)} and derivatives such as "
+                    f"{derivative_examples}, {outputs[0]}_{coordinates[0] * 2}")
+        self.derivatives = derivatives
+        self.chains = _chains(derivatives) or [()]
+
+    def taylor_arguments(self, points: torch.Tensor, taylor: TaylorMLP, u: torch.Tensor,
+                         du: torch.Tensor, ddu: torch.Tensor) -> list[torch.Tensor]:
+        """The residual's arguments for all points (P each) from the Taylor route's u, uᵃ,
+        uᵃᵇ, in the order of the residual's parameters."""
+        out = []
+        for _, kind, index in self.arguments:
+            if kind == "coordinate":
+                out.append(points[:, index])
+                continue
+            o, derivative = index
+            if not derivative:
+                out.append(u[:, o])
+            elif len(derivative) == 1:
+                out.append(du[:, taylor.first.index(derivative[0]), o])
+            else:
+                out.append(ddu[:, taylor.second.index(derivative), o])
+        return out
+
+    def values(self, u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
+               basis: torch.Tensor) -> dict[str, torch.Tensor]:
+        known: dict[tuple[int, ...], torch.Tensor] = {}
+        for chain in self.chains:
+            known.update(_along_chain(u, point, chain, basis))
+        return {name: (point[index] if kind == "coordinate" else known[index[1]][index[0]])
+                for name, kind, index in self.arguments}
+
+
+# ---- the problem ------------------------------------------------------------------------------
+def _seed(seed: int, stream: int, step: int, condition: int) -> int:
+    """A generator seed from (seed, stream, step, condition): SplitMix64's finalizer of their
+    combination, so neighbouring steps draw unrelated points."""
+    z = (seed * 0x9E3779B97F4A7C15 + stream * 0xD1B54A32D192ED03 + step * 0x94D049BB133111EB
+         + condition * 0xBF58476D1CE4E5B9) % 2 ** 64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2 ** 64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2 ** 64
+    return (z ^ (z >> 31)) % 2 ** 63
+
+
+class Problem:
+    """A PINN's residuals: conditions over named coordinates, usable as lmtrain.torch's
+    ``residual_fn`` (it computes the residual vector when called and J's row slices through
+    ``jacobian_slice``).
+
+    Parameters
+    ----------
+    coordinates : str or sequence of single letters
+        The point's coordinates in the order of the model's input columns, e.g. ``"tx"``.
+    conditions : sequence of Condition
+    outputs : str or sequence of single letters
+        The names of the model's outputs (default ``"u"``).
+    seed : int
+        Seeds every draw of collocation points (with the step and the condition).
+    dtype : torch.dtype
+        The points' dtype: the model's (default float64).
+    jacobian : str
+        ``"auto"``, ``"jacrev"`` or ``"jacfwd"``: the transform in θ per point.
+    chunk_bytes : int
+        Memory for one vmapped chunk of points (their rows of J and the intermediates).
+    """
+
+    def __init__(self, coordinates: str | Sequence[str], conditions: Sequence[Condition], *,
+                 outputs: str | Sequence[str] = "u", seed: int = 0,
+                 dtype: torch.dtype = torch.float64, jacobian: str = "auto",
+                 chunk_bytes: int = 256 << 20) -> None:
+        self.coordinates = "".join(coordinates)
+        self.outputs = "".join(outputs)
+        for kind, names in (("coordinate", self.coordinates), ("output", self.outputs)):
+            if not names or len(set(names)) != len(names) or not all(
+                    c.isidentifier() for c in names):
+                raise ValueError(f"{kind}s {names!r}: expected distinct single letters, e.g. "
+                                 f"{'tx' if kind == 'coordinate' else 'u'}")
+        if set(self.coordinates) & set(self.outputs):
+            raise ValueError(f"the letters {sorted(set(self.coordinates) & set(self.outputs))} "
+                             "name both a coordinate and an output")
+        if not conditions:
+            raise ValueError("a Problem needs at least one Condition")
+        names = [c.name for c in conditions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"condition names must differ: {names}")
+        if jacobian not in ("auto", "taylor", "jacrev", "jacfwd"):
+            raise ValueError(f"jacobian = {jacobian!r}: expected 'auto', 'taylor', 'jacrev' or "
+                             "'jacfwd'")
+        for c in conditions:
+            if not callable(getattr(c.points, "draw", None)) or \
+                    not isinstance(getattr(c.points, "count", None), int):
+                raise ValueError(f"condition {c.name!r}: points must be Uniform(count, …), "
+                                 "Fixed(tensor) or a sampler with a count and draw()")
+            if not (isinstance(c.weight, (int, float)) and math.isfinite(c.weight) and
+                    c.weight > 0):
+                raise ValueError(f"condition {c.name!r}: weight = {c.weight!r}, expected a "
+                                 "positive number")
+        self.conditions = list(conditions)
+        self.symbols = [_Symbols(c, self.coordinates, self.outputs) for c in conditions]
+        self.seed, self.dtype, self.jacobian = int(seed), dtype, jacobian
+        self.chunk_bytes = int(chunk_bytes)
+        self.counts = [c.points.count for c in conditions]
+        self.point_offsets = [0]
+        for count in self.counts:
+            self.point_offsets.append(self.point_offsets[-1] + count)
+        self.rows_per_point: list[int] | None = None  # k of each condition, known once evaluated
+        self.jacobian_choice: dict[str, Any] = {}
+        self.points = self.sample(0)
+        self.step_drawn = 0
+
+    # ---- points -----------------------------------------------------------------------------
+    def sample(self, step: int, stream: int = 0) -> torch.Tensor:
+        """The collocation points of `step` (stream 0) or held-out points (stream 1), all
+        conditions' points stacked in order; does not change ``points``."""
+        parts = []
+        for index, condition in enumerate(self.conditions):
+            sampler = condition.points
+            if stream != 0 and isinstance(sampler, Fixed):
+                if sampler.heldout_sampler is None:
+                    parts.append(sampler.points.to(self.dtype))
+                    continue
+                sampler = sampler.heldout_sampler
+            parts.append(sampler.draw(self.coordinates, _seed(self.seed, stream, step, index),
+                                      self.dtype, self.counts[index]))
+        return torch.cat(parts)
+
+    def resample(self, step: int) -> torch.Tensor:
+        """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
+        between steps; see the module's doc."""
+        self.points = self.sample(int(step))
+        self.step_drawn = int(step)
+        return self.points
+
+    def heldout(self, seed: int = 0) -> torch.Tensor:
+        """Fresh points in the training layout, never drawn for training (their own stream);
+        a Fixed condition without a heldout sampler repeats its points."""
+        return self.sample(int(seed), stream=1)
+
+    # ---- residuals --------------------------------------------------------------------------
+    def _point_residual(self, index: int, u: Callable[[torch.Tensor], torch.Tensor],
+                        point: torch.Tensor) -> torch.Tensor:
+        """Condition `index`'s k residual values at one point, weighted (w/√N)."""
+        condition = self.conditions[index]
+        basis = torch.eye(len(self.coordinates), dtype=point.dtype, device=point.device)
+        values = self.symbols[index].values(u, point, basis)
+        f = torch.as_tensor(condition.residual(**values))
+        scale = condition.weight / math.sqrt(self.counts[index])
+        return (scale * f).reshape(-1)
+
+    @staticmethod
+    def _of_module(model: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda q: model(q.unsqueeze(0)).reshape(-1)
+
+    def _split(self, x: Any) -> list[torch.Tensor]:
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise ValueError(f"x must be the problem's points, a (points × {len(self.coordinates)}"
+                             f") tensor (problem.points), not {type(x).__name__}"
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
+        if x.shape[0] != self.point_offsets[-1] or x.shape[1] != len(self.coordinates):
+            layout = ", ".join(f"{c.name} {n}" for c, n in zip(self.conditions, self.counts))
+            raise ValueError(f"x has shape {tuple(x.shape)}; the problem's points are "
+                             f"{self.point_offsets[-1]} × {len(self.coordinates)} ({layout}): "
+                             "pass problem.points, problem.sample(step) or problem.heldout()")
+        return [x[a:b] for a, b in zip(self.point_offsets[:-1], self.point_offsets[1:])]
+
+    def _taylor(self, index: int, model: Any) -> TaylorMLP | None:
+        """The Taylor route's propagation for condition `index`, or None where it does not
+        apply (a model it does not know, derivatives above the second, jacobian= another)."""
+        if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
+            return None
+        derivatives = self.symbols[index].derivatives
+        if any(len(d) > 2 for d in derivatives):
+            return None
+        return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
+                         [d for d in derivatives if len(d) == 2])
+
+    def _residual_values(self, index: int, arguments: list[torch.Tensor]) -> torch.Tensor:
+        """F at every point (P × k) from the residual's batched arguments."""
+        residual = self.conditions[index].residual
+        names = [name for name, _, _ in self.symbols[index].arguments]
+
+        def positional(*values: torch.Tensor) -> torch.Tensor:
+            return torch.as_tensor(residual(**dict(zip(names, values)))).reshape(-1)
+
+        if not arguments:
+            raise ValueError(f"condition {self.conditions[index].name!r}: the residual takes "
+                             "no symbols")
+        return vmap(positional)(*arguments)
+
+    def condition_residuals(self, model: Any, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each condition's weighted residual rows at its points of x, with autograd through
+        the model's parameters: the Taylor route's batched forward pass where it applies,
+        otherwise vmap over the points of the one-point residual (nested jvp)."""
+        u = self._of_module(model)
+        parts = []
+        for index, points in enumerate(self._split(x)):
+            taylor = self._taylor(index, model)
+            if taylor is not None:
+                value, du, ddu, _ = taylor.forward(points)
+                arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu)
+                scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+                r = scale * self._residual_values(index, arguments)
+            else:
+                r = vmap(lambda p, i=index: self._point_residual(i, u, p))(points)
+            parts.append(r.reshape(-1))
+        k = [part.numel() // n for part, n in zip(parts, self.counts)]
+        if self.rows_per_point is None:
+            self.rows_per_point = k
+        return parts
+
+    def __call__(self, model: Any, x: torch.Tensor, y: Any = None) -> torch.Tensor:
+        """The residual vector r of all conditions at the points x (lmtrain.torch's
+        ``residual_fn(model, x, y)``; y is not used)."""
+        return torch.cat(self.condition_residuals(model, x))
+
+    @property
+    def blocks(self) -> list[tuple[str, slice]]:
+        """(condition name, slice of its residual rows in r)."""
+        if self.rows_per_point is None:
+            raise RuntimeError("the residual rows per point are known after the first "
+                               "evaluation: call the problem (or a step) first")
+        out, start = [], 0
+        for condition, n, k in zip(self.conditions, self.counts, self.rows_per_point):
+            out.append((condition.name, slice(start, start + n * k)))
+            start += n * k
+        return out
+
+    def block_losses(self, r: torch.Tensor) -> dict[str, float]:
+        """Each condition's mean squared residual, mean over its points of |F|² (its weight and
+        point count divided out), from a residual vector r of this problem."""
+        r = r.detach().double()
+        return {name: float((r[rows] ** 2).sum()) / condition.weight ** 2
+                for (name, rows), condition in zip(self.blocks, self.conditions)}
+
+    def mean_squared(self, model: Any, x: torch.Tensor) -> dict[str, float]:
+        """block_losses of the residuals at the points x (without a graph)."""
+        with torch.no_grad():
+            return self.block_losses(self(model, x.detach()))
+
+    def interpolation_ratios(self, model: Any, training: torch.Tensor,
+                             heldout: torch.Tensor) -> dict[str, float]:
+        """Per condition, RMS residual on held-out points / RMS residual on the training
+        points: about 1 when the network solves the PDE, ≫ 1 when it interpolates."""
+        a, b = self.mean_squared(model, training), self.mean_squared(model, heldout)
+        return {name: math.sqrt(b[name] / a[name]) if a[name] > 0 else math.inf for name in a}
+
+    def warn_if_interpolating(self, model: Any, training: torch.Tensor,
+                              heldout: torch.Tensor, threshold: float = 10.0) -> dict[str, float]:
+        """interpolation_ratios, with an InterpolationWarning naming each condition whose ratio
+        exceeds `threshold`."""
+        ratios = self.interpolation_ratios(model, training, heldout)
+        high = {name: ratio for name, ratio in ratios.items() if ratio > threshold}
+        if high:
+            detail = ", ".join(f"{name}: {ratio:.3g}×" for name, ratio in high.items())
+            warnings.warn(f"the held-out residual is far above the training residual ({detail}): "
+                          "the network fits the collocation points, not the PDE.  Use more "
+                          "points per parameter, resample them (problem.resample) or a smaller "
+                          "network", InterpolationWarning, stacklevel=2)
+        return ratios
+
+    # ---- the Jacobian -----------------------------------------------------------------------
+    def _engine(self, index: int, model: torch.nn.Module, names: Sequence[str], n: int,
+                mode: str) -> PointwiseJacobian:
+        def point_residual(params: dict[str, torch.Tensor], point: torch.Tensor) -> torch.Tensor:
+            def u(q: torch.Tensor) -> torch.Tensor:
+                return functional_call(model, params, (q.unsqueeze(0),)).reshape(-1)
+            return self._point_residual(index, u, point)
+
+        k = self.rows_per_point[index] if self.rows_per_point else 1
+        itemsize = torch.finfo(self.dtype).bits // 8
+        chunk = max(1, self.chunk_bytes // (4 * k * n * itemsize))
+        return PointwiseJacobian(names, point_residual, mode, chunk)
+
+    def _taylor_rows(self, index: int, taylor: TaylorMLP, params: dict[str, torch.Tensor],
+                     points: torch.Tensor) -> torch.Tensor:
+        """Condition `index`'s rows of J at `points` by the Taylor route: the forward pass,
+        ∂F/∂(u, uᵃ, uᵃᵇ) per point (vmap of jacrev of the residual, a handful of scalars), and
+        one reverse sweep per residual row of a point."""
+        names = list(params)
+        value, du, ddu, tape = taylor.forward(points, params, keep=True)
+        symbols = self.symbols[index]
+        arguments = symbols.taylor_arguments(points, taylor, value, du, ddu)
+        residual = self.conditions[index].residual
+        arg_names = [name for name, _, _ in symbols.arguments]
+
+        def positional(*values: torch.Tensor) -> torch.Tensor:
+            return torch.as_tensor(residual(**dict(zip(arg_names, values)))).reshape(-1)
+
+        partials = vmap(jacrev(positional, argnums=tuple(range(len(arguments)))))(*arguments)
+        scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+        k = partials[0].shape[1]
+        rows = []
+        for j in range(k):
+            seed, seed_d, seed_dd = (torch.zeros_like(value), torch.zeros_like(du),
+                                     torch.zeros_like(ddu))
+            for (_, kind, where), partial in zip(symbols.arguments, partials):
+                if kind == "coordinate":
+                    continue
+                o, derivative = where
+                g = scale * partial[:, j]
+                if not derivative:
+                    seed[:, o] += g
+                elif len(derivative) == 1:
+                    seed_d[:, taylor.first.index(derivative[0]), o] += g
+                else:
+                    seed_dd[:, taylor.second.index(derivative), o] += g
+            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, names))
+        return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
+
+    def _condition_rows(self, route: str, index: int, model: torch.nn.Module,
+                        params: dict[str, torch.Tensor], points: torch.Tensor) -> torch.Tensor:
+        names = list(params)
+        n = sum(p.numel() for p in params.values())
+        k = self.rows_per_point[index] if self.rows_per_point else 1
+        itemsize = torch.finfo(self.dtype).bits // 8
+        chunk = max(1, self.chunk_bytes // (4 * k * n * itemsize))
+        if route != "taylor":
+            return self._engine(index, model, names, n, route).rows(params, points)
+        taylor = self._taylor(index, model)
+        parts = [self._taylor_rows(index, taylor, params, points[s:s + chunk])
+                 for s in range(0, points.shape[0], chunk)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _route(self, model: torch.nn.Module, params: dict[str, torch.Tensor],
+               x: torch.Tensor) -> str:
+        """The Jacobian's route, chosen once: "taylor" (TaylorMLP), "jacrev" or "jacfwd"
+        (PointwiseJacobian).  jacrev against jacfwd by shape when the rows per point k and the
+        parameters n differ tenfold (reverse mode costs a pass per row, forward mode one per
+        parameter), otherwise by timing; where the Taylor route applies to every condition it
+        is timed against the transform on up to 256 points of the largest condition (second
+        calls timed, the first includes torch.func's start-up).  ``jacobian_choice`` says which
+        and why."""
+        if self.jacobian == "taylor" and not all(
+                self._taylor(i, model) is not None for i in range(len(self.conditions))):
+            raise ValueError("jacobian = 'taylor' needs an nn.Sequential of Linear layers and "
+                             "Tanh/Sigmoid/Identity (after an optional parameter-free input map) "
+                             "and derivatives of order ≤ 2; use 'auto' or 'jacrev'")
+        if self.jacobian != "auto":
+            return self.jacobian
+        if self.jacobian_choice:
+            return self.jacobian_choice["mode"]
+        n = sum(p.numel() for p in params.values())
+        k = max(self.rows_per_point or [1])
+        parts = self._split(x)
+        index = max(range(len(parts)), key=lambda i: parts[i].shape[0])
+        points = parts[index][:256]
+        candidates = []
+        if 10 * k <= n or 10 * n <= k:
+            candidates.append("jacrev" if k <= n else "jacfwd")
+        else:
+            candidates += ["jacrev", "jacfwd"]
+        if all(self._taylor(i, model) is not None for i in range(len(parts))):
+            candidates.append("taylor")
+        if len(candidates) == 1:
+            self.jacobian_choice = {"mode": candidates[0], "by": "shape"}
+            return candidates[0]
+        seconds = {}
+        for route in candidates:
+            self._condition_rows(route, index, model, params, points)
+            t = time.perf_counter()
+            self._condition_rows(route, index, model, params, points)
+            seconds[route] = time.perf_counter() - t
+        mode = min(seconds, key=seconds.get)
+        self.jacobian_choice = {"mode": mode, "by": "measurement", "seconds": seconds}
+        return mode
+
+    @property
+    def jacobian_path(self) -> str:
+        mode = self.jacobian_choice.get("mode", self.jacobian)
+        return "pinn taylor" if mode == "taylor" else f"pinn pointwise {mode}"
+
+    def jacobian_slice(self, model: torch.nn.Module, params: Mapping[str, torch.Tensor],
+                       x: torch.Tensor, y: Any, start: int, stop: int) -> torch.Tensor:
+        """Rows start:stop of J = ∂r/∂θ at the points x, (stop − start) × n, columns in the
+        flat order of ``params`` (``model.named_parameters()``): lmtrain.torch's protocol for a
+        residual_fn with its own Jacobian."""
+        params = dict(params)
+        parts_x = self._split(x)
+        if self.rows_per_point is None:
+            with torch.no_grad():
+                self(model, x)
+        route = self._route(model, params, x)
+        rows = []
+        offset = 0
+        for index, (points, k) in enumerate(zip(parts_x, self.rows_per_point)):
+            a, b = offset, offset + points.shape[0] * k  # this condition's rows
+            offset = b
+            lo, hi = max(a, start), min(b, stop)
+            if lo >= hi:
+                continue
+            first, last = (lo - a) // k, -(-(hi - a) // k)  # the points holding those rows
+            j = self._condition_rows(route, index, model, params, points[first:last])
+            rows.append(j[lo - a - first * k:hi - a - first * k])
+        return rows[0] if len(rows) == 1 else torch.cat(rows)
+
+
+# ---- a whole-batch residual_fn whose rows are pointwise -----------------------------------------
+class Pointwise:
+    """A whole-batch ``residual_fn(model, x, y)`` whose rows are pointwise in the rows of x:
+    row block i (``rows_per_point`` rows) depends on x[i] (and y[i]) only, so
+    ``residual_fn(model, x[a:b], y[a:b])`` is rows a·k:b·k of ``residual_fn(model, x, y)``.
+    Declaring it lets lmtrain build J from slices of the points instead of one graph of the
+    whole batch (O(m²·n)).  Two routes, the faster chosen by timing both on the first slice
+    (``jacobian_choice`` says which):
+
+    * ``"vmap"``: vmap over the points of jacrev in θ of the residual_fn on one point —
+      O(m·n), for a residual_fn that torch.func can transform (input derivatives by
+      ``torch.func`` rather than ``torch.autograd.grad``);
+    * ``"sliced"``: the residual_fn on ``slice_points`` points at a time, its rows by batched
+      reverse mode through that small graph — O(m·s·n), for any residual_fn (autograd input
+      derivatives included).
+
+    Boundary terms that do not belong to a point (poisson.py's two boundary values built inside
+    the residual_fn) break the declaration: give them points of their own, or use ``Problem``.
+    """
+
+    def __init__(self, residual_fn: Callable[..., torch.Tensor], rows_per_point: int = 1, *,
+                 slice_points: int = 32, route: str = "auto") -> None:
+        if not callable(residual_fn):
+            raise TypeError(f"Pointwise() needs a residual_fn, not {type(residual_fn).__name__}")
+        if not isinstance(rows_per_point, int) or rows_per_point < 1:
+            raise ValueError(f"rows_per_point = {rows_per_point!r}: expected a positive integer")
+        if route not in ("auto", "vmap", "sliced"):
+            raise ValueError(f"route = {route!r}: expected 'auto', 'vmap' or 'sliced'")
+        self.residual_fn, self.rows_per_point = residual_fn, rows_per_point
+        self.slice_points, self.route = max(1, int(slice_points)), route
+        self.jacobian_choice: dict[str, Any] = {}
+
+    def __call__(self, model: Any, x: torch.Tensor, y: Any = None) -> torch.Tensor:
+        r = self.residual_fn(model, x, y)
+        if isinstance(r, torch.Tensor) and r.numel() != x.shape[0] * self.rows_per_point:
+            raise ValueError(f"the Pointwise residual_fn returned {r.numel()} residuals for "
+                             f"{x.shape[0]} points; rows_per_point = {self.rows_per_point} "
+                             f"makes {x.shape[0] * self.rows_per_point}")
+        return r
+
+    @property
+    def jacobian_path(self) -> str:
+        return f"pinn pointwise residual_fn {self.jacobian_choice.get('mode', self.route)}"
+
+    def _vmap_rows(self, model: torch.nn.Module, params: dict[str, torch.Tensor],
+                   x: torch.Tensor, y: Any) -> torch.Tensor:
+        names = list(params)
+
+        def one(theta: dict[str, torch.Tensor], xi: torch.Tensor,
+                yi: torch.Tensor | None) -> torch.Tensor:
+            with _reparametrize_module(model, theta):
+                return self.residual_fn(model, xi.unsqueeze(0),
+                                        None if yi is None else yi.unsqueeze(0)).reshape(-1)
+
+        blocks = vmap(jacrev(one), in_dims=(None, 0, None if y is None else 0))(params, x, y)
+        return torch.cat([blocks[k].reshape(blocks[k].shape[0] * blocks[k].shape[1], -1)
+                          for k in names], dim=1)
+
+    def _sliced_rows(self, model: torch.nn.Module, params: dict[str, torch.Tensor],
+                     x: torch.Tensor, y: Any) -> torch.Tensor:
+        leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+        parts = []
+        for s in range(0, x.shape[0], self.slice_points):
+            xs = x[s:s + self.slice_points]
+            ys = None if y is None else y[s:s + self.slice_points]
+            with torch.enable_grad(), _reparametrize_module(model, leaves):
+                r = self.residual_fn(model, xs, ys).reshape(-1)
+            parts.append(BatchedReverseJacobian(r, list(leaves.values()))._slice(0, r.numel()))
+        return torch.cat(parts)
+
+    def _choose(self, model: torch.nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                y: Any) -> str:
+        if self.route != "auto":
+            return self.route
+        if self.jacobian_choice:
+            return self.jacobian_choice["mode"]
+        xs = x[:64]
+        ys = None if y is None else y[:64]
+        seconds: dict[str, float] = {}
+        reason = ""
+        for route, rows in (("vmap", self._vmap_rows), ("sliced", self._sliced_rows)):
+            try:
+                rows(model, params, xs, ys)
+            except Exception as error:  # noqa: BLE001 - a residual_fn torch.func cannot transform
+                reason = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                continue
+            t = time.perf_counter()
+            rows(model, params, xs, ys)
+            seconds[route] = time.perf_counter() - t
+        mode = min(seconds, key=seconds.get)
+        self.jacobian_choice = {"mode": mode, "by": "measurement", "seconds": seconds}
+        if "vmap" not in seconds:
+            self.jacobian_choice["vmap_failed"] = reason
+        return mode
+
+    def jacobian_slice(self, model: torch.nn.Module, params: Mapping[str, torch.Tensor],
+                       x: torch.Tensor, y: Any, start: int, stop: int) -> torch.Tensor:
+        """Rows start:stop of J (lmtrain.torch's protocol), from the points that hold them."""
+        params = dict(params)
+        k = self.rows_per_point
+        route = self._choose(model, params, x, y)
+        first, last = start // k, -(-stop // k)
+        xs = x[first:last]
+        ys = None if y is None else y[first:last]
+        rows = (self._vmap_rows if route == "vmap" else self._sliced_rows)(model, params, xs, ys)
+        return rows[start - first * k:stop - first * k]

@@ -1,0 +1,408 @@
+"""lmtrain.torch.pinn: pointwise PDE residuals and their Jacobians.
+
+The references are independent of the pointwise machinery (nested jvp under vmap of jacrev):
+the same residuals written as whole-batch functions with autograd input derivatives
+(``torch.autograd.grad(..., create_graph=True)``), differentiated in θ by
+``torch.autograd.functional.jacobian`` — on non-trivial random networks and points, with
+weighted blocks, in float64."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+from torch_support import lt, reference_jacobian, torch
+
+from lmtrain.torch import pinn
+
+NU = 0.01 / math.pi
+A1, A2, K = 1.0, 4.0, 1.0
+
+
+def _network(inputs: int, outputs: int, seed: int, width: int = 12) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(inputs, width), torch.nn.Tanh(),
+                                torch.nn.Linear(width, width), torch.nn.Tanh(),
+                                torch.nn.Linear(width, outputs)).double()
+    with torch.no_grad():  # a network far from its initialization: larger, varied weights
+        for p in model.parameters():
+            p.mul_(1.5).add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def _burgers_problem(seed: int = 3) -> pinn.Problem:
+    return pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - NU * u_xx,
+                       pinn.Uniform(40, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("initial", lambda x, u: u + torch.sin(math.pi * x),
+                       pinn.Uniform(9, t=0, x=(-1, 1)), weight=3.0),
+        pinn.Condition("boundary", lambda u: u, pinn.Uniform(7, t=(0, 1), x=[-1, 1]),
+                       weight=0.5),
+    ], seed=seed)
+
+
+def _burgers_autograd(x: torch.Tensor, counts: tuple[int, int, int]):
+    """Burgers' weighted residuals at x, whole batch, input derivatives by autograd."""
+    a, b, c = counts
+
+    def residuals(f):
+        p = x[:a].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+        grad = torch.autograd.grad(u.sum(), p, create_graph=True)[0]
+        u_t, u_x = grad[:, 0], grad[:, 1]
+        u_xx = torch.autograd.grad(u_x.sum(), p, create_graph=True)[0][:, 1]
+        pde = (u_t + u * u_x - NU * u_xx) / math.sqrt(a)
+        initial = 3.0 * (f(x[a:a + b])[:, 0] + torch.sin(math.pi * x[a:a + b, 1])) / math.sqrt(b)
+        boundary = 0.5 * f(x[a + b:])[:, 0] / math.sqrt(c)
+        return torch.cat([pde, initial, boundary])
+
+    return residuals
+
+
+def _helmholtz_problem(seed: int = 5) -> pinn.Problem:
+    def q(x, y):
+        return (K ** 2 - (A1 ** 2 + A2 ** 2) * math.pi ** 2) * torch.sin(A1 * math.pi * x) * \
+            torch.sin(A2 * math.pi * y)
+
+    return pinn.Problem("xy", [
+        pinn.Condition("pde", lambda x, y, u, u_xx, u_yy: u_xx + u_yy + K ** 2 * u - q(x, y),
+                       pinn.Uniform(50, x=(-1, 1), y=(-1, 1))),
+        pinn.Condition("boundary", lambda u: u, pinn.Fixed(
+            torch.tensor([[-1.0, 0.3], [1.0, -0.7], [0.2, -1.0], [-0.6, 1.0], [1.0, 1.0]])),
+            weight=7.0),
+    ], seed=seed)
+
+
+def _helmholtz_autograd(x: torch.Tensor):
+    def residuals(f):
+        p = x[:50].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+        grad = torch.autograd.grad(u.sum(), p, create_graph=True)[0]
+        u_xx = torch.autograd.grad(grad[:, 0].sum(), p, create_graph=True)[0][:, 0]
+        u_yy = torch.autograd.grad(grad[:, 1].sum(), p, create_graph=True)[0][:, 1]
+        px, py = p[:, 0], p[:, 1]
+        q = (K ** 2 - (A1 ** 2 + A2 ** 2) * math.pi ** 2) * torch.sin(A1 * math.pi * px) * \
+            torch.sin(A2 * math.pi * py)
+        pde = (u_xx + u_yy + K ** 2 * u - q) / math.sqrt(50)
+        boundary = 7.0 * f(x[50:])[:, 0] / math.sqrt(5)
+        return torch.cat([pde, boundary])
+
+    return residuals
+
+
+def _params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("route", ["taylor", "jacrev"])
+@pytest.mark.parametrize("case", ["burgers", "helmholtz"])
+def test_pointwise_jacobian_equals_autograd_of_the_same_residuals(case: str, route: str) -> None:
+    if case == "burgers":
+        problem, model = _burgers_problem(), _network(2, 1, seed=11)
+        reference = _burgers_autograd(problem.points, (40, 9, 7))
+    else:
+        problem, model = _helmholtz_problem(), _network(2, 1, seed=12)
+        reference = _helmholtz_autograd(problem.points)
+    problem.jacobian = route
+    x = problem.points
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-12)
+    expected = reference_jacobian(model, reference)
+    assert expected.abs().max() > 0.5  # non-trivial
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
+    assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
+    # Any row range, across the blocks' borders.
+    for start, stop in [(3, 17), (35, 52), (r.numel() - 4, r.numel())]:
+        part = problem.jacobian_slice(model, _params(model), x, None, start, stop)
+        torch.testing.assert_close(part, expected[start:stop], rtol=0, atol=1e-10)
+
+
+class _Periodic(torch.nn.Module):
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        return torch.cat([p[:, :1], torch.cos(math.pi * p[:, 1:]), torch.sin(math.pi * p[:, 1:])],
+                         dim=1)
+
+
+def test_taylor_route_through_an_input_map_and_sigmoid_layers() -> None:
+    # Allen–Cahn's form: a parameter-free periodic embedding first, Sigmoid activations.
+    torch.manual_seed(19)
+    model = torch.nn.Sequential(_Periodic(), torch.nn.Linear(3, 9), torch.nn.Sigmoid(),
+                                torch.nn.Linear(9, 9), torch.nn.Tanh(),
+                                torch.nn.Linear(9, 1)).double()
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, u_t, u_xx, u_tx: u_t - 1e-2 * u_xx + 5 * u ** 3 - u_tx,
+                       pinn.Uniform(30, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("initial", lambda x, u: u - x ** 2 * torch.cos(math.pi * x),
+                       pinn.Uniform(8, t=0, x=(-1, 1)), weight=4.0)], jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:30].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+        grad = torch.autograd.grad(u.sum(), p, create_graph=True)[0]
+        u_t, u_x = grad[:, 0], grad[:, 1]
+        second = torch.autograd.grad(u_x.sum(), p, create_graph=True)[0]
+        pde = (u_t - 1e-2 * second[:, 1] + 5 * u ** 3 - second[:, 0]) / math.sqrt(30)
+        q = x[30:]
+        initial = 4.0 * (f(q)[:, 0] - q[:, 1] ** 2 * torch.cos(math.pi * q[:, 1])) / math.sqrt(8)
+        return torch.cat([pde, initial])
+
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-12)
+    expected = reference_jacobian(model, reference)
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
+    assert problem.jacobian_path == "pinn taylor"
+    assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
+
+
+def test_taylor_route_refuses_what_it_does_not_know() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(),
+                                torch.nn.Linear(4, 1)).double()
+    problem = pinn.Problem("tx", [pinn.Condition("pde", lambda u_t: u_t,
+                                                 pinn.Uniform(4, t=(0, 1), x=(0, 1)))],
+                           jacobian="taylor")
+    with pytest.raises(ValueError, match="jacobian = 'taylor' needs an nn.Sequential"):
+        problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
+    problem.jacobian = "auto"  # the transform route takes any module
+    j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
+    assert problem.jacobian_choice == {"mode": "jacrev", "by": "shape"} and j.shape == (4, 17)
+
+
+def test_forward_mode_in_theta_gives_the_same_jacobian() -> None:
+    problem, model = _burgers_problem(), _network(2, 1, seed=13, width=4)
+    x = problem.points
+    rows = problem(model, x).numel()
+    by_reverse = problem.jacobian_slice(model, _params(model), x, None, 0, rows)
+    forward = _burgers_problem()
+    forward.jacobian = "jacfwd"
+    by_forward = forward.jacobian_slice(model, _params(model), x, None, 0, rows)
+    torch.testing.assert_close(by_forward, by_reverse, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("route", ["taylor", "jacrev"])
+def test_several_outputs_and_rows_per_point_and_mixed_derivatives(route: str) -> None:
+    # A system in (u, v) with a two-valued residual and a mixed derivative u_xy.
+    problem = pinn.Problem("xy", [
+        pinn.Condition("pde", lambda x, u, v, u_xy, v_x, v_yy: torch.stack(
+            [u_xy - v * x, v_x + v_yy * u]), pinn.Uniform(13, x=(0, 1), y=(0, 2))),
+        pinn.Condition("edge", lambda u, v: u - v, pinn.Uniform(5, x=0, y=(0, 2)), weight=2.0),
+    ], outputs="uv", seed=1, jacobian=route)
+    model = _network(2, 2, seed=14)
+    x = problem.points
+
+    def reference(f):
+        p = x[:13].clone().requires_grad_(True)
+        out = f(p)
+        u, v = out[:, 0], out[:, 1]
+        u_x = torch.autograd.grad(u.sum(), p, create_graph=True)[0][:, 0]
+        u_xy = torch.autograd.grad(u_x.sum(), p, create_graph=True)[0][:, 1]
+        dv = torch.autograd.grad(v.sum(), p, create_graph=True)[0]
+        v_yy = torch.autograd.grad(dv[:, 1].sum(), p, create_graph=True)[0][:, 1]
+        pde = torch.stack([u_xy - v * p[:, 0], dv[:, 0] + v_yy * u], dim=1).reshape(-1)
+        e = f(x[13:])
+        return torch.cat([pde / math.sqrt(13), 2.0 * (e[:, 0] - e[:, 1]) / math.sqrt(5)])
+
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-12)
+    assert problem.blocks == [("pde", slice(0, 26)), ("edge", slice(26, 31))]
+    expected = reference_jacobian(model, reference)
+    for start, stop in [(0, 31), (5, 28), (25, 27)]:  # slices that split a point's two rows
+        j = problem.jacobian_slice(model, _params(model), x, None, start, stop)
+        torch.testing.assert_close(j, expected[start:stop], rtol=0, atol=1e-10)
+
+
+def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd() -> None:
+    problem = _burgers_problem(seed=7)
+    reference = _burgers_autograd(problem.points, (40, 9, 7))
+    systems = []
+    for residual_fn in (problem, lambda model, x, y: reference(model)):
+        model = _network(2, 1, seed=15)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=residual_fn)
+        systems.append(optimizer.normal_equations(problem.points))
+        report = optimizer.step(problem.points)
+        systems.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+        assert report.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
+            problem.jacobian_choice["mode"]] if residual_fn is problem else "autograd")
+    assert problem.jacobian_choice["by"] == "measurement"
+    assert set(problem.jacobian_choice["seconds"]) == {"taylor", "jacrev"}
+    (f1, a1, g1), theta1, (f2, a2, g2), theta2 = systems
+    assert f1 == pytest.approx(f2, rel=1e-13)
+    torch.testing.assert_close(a1, a2, rtol=0, atol=1e-10 * float(a2.abs().max()))
+    torch.testing.assert_close(g1, g2, rtol=0, atol=1e-10 * float(g2.abs().max()))
+    torch.testing.assert_close(theta1, theta2, rtol=0, atol=1e-9)
+
+
+def test_block_losses_add_up_to_the_objective() -> None:
+    problem, model = _burgers_problem(), _network(2, 1, seed=16)
+    r = problem(model, problem.points).detach()
+    losses = problem.block_losses(r)
+    weights = {c.name: c.weight for c in problem.conditions}
+    assert 0.5 * sum(weights[k] ** 2 * v for k, v in losses.items()) == \
+        pytest.approx(0.5 * float((r ** 2).sum()), rel=1e-13)
+    # The boundary block's loss is the mean of u² at its points, unweighted.
+    with torch.no_grad():
+        u = model(problem.points[49:])
+    assert losses["boundary"] == pytest.approx(float((u ** 2).mean()), rel=1e-13)
+
+
+def test_resampling_is_seeded_and_keeps_the_layout() -> None:
+    a, b = _burgers_problem(seed=4), _burgers_problem(seed=4)
+    torch.testing.assert_close(a.points, b.points, rtol=0, atol=0)
+    first = a.points.clone()
+    a.resample(10)
+    b.resample(10)
+    torch.testing.assert_close(a.points, b.points, rtol=0, atol=0)
+    assert not torch.equal(a.points, first) and a.points.shape == first.shape
+    assert float(a.points[40:49, 0].abs().max()) == 0.0  # initial points at t = 0
+    assert set(a.points[49:, 1].tolist()) <= {-1.0, 1.0}  # boundary points at x = ±1
+    heldout = a.heldout()
+    assert heldout.shape == first.shape and not torch.equal(heldout, a.sample(0))
+    assert float(a.points[:40, 0].min()) >= 0 and float(a.points[:40, 1].max()) <= 1
+    sobol = pinn.Uniform(64, method="sobol", t=(0, 1), x=(-1, 1)).draw("tx", 3, torch.float64)
+    # A scrambled Sobol set fills each axis's 8 bins exactly evenly (a (0, m, 2)-net).
+    counts = torch.bincount((sobol[:, 0] * 8).long(), minlength=8)
+    assert counts.tolist() == [8] * 8
+
+
+def test_a_network_that_interpolates_its_points_is_flagged() -> None:
+    # u fits u = x² exactly at the fixed points k/50 but oscillates between them.
+    points = torch.linspace(0, 1, 51, dtype=torch.float64).reshape(-1, 1)
+
+    class Interpolant(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.tensor(1.0, dtype=torch.float64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.a * x ** 2 + 0.1 * torch.sin(50 * math.pi * x)
+
+    problem = pinn.Problem("x", [pinn.Condition(
+        "fit", lambda x, u: u - x ** 2,
+        pinn.Fixed(points, heldout=pinn.Uniform(x=(0, 1))))])
+    model = Interpolant()
+    with pytest.warns(pinn.InterpolationWarning, match=r"fit: \d"):
+        ratios = problem.warn_if_interpolating(model, problem.points, problem.heldout())
+    assert ratios["fit"] > 1e6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pinn.InterpolationWarning)
+        assert problem.warn_if_interpolating(model, problem.points, problem.points)["fit"] == 1.0
+
+
+def test_bad_definitions_and_inputs_get_clear_errors() -> None:
+    with pytest.raises(ValueError, match="'u_z' is not a symbol.*coordinates t, x"):
+        pinn.Problem("tx", [pinn.Condition("pde", lambda u_z: u_z,
+                                           pinn.Uniform(4, t=(0, 1), x=(0, 1)))])
+    with pytest.raises(ValueError, match="weight = -1"):
+        pinn.Problem("x", [pinn.Condition("pde", lambda u: u, pinn.Uniform(4, x=(0, 1)),
+                                          weight=-1)])
+    with pytest.raises(ValueError, match=r"missing \['t'\]"):
+        pinn.Problem("tx", [pinn.Condition("pde", lambda u: u, pinn.Uniform(4, x=(0, 1)))])
+    with pytest.raises(ValueError, match="low < high"):
+        pinn.Uniform(4, x=(1, 0))
+    problem, model = _burgers_problem(), _network(2, 1, seed=17)
+    with pytest.raises(ValueError, match=r"56 × 2 \(pde 40, initial 9, boundary 7\)"):
+        problem(model, problem.points[:10])
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match="pass problem.points"):
+        optimizer.step(problem.points[:, :1])
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_a_jacobian_slice_of_the_wrong_shape_is_refused() -> None:
+    class Wrong:
+        def __call__(self, model, x, y):
+            return model(x).reshape(-1)
+
+        def jacobian_slice(self, model, params, x, y, start, stop):
+            return torch.zeros(stop - start, 3, dtype=torch.float64)
+
+    model = _network(1, 1, seed=18, width=3)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=Wrong(), fast_path=False)
+    with pytest.raises(ValueError, match=r"jacobian_slice returned \(5, 3\).*expected \(5, 22\)"):
+        optimizer.step(torch.rand(5, 1, dtype=torch.float64))
+
+
+def _burgers_with_autograd(model, x, y):
+    """The form a new user writes: input derivatives by torch.autograd.grad, the block chosen
+    by x's third column (0 interior, 1 initial, 2 boundary), so rows are pointwise in x."""
+    p = x[:, :2].detach().clone().requires_grad_(True)
+    kind = x[:, 2]
+    u = model(p)[:, 0]
+    grad = torch.autograd.grad(u.sum(), p, create_graph=True)[0]
+    u_xx = torch.autograd.grad(grad[:, 1].sum(), p, create_graph=True)[0][:, 1]
+    pde = grad[:, 0] + u * grad[:, 1] - NU * u_xx
+    initial = 3.0 * (u + torch.sin(math.pi * p[:, 1]))
+    return torch.where(kind == 0, pde, torch.where(kind == 1, initial, 0.5 * u))
+
+
+def _burgers_with_torch_func(model, x, y):
+    """The same residuals with torch.func input derivatives, which torch.func can transform."""
+    def u(q):
+        return model(q.unsqueeze(0))[0, 0]
+
+    def one(q, kind):
+        grad = torch.func.grad(u)(q)
+        u_xx = torch.func.hessian(u)(q)[1, 1]
+        value = u(q)
+        pde = grad[0] + value * grad[1] - NU * u_xx
+        initial = 3.0 * (value + torch.sin(math.pi * q[1]))
+        return torch.where(kind == 0, pde, torch.where(kind == 1, initial, 0.5 * value))
+
+    return vmap_points(one, x)
+
+
+def vmap_points(one, x):
+    return torch.func.vmap(one)(x[:, :2], x[:, 2])
+
+
+def _kinds_points(seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    pts = torch.rand(70, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 2.0]) - \
+        torch.tensor([0.0, 1.0], dtype=torch.float64)
+    kind = torch.cat([torch.zeros(50), torch.ones(12), 2 * torch.ones(8)]).double()
+    pts[50:62, 0] = 0.0
+    pts[62:, 1] = torch.where(torch.arange(8) % 2 == 0, -1.0, 1.0).double()
+    return torch.cat([pts, kind[:, None]], 1)
+
+
+@pytest.mark.parametrize("form", ["autograd", "torch.func"])
+def test_pointwise_residual_fn_jacobian_equals_autograd(form: str) -> None:
+    fn = _burgers_with_autograd if form == "autograd" else _burgers_with_torch_func
+    x = _kinds_points(21)
+    model = _network(2, 1, seed=22)
+    expected = reference_jacobian(model, lambda f: _burgers_with_autograd(f, x, None))
+    torch.testing.assert_close(fn(model, x, None), _burgers_with_autograd(model, x, None),
+                               rtol=0, atol=1e-12)
+    routes = ["sliced"] + (["vmap"] if form == "torch.func" else [])
+    for route in routes + ["auto"]:
+        wrapped = pinn.Pointwise(fn, route=route, slice_points=16)
+        for start, stop in [(0, 70), (5, 61)]:
+            j = wrapped.jacobian_slice(model, _params(model), x, None, start, stop)
+            assert torch.allclose(j, expected[start:stop], rtol=0, atol=1e-10), route
+    # torch.func cannot transform autograd.grad: auto falls back to slices, and says why.
+    assert wrapped.jacobian_choice["mode"] in routes
+    if form == "autograd":
+        assert wrapped.jacobian_choice["mode"] == "sliced"
+        assert wrapped.jacobian_choice["vmap_failed"]
+
+
+def test_the_slow_route_warns_with_its_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lmtrain.torch import _jacobian
+
+    monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warn_seconds", 0.0)
+    monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warned", False)
+    x = _kinds_points(23)
+    model = _network(2, 1, seed=24)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=_burgers_with_autograd)
+    with pytest.warns(pinn.SlowJacobianWarning, match=r"over its 70 rows, measured \d+ rows/s"):
+        optimizer.step(x)
+    # The same residual_fn declared pointwise takes the sliced route, without the warning.
+    monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warned", False)
+    model = _network(2, 1, seed=24)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=pinn.Pointwise(_burgers_with_autograd))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pinn.SlowJacobianWarning)
+        report = optimizer.step(x)
+    assert report.path == "pinn pointwise residual_fn sliced" and report.accepted
