@@ -10,6 +10,12 @@
 #                     [--budget SECONDS] [--quick] [--no-install] [--tag NAME]
 #                     [--build-dir DIR] [--no-build]
 #   (no workload: W1 W2 W6)
+#   PINN        W8 (issue 29): bench/pinn.py — each PDE of examples/pinn/ with lmtrain.torch's LM
+#               and Adam → L-BFGS, same network, points and budget, seeds interleaved (--repeats
+#               R: seeds 0..R-1, default 3; --quick: one seed, 2% of the budgets; --threads N,
+#               default 1). Needs lmtrain.torch in build/venv-torch (scripts/test-torch.sh) and
+#               no C++ build; writes bench/results/<date>-<machine>-PINN.md and .json. Long:
+#               about 4 hours for the 3 seeds.
 #   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers; with cuda
 #               the report judges issue 4's roofline targets (W1 W2 W3: Jacobian assembly against
 #               the measured copy bandwidth, SYRK against the measured GEMM rate)
@@ -37,6 +43,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bench="$root/bench"
 workloads=()
+pinn=0
 device=cpu
 repeats=5
 repeats_given=0
@@ -52,6 +59,7 @@ do_build=1
 while [ $# -gt 0 ]; do
   case "$1" in
     W1|W2|W3|W4|W5|W6|W7) workloads+=("$1") ;;
+    PINN) pinn=1 ;;
     --device) device="$2"; shift ;;
     --repeats) repeats="$2"; repeats_given=1; shift ;;
     --threads) threads="$2"; shift ;;
@@ -67,6 +75,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ "$pinn" = 1 ]; then
+  pinn_only=$([ ${#workloads[@]} -eq 0 ] && echo 1 || echo 0)
+else
+  pinn_only=0
+fi
 [ ${#workloads[@]} -gt 0 ] || workloads=(W1 W2 W6)
 if [ "$tag_given" = 0 ] && { [ "${workloads[*]}" != "W1 W2 W6" ] || [ "$quick" = 1 ]; }; then
   tag="-$(IFS=-; echo "${workloads[*]}")$([ "$quick" = 1 ] && echo -quick)"
@@ -101,6 +114,19 @@ else
 fi
 machine="$(echo "$machine_desc" | tr 'A-Z' 'a-z' | sed -E 's/\((r|tm)\)//g; s/(cpu|processor|@.*)//g; s/[^a-z0-9]+/-/g; s/^-+|-+$//g')"
 stamp="$(date +%Y-%m-%d)"
+if [ "$pinn" = 1 ]; then
+  venv="${LMTRAIN_TORCH_VENV:-$root/build/venv-torch}"
+  if ! "$venv/bin/python" -c 'import lmtrain.torch' 2>/dev/null; then
+    echo "run.sh: PINN needs lmtrain.torch with torch in $venv: run scripts/test-torch.sh first" \
+      "(it builds that environment), or set LMTRAIN_TORCH_VENV" >&2
+    exit 2
+  fi
+  pinn_args=(--machine "$machine" --threads "${threads:-1}")
+  [ "$repeats_given" = 1 ] && pinn_args+=(--seeds $(seq 0 $((repeats - 1))))
+  [ "$quick" = 1 ] && pinn_args+=(--quick)
+  "$venv/bin/python" "$bench/pinn.py" "${pinn_args[@]}" || exit $?
+  [ "$pinn_only" = 1 ] && exit 0
+fi
 results="$bench/results"
 raw="$results/raw/$stamp-$machine$tag-$(date +%H%M%S)"
 mkdir -p "$raw"

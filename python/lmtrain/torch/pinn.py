@@ -380,6 +380,24 @@ class Problem:
         self.step_drawn = int(step)
         return self.points
 
+    def set_count(self, name: str, count: int) -> None:
+        """Draws `count` points for condition `name` from the next ``resample`` on (more points
+        per parameter as the fit gets finer: a draw's sampling error must stay below it).
+        Between steps only, like ``resample``; not for ``Fixed`` points."""
+        index = [c.name for c in self.conditions].index(name) if name in [
+            c.name for c in self.conditions] else None
+        if index is None:
+            raise ValueError(f"no condition {name!r}; the conditions are "
+                             f"{[c.name for c in self.conditions]}")
+        if isinstance(self.conditions[index].points, Fixed):
+            raise ValueError(f"condition {name!r} has Fixed points; their count is theirs")
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"count = {count!r}: expected a positive integer")
+        self.counts[index] = count
+        self.point_offsets = [0]
+        for c in self.counts:
+            self.point_offsets.append(self.point_offsets[-1] + c)
+
     def heldout(self, seed: int = 0) -> torch.Tensor:
         """Fresh points in the training layout, never drawn for training (their own stream);
         a Fixed condition without a heldout sampler repeats its points."""

@@ -1,0 +1,213 @@
+"""What the PINN examples share: the network, the LM training loop with a time budget,
+resampling and the held-out check, and the command line.
+
+Each example module defines ``RECIPE`` (its documented settings: points, network, resampling,
+budget, LM options) and ``build(seed, **recipe) → (problem, model, error)``; ``train`` and
+``main`` here do the rest, and bench/pinn.py builds its Adam → L-BFGS runs from the same
+``build``.
+
+The loop is lmtrain.torch's ``step()`` in a loop; every ``resample_every`` steps the problem
+draws fresh collocation points (``problem.resample(step)``, seeded), and the relative L2 error
+against the example's reference is evaluated after every step *outside* the training clock (so
+the reported times are training times).  At the end the residual on a held-out set of fresh
+points is compared with the training residual, and a run that fits its collocation points but
+not the PDE is flagged (``pinn.InterpolationWarning``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import time
+import warnings
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+import lmtrain.torch as lt
+from lmtrain.torch import pinn
+
+# Recipe keys the loop reads; every other key goes to the example's build().
+LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options")
+
+
+def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,
+        first: torch.nn.Module | None = None) -> torch.nn.Sequential:
+    """A float64 MLP of Linear layers (PyTorch's default initialization, seeded) and
+    `activation`, optionally after a fixed input map `first` (a periodic embedding, say)."""
+    torch.manual_seed(seed)
+    layers: list[torch.nn.Module] = [first] if first is not None else []
+    for a, b in zip(widths[:-1], widths[1:]):
+        layers += [torch.nn.Linear(a, b), activation()]
+    return torch.nn.Sequential(*layers[:-1]).double()
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def relative_l2(prediction: torch.Tensor, reference: torch.Tensor) -> float:
+    return float(torch.linalg.norm(prediction - reference) / torch.linalg.norm(reference))
+
+
+def grid_error(grid: torch.Tensor, exact: torch.Tensor) -> Callable[[torch.nn.Module], float]:
+    """The relative L2 error of a model on the points `grid` against the values `exact`."""
+    def error(model: torch.nn.Module) -> float:
+        with torch.no_grad():
+            return relative_l2(model(grid), exact)
+
+    return error
+
+
+def grow_points(problem: pinn.Problem, name: str, start: int, most: int,
+                every: int) -> None:
+    """Doubles condition `name`'s points every `every` steps from `start` up to `most`, at the
+    problem's resample: LM's step fits each draw almost exactly, so the draw's sampling error is
+    the floor of the fit, and the finer the fit the more points it needs."""
+    draw = problem.resample
+
+    def resample(step: int) -> torch.Tensor:
+        problem.set_count(name, min(most, start * 2 ** (step // every)))
+        return draw(step)
+
+    problem.resample = resample
+
+
+@dataclass
+class Run:
+    """What a training run did: the final relative L2 error, the training seconds, the time it
+    first fell below 1e-3 (None if never), the held-out ratios, each block's mean squared
+    residual, the summed phase seconds and the history (step, seconds, loss, error)."""
+
+    error: float
+    seconds: float
+    steps: int
+    ms_per_step: float
+    time_to_1e3: float | None
+    heldout_ratios: dict[str, float]
+    block_losses: dict[str, float]
+    phase_seconds: dict[str, float]
+    points: int
+    parameters: int
+    history: list[tuple[int, float, float, float]] = field(default_factory=list)
+    termination: str = ""
+
+
+def finish(problem: pinn.Problem, model: torch.nn.Module, error: float, seconds: float,
+           steps: int, first_below: float | None, phases: dict[str, float],
+           history: list, termination: str) -> Run:
+    """The held-out check (a warning when the run interpolates) and the Run."""
+    heldout = problem.heldout(seed=12345)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pinn.InterpolationWarning)
+        ratios = problem.warn_if_interpolating(model, problem.points, heldout)
+    for w in caught:
+        print(f"WARNING: {w.message}")
+        warnings.warn(w.message, pinn.InterpolationWarning, stacklevel=3)
+    return Run(error=error, seconds=seconds, steps=steps, ms_per_step=1e3 * seconds / max(steps, 1),
+               time_to_1e3=first_below, heldout_ratios=ratios,
+               block_losses=problem.mean_squared(model, problem.points), phase_seconds=phases,
+               points=problem.points.shape[0], parameters=parameter_count(model),
+               history=history, termination=termination)
+
+
+def train_lm(problem: pinn.Problem, model: torch.nn.Module,
+             error: Callable[[torch.nn.Module], float], *, budget: float, steps: int,
+             resample_every: int, target: float = 0.0, verbose: bool = False,
+             log_every: int = 25, options: dict[str, Any] | None = None) -> Run:
+    """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
+    stop (ignored while resampling: a new draw is a new problem); returns the Run."""
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **(options or {}))
+    history: list[tuple[int, float, float, float]] = []
+    phases: dict[str, float] = {}
+    clock, first_below, termination, step, e = 0.0, None, "", 0, error(model)
+    while step < steps and clock < budget:
+        start = time.perf_counter()
+        if resample_every and step > 0 and step % resample_every == 0:
+            problem.resample(step)
+        report = optimizer.step(problem.points)
+        clock += time.perf_counter() - start
+        for name, seconds in report.phase_seconds.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        step += 1
+        e = error(model)
+        history.append((step, clock, report.loss_after, e))
+        if first_below is None and e <= 1e-3:
+            first_below = clock
+        if verbose and (step % log_every == 0 or step == 1):
+            print(f"  step {step:5d}  {clock:7.1f} s  mean r² {report.loss_after:.3e}  "
+                  f"λ {report.lambda_:.1e}  rel L2 {e:.3e}", flush=True)
+        if report.termination and not resample_every:
+            termination = report.termination
+            break
+        if target and e <= target:
+            termination = "target"
+            break
+    return finish(problem, model, e, clock, step, first_below, phases, history, termination)
+
+
+def split_recipe(example: ModuleType, overrides: dict[str, Any]) -> tuple[dict, dict]:
+    """(build's keyword arguments, the loop's) from the example's RECIPE and `overrides`."""
+    unknown = set(overrides) - set(example.RECIPE) - set(LOOP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown recipe keys {sorted(unknown)}; {example.__name__} knows "
+                         f"{sorted(example.RECIPE)}")
+    recipe = {**example.RECIPE, **overrides}
+    loop = {k: recipe[k] for k in LOOP_KEYS if k in recipe}
+    return {k: v for k, v in recipe.items() if k not in LOOP_KEYS}, loop
+
+
+def train(example: ModuleType, seed: int = 0, verbose: bool = False, **overrides: Any) -> Run:
+    """The example's recipe (with `overrides`) trained by LM from `seed`."""
+    build_args, loop = split_recipe(example, overrides)
+    problem, model, error = example.build(seed, **build_args)
+    loop.setdefault("steps", 100_000)
+    return train_lm(problem, model, error, verbose=verbose, **loop)
+
+
+def report(name: str, run: Run) -> None:
+    below = f"{run.time_to_1e3:.1f} s" if run.time_to_1e3 is not None else "not reached"
+    ratios = ", ".join(f"{k} {v:.2f}" for k, v in run.heldout_ratios.items())
+    losses = ", ".join(f"{k} {v:.2e}" for k, v in run.block_losses.items())
+    per_step = ", ".join(f"{k} {1e3 * v / max(run.steps, 1):.0f}"
+                         for k, v in run.phase_seconds.items() if v > 0)
+    print(f"{name}: {run.steps} LM steps in {run.seconds:.1f} s ({run.ms_per_step:.0f} ms/step), "
+          f"{run.parameters} parameters, {run.points} points (m/n = "
+          f"{run.points / run.parameters:.1f})")
+    print(f"  mean squared residual per block: {losses}")
+    print(f"  held-out / training RMS residual: {ratios}")
+    print(f"  ms per step by phase: {per_step}")
+    print(f"  time to relative L2 1e-3: {below}")
+    print(f"  relative L2 error: {run.error:.3e}")
+
+
+def main(example: ModuleType, name: str) -> Run:
+    """The command line of every example: --seed, --budget, --steps, --points, --width,
+    --depth, --resample-every, and --set KEY=VALUE for any other recipe key."""
+    recipe = example.RECIPE
+    parser = argparse.ArgumentParser(description=example.__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0, help="network and points (default 0)")
+    for key in ("budget", "steps", "points", "width", "depth", "resample_every"):
+        if key in recipe or key == "steps":
+            kind = float if key == "budget" else int
+            parser.add_argument("--" + key.replace("_", "-"), type=kind, default=None,
+                                help=f"default {recipe.get(key, 100_000)}")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other recipe key, a Python literal (e.g. --set "
+                             "options={'geodesic_acceleration':False})")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ("seed", "set", "quiet") and v is not None}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    print(f"{name}: recipe {({**recipe, **overrides})}, seed {args.seed}")
+    run = train(example, args.seed, verbose=not args.quiet, **overrides)
+    report(name, run)
+    return run
