@@ -24,7 +24,8 @@ from lmtrain.torch import pinn
 
 # The recipe (docs/pinn.md): W8's fixed grid (m/n ≈ 2.9 for 921 parameters does not
 # interpolate here: the solution is smooth and the grid even), LM's defaults.
-RECIPE = dict(points=2500, width=20, depth=3, boundary_weight=1.0, random_points=False,
+RECIPE = dict(points=2500, points_max=2500, grow_every=100, width=20, depth=3,
+              boundary_weight=1.0, random_points=False,
               budget=300.0, resample_every=0, options={})
 
 
@@ -42,6 +43,24 @@ def grid_points(per_side: int, low: float, high: float) -> tuple[torch.Tensor, t
     return interior, edges
 
 
+class Perimeter:
+    """`count` points on the boundary of the square (low, high)², uniform in arc length (a
+    random or scrambled-Sobol position along the perimeter, folded onto the four sides)."""
+
+    def __init__(self, count: int | None, low: float, high: float, method: str = "random"):
+        self.count, self.low, self.high = count, low, high
+        self.along = pinn.Uniform(count, s=(0.0, 4.0), method=method)
+
+    def draw(self, coordinates, generator_seed, dtype, count=None):
+        s = self.along.draw("s", generator_seed, torch.float64, count or self.count)[:, 0]
+        side, f = torch.clamp(s.floor(), max=3), s - torch.clamp(s.floor(), max=3)
+        a = self.low + (self.high - self.low) * f
+        lo, hi = torch.full_like(a, self.low), torch.full_like(a, self.high)
+        x = torch.where(side == 0, a, torch.where(side == 1, hi, torch.where(side == 2, a, lo)))
+        y = torch.where(side == 0, lo, torch.where(side == 1, a, torch.where(side == 2, hi, a)))
+        return torch.stack([x, y], 1).to(dtype)
+
+
 def square_problem(pde, points: int, seed: int, boundary_weight: float, random_points: bool,
                    low: float, high: float) -> pinn.Problem:
     """A PDE on the square (low, high)² with u = 0 on its boundary, on a grid (held out:
@@ -50,11 +69,11 @@ def square_problem(pde, points: int, seed: int, boundary_weight: float, random_p
     square = dict(x=(low, high), y=(low, high))
     if random_points:
         inside = pinn.Uniform(side * side, method="sobol", **square)
-        edge = pinn.Uniform(4 * side, x=(low, high), y=[low, high])
+        edge = Perimeter(4 * side, low, high, method="sobol")
     else:
         interior, edges = grid_points(side, low, high)
         inside = pinn.Fixed(interior, heldout=pinn.Uniform(**square))
-        edge = pinn.Fixed(edges, heldout=pinn.Uniform(x=[low, high], y=(low, high)))
+        edge = pinn.Fixed(edges, heldout=Perimeter(None, low, high))
     return pinn.Problem("xy", [
         pinn.Condition("pde", pde, inside),
         pinn.Condition("boundary", lambda u: u, edge, weight=boundary_weight),
@@ -68,12 +87,14 @@ def square_grid(low: float, high: float, count: int) -> tuple[torch.Tensor, np.n
     return torch.from_numpy(np.stack([x, y], -1).reshape(-1, 2)), x, y
 
 
-def build(seed: int, points: int, width: int, depth: int, boundary_weight: float,
-          random_points: bool) -> tuple[pinn.Problem, torch.nn.Module, object]:
+def build(seed: int, points: int, points_max: int, grow_every: int, width: int, depth: int,
+          boundary_weight: float, random_points: bool) -> tuple[pinn.Problem, torch.nn.Module, object]:
     grid, x, y = square_grid(0.0, 1.0, 101)
     error = common.grid_error(grid, torch.from_numpy(references.poisson2d(x, y).reshape(-1, 1)))
     pde = square_problem(lambda x, y, u_xx, u_yy: -(u_xx + u_yy) - _source(x, y), points, seed,
                          boundary_weight, random_points, 0.0, 1.0)
+    if random_points and points_max > points:
+        common.grow_points(pde, "pde", points, points_max, grow_every)
     return pde, common.mlp([2] + [width] * depth + [1], seed), error
 
 
