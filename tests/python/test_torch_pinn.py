@@ -303,6 +303,9 @@ def test_bad_definitions_and_inputs_get_clear_errors() -> None:
     problem, model = _burgers_problem(), _network(2, 1, seed=17)
     with pytest.raises(ValueError, match=r"56 × 2 \(pde 40, initial 9, boundary 7\)"):
         problem(model, problem.points[:10])
+    with pytest.raises(ValueError, match="points are torch.float32 but the model is "
+                       "torch.float64: make the Problem with dtype=torch.float64"):
+        problem(model, problem.points.float())
     optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(ValueError, match="pass problem.points"):

@@ -35,11 +35,14 @@ a condition has.  ``problem.blocks`` lists (name, slice of residual rows);
 out) from a residual vector.
 
 **Jacobian.** lmtrain.torch calls ``problem.jacobian_slice(model, params, x, y, start, stop)``
-for the rows start:stop of J: ``vmap`` over the points of ``jacrev`` in θ of the one-point
-residual, whose input derivatives are nested forward-mode ``jvp``\\ s (``_jacobian.
-PointwiseJacobian``) — O(m·n), where the row-batched reverse mode of a whole-batch residual_fn is
-O(m²·n).  ``jacobian="auto"`` takes jacrev when a point has ≥ 10× fewer residual rows than the
-model has parameters (always, for PINNs) and otherwise times jacrev and jacfwd on 16 points.
+for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
+residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
+Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
+≤ 2, forward Taylor propagation of u and its input derivatives through the layers with one
+reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ) (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
+the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
+forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
+once, on up to 256 points (``jacobian_choice`` says which, and why).
 
 **Resampling** (``resample(step)``): call it *between* steps, before the step that should see
 new points, and pass ``problem.points`` to that step; never inside a step (its trial points are
@@ -308,7 +311,8 @@ class Problem:
     dtype : torch.dtype
         The points' dtype: the model's (default float64).
     jacobian : str
-        ``"auto"``, ``"jacrev"`` or ``"jacfwd"``: the transform in θ per point.
+        ``"auto"`` (timed once), ``"taylor"`` (TaylorMLP), ``"jacrev"`` or ``"jacfwd"`` (the
+        transform in θ per point, PointwiseJacobian).
     chunk_bytes : int
         Memory for one vmapped chunk of points (their rows of J and the intermediates).
     """
@@ -383,12 +387,12 @@ class Problem:
     def set_count(self, name: str, count: int) -> None:
         """Draws `count` points for condition `name` from the next ``resample`` on (more points
         per parameter as the fit gets finer: a draw's sampling error must stay below it).
-        Between steps only, like ``resample``; not for ``Fixed`` points."""
-        index = [c.name for c in self.conditions].index(name) if name in [
-            c.name for c in self.conditions] else None
-        if index is None:
-            raise ValueError(f"no condition {name!r}; the conditions are "
-                             f"{[c.name for c in self.conditions]}")
+        Between steps only, followed by ``resample`` (``points`` keeps the old layout until
+        then); not for ``Fixed`` points."""
+        names = [c.name for c in self.conditions]
+        if name not in names:
+            raise ValueError(f"no condition {name!r}; the conditions are {names}")
+        index = names.index(name)
         if isinstance(self.conditions[index].points, Fixed):
             raise ValueError(f"condition {name!r} has Fixed points; their count is theirs")
         if not isinstance(count, int) or count < 1:
@@ -459,6 +463,10 @@ class Problem:
         the model's parameters: the Taylor route's batched forward pass where it applies,
         otherwise vmap over the points of the one-point residual (nested jvp)."""
         u = self._of_module(model)
+        parameter = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+        if parameter is not None and parameter.dtype != x.dtype:
+            raise ValueError(f"the points are {x.dtype} but the model is {parameter.dtype}: "
+                             f"make the Problem with dtype={parameter.dtype}")
         parts = []
         for index, points in enumerate(self._split(x)):
             taylor = self._taylor(index, model)
