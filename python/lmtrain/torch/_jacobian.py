@@ -10,7 +10,12 @@ the flat order of lmtrain's own models (a Linear's weight, (out, in), then its b
   the model has parameters (the usual case), jacfwd otherwise, as cuPyLMA chooses.
 * Row-batched reverse mode on the residual vector of a ``residual_fn`` (which may differentiate
   the model with respect to its inputs, as PINNs do): one forward pass builds the graph, then each
-  slice is ``autograd.grad(r, θ, grad_outputs=I[rows], is_grads_batched=True)``.
+  slice is ``autograd.grad(r, θ, grad_outputs=I[rows], is_grads_batched=True)``.  O(m²·n): it
+  warns with its measured rate when slow.
+* For residuals pointwise in their points (``pinn.py``, issue 29): ``PointwiseJacobian`` (vmap
+  over the points of jacrev/jacfwd in θ of a one-point residual) and ``TaylorMLP`` (forward
+  Taylor propagation of u and its input derivatives through an MLP, one reverse sweep seeded by
+  the PDE's partials), both O(m·n).
 """
 
 from __future__ import annotations
@@ -152,7 +157,6 @@ class BatchedReverseJacobian:
         return torch.cat([(g if g is not None else torch.zeros(
             stop - start, *p.shape, dtype=p.dtype, device=p.device)).reshape(stop - start, -1)
             for g, p in zip(grads, self.params)], dim=1)
-
 
 
 class PointwiseJacobian:
