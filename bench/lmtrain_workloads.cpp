@@ -981,7 +981,8 @@ int run_jacobian(const Args& args) {
   cholesky.linear_solver = lmtrain::LinearSolverType::kCholesky;
   const lmtrain::MemoryPlan plan =
       lmtrain::plan_step_memory(cholesky, lmtrain::LinearSolverType::kCholesky, model, problem);
-  lmtrain::NormalEquationsBuilder<T> builder(engine, plan.slice_samples, s, false);
+  lmtrain::EngineSource<T> source(engine);
+  lmtrain::NormalEquationsBuilder<T> builder(source, plan.slice_samples, s, false);
 
   std::vector<T> x(s), y(s);
   for (std::size_t i = 0; i < s; ++i) {

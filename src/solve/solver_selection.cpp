@@ -34,7 +34,7 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
       Penalty<T, S>::system_elements(options, n) +
       LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
   if (geodesic) {
-    model_elements += GeodesicAcceleration<T, S>::model_elements(m, model.outputs(), n);
+    model_elements += GeodesicAcceleration<T, S>::model_elements(m, n);
     system_elements += GeodesicAcceleration<T, S>::system_elements(n, m);
   }
   MemoryPlanInput in;

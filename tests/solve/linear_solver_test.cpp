@@ -14,7 +14,7 @@ namespace {
 template <typename T>
 void build(Problem<T>& p, const std::vector<double>& theta, std::size_t slice, bool dual,
            NormalEquations<T>& ne) {
-  NormalEquationsBuilder<T> builder(*p.engine, slice, p.batch, dual);
+  NormalEquationsBuilder<T> builder(*p.source, slice, p.batch, dual);
   PhaseTimes times;
   p.set_params(theta);
   builder.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
@@ -165,7 +165,7 @@ TEST(NormalEquations, FloatSlicesPaddedForSyrkEqualTheFloat64Products) {
   DeviceBuffer<float> u_dev = pf.backend->allocate(m), ju = pf.backend->allocate(n);
   pf.backend->copy_from_host(u_float.data(), u_dev.data(), m);
   for (const std::size_t slice : {batch, std::size_t{7}}) {
-    NormalEquationsBuilder<float> builder(*pf.engine, slice, batch, false);
+    NormalEquationsBuilder<float> builder(*pf.source, slice, batch, false);
     NormalEquations<float> ne;
     PhaseTimes times;
     pf.set_params(theta);

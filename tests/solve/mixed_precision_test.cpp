@@ -88,7 +88,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
   const auto r = p.residuals(mp.theta);
   const Reference ref = normal_equations(j, r, rows, n);
 
-  NormalEquationsBuilder<float, double> mixed(*p.engine, *mp.system, 37, p.batch, false);
+  NormalEquationsBuilder<float, double> mixed(*p.source, *mp.system, 37, p.batch, false);
   NormalEquations<double> ne;
   PhaseTimes times;
   p.set_params(mp.theta);
@@ -102,7 +102,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
 
   // The float32 system of the same J is rounded at float resolution: the reference is able to
   // tell the two apart, so the bound above is not met by accident.
-  NormalEquationsBuilder<float> single(*p.engine, 37, p.batch, false);
+  NormalEquationsBuilder<float> single(*p.source, 37, p.batch, false);
   NormalEquations<float> ne32;
   single.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne32, times);
   const double float_error = upper_relative_error(p.download(ne32.a.data(), n * n), ref.a, n);
@@ -110,7 +110,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
   EXPECT_LE(float_error, 1e-5);
 
   // The stored-J form (dual, CG) keeps the widened J itself.
-  NormalEquationsBuilder<float, double> stored(*p.engine, *mp.system, 37, p.batch, true);
+  NormalEquationsBuilder<float, double> stored(*p.source, *mp.system, 37, p.batch, true);
   NormalEquations<double> nes;
   stored.build(p.params.data(), p.x.data(), p.y.data(), p.batch, nes, times);
   std::vector<double> js(rows * n), gs(n);
@@ -133,7 +133,7 @@ TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {
   const auto ln = static_cast<lapack_int>(n);
   ASSERT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', ln, 1, ref.a.data(), ln, expected.data(), 1), 0);
 
-  NormalEquationsBuilder<float, double> mixed(*p.engine, *mp.system, 64, p.batch, false);
+  NormalEquationsBuilder<float, double> mixed(*p.source, *mp.system, 64, p.batch, false);
   NormalEquations<double> ne;
   PhaseTimes times;
   p.set_params(mp.theta);

@@ -29,6 +29,7 @@
 
 #include "lmtrain/solve/collectives.h"
 #include "lmtrain/solve/damping.h"
+#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
 #include "lmtrain/solve/penalty.h"
@@ -91,11 +92,15 @@ class LmStepper {
 template <typename T, typename S = T>
 class LevenbergMarquardtStep final : public LmStepper<T> {
  public:
-  // `solver_type` must be resolved (not auto).  `max_batch`: the most samples this rank
+  // `solver_type` must be resolved (not auto).  `max_batch`: the most units (samples) this rank
   // linearizes at once (its shard).  `comm` may be null (one rank).  T is the model's precision
   // (parameters, activations, J); S the system's (A, g, δ and the solve): S = double with
-  // T = float is mixed precision, and the step then owns a float64 backend on the engine's
-  // device.
+  // T = float is mixed precision, and the step then owns a float64 backend on the source's
+  // device.  The source must outlive the step.
+  LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
+                         LinearizationSource<T>& source, std::size_t slice_samples,
+                         std::size_t max_batch, dist::Communicator* comm = nullptr);
+  // lmtrain's own network: the step linearizes the engine through an EngineSource it owns.
   LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
                          JacobianEngine<T>& engine, std::size_t slice_samples,
                          std::size_t max_batch, dist::Communicator* comm = nullptr);
@@ -128,7 +133,10 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
  private:
   static constexpr bool kMixed = !std::is_same_v<T, S>;
-  static Backend<S>* own_system(JacobianEngine<T>& engine, std::unique_ptr<Backend<S>>& owned);
+  LevenbergMarquardtStep(std::unique_ptr<EngineSource<T>> owned, const SolverOptions& options,
+                         LinearSolverType solver_type, std::size_t slice_samples,
+                         std::size_t max_batch, dist::Communicator* comm);
+  static Backend<S>* own_system(LinearizationSource<T>& source, std::unique_ptr<Backend<S>>& owned);
 
   StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
@@ -161,11 +169,12 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   bool parameter_tolerance_reached(double step_norm, double param_norm, StepReport& report) const;
   bool lambda_above_max(bool can_grow, StepReport& report) const;
 
+  std::unique_ptr<EngineSource<T>> engine_source_;  // the source when built from an engine
   SolverOptions options_;
   Backend<T>& backend_;
   std::unique_ptr<Backend<S>> system_owned_;  // mixed precision: S's backend on the same device
   Backend<S>& system_;
-  JacobianEngine<T>& engine_;
+  LinearizationSource<T>& source_;
   LinearSolverType solver_type_;
   Collectives<S> collectives_;
   NormalEquationsBuilder<T, S> builder_;
@@ -185,6 +194,12 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
 // The step for options.system_precision: LevenbergMarquardtStep<T, double> for a float model
 // with SystemPrecision::kFloat64, LevenbergMarquardtStep<T> otherwise.
+template <typename T>
+std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
+                                           LinearSolverType solver_type,
+                                           LinearizationSource<T>& source,
+                                           std::size_t slice_samples, std::size_t max_batch,
+                                           dist::Communicator* comm = nullptr);
 template <typename T>
 std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
                                            LinearSolverType solver_type, JacobianEngine<T>& engine,
