@@ -167,6 +167,21 @@ toolchain=$(run_in "$scratch" sh -c 'for t in cc gcc g++ c++ cmake nvcc make; do
 [[ -z $toolchain ]] || { echo "container-test: toolchain in the runtime image: $toolchain" >&2; exit 1; }
 say "runs as uid $user; no compiler, make or CMake in the image"
 
+# What an MPIJob Worker runs: sshd as the image's user with the image's sshd_config, reached by
+# the image's ssh client (port 2222) with the job's key pair, which puts `lmtrain` on sshd's PATH.
+ssh_check='mkdir -p ~/.ssh && ssh-keygen -q -t rsa -N "" -f ~/.ssh/id_rsa &&
+  cp ~/.ssh/id_rsa.pub ~/.ssh/authorized_keys &&
+  { /usr/sbin/sshd -De -f /opt/lmtrain/etc/sshd_config 2>/dev/null & } && sleep 1 &&
+  ssh -o BatchMode=yes -o LogLevel=ERROR localhost "id -u; lmtrain --version"'
+if [[ $runner == podman ]]; then
+  over_ssh=$(run_in "$scratch" bash -c "$ssh_check" | tr '\n' ' ')
+  [[ $over_ssh == "1000 $version " ]] ||
+    { echo "container-test: lmtrain over the worker's sshd printed '$over_ssh'" >&2; exit 1; }
+  say "MPIJob worker: sshd as uid 1000 on port 2222 runs lmtrain for the launcher's ssh"
+else
+  say "MPIJob worker's sshd: not checked (buildah run has no process of its own to serve it)"
+fi
+
 # 5. W1 inside and outside: one rank, then mpirun -np 2; one thread per rank.
 /usr/bin/python3 examples/sinc/make_data.py "$scratch/sinc.csv"
 cp examples/sinc/run.toml "$scratch/run.toml"
