@@ -69,9 +69,9 @@
 #include "lmtrain/io/standardization.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
-#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/normal_equations.h"
-#include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/solve/step_planner.h"
 
 namespace {
 
@@ -973,15 +973,14 @@ int run_jacobian(const Args& args) {
   const std::size_t n = model.num_params(), s = args.samples;
 
   // The same plan the Trainer makes for a Cholesky step (half the available memory).
+  lmtrain::EngineSource<T> source(engine);
   lmtrain::StepProblem problem;
   problem.batch = problem.local_batch = s;
-  problem.residuals_per_sample = 1;
   problem.budget_bytes = backend->available_memory_bytes() / 2;
   lmtrain::SolverOptions cholesky;
   cholesky.linear_solver = lmtrain::LinearSolverType::kCholesky;
   const lmtrain::MemoryPlan plan =
-      lmtrain::plan_step_memory(cholesky, lmtrain::LinearSolverType::kCholesky, model, problem);
-  lmtrain::EngineSource<T> source(engine);
+      lmtrain::plan_step_memory(cholesky, lmtrain::LinearSolverType::kCholesky, source, problem);
   lmtrain::NormalEquationsBuilder<T> builder(source, plan.slice_samples, s, false);
 
   std::vector<T> x(s), y(s);

@@ -20,7 +20,7 @@
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/solve/step_planner.h"
 #include "module.h"
 #include "schedule_state.h"
 
@@ -48,24 +48,19 @@ class NativeStep {
         loss_(loss, spec_.outputs(), *backend_),
         max_batch_(max_batch) {
     if (float64_system) options.system_precision = SystemPrecision::kFloat64;
-    options.geodesic_acceleration = geodesic_acceleration_for(options, loss.kind);
     options.validate();
     loss.validate(spec_.outputs());
     StepProblem problem;
     problem.batch = problem.local_batch = max_batch;
-    problem.residuals_per_sample = loss_.residuals_per_sample();
-    problem.budget_bytes =
-        options.memory_budget_bytes > 0
-            ? options.memory_budget_bytes
-            : static_cast<std::size_t>(options.memory_fraction *
-                                       static_cast<double>(backend_->available_memory_bytes()));
-    problem.caller_elements =
-        2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs());
-    const SolverChoice choice = choose_linear_solver(options, model_, problem);
-    solver_ = std::string(to_string(choice.type));
-    plan_ = choice.plan.describe();
+    problem.loss = loss.kind;
+    problem.caller_bytes =
+        (2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs())) * sizeof(T);
     engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
-    step_ = make_lm_step<T>(options, choice.type, *engine_, choice.plan.slice_samples, max_batch);
+    source_ = std::make_unique<EngineSource<T>>(*engine_);
+    planner_ = std::make_unique<StepPlanner<T>>(options, *source_, problem);
+    solver_ = std::string(to_string(planner_->plan().solver()));
+    plan_ = planner_->plan().memory.describe();
+    step_ = planner_->build();
     params_ = backend_->allocate(model_.num_params());
     x_ = backend_->allocate(max_batch * spec_.inputs());
     y_ = backend_->allocate(max_batch * spec_.outputs());
@@ -146,6 +141,8 @@ class NativeStep {
   Loss<T> loss_;
   std::size_t max_batch_;
   std::unique_ptr<JacobianEngine<T>> engine_;
+  std::unique_ptr<EngineSource<T>> source_;
+  std::unique_ptr<StepPlanner<T>> planner_;
   std::unique_ptr<LmStepper<T>> step_;
   DeviceBuffer<T> params_, x_, y_;
   std::string solver_, plan_;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <optional>
 
-#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/memory_plan.h"
 
 namespace lmtrain {
 

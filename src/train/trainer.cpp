@@ -9,8 +9,8 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
-#include "lmtrain/nn/memory_plan.h"
-#include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/solve/memory_plan.h"
+#include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/early_stopping.h"
 #include "lmtrain/train/predict.h"
 #include "lmtrain/train/stop_consensus.h"
@@ -106,8 +106,6 @@ class Trainer<T>::Run {
 
  private:
   void describe_problem();
-  void build_step();
-  void halve_slice(const OutOfMemory& e);
   // This rank's share of `count` samples starting at `first`: a contiguous block.
   std::pair<std::size_t, std::size_t> shard(std::size_t first, std::size_t count) const;
   // The reported loss on a whole data set: each rank evaluates its block of rows, summed.
@@ -115,6 +113,8 @@ class Trainer<T>::Run {
   // One LM step on batch b of the epoch's order; false when training stops.
   bool run_step(int epoch, std::size_t b, EpochRecord& record);
   StepReport step_with_memory_recovery(const T* x, const T* y, std::size_t count);
+  // The planner's slice and its halvings, into the Summary.
+  void record_halvings();
   // The stops decided outside the step, agreed over the ranks; checkpoints an interruption.
   bool outside_stop(const IterationSummary& it, int epoch, std::size_t b,
                     const EpochRecord& record);
@@ -132,11 +132,11 @@ class Trainer<T>::Run {
   int ranks_, rank_;
   std::size_t samples_, batch_, local_batch_;
   Summary summary_;
-  LinearSolverType solver_type_ = LinearSolverType::kCholesky;
-  std::size_t slice_ = 1;
   std::size_t bytes_before_ = 0;
-  // The engine and the step own every slice-sized buffer (see build_step).
-  std::unique_ptr<JacobianEngine<T>> engine_;
+  JacobianEngine<T> engine_;
+  EngineSource<T> source_;
+  // Plans the step, builds it and rebuilds it after an out-of-memory error (solve/).
+  std::unique_ptr<StepPlanner<T>> planner_;
   std::unique_ptr<LmStepper<T>> lm_;
   std::unique_ptr<DeviceData<T>> train_, validation_;
   DeviceBuffer<T> theta_, xb_, yb_;
@@ -165,6 +165,8 @@ Trainer<T>::Run::Run(Trainer& trainer, std::size_t params, const Dataset<T>& tra
       batch_(topt_.batch_size == 0 ? train.samples : std::min(topt_.batch_size, train.samples)),
       local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) /
                    static_cast<std::size_t>(ranks_)),
+      engine_(model_, loss_),
+      source_(engine_),
       rng_(topt_.seed) {
   if (params != n_)
     throw InvalidArgument(fmt::format("fit: {} initial parameters given, the model {} has {}",
@@ -221,59 +223,24 @@ void Trainer<T>::Run::describe_problem() {
   StepProblem problem;
   problem.batch = batch_;
   problem.local_batch = local_batch_;
-  problem.residuals_per_sample = R;
   problem.ranks = ranks_;
   problem.collectives = t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
-  problem.budget_bytes =
-      sopt_.memory_budget_bytes > 0
-          ? sopt_.memory_budget_bytes
-          : static_cast<std::size_t>(sopt_.memory_fraction *
-                                     static_cast<double>(t_.backend_.available_memory_bytes()));
+  problem.loss = loss_.kind();
   // θ and the best θ, the batch, and the evaluation's activations.
-  problem.caller_elements = 2 * n_ + local_batch_ * (model_.inputs() + model_.outputs()) +
-                            local_batch_ * model_.activation_floats_per_sample();
-  const SolverChoice choice = choose_linear_solver(sopt_, model_, problem);
-  solver_type_ = choice.type;
-  s.linear_solver_reason = choice.reason;
-  s.linear_solver_used = solver_type_;
-  s.geodesic_acceleration = uses_geodesic_acceleration(sopt_, solver_type_);
-  s.memory_plan = choice.plan.describe();
-  s.planned_peak_bytes = choice.plan.peak_bytes;
-  s.slice_samples = slice_ = choice.plan.slice_samples;
+  problem.caller_bytes = (2 * n_ + local_batch_ * (model_.inputs() + model_.outputs()) +
+                          local_batch_ * model_.activation_floats_per_sample()) *
+                         sizeof(T);
+  planner_ = std::make_unique<StepPlanner<T>>(sopt_, source_, problem, t_.comm_);
+  const StepPlan& plan = planner_->plan();
+  s.linear_solver_reason = plan.solver_reason;
+  s.linear_solver_used = plan.solver();
+  s.geodesic_acceleration = plan.geodesic();
+  s.memory_plan = plan.memory.describe();
+  s.planned_peak_bytes = plan.memory.peak_bytes;
   t_.backend_.memory().reset_peak();
   bytes_before_ = t_.backend_.memory().bytes_in_use();
-  build_step();
-}
-
-// An allocation that fails at run time although the plan fitted (another process took device
-// memory, a library's workspace) halves the slice and rebuilds engine and step; the step then
-// runs again from its unchanged inputs.  With several ranks the failure ends the job instead:
-// the other ranks are already waiting in a collective of the step.
-template <typename T>
-void Trainer<T>::Run::build_step() {
-  for (;;) {
-    try {
-      engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
-      lm_ = make_lm_step<T>(sopt_, solver_type_, *engine_, slice_, local_batch_, t_.comm_);
-      return;
-    } catch (const OutOfMemory& e) {
-      halve_slice(e);
-    }
-  }
-}
-
-template <typename T>
-void Trainer<T>::Run::halve_slice(const OutOfMemory& e) {
-  lm_.reset();
-  engine_.reset();
-  if (slice_ == 1 || ranks_ > 1)
-    throw OutOfMemory(
-        fmt::format("{} (Jacobian slice of {} sample(s){})", e.what(), slice_,
-                    ranks_ > 1 ? "; with several ranks the slice is not halved" : ""));
-  slice_ = (slice_ + 1) / 2;
-  ++summary_.slice_halvings;
-  summary_.slice_samples = slice_;
-  summary_.slice_halving_cause = e.what();
+  lm_ = planner_->build();
+  record_halvings();
 }
 
 template <typename T>
@@ -380,15 +347,21 @@ template <typename T>
 StepReport Trainer<T>::Run::step_with_memory_recovery(const T* x, const T* y, std::size_t count) {
   for (;;) {
     const StepperState before = lm_->state();
-    engine_->set_draw_key((static_cast<std::uint64_t>(rank_) << 40) + summary_.steps);
+    engine_.set_draw_key((static_cast<std::uint64_t>(rank_) << 40) + summary_.steps);
     try {
       return lm_->step(theta_.data(), x, y, count, summary_.times);
     } catch (const OutOfMemory& e) {
-      halve_slice(e);
-      build_step();
-      lm_->set_state(before);
+      lm_ = planner_->rebuild_after(std::move(lm_), e, before);
+      record_halvings();
     }
   }
+}
+
+template <typename T>
+void Trainer<T>::Run::record_halvings() {
+  summary_.slice_samples = planner_->slice_samples();
+  summary_.slice_halvings = planner_->halvings();
+  summary_.slice_halving_cause = planner_->halving_cause();
 }
 
 template <typename T>

@@ -49,7 +49,7 @@ class LendingSource final : public LinearizationSource<T> {
     return {rows_.data() + first * residuals_per_sample() * ld(), ld()};
   }
   double objective(const T* params) override { return inner_.objective(params); }
-  double residuals_at(const T* params, T* r) override { return inner_.residuals_at(params, r); }
+  void residuals_at(const T* params, T* r) override { inner_.residuals_at(params, r); }
   bool computes_transpose_product() const override { return true; }
   bool jacobian_transpose_times(const T*, const T* u, T* out) override {
     ++products;

@@ -18,6 +18,7 @@ class EngineSource final : public LinearizationSource<T> {
   std::size_t residuals_per_sample() const override { return engine_.residuals_per_sample(); }
   Backend<T>& model_backend() const override { return engine_.model_backend(); }
   void reserve(std::size_t batch, std::size_t slice) override { engine_.reserve(batch, slice); }
+  void release_slices() override { engine_.release_slices(); }
   SourceFootprint footprint(std::size_t batch, bool trial_residuals) const override {
     const Sequential<T>& model = engine_.model();
     const std::size_t R = engine_.residuals_per_sample();
@@ -42,7 +43,7 @@ class EngineSource final : public LinearizationSource<T> {
     return {scratch, scratch_ld};
   }
   double objective(const T* params) override { return engine_.objective(params); }
-  double residuals_at(const T* params, T* r) override { return engine_.residuals_at(params, r); }
+  void residuals_at(const T* params, T* r) override { (void)engine_.residuals_at(params, r); }
   ParameterGroups relevance_groups() const override {
     return engine_.model().spec().relevance_groups();
   }

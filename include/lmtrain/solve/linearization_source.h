@@ -47,6 +47,8 @@ class LinearizationSource {
   virtual Backend<T>& model_backend() const = 0;
   // Buffers for batches of up to `batch` units and slices of up to `slice` units.
   virtual void reserve(std::size_t batch, std::size_t slice) = 0;
+  // Frees what reserve sized by the slice (after an out-of-memory error the planner halves it).
+  virtual void release_slices() {}
   // What reserve(batch, slice) allocates, and what a step's evaluations add: for the plan.
   // `trial_residuals`: residuals_at is used (the geodesic correction).
   virtual SourceFootprint footprint(std::size_t batch, bool trial_residuals) const = 0;
@@ -71,9 +73,9 @@ class LinearizationSource {
                                          T* scratch, std::size_t scratch_ld) = 0;
   // F at other parameters on the current batch (a trial point).
   virtual double objective(const T* params) = 0;
-  // Residuals of the current batch at other parameters into r (batch·R values); returns F there.
-  // The linearization (residuals, what jacobian_slice reads) stays as it was.
-  virtual double residuals_at(const T* params, T* r) = 0;
+  // Residuals of the current batch at other parameters into r (batch·R values).  The
+  // linearization (residuals, what jacobian_slice reads) stays as it was.
+  virtual void residuals_at(const T* params, T* r) = 0;
   // Whether jacobian_slice returns the source's own storage rather than writing into the
   // scratch it is offered: the builder then keeps no scratch (and the plan counts none).
   virtual bool borrows_slices() const { return false; }
