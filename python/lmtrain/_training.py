@@ -144,7 +144,8 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         validation_fraction: float = 0.0, input_shape: Sequence[int] | None = None,
         checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
         resume: str | os.PathLike[str] | None = None, verbose: bool = False,
-        feature_names: Sequence[str] | None = None, **options: Any) -> tuple[Model, Summary]:
+        feature_names: Sequence[str] | None = None,
+        initial_parameters: ArrayLike | None = None, **options: Any) -> tuple[Model, Summary]:
     """Trains a network with Levenberg–Marquardt, as ``lmtrain fit`` does.
 
     The same data, options and seed give the same parameters as the command-line tool.
@@ -168,6 +169,10 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
     init : {"torch", "glorot", "he"}, default="torch"
         Parameter initialization.
+    initial_parameters : array-like, optional
+        The starting parameters instead, in the library's flat order (per layer: W row-major
+        in PyTorch's (out, in) layout, then b), e.g. a torch Sequential's flattened
+        ``parameters()`` or another ``Model.parameters``.
     seed : int, default=0
         Initialization, shuffling and the validation split.
     standardize_inputs, standardize_targets : bool, default=True
@@ -255,6 +260,11 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     request.device = device
     request.init = init
     request.seed = int(seed)
+    if initial_parameters is not None:
+        start = np.asarray(initial_parameters, dtype=np.float64).reshape(-1)
+        if not np.isfinite(start).all():
+            raise ValueError("initial_parameters holds NaN or infinity")
+        request.initial_parameters = start.tolist()
     request.standardize_inputs = bool(standardize_inputs)
     request.standardize_targets = bool(standardize_targets)
     request.validation_fraction = float(validation_fraction)

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/solve/solver_options.h"
 #include "lmtrain/train/trainer.h"
@@ -188,6 +189,21 @@ void bind_options(nb::module_& m) {
       },
       nb::arg("options"), nb::arg("loss"),
       "SolverOptions.geodesic_acceleration with None (auto) resolved for `loss`.");
+  // The loss users read from an objective, as the library reports it (core/loss_kind.h), so
+  // that lmtrain.torch's evaluation does not restate the formulas.
+  m.def(
+      "reported_loss",
+      [](const std::string& loss, double objective, std::size_t batch, std::size_t outputs) {
+        const std::optional<LossKind> kind = parse_loss(loss);
+        if (!kind) throw nb::value_error(fmt::format("unknown loss \"{}\"", loss).c_str());
+        if (batch == 0 || outputs == 0) throw nb::value_error("batch and outputs must be > 0");
+        return reported_loss(*kind, objective, batch, outputs);
+      },
+      nb::arg("loss"), nb::arg("objective"), nb::arg("batch"), nb::arg("outputs"),
+      "The reported loss (PyTorch's mean reduction) of objective F over `batch` samples of "
+      "`outputs` outputs (a residual function: loss 'mse', one output per residual row).");
+  m.def("cuda_backend_built", &cuda_backend_built,
+        "Whether this build of lmtrain has its CUDA backend.");
 }
 
 }  // namespace lmtrain::python

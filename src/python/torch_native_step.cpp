@@ -23,6 +23,7 @@
 #include "lmtrain/solve/step_planner.h"
 #include "module.h"
 #include "schedule_state.h"
+#include "step_report.h"
 
 namespace lmtrain::python {
 
@@ -68,9 +69,8 @@ class NativeStep {
 
   std::size_t parameters() const { return model_.num_params(); }
 
-  // One step on (x, y) from `params`, which it updates in place.  Returns (accepted, attempts,
-  // loss before, loss after, λ, termination message, seconds per phase as a dict).
-  nb::dict step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
+  // One step on (x, y) from `params`, which it updates in place.
+  FrontEndStepReport step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
     const std::size_t n = model_.num_params(), batch = x.shape(0);
     if (params.shape(0) != n)
       throw nb::value_error(
@@ -83,39 +83,22 @@ class NativeStep {
                                         spec_.inputs(), spec_.outputs(), max_batch_, x.shape(0),
                                         x.shape(1), y.shape(0), y.shape(1))
                                 .c_str());
-    StepReport report;
+    FrontEndStepReport report;
     PhaseTimes times;
     {
       nb::gil_scoped_release unlocked;
       backend_->copy_from_host(params.data(), params_.data(), n);
       backend_->copy_from_host(x.data(), x_.data(), batch * spec_.inputs());
       backend_->copy_from_host(y.data(), y_.data(), batch * spec_.outputs());
-      report = step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+      static_cast<StepReport&>(report) = run(batch, times);
       backend_->copy_to_host(params_.data(), params.data(), n);
     }
-    nb::dict phases;
-    for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p)
-      phases[std::string(phase_name(static_cast<Phase>(p))).c_str()] = times.seconds[p];
-    nb::dict out;
-    out["accepted"] = report.accepted;
-    out["attempts"] = report.attempts;
-    out["rejected"] = report.rejected;
-    out["invalid"] = report.invalid;
-    out["geodesic_applied"] = report.geodesic_applied;
-    out["geodesic_refused"] = report.geodesic_refused;
-    out["geodesic_skipped"] = report.geodesic_skipped;
-    out["objective_before"] = report.objective_before;
-    out["objective_after"] = report.objective_after;
-    out["loss_before"] = loss_.reported(report.objective_before, batch);
-    out["loss_after"] = loss_.reported(report.objective_after, batch);
-    out["lambda"] = report.lambda;
-    out["gain_ratio"] = report.gain_ratio;
-    out["gradient_max_norm"] = report.gradient_max_norm;
-    out["step_norm"] = report.step_norm;
-    out["termination"] = std::string(to_string(report.termination));
-    out["message"] = report.message;
-    out["phase_seconds"] = phases;
-    return out;
+    report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
+    report.loss_after = loss_.reported(report.objective_after - report.penalty_after, batch);
+    report.path = "native";
+    report.slice_size = planner_->slice_samples();
+    report.phase_seconds = phase_seconds(times);
+    return report;
   }
 
   ScheduleTuple state() const {
@@ -135,6 +118,17 @@ class NativeStep {
   const std::string& plan() const { return plan_; }
 
  private:
+  // The step, rebuilt on a halved slice when an allocation fails.
+  StepReport run(std::size_t batch, PhaseTimes& times) {
+    for (;;) {
+      const StepperState before = step_->state();
+      try {
+        return step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+      } catch (const OutOfMemory& e) {
+        step_ = planner_->rebuild_after(std::move(step_), e, before);
+      }
+    }
+  }
   ModelSpec spec_;
   std::unique_ptr<Backend<T>> backend_;
   Sequential<T> model_;

@@ -58,6 +58,8 @@ struct TrainingRequest {
   std::string checkpoint;           // path; empty: none
   int checkpoint_every = 1;
   std::string resume;  // checkpoint path to continue from; empty: a fresh run
+  // The starting parameters in the library's flat order; empty: `init` with `seed`.
+  std::vector<double> initial_parameters;
 };
 
 // The arrays of a run as the library's data sets, standardized with statistics of the training
@@ -258,6 +260,14 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
 
   std::vector<T> params =
       Sequential<T>(spec, *backend).initial_parameters(parse_init(r.init), r.seed);
+  if (!r.initial_parameters.empty()) {
+    if (r.initial_parameters.size() != params.size())
+      throw InvalidArgument(
+          fmt::format("initial_parameters has {} values; the network {} has {} "
+                      "parameters",
+                      r.initial_parameters.size(), spec.describe(), params.size()));
+    params.assign(r.initial_parameters.begin(), r.initial_parameters.end());
+  }
   Summary summary;
   {
     nb::gil_scoped_release unlocked;
@@ -310,7 +320,9 @@ void bind_training(nb::module_& m) {
       .def_rw("validation_fraction", &R::validation_fraction)
       .def_rw("checkpoint", &R::checkpoint)
       .def_rw("checkpoint_every", &R::checkpoint_every)
-      .def_rw("resume", &R::resume);
+      .def_rw("resume", &R::resume)
+      .def_rw("initial_parameters", &R::initial_parameters,
+              "Starting parameters in the library's flat order (empty: init with seed).");
   m.def("train", &train, nb::arg("request"), nb::arg("X"), nb::arg("y"),
         nb::arg("X_validation").none() = nb::none(), nb::arg("y_validation").none() = nb::none(),
         nb::arg("on_epoch").none() = nb::none(),

@@ -103,7 +103,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
   report.lambda = damping_.lambda();
   if (non_finite_system(f0, report)) return report;
   // F + ½θᵀRθ, g + Rθ and A + R, the penalty's exact Hessian.
-  report.penalty_after = penalty_->apply(params, f0, ne_);
+  report.penalty_before = report.penalty_after = penalty_->apply(params, f0, ne_);
   report.weight_decay = penalty_->weight_decay();
   f0 += report.penalty_after;
   report.objective_before = report.objective_after = f0;

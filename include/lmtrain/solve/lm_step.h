@@ -44,7 +44,8 @@ struct StepReport {
   int invalid = 0;   // failed factorizations / non-finite steps
   double objective_before = 0;
   double objective_after = 0;  // F after the step (= before if not accepted)
-  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ (regularization)
+  double penalty_before = 0;   // the part of objective_before that is ½θᵀRθ (regularization)
+  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ
   double lambda = 0;           // λ of the last solve
   double gain_ratio = 0;       // ρ of the accepted step
   double gradient_max_norm = 0;

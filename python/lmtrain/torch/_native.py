@@ -173,7 +173,6 @@ class NativePath:
 
     def step(self, x: Any, y: Any) -> Any:
         from ._losses import Loss
-        from ._optimizer import StepReport
 
         images = self.architecture["input_shape"] is None
         if not isinstance(x, torch.Tensor) or x.dim() != (4 if images else 2):
@@ -192,22 +191,11 @@ class NativePath:
         flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
             self.np_dtype)
         engine = self._engine(x.shape[0], input_shape)
-        r = engine.step(flat, xs, ys)
+        report = engine.step(flat, xs, ys)
         with torch.no_grad():
             offset = 0
             for p in self.params:
                 k = p.numel()
                 p.copy_(torch.from_numpy(flat[offset:offset + k]).view_as(p))
                 offset += k
-        phases = r["phase_seconds"]
-        termination = "" if r["termination"] in ("none", "") else r["termination"]
-        return StepReport(loss=r["loss_before"], loss_after=r["loss_after"],
-                          objective=r["objective_before"], objective_after=r["objective_after"],
-                          lambda_=r["lambda"], attempts=r["attempts"], rejected=r["rejected"],
-                          invalid=r["invalid"], accepted=r["accepted"],
-                          gain_ratio=r["gain_ratio"], gradient_max_norm=r["gradient_max_norm"],
-                          step_norm=r["step_norm"], path="native", slice_size=0,
-                          termination=termination, geodesic_applied=r["geodesic_applied"],
-                          geodesic_refused=r["geodesic_refused"],
-                          geodesic_skipped=r["geodesic_skipped"],
-                          phase_seconds={k: float(v) for k, v in phases.items()})
+        return report
