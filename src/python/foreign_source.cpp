@@ -11,14 +11,9 @@ namespace nb = nanobind;
 
 namespace {
 
-int dlpack_device(const Backend<float>& b) {
-  return const_cast<Backend<float>&>(b).device_kind() == DeviceKind::kCuda ? nb::device::cuda::value
-                                                                           : nb::device::cpu::value;
-}
-int dlpack_device(const Backend<double>& b) {
-  return const_cast<Backend<double>&>(b).device_kind() == DeviceKind::kCuda
-             ? nb::device::cuda::value
-             : nb::device::cpu::value;
+int dlpack_device(const DeviceQueue& device) {
+  return device.device_kind() == DeviceKind::kCuda ? nb::device::cuda::value
+                                                   : nb::device::cpu::value;
 }
 
 const char* dtype_name(float*) {
@@ -37,7 +32,7 @@ const char* dtype_name(double*) {
 }  // namespace
 
 template <typename T>
-ForeignSource<T>::ForeignSource(nb::object callbacks, Backend<T>& backend, Shape shape)
+ForeignSource<T>::ForeignSource(nb::object callbacks, LinearAlgebra<T>& backend, Shape shape)
     : callbacks_(std::move(callbacks)), backend_(backend), shape_(std::move(shape)) {
   for (const char* name : {"linearize", "jacobian", "objective", "residuals_at"})
     if (!nb::hasattr(callbacks_, name))

@@ -42,11 +42,11 @@ class ForeignSource final : public LinearizationSource<T> {
     ParameterGroups groups;
   };
 
-  ForeignSource(nanobind::object callbacks, Backend<T>& backend, Shape shape);
+  ForeignSource(nanobind::object callbacks, LinearAlgebra<T>& backend, Shape shape);
 
   std::size_t num_params() const override { return shape_.params; }
   std::size_t residuals_per_sample() const override { return shape_.residuals_per_unit; }
-  Backend<T>& model_backend() const override { return backend_; }
+  LinearAlgebra<T>& model_backend() const override { return backend_; }
   void reserve(std::size_t, std::size_t) override {}
   SourceFootprint footprint(std::size_t, bool) const override { return shape_.footprint; }
   // torch's slices are already laid out as it computes them: no padding of the rows.
@@ -88,7 +88,7 @@ class ForeignSource final : public LinearizationSource<T> {
   double nan() const { return std::numeric_limits<double>::quiet_NaN(); }
 
   nanobind::object callbacks_;
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   Shape shape_;
   bool has_transpose_product_ = false;
   std::size_t batch_ = 0;

@@ -19,6 +19,7 @@
 #include "lmtrain/io/model_file.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/step_planner.h"
 #include "module.h"

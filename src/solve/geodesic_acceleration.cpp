@@ -8,7 +8,8 @@ template <typename T, typename S>
 GeodesicAcceleration<T, S>::GeodesicAcceleration(const SolverOptions& options,
                                                  LinearizationSource<T>& source,
                                                  NormalEquationsBuilder<T, S>& builder,
-                                                 const NormalEquations<S>& ne, Backend<S>& system,
+                                                 const NormalEquations<S>& ne,
+                                                 LinearAlgebra<S>& system,
                                                  std::size_t max_residuals)
     : ratio_(options.geodesic_ratio),
       step_(options.geodesic_step),

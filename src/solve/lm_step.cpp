@@ -11,32 +11,14 @@
 namespace lmtrain {
 
 template <typename T, typename S>
-Backend<S>* LevenbergMarquardtStep<T, S>::own_system(LinearizationSource<T>& source,
-                                                     std::unique_ptr<Backend<S>>& owned) {
+LinearAlgebra<S>* LevenbergMarquardtStep<T, S>::own_system(
+    LinearizationSource<T>& source, std::unique_ptr<LinearAlgebra<S>>& owned) {
   if constexpr (kMixed) {
     owned = make_sibling_backend<S>(source.model_backend());
     return owned.get();
   } else {
     return &source.model_backend();
   }
-}
-
-template <typename T, typename S>
-LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
-    const SolverOptions& options, LinearSolverType solver_type, JacobianEngine<T>& engine,
-    std::size_t slice_samples, std::size_t max_batch, dist::Communicator* comm)
-    : LevenbergMarquardtStep(std::make_unique<EngineSource<T>>(engine), options, solver_type,
-                             slice_samples, max_batch, comm) {}
-
-template <typename T, typename S>
-LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(std::unique_ptr<EngineSource<T>> owned,
-                                                     const SolverOptions& options,
-                                                     LinearSolverType solver_type,
-                                                     std::size_t slice_samples,
-                                                     std::size_t max_batch,
-                                                     dist::Communicator* comm)
-    : LevenbergMarquardtStep(options, solver_type, *owned, slice_samples, max_batch, comm) {
-  engine_source_ = std::move(owned);  // the heap object source_ refers to stays where it is
 }
 
 template <typename T, typename S>
@@ -335,39 +317,19 @@ bool LevenbergMarquardtStep<T, S>::lambda_above_max(bool can_grow, StepReport& r
   return true;
 }
 
-namespace {
-
-template <typename T, typename Linearized>
-std::unique_ptr<LmStepper<T>> make_step_for(const SolverOptions& options,
-                                            LinearSolverType solver_type, Linearized& linearized,
-                                            std::size_t slice_samples, std::size_t max_batch,
-                                            dist::Communicator* comm) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (resolve_system_precision(options, true) == SystemPrecision::kFloat64)
-      return std::make_unique<LevenbergMarquardtStep<float, double>>(
-          options, solver_type, linearized, slice_samples, max_batch, comm);
-  }
-  return std::make_unique<LevenbergMarquardtStep<T>>(options, solver_type, linearized,
-                                                     slice_samples, max_batch, comm);
-}
-
-}  // namespace
-
 template <typename T>
 std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
                                            LinearSolverType solver_type,
                                            LinearizationSource<T>& source,
                                            std::size_t slice_samples, std::size_t max_batch,
                                            dist::Communicator* comm) {
-  return make_step_for<T>(options, solver_type, source, slice_samples, max_batch, comm);
-}
-
-template <typename T>
-std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
-                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
-                                           std::size_t slice_samples, std::size_t max_batch,
-                                           dist::Communicator* comm) {
-  return make_step_for<T>(options, solver_type, engine, slice_samples, max_batch, comm);
+  if constexpr (std::is_same_v<T, float>) {
+    if (resolve_system_precision(options, true) == SystemPrecision::kFloat64)
+      return std::make_unique<LevenbergMarquardtStep<float, double>>(
+          options, solver_type, source, slice_samples, max_batch, comm);
+  }
+  return std::make_unique<LevenbergMarquardtStep<T>>(options, solver_type, source, slice_samples,
+                                                     max_batch, comm);
 }
 
 template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptions&,
@@ -378,15 +340,6 @@ template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptio
 template std::unique_ptr<LmStepper<double>> make_lm_step<double>(const SolverOptions&,
                                                                  LinearSolverType,
                                                                  LinearizationSource<double>&,
-                                                                 std::size_t, std::size_t,
-                                                                 dist::Communicator*);
-template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptions&,
-                                                               LinearSolverType,
-                                                               JacobianEngine<float>&, std::size_t,
-                                                               std::size_t, dist::Communicator*);
-template std::unique_ptr<LmStepper<double>> make_lm_step<double>(const SolverOptions&,
-                                                                 LinearSolverType,
-                                                                 JacobianEngine<double>&,
                                                                  std::size_t, std::size_t,
                                                                  dist::Communicator*);
 

@@ -8,7 +8,8 @@ namespace lmtrain {
 
 template <typename T, typename S>
 NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& source,
-                                                     Backend<S>& system, std::size_t slice_samples,
+                                                     LinearAlgebra<S>& system,
+                                                     std::size_t slice_samples,
                                                      std::size_t max_batch, bool store_jacobian)
     : source_(source),
       backend_(source.model_backend()),

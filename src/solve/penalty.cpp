@@ -26,8 +26,8 @@ class NoPenalty final : public Penalty<T, S> {
 template <typename T, typename S>
 class UniformPenalty final : public Penalty<T, S> {
  public:
-  UniformPenalty(const SolverOptions& options, LinearizationSource<T>& source, Backend<S>& system,
-                 Collectives<S>& collectives)
+  UniformPenalty(const SolverOptions& options, LinearizationSource<T>& source,
+                 LinearAlgebra<S>& system, Collectives<S>& collectives)
       : Penalty<T, S>(options.regularization),
         source_(source),
         model_(source.model_backend()),
@@ -113,8 +113,8 @@ class UniformPenalty final : public Penalty<T, S> {
   }
 
   LinearizationSource<T>& source_;
-  Backend<T>& model_;
-  Backend<S>& system_;
+  LinearAlgebra<T>& model_;
+  LinearAlgebra<S>& system_;
   Collectives<S>& collectives_;
   DeviceBuffer<S> theta_;               // θ in S
   DeviceBuffer<S> work_, eigenvalues_;  // bayesian: A's eigenvalues
@@ -125,8 +125,8 @@ class UniformPenalty final : public Penalty<T, S> {
 template <typename T, typename S>
 class GroupPenalty final : public Penalty<T, S> {
  public:
-  GroupPenalty(const SolverOptions& options, LinearizationSource<T>& source, Backend<S>& system,
-               Collectives<S>& collectives)
+  GroupPenalty(const SolverOptions& options, LinearizationSource<T>& source,
+               LinearAlgebra<S>& system, Collectives<S>& collectives)
       : Penalty<T, S>(Regularization::kArd),
         source_(source),
         model_(source.model_backend()),
@@ -255,8 +255,8 @@ class GroupPenalty final : public Penalty<T, S> {
   }
 
   LinearizationSource<T>& source_;
-  Backend<T>& model_;
-  Backend<S>& system_;
+  LinearAlgebra<T>& model_;
+  LinearAlgebra<S>& system_;
   Collectives<S>& collectives_;
   std::vector<std::uint32_t> group_of_;
   std::vector<std::size_t> group_sizes_;
@@ -272,7 +272,7 @@ template <typename T, typename S>
 std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& options,
                                                      LinearSolverType solver,
                                                      LinearizationSource<T>& source,
-                                                     Backend<S>& system,
+                                                     LinearAlgebra<S>& system,
                                                      Collectives<S>& collectives) {
   if (const auto conflict = regularization_conflict(options.regularization, solver))
     throw InvalidArgument(*conflict);

@@ -9,6 +9,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
+#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/early_stopping.h"

@@ -63,7 +63,7 @@ TEST(GaussNewton, NoHiddenLayerMseIsSolvedInOneStepToLapackLeastSquares) {
   SolverOptions o;
   o.lambda_min = 1e-14;
   o.lambda_initial = 1e-14;
-  LevenbergMarquardtStep<double> step(o, LinearSolverType::kCholesky, *p.engine, batch, batch);
+  LevenbergMarquardtStep<double> step(o, LinearSolverType::kCholesky, *p.source, batch, batch);
   p.set_params(theta0);
   PhaseTimes times;
   const StepReport report = step.step(p.params.data(), p.x.data(), p.y.data(), batch, times);
@@ -196,7 +196,7 @@ TEST(CgSolver, MarquardtStepFromStoredRowsMatchesCholeskyOnA) {
     o.marquardt_min = 0.05;  // some columns are clamped from below
     o.cg_forcing = 1e-13;
     o.cg_max_iterations = 10000;
-    LevenbergMarquardtStep<double> step(o, type, *p.engine, 17, batch);
+    LevenbergMarquardtStep<double> step(o, type, *p.source, 17, batch);
     p.set_params(theta0);
     PhaseTimes times;
     ASSERT_TRUE(step.step(p.params.data(), p.x.data(), p.y.data(), batch, times).accepted);

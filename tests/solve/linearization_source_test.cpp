@@ -25,7 +25,7 @@ class LendingSource final : public LinearizationSource<T> {
 
   std::size_t num_params() const override { return inner_.num_params(); }
   std::size_t residuals_per_sample() const override { return inner_.residuals_per_sample(); }
-  Backend<T>& model_backend() const override { return inner_.model_backend(); }
+  LinearAlgebra<T>& model_backend() const override { return inner_.model_backend(); }
   void reserve(std::size_t batch, std::size_t slice) override {
     inner_.reserve(batch, slice);
     rows_ = model_backend().allocate(batch * residuals_per_sample() * ld());

@@ -47,7 +47,7 @@ struct MixedProblem {
   static constexpr std::size_t kBatch = 300, kIn = 3;
   std::vector<double> x, y;  // the data as drawn; the float32 problem holds them rounded
   Problem<float> p;
-  std::unique_ptr<Backend<double>> system;
+  std::unique_ptr<LinearAlgebra<double>> system;
   std::vector<double> theta;
 
   static ModelSpec spec() { return ModelSpec::mlp(kIn, {9, 7}, 2, Activation::kTanh); }
@@ -176,12 +176,12 @@ TEST_P(MixedPrecisionOn, TrainingFollowsFloat64Training) {
   SolverOptions options;
   options.system_precision = SystemPrecision::kFloat64;
   options.linear_solver = LinearSolverType::kCholesky;
-  auto mixed = make_lm_step<float>(options, LinearSolverType::kCholesky, *p.engine, 50, p.batch);
+  auto mixed = make_lm_step<float>(options, LinearSolverType::kCholesky, *p.source, 50, p.batch);
   using MixedStep = LevenbergMarquardtStep<float, double>;
   ASSERT_NE(dynamic_cast<MixedStep*>(mixed.get()), nullptr);
   auto shadow_step =
-      make_lm_step<double>(options, LinearSolverType::kCholesky, *shadow.engine, 50, shadow.batch);
-  auto free_step = make_lm_step<double>(options, LinearSolverType::kCholesky, *free_run.engine, 50,
+      make_lm_step<double>(options, LinearSolverType::kCholesky, *shadow.source, 50, shadow.batch);
+  auto free_step = make_lm_step<double>(options, LinearSolverType::kCholesky, *free_run.source, 50,
                                         free_run.batch);
   const std::size_t n = mp.n();
   p.set_params(theta);

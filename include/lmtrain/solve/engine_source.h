@@ -16,7 +16,7 @@ class EngineSource final : public LinearizationSource<T> {
 
   std::size_t num_params() const override { return engine_.num_params(); }
   std::size_t residuals_per_sample() const override { return engine_.residuals_per_sample(); }
-  Backend<T>& model_backend() const override { return engine_.model_backend(); }
+  LinearAlgebra<T>& model_backend() const override { return engine_.model_backend(); }
   void reserve(std::size_t batch, std::size_t slice) override { engine_.reserve(batch, slice); }
   void release_slices() override { engine_.release_slices(); }
   SourceFootprint footprint(std::size_t batch, bool trial_residuals) const override {

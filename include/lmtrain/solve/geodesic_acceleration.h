@@ -61,7 +61,7 @@ class GeodesicAcceleration {
   // the step solves (read for a stored J), which must outlive this object.
   GeodesicAcceleration(const SolverOptions& options, LinearizationSource<T>& source,
                        NormalEquationsBuilder<T, S>& builder, const NormalEquations<S>& ne,
-                       Backend<S>& system, std::size_t max_residuals);
+                       LinearAlgebra<S>& system, std::size_t max_residuals);
 
   // Elements allocated for it, for the memory plan.  Model precision: two residual vectors and
   // the point θ ± hv (what the source allocates to evaluate residuals there is in its
@@ -88,8 +88,8 @@ class GeodesicAcceleration {
   double ratio_, step_;
   LinearizationSource<T>& source_;
   NormalEquationsBuilder<T, S>& builder_;
-  Backend<T>& backend_;
-  Backend<S>& system_;
+  LinearAlgebra<T>& backend_;
+  LinearAlgebra<S>& system_;
   const NormalEquations<S>& ne_;
   DeviceBuffer<T> plus_, minus_;  // r(θ + hv), r(θ − hv); then r_vv in plus_
   DeviceBuffer<T> point_;         // θ ± hv

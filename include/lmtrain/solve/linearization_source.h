@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <string>
 
-#include "lmtrain/backend/backend.h"
+#include "lmtrain/backend/linear_algebra.h"
 #include "lmtrain/core/parameter_groups.h"
 
 namespace lmtrain {
@@ -44,7 +44,7 @@ class LinearizationSource {
   // Residual rows per unit of a batch (R).
   virtual std::size_t residuals_per_sample() const = 0;
   // The backend of the model's precision on the device where J and r live.
-  virtual Backend<T>& model_backend() const = 0;
+  virtual LinearAlgebra<T>& model_backend() const = 0;
   // Buffers for batches of up to `batch` units and slices of up to `slice` units.
   virtual void reserve(std::size_t batch, std::size_t slice) = 0;
   // Frees what reserve sized by the slice (after an out-of-memory error the planner halves it).

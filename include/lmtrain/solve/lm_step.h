@@ -29,9 +29,9 @@
 
 #include "lmtrain/solve/collectives.h"
 #include "lmtrain/solve/damping.h"
-#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
+#include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/penalty.h"
 #include "lmtrain/solve/termination.h"
 
@@ -101,10 +101,6 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
                          LinearizationSource<T>& source, std::size_t slice_samples,
                          std::size_t max_batch, dist::Communicator* comm = nullptr);
-  // lmtrain's own network: the step linearizes the engine through an EngineSource it owns.
-  LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
-                         JacobianEngine<T>& engine, std::size_t slice_samples,
-                         std::size_t max_batch, dist::Communicator* comm = nullptr);
 
   // Elements the step allocates itself (δ, its copies and the trial point), for the memory plan:
   // in the model's precision and in the system's.  `distributed_primal`: several ranks (or NCCL)
@@ -134,10 +130,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
  private:
   static constexpr bool kMixed = !std::is_same_v<T, S>;
-  LevenbergMarquardtStep(std::unique_ptr<EngineSource<T>> owned, const SolverOptions& options,
-                         LinearSolverType solver_type, std::size_t slice_samples,
-                         std::size_t max_batch, dist::Communicator* comm);
-  static Backend<S>* own_system(LinearizationSource<T>& source, std::unique_ptr<Backend<S>>& owned);
+  static LinearAlgebra<S>* own_system(LinearizationSource<T>& source,
+                                      std::unique_ptr<LinearAlgebra<S>>& owned);
 
   StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
@@ -170,11 +164,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   bool parameter_tolerance_reached(double step_norm, double param_norm, StepReport& report) const;
   bool lambda_above_max(bool can_grow, StepReport& report) const;
 
-  std::unique_ptr<EngineSource<T>> engine_source_;  // the source when built from an engine
   SolverOptions options_;
-  Backend<T>& backend_;
-  std::unique_ptr<Backend<S>> system_owned_;  // mixed precision: S's backend on the same device
-  Backend<S>& system_;
+  LinearAlgebra<T>& backend_;
+  std::unique_ptr<LinearAlgebra<S>>
+      system_owned_;  // mixed precision: S's backend on the same device
+  LinearAlgebra<S>& system_;
   LinearizationSource<T>& source_;
   LinearSolverType solver_type_;
   Collectives<S> collectives_;
@@ -199,11 +193,6 @@ template <typename T>
 std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
                                            LinearSolverType solver_type,
                                            LinearizationSource<T>& source,
-                                           std::size_t slice_samples, std::size_t max_batch,
-                                           dist::Communicator* comm = nullptr);
-template <typename T>
-std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
-                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
                                            std::size_t slice_samples, std::size_t max_batch,
                                            dist::Communicator* comm = nullptr);
 

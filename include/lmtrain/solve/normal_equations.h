@@ -41,7 +41,7 @@ class NormalEquationsBuilder {
   // `slice_samples` comes from the memory plan; `max_batch` sizes the dual form's J.
   // `store_jacobian`: keep J and r (dual form, CG) instead of forming A.  `system` is the backend
   // of precision S on the source's device (the source's own when S = T).
-  NormalEquationsBuilder(LinearizationSource<T>& source, Backend<S>& system,
+  NormalEquationsBuilder(LinearizationSource<T>& source, LinearAlgebra<S>& system,
                          std::size_t slice_samples, std::size_t max_batch, bool store_jacobian);
   // One precision: the system lives on the source's backend.  (A template, so that the explicit
   // instantiation of the mixed-precision class does not instantiate it.)
@@ -108,8 +108,8 @@ class NormalEquationsBuilder {
   // The slice in S: the source's rows, or their widened copy (mixed precision).
   JacobianRows<S> in_system_precision(const JacobianRows<T>& rows, std::size_t count);
   LinearizationSource<T>& source_;
-  Backend<T>& backend_;
-  Backend<S>& system_;
+  LinearAlgebra<T>& backend_;
+  LinearAlgebra<S>& system_;
   std::size_t slice_samples_;
   std::size_t max_batch_;
   bool store_jacobian_;
