@@ -1,4 +1,5 @@
 // make_sibling_backend: the same device in another precision (mixed precision's float64 side).
+#include "cpu/cpu_threads.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/backend/cuda_backend.h"
 
@@ -8,7 +9,7 @@ template <typename S, typename T>
 std::unique_ptr<Backend<S>> make_sibling_backend(Backend<T>& backend) {
   if (backend.device_kind() == DeviceKind::kCuda)
     return make_cuda_backend<S>(backend.device_index());
-  return make_cpu_backend<S>();
+  return cpu::make_cpu_sibling<S>(backend);  // counting its threads with `backend`'s
 }
 
 template std::unique_ptr<Backend<double>> make_sibling_backend<double, float>(Backend<float>&);

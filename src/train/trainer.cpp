@@ -31,6 +31,9 @@ bool TrainerOptions::is_valid(std::string* error) const {
   if (max_validation_failures < 1)
     return fail(fmt::format("TrainerOptions::max_validation_failures = {} violates: ≥ 1",
                             max_validation_failures));
+  if (!(stop_grace_s >= 0))
+    return fail(
+        fmt::format("TrainerOptions::stop_grace_s = {} violates: stop_grace_s ≥ 0", stop_grace_s));
   if (!std::isfinite(loss_goal) || loss_goal < 0)
     return fail(
         fmt::format("TrainerOptions::loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
@@ -512,6 +515,7 @@ Summary Trainer<T>::Run::finish(std::vector<T>& params) {
   t_.backend_.copy_to_host(theta_.data(), params.data(), n_);
   t_.backend_.synchronize();
   summary_.total_seconds = seconds_since(start_);
+  summary_.threads = t_.backend_.thread_report();
   return summary_;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -459,6 +460,65 @@ TEST(Cli, NonFiniteLossExitsThreeWithoutModel) {
   EXPECT_NE(r.output.find("not finite"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("out") / "model.safetensors")) << "a model was written";
 }
+
+// ---- OpenMP settings that made OpenBLAS wait forever (issue 28) ------------------------------
+
+struct OpenMpSetting {
+  std::string name;
+  std::string environment;  // for `env`
+  std::string reference;    // the explicit thread count it amounts to (same results, bit for bit)
+  std::string report;       // in the Summary's Threads lines
+};
+
+class OpenMpSettings : public ::testing::TestWithParam<OpenMpSetting> {};
+
+// A 2-256-1 network (1 025 parameters) in batches of 800: SYRK of 4.2·10⁸ multiply-adds, above
+// the 2²⁸ from which OpenBLAS runs it on several threads.  Before issue 28 each of these settings
+// hung inside OpenBLAS's threaded SYRK for ever (OMP_DYNAMIC=true when the load average of the
+// last 15 minutes is ≥ 1 on 2 cores): the run has 120 s before `timeout` kills it.
+TEST_P(OpenMpSettings, FinishWithTheirThreadCountsResults) {
+  const OpenMpSetting& p = GetParam();
+  Scratch s;
+  s.write("data.csv", regression_csv(2000, 9));
+  const std::string config = s.write(
+      "run.toml",
+      "seed = 3\noutput_dir = \"out\"\n[model]\nlayers = [{ type = \"dense\", units = 256 }, "
+      "{ type = \"tanh\" }, { type = \"dense\", units = 1 }]\n[data]\ntest_fraction = 0.2\n"
+      "[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n[trainer]\nmax_epochs = 2\n"
+      "batch_size = 800\ncheckpoint_every = 0\n");
+  const auto fit = [&](const std::string& environment, const std::string& dir) {
+    return run_command("timeout -s KILL 120 env " + environment + " " + LMTRAIN_CLI_PATH + " fit " +
+                       config + " --quiet --set output_dir=\"" + s.path(dir).string() + "\"");
+  };
+  const Result r = fit(p.environment, "setting");
+  ASSERT_EQ(r.exit_code, 0) << p.environment << ": " << (r.exit_code == 137 ? "hung" : r.output);
+  const std::string summary = read_file(s.path("setting") / "summary.txt");
+  EXPECT_NE(summary.find(p.report), std::string::npos) << summary;
+  ASSERT_EQ(fit(p.reference, "reference").exit_code, 0);
+  EXPECT_EQ(final_parameters(s.path("setting")), final_parameters(s.path("reference")));
+}
+
+std::string cores() {
+  return std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+}
+std::string above_cores() {
+  return std::to_string(std::max(1u, std::thread::hardware_concurrency()) + 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Issue28, OpenMpSettings,
+    ::testing::Values(
+        OpenMpSetting{"dynamic_above_cores", "OMP_DYNAMIC=true OMP_NUM_THREADS=" + above_cores(),
+                      "OMP_NUM_THREADS=" + cores(), "OMP_DYNAMIC = true: turned off"},
+        OpenMpSetting{"thread_limit", "OMP_THREAD_LIMIT=1", "OMP_NUM_THREADS=1",
+                      "OMP_THREAD_LIMIT = 1: at most 1 thread"},
+        OpenMpSetting{"no_active_level", "OMP_MAX_ACTIVE_LEVELS=0", "OMP_NUM_THREADS=1",
+                      "OMP_MAX_ACTIVE_LEVELS = 0 allows no parallel region"},
+        OpenMpSetting{
+            "nested",
+            "OMP_NESTED=true OMP_MAX_ACTIVE_LEVELS=4 OMP_NUM_THREADS=" + above_cores() + ",2",
+            "OMP_NUM_THREADS=" + cores(), "is more than the"}),
+    [](const ::testing::TestParamInfo<OpenMpSetting>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace lmtrain::cli
