@@ -201,25 +201,41 @@ std::size_t ThreadTuner::best() const {
   return b;
 }
 
-std::size_t ThreadTuner::choose() {
+std::vector<double> ThreadTuner::slowdowns() const {
+  const double fastest = expected(best());
+  if (std::isnan(fastest) || !(fastest > 0)) return {};
+  std::vector<double> r;
+  for (std::size_t a = 0; a < arms_.size(); ++a) r.push_back(expected(a) / fastest);
+  return r;
+}
+
+std::size_t ThreadTuner::choose(const std::vector<double>& prior) {
   ++occurrences_;
   if (first_ || arms_.size() == 1) return arms_.size() - 1;
   const double u = std::fmod(static_cast<double>(occurrences_) * 0.6180339887498949, 1.0);
+  // The share of occurrences an arm `behind` times slower than the best is tried on.
+  auto share = [](double behind) {
+    return kExploreShare * std::min(1.0, kExploreCost / std::max(behind - 1, 1e-9));
+  };
   bool warming = false;
   for (const Arm& a : arms_) warming = warming || a.samples < kWarmup;
   const std::size_t b = best();
   if (warming || std::isnan(expected(b))) {
     // Arms drawn by the Weyl sequence rather than in turn: work that alternates between two
     // kinds would otherwise give each arm one kind only, and no kind would ever be compared.
-    return std::min(arms_.size() - 1,
-                    static_cast<std::size_t>(u * static_cast<double>(arms_.size())));
+    const auto drawn =
+        std::min(arms_.size() - 1, static_cast<std::size_t>(u * static_cast<double>(arms_.size())));
+    if (prior.size() != arms_.size() || !(prior[drawn] > 1 + kExploreCost)) return drawn;
+    // An arm the other phases found far slower: only on its exploring share (a second Weyl
+    // sequence, independent of the first); else the arm they found fastest.
+    const double v = std::fmod(static_cast<double>(occurrences_) * 0.4142135623730951, 1.0);
+    if (v < share(prior[drawn])) return drawn;
+    return static_cast<std::size_t>(std::min_element(prior.begin(), prior.end()) - prior.begin());
   }
   // The next arm after the last one explored that is not the best, on its share.
   std::size_t candidate = next_explored_ % arms_.size();
   if (candidate == b) candidate = (candidate + 1) % arms_.size();
-  const double behind = expected(candidate) / expected(b) - 1;
-  const double share = kExploreShare * std::min(1.0, kExploreCost / std::max(behind, 1e-9));
-  if (u >= share) return b;
+  if (u >= share(expected(candidate) / expected(b))) return b;
   next_explored_ = candidate + 1;
   return candidate;
 }
@@ -245,7 +261,26 @@ ThreadController::ThreadController() : env_(thread_environment()) {
     arms.push_back(1);
   }
   tuners_.assign(kPhases, ThreadTuner(arms));
-  apply(env_.threads);
+  // One thread until a phase has measured more (outside the phases, before the first forward
+  // pass has: the initial evaluation), the arm that cannot lose much on a loaded machine.
+  apply(env_.fixed ? env_.threads : 1);
+}
+
+std::vector<double> ThreadController::prior_for(std::size_t phase) const {
+  // Per arm, the geometric mean over the other phases that can compare their arms of its
+  // slowdown (a ratio: 4× slower in one phase and 0.25× in another average to 1×).
+  std::vector<double> log_sum(tuners_[phase].arm_count(), 0.0);
+  int phases = 0;
+  for (std::size_t q = 0; q < kPhases; ++q) {
+    const std::vector<double> r = q == phase ? std::vector<double>{} : tuners_[q].slowdowns();
+    if (r.size() != log_sum.size()) continue;
+    for (std::size_t a = 0; a < r.size(); ++a) log_sum[a] += std::log(r[a]);
+    ++phases;
+  }
+  if (phases == 0) return {};
+  std::vector<double> prior;
+  for (double l : log_sum) prior.push_back(std::exp(l / phases));
+  return prior;
 }
 
 void ThreadController::apply(int threads) const {
@@ -266,7 +301,7 @@ void ThreadController::begin(Phase phase) {
   if (p != phase_) {  // a new occurrence (else the last one goes on)
     flush();
     phase_ = p;
-    arm_ = tuners_[p].choose();
+    arm_ = tuners_[p].choose(prior_for(p));
     seconds_ = blas_work_ = 0;
     ++occurrences_[p][arm_];
   }
@@ -294,17 +329,28 @@ std::string ThreadController::phase_line(std::size_t p) const {
   const ThreadTuner& tuner = tuners_[p];
   std::uint64_t total = 0;
   for (std::size_t a = 0; a < tuner.arm_count(); ++a) total += occurrences_[p][a];
-  std::string uses, expected;
+  std::string uses, measured, untried;
+  std::vector<double> prior;
   for (std::size_t a = 0; a < tuner.arm_count(); ++a) {
-    if (occurrences_[p][a] == 0) continue;
-    uses += fmt::format("{}{} on {}", uses.empty() ? "" : ", ", occurrences_[p][a],
-                        thread_word(tuner.threads(a)));
-    expected += fmt::format("{}{} on {}", expected.empty() ? "" : ", ",
-                            milliseconds(tuner.expected(a)), tuner.threads(a));
+    if (occurrences_[p][a] > 0)
+      uses += fmt::format("{}{} on {}", uses.empty() ? "" : ", ", occurrences_[p][a],
+                          thread_word(tuner.threads(a)));
+    if (const double e = tuner.expected(a); !std::isnan(e)) {
+      measured += fmt::format("{}{} on {}", measured.empty() ? "" : ", ", milliseconds(e),
+                              tuner.threads(a));
+    } else if (occurrences_[p][a] == 0) {
+      if (prior.empty()) prior = prior_for(p);
+      untried += fmt::format("; not tried on {}{}", thread_word(tuner.threads(a)),
+                             prior.empty() ? std::string()
+                                           : fmt::format(" (the other phases found them {:.1f}× "
+                                                         "slower)",
+                                                         prior[a]));
+    }
   }
   std::string line = fmt::format("{} times: {}", total, uses);
-  if (tuner.arm_count() > 1)
-    line += fmt::format("; measured {} → {}", expected, thread_word(tuner.threads(tuner.best())));
+  if (!measured.empty()) line += "; measured " + measured;
+  line += untried;
+  if (tuner.arm_count() > 1) line += fmt::format(" → {}", thread_word(tuner.threads(tuner.best())));
   if (serial_calls_[p] > 0)
     line += fmt::format("; {} BLAS call(s) below 2^28 multiply-adds on 1 thread", serial_calls_[p]);
   return line;

@@ -51,7 +51,10 @@ ThreadEnvironment thread_environment();
 // so arms are compared on the same mixture whichever occurrences each happened to get.
 //
 // The phase's very first occurrence, which also pays for page faults and starting threads, runs
-// on one thread and is not counted; then every arm runs kWarmup times, then the fastest does —
+// on one thread and is not counted; then every arm runs kWarmup times — an arm that the other
+// phases have measured more than 1 + kExploreCost times slower only on an exploring share, as
+// below: on a loaded machine two threads can take ten times as long, and a first look at every
+// phase on them cost more than the whole choice saved — then the fastest does —
 // an arm with more threads only when it is kMargin faster than one with fewer, since under
 // contention a team of threads is the arm that can lose by far — and another is tried on a share
 // of the occurrences that shrinks as it falls behind: kExploreShare while it is at most
@@ -70,7 +73,9 @@ class ThreadTuner {
 
   // arms[0] is the most threads.
   explicit ThreadTuner(std::vector<int> arms);
-  std::size_t choose();
+  // `prior`: per arm, how many times slower than the best arm the other phases found it (empty:
+  // not known).
+  std::size_t choose(const std::vector<double>& prior = {});
   // One occurrence on `arm` that did `blas_work` multiply-adds of BLAS calls.
   void record(std::size_t arm, double blas_work, double seconds);
   // The arm with the lowest expected duration, with kMargin for more threads (the last arm, one
@@ -78,6 +83,8 @@ class ThreadTuner {
   std::size_t best() const;
   // The expected duration of an occurrence on the arm (see above); NaN while there is none.
   double expected(std::size_t arm) const;
+  // Per arm, expected(arm) / the best arm's; empty while the arms cannot be compared.
+  std::vector<double> slowdowns() const;
   std::size_t arm_count() const { return arms_.size(); }
   int threads(std::size_t arm) const { return arms_[arm].threads; }
   static std::size_t kind_of(double blas_work);
@@ -124,6 +131,7 @@ class ThreadController {
   void apply(int threads) const;
   void flush();
   std::string phase_line(std::size_t phase) const;
+  std::vector<double> prior_for(std::size_t phase) const;
 
   ThreadEnvironment env_;
   mutable std::mutex mutex_;
