@@ -125,9 +125,9 @@ for condition in $conditions; do
   sed -n '/^Threads/,/^$/p' "$work/default-$repeats.summary" > "$work/threads-$condition.txt" 2>/dev/null
 done
 
-python3 - "$rows" "$out_md" "$machine_desc" "$repeats" "$limit" "$work" "$niceness" "$root" <<'EOF'
+python3 - "$rows" "$out_md" "$machine_desc" "$repeats" "$limit" "$work" "$niceness" "$root" "$lmtrain" <<'EOF'
 import os, statistics, subprocess, sys
-rows_path, out_md, machine, repeats, limit, work, niceness, root = sys.argv[1:9]
+rows_path, out_md, machine, repeats, limit, work, niceness, root, lmtrain = sys.argv[1:10]
 rows = [l.split() for l in open(rows_path) if l.strip()]
 def num(x):
     return float(x) if x not in ("hang", "failed") else None
@@ -143,6 +143,9 @@ if subprocess.run(git + ["diff", "--quiet", "HEAD", "--", "src", "include", "CMa
     commit += " with uncommitted changes to src/ or include/"
 nice_note = f" Every measured command and the co-tenant ran at niceness {niceness}." if niceness != "0" else ""
 nice_arg = f" --nice {niceness}" if niceness != "0" else ""
+if os.path.realpath(lmtrain) != os.path.realpath(os.path.join(root, "build/release/bin/lmtrain")):
+    nice_arg += f" --lmtrain {lmtrain}"
+    commit = "(the binary given; the script's own checkout at " + commit + ")"
 out = [f"# Default threads against one thread — W2c, {machine}", "",
        f"`bench/defaults.sh --repeats {repeats}{nice_arg}` at commit {commit}: `lmtrain fit` on W2c (1-256-1 tanh, "
        "100 000 sinc(10x) points, batches of 10 000, 2 epochs), with no thread setting against "
