@@ -14,13 +14,10 @@
 # before every pair.  Targets: default ≤ 1.2 × one thread, quiet and busy; dynamic ≤ 2 ×.
 #
 # usage: bench/defaults.sh [--repeats R] [--lmtrain PATH] [--conditions "quiet busy dynamic"]
-#                          [--limit SECONDS] [--nice N] [--tag NAME]
+#                          [--limit SECONDS] [--tag NAME]
 #   --repeats     pairs per condition after one unmeasured warm-up pair (default 5)
 #   --lmtrain     the binary (default build/release/bin/lmtrain; build it first)
 #   --limit       seconds before a run counts as hung and is killed (default 120)
-#   --nice        run the measured commands and the co-tenant at this niceness (as root, e.g. -10:
-#                 ten times the CPU share of other processes — how a shared machine's background
-#                 load is kept out of a "quiet" measurement; the report says so)
 #   --tag         appended to the results file's name
 set -uo pipefail
 
@@ -29,7 +26,6 @@ repeats=5
 lmtrain="$root/build/release/bin/lmtrain"
 conditions="quiet busy dynamic"
 limit=120
-niceness=0
 tag=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,7 +33,6 @@ while [ $# -gt 0 ]; do
     --lmtrain) lmtrain="$2"; shift ;;
     --conditions) conditions="$2"; shift ;;
     --limit) limit="$2"; shift ;;
-    --nice) niceness="$2"; shift ;;
     --tag) tag="-$2"; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "defaults.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -87,7 +82,7 @@ timed_run() {
   local label="$1"; shift
   local start end rc
   start=$(date +%s.%N)
-  env "$@" nice -n "$niceness" timeout -s KILL "$limit" "$lmtrain" fit "$work/w2c.toml" --quiet \
+  env "$@" timeout -s KILL "$limit" "$lmtrain" fit "$work/w2c.toml" --quiet \
     --set "output_dir=\"$work/run-$label\"" > "$work/$label.log" 2>&1
   rc=$?
   end=$(date +%s.%N)
@@ -98,7 +93,7 @@ timed_run() {
   else python3 -c "print(f'{$end - $start:.3f}')"; fi
 }
 
-start_cotenant() { nice -n "$niceness" bash -c 'while :; do :; done' & cotenant=$!; }
+start_cotenant() { bash -c 'while :; do :; done' & cotenant=$!; }
 stop_cotenant() { [ -n "$cotenant" ] && kill "$cotenant" 2>/dev/null; wait "$cotenant" 2>/dev/null; cotenant=""; }
 
 rows="$work/rows.txt"
@@ -125,9 +120,9 @@ for condition in $conditions; do
   sed -n '/^Threads/,/^$/p' "$work/default-$repeats.summary" > "$work/threads-$condition.txt" 2>/dev/null
 done
 
-python3 - "$rows" "$out_md" "$machine_desc" "$repeats" "$limit" "$work" "$niceness" "$root" "$lmtrain" <<'EOF'
+python3 - "$rows" "$out_md" "$machine_desc" "$repeats" "$limit" "$work" "$root" "$lmtrain" <<'EOF'
 import os, statistics, subprocess, sys
-rows_path, out_md, machine, repeats, limit, work, niceness, root, lmtrain = sys.argv[1:10]
+rows_path, out_md, machine, repeats, limit, work, root, lmtrain = sys.argv[1:9]
 rows = [l.split() for l in open(rows_path) if l.strip()]
 def num(x):
     return float(x) if x not in ("hang", "failed") else None
@@ -141,16 +136,15 @@ git = ["git", "-C", root]
 commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 if subprocess.run(git + ["diff", "--quiet", "HEAD", "--", "src", "include", "CMakeLists.txt"]).returncode != 0:
     commit += " with uncommitted changes to src/ or include/"
-nice_note = f" Every measured command and the co-tenant ran at niceness {niceness}." if niceness != "0" else ""
-nice_arg = f" --nice {niceness}" if niceness != "0" else ""
+extra_args = ""
 if os.path.realpath(lmtrain) != os.path.realpath(os.path.join(root, "build/release/bin/lmtrain")):
-    nice_arg += f" --lmtrain {lmtrain}"
+    extra_args += f" --lmtrain {lmtrain}"
     commit = "(the binary given; the script's own checkout at " + commit + ")"
 out = [f"# Default threads against one thread — W2c, {machine}", "",
-       f"`bench/defaults.sh --repeats {repeats}{nice_arg}` at commit {commit}: `lmtrain fit` on W2c (1-256-1 tanh, "
+       f"`bench/defaults.sh --repeats {repeats}{extra_args}` at commit {commit}: `lmtrain fit` on W2c (1-256-1 tanh, "
        "100 000 sinc(10x) points, batches of 10 000, 2 epochs), with no thread setting against "
        "`OMP_NUM_THREADS=1`, in pairs after one warm-up pair.  Wall time of the whole command "
-       f"(start-up and data loading included); a run past {limit} s counts as a hang.{nice_note}", "",
+       f"(start-up and data loading included); a run past {limit} s counts as a hang.", "",
        "| condition | default: median (min–max) s | one thread: median (min–max) s | ratio of medians | median paired ratio | target | load average before the pairs |",
        "|---|---|---|---|---|---|---|"]
 for cond in dict.fromkeys(r[0] for r in rows):
