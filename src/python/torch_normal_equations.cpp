@@ -59,7 +59,8 @@ class DampedNormalEquations {
         collectives_(*backend_, nullptr),
         damping_(options_, *backend_, n),
         backoff_(geodesic_backoff_max(options_, float32_model)),
-        delta_(backend_->allocate(n)) {
+        delta_(backend_->allocate(n)),
+        clock_(backend_->make_phase_clock()) {
     const LinearSolverType type = options_.linear_solver == LinearSolverType::kAuto
                                       ? LinearSolverType::kCholesky
                                       : options_.linear_solver;
@@ -116,6 +117,7 @@ class DampedNormalEquations {
       js = wide_j_.data();
       rs = wide_r_.data();
     }
+    ScopedDevicePhase phase(*clock_, Phase::kNormalEquations);
     backend_->syrk_ata(n, rows, S(1), js, n, S(1), ne_.a.data());
     backend_->gemv(Trans::kYes, rows, n, S(1), js, n, rs, S(1), ne_.g.data());
     ne_.m += rows;
@@ -126,6 +128,7 @@ class DampedNormalEquations {
   // which no λ can cure (LevenbergMarquardtStep::non_finite_system).
   std::tuple<bool, double> finish(double objective) {
     nb::gil_scoped_release unlocked;
+    ScopedDevicePhase phase(*clock_, Phase::kFactorization);
     const std::size_t n = ne_.n;
     ne_.objective = objective;
     bool finite = std::isfinite(objective) && backend_->all_finite(n, ne_.g.data());
@@ -146,6 +149,7 @@ class DampedNormalEquations {
   bool solve(CpuArray delta) {
     check_vector(delta, "delta");
     nb::gil_scoped_release unlocked;
+    ScopedDevicePhase phase(*clock_, Phase::kFactorization);
     const std::size_t n = ne_.n;
     const bool valid = prepared_ && solver_->solve(damping_.lambda(), delta_.data()) &&
                        backend_->all_finite(n, delta_.data());
@@ -165,6 +169,7 @@ class DampedNormalEquations {
                                         ne_.n)
                                 .c_str());
     nb::gil_scoped_release unlocked;
+    ScopedDevicePhase phase(*clock_, Phase::kGeodesic);
     const std::size_t n = ne_.n;
     if (accel_.size() < n) accel_ = backend_->allocate(n);
     if (!solver_->solve_again(static_cast<const S*>(rhs.data()), accel_.data())) return false;
@@ -260,6 +265,9 @@ class DampedNormalEquations {
   GeodesicBackoff backoff_;
   std::unique_ptr<LinearSolver<S>> solver_;
   DeviceBuffer<S> delta_;
+  // The phases' boundaries, for the CPU's thread choice per phase (cpu_threads.h); the times
+  // themselves are the Python loop's to report.
+  std::unique_ptr<PhaseClock> clock_;
   DeviceBuffer<S> wide_j_, wide_r_;  // mixed precision: the slice widened
   DeviceBuffer<S> accel_;            // the geodesic correction a'
   bool prepared_ = false;

@@ -598,6 +598,10 @@ struct OpenMpSetting {
   std::string report;       // in the Summary's Threads lines
 };
 
+void PrintTo(const OpenMpSetting& s, std::ostream* out) {
+  *out << s.environment;
+}
+
 class OpenMpSettings : public ::testing::TestWithParam<OpenMpSetting> {};
 
 // A 2-256-1 network (1 025 parameters) in batches of 800: SYRK of 4.2·10⁸ multiply-adds, above

@@ -253,7 +253,10 @@ void ThreadTuner::record(std::size_t arm, double blas_work, double seconds) {
   ++kind_counts_[k];
 }
 
-ThreadController::ThreadController() : env_(thread_environment()) {
+ThreadController::ThreadController()
+    : env_(thread_environment()),
+      owner_threads_(omp_get_max_threads()),
+      owner_dynamic_(omp_get_dynamic() != 0) {
   // The arms: all threads, half of them on larger machines, one.
   std::vector<int> arms{env_.threads};
   if (!env_.fixed) {
@@ -264,6 +267,12 @@ ThreadController::ThreadController() : env_(thread_environment()) {
   // One thread until a phase has measured more (outside the phases, before the first forward
   // pass has: the initial evaluation), the arm that cannot lose much on a loaded machine.
   apply(env_.fixed ? env_.threads : 1);
+}
+
+ThreadController::~ThreadController() {
+  if (std::this_thread::get_id() != owner_ || omp_in_parallel()) return;
+  if (omp_get_max_threads() != owner_threads_) openblas_set_num_threads(owner_threads_);
+  omp_set_dynamic(owner_dynamic_ ? 1 : 0);
 }
 
 std::vector<double> ThreadController::prior_for(std::size_t phase) const {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
@@ -114,7 +115,13 @@ class ThreadTuner {
 // acceleration's forward passes and its solve) are one occurrence.
 class ThreadController {
  public:
+  // Sets the constructing thread's OpenMP count to one (until a phase measures more); the
+  // destructor gives that thread its count back, so that a caller's own OpenMP code sharing the
+  // runtime (NumPy on an OpenMP OpenBLAS, say) keeps it once the backend is gone.
   ThreadController();
+  ThreadController(const ThreadController&) = delete;
+  ThreadController& operator=(const ThreadController&) = delete;
+  ~ThreadController();
 
   // The count lmtrain sizes its work for (slices, scratch): the most it runs on.
   int max_threads() const { return env_.threads; }
@@ -134,6 +141,9 @@ class ThreadController {
   std::vector<double> prior_for(std::size_t phase) const;
 
   ThreadEnvironment env_;
+  std::thread::id owner_ = std::this_thread::get_id();
+  int owner_threads_ = 1;  // the constructing thread's OpenMP count before
+  bool owner_dynamic_ = false;
   mutable std::mutex mutex_;
   std::vector<ThreadTuner> tuners_;                                  // one per phase
   std::array<std::array<std::uint64_t, 4>, kPhases> occurrences_{};  // per phase and arm
