@@ -291,8 +291,15 @@ template <typename T>
 double Trainer<T>::Run::data_loss(const DeviceData<T>& data) {
   ScopedPhase timer(summary_.times, Phase::kValidation);
   const auto [first, count] = shard(0, data.samples);
-  double f = total_objective(model_, loss_, theta_.data(), data.x.data(), data.y.data(), first,
-                             count, local_batch_, eval_state_);
+  double f = 0;
+  {
+    // On the device's clock too, which chooses the CPU's threads per phase (the time is the
+    // host timer's above).
+    const std::unique_ptr<PhaseClock> clock = t_.backend_.make_phase_clock();
+    ScopedDevicePhase phase(*clock, Phase::kValidation);
+    f = total_objective(model_, loss_, theta_.data(), data.x.data(), data.y.data(), first, count,
+                        local_batch_, eval_state_);
+  }
   if (ranks_ > 1) {
     ScopedPhase comm_timer(summary_.times, Phase::kCommunication);
     f = t_.comm_->sum(f);

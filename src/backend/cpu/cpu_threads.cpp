@@ -253,10 +253,7 @@ void ThreadTuner::record(std::size_t arm, double blas_work, double seconds) {
   ++kind_counts_[k];
 }
 
-ThreadController::ThreadController()
-    : env_(thread_environment()),
-      owner_threads_(omp_get_max_threads()),
-      owner_dynamic_(omp_get_dynamic() != 0) {
+ThreadController::ThreadController() : env_(thread_environment()) {
   // The arms: all threads, half of them on larger machines, one.
   std::vector<int> arms{env_.threads};
   if (!env_.fixed) {
@@ -264,15 +261,6 @@ ThreadController::ThreadController()
     arms.push_back(1);
   }
   tuners_.assign(kPhases, ThreadTuner(arms));
-  // One thread until a phase has measured more (outside the phases, before the first forward
-  // pass has: the initial evaluation), the arm that cannot lose much on a loaded machine.
-  apply(env_.fixed ? env_.threads : 1);
-}
-
-ThreadController::~ThreadController() {
-  if (std::this_thread::get_id() != owner_ || omp_in_parallel()) return;
-  if (omp_get_max_threads() != owner_threads_) openblas_set_num_threads(owner_threads_);
-  omp_set_dynamic(owner_dynamic_ ? 1 : 0);
 }
 
 std::vector<double> ThreadController::prior_for(std::size_t phase) const {
@@ -315,6 +303,8 @@ void ThreadController::begin(Phase phase) {
     ++occurrences_[p][arm_];
   }
   open_ = true;
+  caller_threads_ = omp_get_max_threads();
+  caller_dynamic_ = omp_get_dynamic() != 0;
   apply(tuners_[p].threads(arm_));
 }
 
@@ -323,9 +313,8 @@ void ThreadController::end(Phase phase, double seconds) {
   if (depth_ == 0 || --depth_ > 0) return;
   if (static_cast<std::size_t>(phase) == phase_) seconds_ += seconds;
   open_ = false;
-  // Between phases (batching, the epoch's evaluation) the forward pass's choice.
-  const ThreadTuner& forward = tuners_[static_cast<std::size_t>(Phase::kForward)];
-  apply(forward.threads(forward.best()));
+  if (omp_get_max_threads() != caller_threads_) openblas_set_num_threads(caller_threads_);
+  if (caller_dynamic_) omp_set_dynamic(1);
 }
 
 void ThreadController::count_call(double work, bool serial) {

@@ -15,7 +15,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
@@ -113,15 +112,15 @@ class ThreadTuner {
 // from the backend's PhaseClock, on the thread that trains.  Parts of one phase that follow each
 // other with no other phase between them (the factorization's prepare and solve, geodesic
 // acceleration's forward passes and its solve) are one occurrence.
+//
+// A phase's count is set on the thread that runs it when the phase begins, and the thread's own
+// count and OMP_DYNAMIC come back when it ends: the caller's OpenMP code outside lmtrain keeps
+// its settings, which matters because the runtime can be shared — PyTorch's wheel ships its own
+// libgomp.so.1, and the loader gives lmtrain's extension that same library when torch was
+// imported first, so a count left behind would change torch's own thread count (and its sums).
 class ThreadController {
  public:
-  // Sets the constructing thread's OpenMP count to one (until a phase measures more); the
-  // destructor gives that thread its count back, so that a caller's own OpenMP code sharing the
-  // runtime (NumPy on an OpenMP OpenBLAS, say) keeps it once the backend is gone.
   ThreadController();
-  ThreadController(const ThreadController&) = delete;
-  ThreadController& operator=(const ThreadController&) = delete;
-  ~ThreadController();
 
   // The count lmtrain sizes its work for (slices, scratch): the most it runs on.
   int max_threads() const { return env_.threads; }
@@ -141,9 +140,6 @@ class ThreadController {
   std::vector<double> prior_for(std::size_t phase) const;
 
   ThreadEnvironment env_;
-  std::thread::id owner_ = std::this_thread::get_id();
-  int owner_threads_ = 1;  // the constructing thread's OpenMP count before
-  bool owner_dynamic_ = false;
   mutable std::mutex mutex_;
   std::vector<ThreadTuner> tuners_;                                  // one per phase
   std::array<std::array<std::uint64_t, 4>, kPhases> occurrences_{};  // per phase and arm
@@ -154,6 +150,8 @@ class ThreadController {
   bool open_ = false;
   std::size_t arm_ = 0;
   double seconds_ = 0, blas_work_ = 0;
+  int caller_threads_ = 1;  // the running thread's OpenMP count before the open phase
+  bool caller_dynamic_ = false;
 };
 
 // Scope of one BLAS/LAPACK call: neutralizes OMP_DYNAMIC and an OpenMP thread count above the
