@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -217,7 +219,10 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         For NaN or infinity in the data, mismatched shapes, too few rows, or an option out of
         range; the message names the argument.
     KeyboardInterrupt
-        On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written).
+        On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written); on a
+        second Ctrl-C, or when the step still runs ``stop_grace_s`` (default 30) seconds after
+        the first, at once: the step then finishes in the background without writing anything,
+        and the interpreter waits for it before exiting.
     """
     if task not in ("regression", "classification"):
         raise ValueError(f"task = {task!r}: expected 'regression' or 'classification'")
@@ -288,6 +293,22 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         if progress is not None:
             progress.close()
     return Model(file), Summary._from_fields(fields)
+
+
+@atexit.register
+def _wait_for_abandoned_runs() -> None:
+    """At exit: a run abandoned by a second Ctrl-C may still be inside its LM step."""
+    if _core.abandoned_runs() == 0:
+        return
+    print("lmtrain: waiting for an interrupted LM step to finish before exiting "
+          "(Ctrl-C: exit at once)", file=sys.stderr, flush=True)
+    try:
+        while not _core.wait_for_abandoned_runs(0.1):
+            pass
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def _json(value: Any) -> str:

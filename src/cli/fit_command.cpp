@@ -2,8 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -23,19 +21,12 @@
 #include "plots.h"
 #include "progress.h"
 #include "run_config.h"
+#include "stop_signals.h"
 
 namespace lmtrain::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::atomic<bool> g_stop{false};
-volatile std::sig_atomic_t g_signal = 0;
-
-extern "C" void on_signal(int signal) {
-  g_signal = signal;
-  g_stop.store(true);
-}
 
 // One row per LM step.
 struct StepRow {
@@ -239,16 +230,16 @@ class RunRecorder {
 };
 
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
-std::optional<int> early_end(const Summary& summary, const RunFiles& files,
-                             const RunConfig& config) {
+// `stop_signal`: the one that interrupted it.
+std::optional<int> early_end(const Summary& summary, const RunFiles& files, const RunConfig& config,
+                             int stop_signal) {
   if (summary.termination == TerminationReason::kInterrupted) {
     if (files.root)
       fmt::print(stderr,
                  "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
                  "  lmtrain fit {} --resume {}\n",
-                 static_cast<int>(g_signal), files.checkpoint.string(), config.config_path,
-                 files.dir.string());
-    return 130;
+                 stop_signal, files.checkpoint.string(), config.config_path, files.dir.string());
+    return 128 + stop_signal;
   }
   if (summary.termination == TerminationReason::kNonFiniteObjective) {
     if (files.root) {
@@ -384,10 +375,10 @@ int fit(const RunConfig& config, const FitArgs& args) {
         if (files.root) io::write_checkpoint(files.checkpoint.string(), state, fingerprint);
       },
       config.checkpoint_every);
-  g_stop = false;
-  trainer.set_stop_flag(&g_stop);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  std::optional<StopSignals> stop(std::in_place, config.trainer.stop_grace_s,
+                                  files.checkpoint.string());
+  trainer.set_stop_flag(stop->stop_flag());
+  if (IterationCallback slow = slow_step_for_tests()) trainer.add_callback(std::move(slow));
   std::vector<T> params =
       Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
   Summary summary =
@@ -398,10 +389,10 @@ int fit(const RunConfig& config, const FitArgs& args) {
   summary.rank_devices =
       comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
   summary.name_input_groups(spec, data.train.inputs.column_names);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const int stop_signal = stop->signal();
+  stop.reset();  // the default dispositions again
   recorder.finish();
-  if (const auto code = early_end(summary, files, config)) return *code;
+  if (const auto code = early_end(summary, files, config, stop_signal)) return *code;
 
   nlohmann::json provenance = io::make_provenance();
   const std::string held_out = evaluate_held_out(trainer, params, data, config, files, provenance);

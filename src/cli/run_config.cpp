@@ -553,6 +553,7 @@ void parse_trainer(const toml::table& trainer, RunConfig& c) {
   t.max_validation_failures = static_cast<int>(
       s.count("max_validation_failures", static_cast<std::size_t>(t.max_validation_failures), 1));
   t.restore_best = s.boolean("restore_best").value_or(t.restore_best);
+  t.stop_grace_s = s.number("stop_grace_s", t.stop_grace_s);
   c.checkpoint_every = static_cast<int>(s.count("checkpoint_every", 1));
   s.finish();
   std::string error;

@@ -40,7 +40,9 @@
 //              e.g. regularization = "bayesian" (none | l2 | bayesian | ard), weight_decay = 0.0;
 //              system_precision is set by precision = "mixed" (float32 with bayesian or ard
 //              solves in float64 on its own: SystemPrecision::kAuto)
-//   [trainer]  every field of lmtrain::TrainerOptions (train/trainer.h), same names, plus
+//   [trainer]  every field of lmtrain::TrainerOptions (train/trainer.h), same names, e.g.
+//              stop_grace_s = 30.0 (seconds the step under way gets after the first SIGINT/SIGTERM
+//              before the process ends at once, exit 130/143; inf: no limit), plus
 //              checkpoint_every = 1 (epochs between checkpoints; 0: only on interruption)
 #pragma once
 

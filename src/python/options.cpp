@@ -149,6 +149,9 @@ void bind_trainer_options(nb::module_& m) {
              "With validation data: epochs without a better validation loss before stopping.")
       .field("restore_best", &T::restore_best, "bool",
              "With validation data: end with the best validation model.")
+      .field("stop_grace_s", &T::stop_grace_s, "float",
+             "After the first Ctrl-C, the seconds the LM step under way may take before "
+             "KeyboardInterrupt is raised at once (a second Ctrl-C does not wait).")
       .done()
       .def("validate", &T::validate,
            "Raises ValueError naming the first option outside its documented range.");

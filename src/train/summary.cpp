@@ -170,6 +170,7 @@ std::string Summary::full_report() const {
   s += fmt::format("  {:<32}{:>7.3f}\n", "total", total_seconds);
   if (steps > 0)
     s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
+  if (!threads.empty()) s += "\n" + threads;
 
   s += "\n";
   line("Termination",

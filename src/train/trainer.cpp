@@ -32,6 +32,9 @@ bool TrainerOptions::is_valid(std::string* error) const {
   if (max_validation_failures < 1)
     return fail(fmt::format("TrainerOptions::max_validation_failures = {} violates: ≥ 1",
                             max_validation_failures));
+  if (!(stop_grace_s >= 0))
+    return fail(
+        fmt::format("TrainerOptions::stop_grace_s = {} violates: stop_grace_s ≥ 0", stop_grace_s));
   if (!std::isfinite(loss_goal) || loss_goal < 0)
     return fail(
         fmt::format("TrainerOptions::loss_goal = {} violates: 0 ≤ loss_goal < ∞", loss_goal));
@@ -256,8 +259,15 @@ template <typename T>
 double Trainer<T>::Run::data_loss(const DeviceData<T>& data) {
   ScopedPhase timer(summary_.times, Phase::kValidation);
   const auto [first, count] = shard(0, data.samples);
-  double f = total_objective(model_, loss_, theta_.data(), data.x.data(), data.y.data(), first,
-                             count, local_batch_, eval_state_);
+  double f = 0;
+  {
+    // On the device's clock too, which chooses the CPU's threads per phase (the time is the
+    // host timer's above).
+    const std::unique_ptr<PhaseClock> clock = t_.backend_.make_phase_clock();
+    ScopedDevicePhase phase(*clock, Phase::kValidation);
+    f = total_objective(model_, loss_, theta_.data(), data.x.data(), data.y.data(), first, count,
+                        local_batch_, eval_state_);
+  }
   if (ranks_ > 1) {
     ScopedPhase comm_timer(summary_.times, Phase::kCommunication);
     f = t_.comm_->sum(f);
@@ -486,6 +496,7 @@ Summary Trainer<T>::Run::finish(std::vector<T>& params) {
   t_.backend_.copy_to_host(theta_.data(), params.data(), n_);
   t_.backend_.synchronize();
   summary_.total_seconds = seconds_since(start_);
+  summary_.threads = t_.backend_.thread_report();
   return summary_;
 }
 

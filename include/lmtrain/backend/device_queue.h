@@ -49,6 +49,9 @@ class DeviceQueue {
   // `other_queue` (another backend's native_stream() on the same device) — ordered on the device,
   // without a host wait.  A no-op on the CPU, where every call has finished when it returns.
   virtual void order_after(void* /*other_queue*/) {}
+  // How the device's host threads were used and why, for the Summary (the CPU: the thread count
+  // of each phase, chosen per phase; cpu_threads.h).  Empty where there is no such choice.
+  virtual std::string thread_report() const { return {}; }
   // A clock for phases of this queue's queue (core/timer.h); the host clock on the CPU.
   virtual std::unique_ptr<PhaseClock> make_phase_clock() {
     return std::make_unique<HostPhaseClock>();

@@ -110,6 +110,8 @@ struct Summary : TrainingProgress {
 
   PhaseTimes times;
   double total_seconds = 0;
+  // The host threads of each phase and why (Backend::thread_report; empty on a GPU).
+  std::string threads;
 
   bool converged() const { return is_convergence(termination); }
   std::string brief_report() const;

@@ -36,6 +36,11 @@ struct TrainerOptions {
   // validation loss and restore the best parameters (MATLAB trainlm: max_fail = 6).
   int max_validation_failures = 6;
   bool restore_best = true;
+  // After a stop is asked for (the first SIGINT/SIGTERM to `lmtrain fit`, the first Ctrl-C in
+  // Python), the seconds the step under way may take to finish and write its checkpoint before
+  // the process ends at once (Python: KeyboardInterrupt at once).  A second signal does not wait.
+  // ∞: wait for the step however long it runs; 0: the first signal ends the process.
+  double stop_grace_s = 30.0;
 
   bool is_valid(std::string* error) const;
   void validate() const;
