@@ -234,9 +234,9 @@ class TrainingJob {
       params_ = Sequential<T>(spec_, *backend).initial_parameters(parse_init(r_.init), r_.seed);
       if (!r_.initial_parameters.empty()) {
         if (r_.initial_parameters.size() != params_.size())
-          throw InvalidArgument(fmt::format(
-              "initial_parameters has {} values; the network {} has {} parameters",
-              r_.initial_parameters.size(), spec_.describe(), params_.size()));
+          throw InvalidArgument(
+              fmt::format("initial_parameters has {} values; the network {} has {} parameters",
+                          r_.initial_parameters.size(), spec_.describe(), params_.size()));
         params_.assign(r_.initial_parameters.begin(), r_.initial_parameters.end());
       }
       summary_ = trainer.fit(params_, data_.train, data_.validation ? &*data_.validation : nullptr,
