@@ -193,8 +193,11 @@ std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles&
   return state;
 }
 
-// The step and epoch records of a run: the progress display, history.csv and epochs.csv
-// (rewritten atomically after every epoch, so a kill leaves whole files).
+// The step and epoch records of a run: the progress display, history.csv and epochs.csv.  The
+// files are rewritten atomically (a kill leaves whole files) before every checkpoint — so a
+// resume finds the rows it continues —, at the end, and otherwise at most every
+// kRecordSeconds for someone watching them: each write syncs two files to the disk, which cost
+// W1 (50 epochs of 20 steps of 0.3 ms) three times its training time when done every epoch.
 class RunRecorder {
  public:
   RunRecorder(const RunFiles& files, int max_epochs, std::size_t batches,
@@ -215,11 +218,19 @@ class RunRecorder {
     progress_.on_epoch(e);
     if (files_.root) append_history_rows(steps_, epochs_, history_);
     steps_.clear();
+    if (seconds_since(written_) >= kRecordSeconds) write();
+  }
+  // history.csv and epochs.csv as they stand (rank 0 only).
+  void write() {
+    written_ = Clock::now();
     if (!files_.root) return;
     io::write_file_atomically((files_.dir / "history.csv").string(), history_);
     io::write_file_atomically((files_.dir / "epochs.csv").string(), epochs_csv(epochs_));
   }
-  void finish() { progress_.finish(); }
+  void finish() {
+    progress_.finish();
+    write();
+  }
 
  private:
   const RunFiles& files_;
@@ -227,6 +238,8 @@ class RunRecorder {
   std::vector<EpochRecord> epochs_;
   std::string history_;  // history.csv as written so far
   Progress progress_;
+  static constexpr double kRecordSeconds = 10.0;
+  Clock::time_point written_ = Clock::now();
 };
 
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
@@ -372,6 +385,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   trainer.set_epoch_callback([&](const EpochRecord& e) { recorder.on_epoch(e); });
   trainer.set_checkpoint_handler(
       [&](const TrainingState<T>& state) {
+        recorder.write();  // the rows a resume from this checkpoint keeps
         if (files.root) io::write_checkpoint(files.checkpoint.string(), state, fingerprint);
       },
       config.checkpoint_every);
