@@ -288,11 +288,11 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
 
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
-        file, fields = _core.train(request, x, targets, x_val, y_val, progress)
+        file, summary = _core.train(request, x, targets, x_val, y_val, progress)
     finally:
         if progress is not None:
             progress.close()
-    return Model(file), Summary._from_fields(fields)
+    return Model(file), summary
 
 
 @atexit.register

@@ -16,6 +16,7 @@
 #include "lmtrain/io/checkpoint.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
+#include "lmtrain/io/summary_json.h"
 #include "lmtrain/lmtrain.h"
 #include "metrics.h"
 #include "plots.h"
@@ -259,6 +260,8 @@ std::optional<int> early_end(const Summary& summary, const RunFiles& files, cons
       fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
                  summary.message, files.checkpoint.string());
       io::write_file_atomically((files.dir / "summary.txt").string(), summary.full_report());
+      io::write_file_atomically((files.dir / "summary.json").string(),
+                                io::summary_to_json(summary).dump(2) + "\n");
     }
     return 3;
   }
@@ -415,12 +418,14 @@ int fit(const RunConfig& config, const FitArgs& args) {
   write_model(params, spec, data, config, summary, provenance, files);
   const std::string report = summary.full_report() + held_out;
   io::write_file_atomically((files.dir / "summary.txt").string(), report);
+  io::write_file_atomically((files.dir / "summary.json").string(),
+                            io::summary_to_json(summary).dump(2) + "\n");
   std::string warning;
   const auto pngs = make_plots(files.dir.string(), &warning);
   if (!files.quiet) {
     fmt::print("{}", report);
     fmt::print(
-        "\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
+        "\nOutputs in {}: model.safetensors, summary.txt, summary.json, history.csv, epochs.csv, "
         "checkpoint.safetensors{}\n",
         files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
   }

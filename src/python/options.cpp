@@ -153,6 +153,8 @@ void bind_trainer_options(nb::module_& m) {
              "After the first Ctrl-C, the seconds the LM step under way may take before "
              "KeyboardInterrupt is raised at once (a second Ctrl-C does not wait).")
       .done()
+      .def_rw("seed", &T::seed,
+              "The shuffling RNG's seed (not one of fit's options: fit's `seed` sets it).")
       .def("validate", &T::validate,
            "Raises ValueError naming the first option outside its documented range.");
 }

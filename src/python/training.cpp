@@ -47,7 +47,6 @@
 #include "lmtrain/io/row_split.h"
 #include "lmtrain/lmtrain.h"
 #include "module.h"
-#include "summary.h"
 
 namespace lmtrain::python {
 
@@ -424,11 +423,11 @@ io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
 }
 
 template <typename T>
-std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& x,
-                                            const HostArray& y,
-                                            const std::optional<HostArray>& x_val,
-                                            const std::optional<HostArray>& y_val,
-                                            nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x,
+                                           const HostArray& y,
+                                           const std::optional<HostArray>& x_val,
+                                           const std::optional<HostArray>& y_val,
+                                           nb::object on_epoch) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(r.architecture));
   PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val);
   if (data.train.inputs != spec.inputs() || data.train.outputs != spec.outputs())
@@ -473,7 +472,7 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
   summary.rank_devices = {fmt::format("{} ({})", job->device().label(), job->device().reason)};
   summary.name_input_groups(spec, r.feature_names);
   return {trained_model(r, spec, job->params(), job->data().normalization, summary),
-          summary_fields(summary)};
+          std::move(summary)};
 }
 
 // The addresses of the X and y buffers the last call of train read, as NumPy handed them over:
@@ -481,10 +480,10 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
 // input is read in place, not copied.  Written with the GIL held.
 std::pair<std::uintptr_t, std::uintptr_t> last_input_addresses{0, 0};
 
-std::pair<io::ModelFile, nb::dict> train(const TrainingRequest& r, const HostArray& x,
-                                         const HostArray& y, const std::optional<HostArray>& x_val,
-                                         const std::optional<HostArray>& y_val,
-                                         nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArray& x,
+                                        const HostArray& y, const std::optional<HostArray>& x_val,
+                                        const std::optional<HostArray>& y_val,
+                                        nb::object on_epoch) {
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
   if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));

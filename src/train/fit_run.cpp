@@ -370,6 +370,10 @@ void FitRun<T>::end_epoch(int epoch, EpochRecord& record) {
   summary_.history.push_back(record);
   ScopedPhase files(summary_.times, Phase::kRecords);
   if (hooks_.epoch_callback) hooks_.epoch_callback(record);
+  if (hooks_.epoch_check && hooks_.epoch_check(record) == CallbackResult::kStop && !stopped()) {
+    summary_.termination = TerminationReason::kUserCallback;
+    summary_.message = fmt::format("stopped by the epoch callback after epoch {}", epoch);
+  }
   if (!stopped() && record.training_loss <= topt_.loss_goal) {
     summary_.termination = TerminationReason::kLossGoal;
     summary_.message = fmt::format("training loss {:.6e} ≤ TrainerOptions::loss_goal = {:.6e}",

@@ -184,6 +184,7 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   FitHooks<T> hooks;
   hooks.callbacks = callbacks_;
   hooks.epoch_callback = epoch_callback_;
+  hooks.epoch_check = epoch_check_;
   hooks.checkpoint = checkpoint_;
   hooks.checkpoint_every = checkpoint_every_;
   hooks.stop_flag = stop_flag_;

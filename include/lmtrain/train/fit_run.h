@@ -99,6 +99,9 @@ template <typename T>
 struct FitHooks {
   std::vector<IterationCallback> callbacks;
   std::function<void(const EpochRecord&)> epoch_callback;
+  // After every epoch (after epoch_callback): kStop ends training (kUserCallback).  Its answer
+  // must be the same on every rank (it sees the same record everywhere).
+  std::function<CallbackResult(const EpochRecord&)> epoch_check;
   // Called with the state every `checkpoint_every` epochs (0: never at epoch ends) and when
   // training stops on the stop flag; it writes the checkpoint and must not throw.
   std::function<void(const TrainingState<T>&)> checkpoint;

@@ -49,6 +49,10 @@ class Trainer {
   void set_epoch_callback(std::function<void(const EpochRecord&)> callback) {
     epoch_callback_ = std::move(callback);
   }
+  // Called after the epoch callback; kStop ends training (TerminationReason::kUserCallback).
+  void set_epoch_check(std::function<CallbackResult(const EpochRecord&)> check) {
+    epoch_check_ = std::move(check);
+  }
 
   // Trains `params` (host, model.num_params() values) in place.  Returns the Summary; on a
   // non-finite loss the parameters are the last finite ones and the Summary says so.  With
@@ -75,6 +79,7 @@ class Trainer {
   const std::atomic<bool>* stop_flag_ = nullptr;
   dist::Communicator* comm_ = nullptr;
   std::function<void(const EpochRecord&)> epoch_callback_;
+  std::function<CallbackResult(const EpochRecord&)> epoch_check_;
 };
 
 }  // namespace lmtrain
