@@ -366,6 +366,8 @@ void parse_solver(Section& s, SolverOptions& o) {
   if (auto v = s.choice("regularization", {"none", "l2", "bayesian", "ard"}))
     o.regularization = *parse_regularization(*v);
   set_double(s, "weight_decay", [&](double v) { o.weight_decay = v; });
+  set_double(s, "ard_initial_scale", [&](double v) { o.ard_initial_scale = v; });
+  set_double(s, "ard_max_factor", [&](double v) { o.ard_max_factor = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
   // Absent or "auto": SolverOptions::geodesic_acceleration's auto (on except for softmax
   // classification); "auto" lets `--set` undo a config file's true or false.

@@ -120,7 +120,12 @@ void bind_solver_options(nb::module_& m) {
       .field("parameter_tolerance", &S::parameter_tolerance, "float",
              "Relative step size stop (0: off).")
       .field("weight_decay", &S::weight_decay, "float",
-             "ρ of l2; the initial ρ of bayesian and ard (0: estimated).")
+             "ρ of l2; the initial ρ of bayesian and ard (0: bayesian from the evidence estimate, "
+             "ard from ard_initial_scale × the mean of diag(JᵀJ)).")
+      .field("ard_initial_scale", &S::ard_initial_scale, "float",
+             "ard: the starting ρ relative to the mean of diag(JᵀJ) (with weight_decay = 0).")
+      .field("ard_max_factor", &S::ard_max_factor, "float",
+             "ard: each evidence update moves each ρ by at most this factor (inf: undamped).")
       .field("memory_budget_bytes", &S::memory_budget_bytes, "count",
              "Bytes the LM step may use (0: memory_fraction of what is free).")
       .field("memory_fraction", &S::memory_fraction, "float",

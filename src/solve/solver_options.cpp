@@ -167,6 +167,10 @@ bool SolverOptions::is_valid(std::string* error) const {
             geodesic_backoff_max, "−1 ≤ geodesic_backoff_max ≤ 1024 (−1: auto, 0: no backoff)");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
+  c.require(ard_initial_scale > 0 && finite(ard_initial_scale), "ard_initial_scale",
+            ard_initial_scale, "ard_initial_scale > 0");
+  c.require(ard_max_factor > 1 && !std::isnan(ard_max_factor), "ard_max_factor", ard_max_factor,
+            "ard_max_factor > 1 (∞: undamped)");
   if (const auto conflict = regularization_conflict(regularization, linear_solver);
       c.ok && conflict) {
     c.ok = false;
