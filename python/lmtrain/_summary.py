@@ -79,6 +79,7 @@ class Summary:
     model: str
     loss: str
     precision: str
+    precision_reason: str
     device: str
     num_params: int
     training_samples: int

@@ -58,6 +58,7 @@ nb::dict summary_fields(const Summary& s) {
   d["model"] = s.model;
   d["loss"] = s.loss;
   d["precision"] = s.precision;
+  d["precision_reason"] = s.precision_reason;
   d["device"] = s.device;
   d["num_params"] = s.num_params;
   d["training_samples"] = s.training_samples;

@@ -106,6 +106,49 @@ SystemPrecision resolve_system_precision(const SolverOptions& options, bool floa
                                                                   : SystemPrecision::kModel;
 }
 
+SystemPrecisionChoice choose_system_precision(const SolverOptions& options,
+                                              const SystemPrecisionProblem& problem) {
+  SystemPrecisionChoice choice;
+  if (options.system_precision != SystemPrecision::kAuto || !problem.float_model) {
+    choice.precision = options.system_precision == SystemPrecision::kAuto
+                           ? SystemPrecision::kModel
+                           : options.system_precision;
+    return choice;
+  }
+  choice.automatic = true;
+  if (is_evidence_based(options.regularization)) {
+    choice.precision = SystemPrecision::kFloat64;
+    choice.reason =
+        fmt::format("{} regularization reads A's small eigenvalues, which float32 rounding swamps",
+                    to_string(options.regularization));
+    return choice;
+  }
+  // m·u, u = 2⁻²⁴: the bound on the relative rounding of a float32 sum of m products.
+  const double bound = static_cast<double>(problem.rows) * 0x1p-24;
+  if (problem.rows < kMixedPrecisionRows) {
+    choice.precision = SystemPrecision::kModel;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, fewer than {}: float32 rounding of A (≤ {:.1e} of its "
+        "diagonal) leaves λ room",
+        problem.rows, kMixedPrecisionRows, bound);
+  } else if (problem.float64_rate < kMinMixedFloat64Rate) {
+    choice.precision = SystemPrecision::kModel;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, but this device computes float64 at 1/{:.0f} of its "
+        "float32 rate; precision = \"mixed\" trades that for float32's rounding of A (≤ {:.1e} "
+        "of its diagonal)",
+        problem.rows, 1.0 / problem.float64_rate, bound);
+  } else {
+    choice.precision = SystemPrecision::kFloat64;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, at least {}: float32 rounding of A (≤ {:.1e} of its "
+        "diagonal) would hold λ, and the fit, back; this device computes float64 at 1/{:.0f} of "
+        "its float32 rate",
+        problem.rows, kMixedPrecisionRows, bound, 1.0 / problem.float64_rate);
+  }
+  return choice;
+}
+
 namespace {
 
 // Records the first violated constraint.

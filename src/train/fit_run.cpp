@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 
 #include "lmtrain/core/error.h"
@@ -151,6 +152,14 @@ void FitRun<T>::plan_step(std::size_t units) {
   problem_.batch = units * static_cast<std::size_t>(ranks_);
   planner_ = std::make_unique<StepPlanner<T>>(sopt_, source_, problem_, hooks_.comm);
   const StepPlan& plan = planner_->plan();
+  // The system's precision as planned (SystemPrecision::kAuto resolved), and why.
+  const bool float_model = std::is_same_v<T, float>;
+  const bool mixed = float_model && plan.options.system_precision == SystemPrecision::kFloat64;
+  summary_.precision = mixed         ? "mixed (float32 model and Jacobian, float64 A, g and solve)"
+                       : float_model ? "float32"
+                                     : "float64";
+  summary_.precision_reason = plan.precision.automatic ? "auto: " + plan.precision.reason : "";
+  summary_.float32_system = float_model && !mixed;
   summary_.linear_solver_reason = plan.solver_reason;
   summary_.linear_solver_used = plan.solver();
   summary_.geodesic_acceleration = plan.geodesic();

@@ -205,7 +205,10 @@ class LevenbergMarquardt:
         ``"nielsen"`` (default) or ``"multiplicative"``.
     precision : str, optional
         Precision of A, g and the solve: ``"float64"`` (for a float32 model: mixed precision,
-        also called ``"mixed"``) or ``"float32"``; by default the model's.
+        also called ``"mixed"``) or ``"float32"``; by default the model's.  For a float32 model,
+        ``"float32"`` and the default leave the system to the library's ``auto`` rule, as
+        ``lmtrain fit``'s default: float64 under ``bayesian`` and ``ard``, and for batches of at
+        least 16 384 residual rows on a CPU or a data-centre GPU.
     memory_budget : int, optional
         Bytes the step may use; default ``memory_fraction`` of the device's available memory.
     slice_size : int, optional
