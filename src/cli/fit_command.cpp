@@ -437,7 +437,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
 
 int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
-  // Mixed precision trains a float32 model; its solver options ask for a float64 system.
+  // auto and mixed train a float32 model; their solver options ask for an automatic or a float64
+  // system.
   return config.precision == Precision::kFloat64 ? fit<double>(config, args)
                                                  : fit<float>(config, args);
 }

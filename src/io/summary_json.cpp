@@ -21,10 +21,12 @@ double number(const nlohmann::json& j) {
 }
 
 template <typename E>
-E enum_from(const nlohmann::json& j, const char* field, std::optional<E> (*parse)(std::string_view)) {
+E enum_from(const nlohmann::json& j, const char* field,
+            std::optional<E> (*parse)(std::string_view)) {
   const std::string name = j.at(field).get<std::string>();
   const std::optional<E> value = parse(name);
-  if (!value) throw InvalidArgument(fmt::format("summary field {}: unknown value \"{}\"", field, name));
+  if (!value)
+    throw InvalidArgument(fmt::format("summary field {}: unknown value \"{}\"", field, name));
   return *value;
 }
 
@@ -121,6 +123,8 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"model", s.model},
           {"loss", s.loss},
           {"precision", s.precision},
+          {"precision_reason", s.precision_reason},
+          {"float32_system", s.float32_system},
           {"device", s.device},
           {"communicator", s.communicator},
           {"ranks", s.ranks},
@@ -166,6 +170,8 @@ Summary summary_from_json(const nlohmann::json& j) {
     s.model = j.at("model").get<std::string>();
     s.loss = j.at("loss").get<std::string>();
     s.precision = j.at("precision").get<std::string>();
+    s.precision_reason = j.at("precision_reason").get<std::string>();
+    s.float32_system = j.at("float32_system").get<bool>();
     s.device = j.at("device").get<std::string>();
     s.communicator = j.at("communicator").get<std::string>();
     s.ranks = j.at("ranks").get<int>();

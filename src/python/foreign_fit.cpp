@@ -31,8 +31,8 @@
 #include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/fit_run.h"
 #include "module.h"
-#include "python_fit.h"
 #include "python_communicator.h"
+#include "python_fit.h"
 
 namespace lmtrain::python {
 
@@ -60,7 +60,7 @@ class PythonTrainingSet final : public TrainingSet<T> {
     if (!errors_.error) {
       try {
         nb::ndarray<nb::numpy, const std::int64_t, nb::ndim<1>> view(rows.data(), {rows.size()},
-                                                                   nb::handle());
+                                                                     nb::handle());
         last_units_ = nb::cast<std::size_t>(data_.attr("load")(view));
         return {nullptr, nullptr, last_units_};
       } catch (nb::python_error& e) {
@@ -70,8 +70,7 @@ class PythonTrainingSet final : public TrainingSet<T> {
     // The run goes on to a step that every rank takes and the failed source ends with NaN.
     return {nullptr, nullptr, std::max<std::size_t>(last_units_, 1)};
   }
-  double objective(const T* theta, bool validation, std::size_t first,
-                   std::size_t count) override {
+  double objective(const T* theta, bool validation, std::size_t first, std::size_t count) override {
     nb::gil_scoped_acquire gil;
     if (errors_.error) return std::numeric_limits<double>::quiet_NaN();
     try {
@@ -81,8 +80,8 @@ class PythonTrainingSet final : public TrainingSet<T> {
           const_cast<T*>(theta), {n}, nb::handle(), {}, nb::dtype<T>(),
           cuda ? nb::device::cuda::value : nb::device::cpu::value,
           source_.model_backend().device_index());
-      return nb::cast<double>(data_.attr("objective")(
-          nb::cast(view, nb::rv_policy::reference), validation, first, count));
+      return nb::cast<double>(data_.attr("objective")(nb::cast(view, nb::rv_policy::reference),
+                                                      validation, first, count));
     } catch (nb::python_error& e) {
       failed(e);
     }
@@ -168,11 +167,11 @@ void bind_foreign_fit(nb::module_& m) {
       "parameters) is trained in place; returns the Summary.  on_epoch(record) -> bool is "
       "called after every epoch; True stops.";
   m.def("foreign_fit32", &foreign_fit<float>, nb::arg("spec"), nb::arg("request"),
-        nb::arg("linearization"), nb::arg("data"), nb::arg("communicator").none(),
-        nb::arg("theta"), nb::arg("on_epoch").none(), doc);
+        nb::arg("linearization"), nb::arg("data"), nb::arg("communicator").none(), nb::arg("theta"),
+        nb::arg("on_epoch").none(), doc);
   m.def("foreign_fit64", &foreign_fit<double>, nb::arg("spec"), nb::arg("request"),
-        nb::arg("linearization"), nb::arg("data"), nb::arg("communicator").none(),
-        nb::arg("theta"), nb::arg("on_epoch").none(), doc);
+        nb::arg("linearization"), nb::arg("data"), nb::arg("communicator").none(), nb::arg("theta"),
+        nb::arg("on_epoch").none(), doc);
 }
 
 }  // namespace lmtrain::python

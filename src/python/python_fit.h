@@ -28,7 +28,8 @@ struct PythonErrors {
 };
 
 // on_epoch(record) after every epoch: True (or an exception, kept for the caller) stops.
-inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord& e, PythonErrors& errors) {
+inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord& e,
+                                  PythonErrors& errors) {
   nanobind::gil_scoped_acquire gil;
   if (errors.error || on_epoch.is_none()) return CallbackResult::kContinue;
   try {
@@ -43,8 +44,8 @@ inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord&
 // checkpoint.
 struct ForeignFitRequest {
   TrainerOptions trainer;
-  std::string model;      // the Summary's description of the module
-  std::string precision;  // its precision line
+  std::string model;       // the Summary's description of the module
+  std::string precision;   // its precision line
   std::string checkpoint;  // path; empty: none
   int checkpoint_every = 1;
   std::string fingerprint = "{}";  // JSON a resume must match

@@ -88,6 +88,8 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("model", field(&S::model))
       .def_prop_ro("loss", field(&S::loss))
       .def_prop_ro("precision", field(&S::precision))
+      .def_prop_ro("precision_reason", field(&S::precision_reason),
+                   "Why precision = \"auto\" chose it; empty when it was asked for.")
       .def_prop_ro("device", field(&S::device))
       .def_prop_ro("communicator", field(&S::communicator))
       .def_prop_ro("ranks", field(&S::ranks))

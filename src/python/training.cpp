@@ -64,7 +64,7 @@ struct TrainingRequest {
   SolverOptions solver;
   TrainerOptions trainer;
   LossOptions loss;
-  std::string precision = "float32";  // float32 | mixed | float64
+  std::string precision = "auto";  // auto | float32 | mixed | float64 (as lmtrain fit's)
   std::string device = "cpu";
   std::string init = "torch";
   std::uint64_t seed = 0;
@@ -436,7 +436,10 @@ std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x
         "and {} {}",
         spec.describe(), spec.inputs(), spec.outputs(), data.train.inputs, data.train.outputs,
         r.classes > 0 ? "classes" : "target columns"));
-  if (r.precision == "mixed") r.solver.system_precision = SystemPrecision::kFloat64;
+  // As lmtrain fit's precision (cli/run_config.cpp): auto lets the library choose the system.
+  r.solver.system_precision = r.precision == "auto"    ? SystemPrecision::kAuto
+                              : r.precision == "mixed" ? SystemPrecision::kFloat64
+                                                       : SystemPrecision::kModel;
   r.trainer.seed = r.seed;
   r.trainer.validate();
   DeviceChoice device = choose_device(r.device, 0);
@@ -487,10 +490,10 @@ std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArra
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
   if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
-  if (r.precision == "float32" || r.precision == "mixed")
+  if (r.precision == "auto" || r.precision == "float32" || r.precision == "mixed")
     return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
   throw InvalidArgument(fmt::format(
-      "precision = \"{}\": expected \"float32\", \"mixed\" or \"float64\"", r.precision));
+      "precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"", r.precision));
 }
 
 }  // namespace
@@ -506,7 +509,7 @@ void bind_training(nb::module_& m) {
       .def_rw("solver", &R::solver)
       .def_rw("trainer", &R::trainer)
       .def_rw("loss", &R::loss)
-      .def_rw("precision", &R::precision, "float32, mixed or float64.")
+      .def_rw("precision", &R::precision, "auto, float32, mixed or float64.")
       .def_rw("device", &R::device, "cpu, cuda, cuda:N or auto.")
       .def_rw("init", &R::init, "torch, glorot or he.")
       .def_rw("seed", &R::seed)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 
 #include "lmtrain/core/error.h"
@@ -146,11 +147,22 @@ void FitRun<T>::plan_step(std::size_t units) {
   const StepperState state = replan ? lm_->state() : StepperState{};
   lm_.reset();
   planner_.reset();
-  // The batch over all ranks in units, scaled as this rank's share is.
+  // The batch over all ranks in units: this rank's share times the ranks, but no more than the
+  // whole batch (3 ranks share 16 384 samples as 5 462 each, not 16 386: precision = auto
+  // compares the rows with a threshold, and every rank count must see the same).
   problem_.local_batch = units;
-  problem_.batch = units * static_cast<std::size_t>(ranks_);
+  problem_.batch =
+      std::min(units * static_cast<std::size_t>(ranks_), std::max(units, data_.max_units(batch_)));
   planner_ = std::make_unique<StepPlanner<T>>(sopt_, source_, problem_, hooks_.comm);
   const StepPlan& plan = planner_->plan();
+  // The system's precision as planned (SystemPrecision::kAuto resolved), and why.
+  const bool float_model = std::is_same_v<T, float>;
+  const bool mixed = float_model && plan.options.system_precision == SystemPrecision::kFloat64;
+  summary_.precision = mixed         ? "mixed (float32 model and Jacobian, float64 A, g and solve)"
+                       : float_model ? "float32"
+                                     : "float64";
+  summary_.precision_reason = plan.precision.automatic ? "auto: " + plan.precision.reason : "";
+  summary_.float32_system = float_model && !mixed;
   summary_.linear_solver_reason = plan.solver_reason;
   summary_.linear_solver_used = plan.solver();
   summary_.geodesic_acceleration = plan.geodesic();

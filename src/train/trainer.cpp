@@ -143,19 +143,6 @@ class DeviceTrainingSet final : public TrainingSet<T> {
   ForwardState<T> eval_state_;
 };
 
-template <typename T>
-std::string precision_description(const SolverOptions& options) {
-  const bool mixed = std::is_same_v<T, float> &&
-                     resolve_system_precision(options, true) == SystemPrecision::kFloat64;
-  if (!mixed) return precision_name(static_cast<T*>(nullptr));
-  if (options.system_precision == SystemPrecision::kAuto)
-    return fmt::format(
-        "mixed (float32 model and Jacobian, float64 A, g and solve: {} regularization reads "
-        "A's small eigenvalues, which float32 rounding swamps)",
-        to_string(options.regularization));
-  return "mixed (float32 model and Jacobian, float64 A, g and solve)";
-}
-
 }  // namespace
 
 template <typename T>
@@ -178,7 +165,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   FitDescription description;
   description.model = spec_.describe();
   description.loss = std::string(to_string(loss.kind()));
-  description.precision = precision_description<T>(solver_options_);
+  // The model's precision; FitRun adds the system's once the step is planned (auto).
+  description.precision = precision_name(static_cast<T*>(nullptr));
   description.residuals_per_sample = loss.residuals_per_sample();
   description.loss_kind = loss.kind();
   FitHooks<T> hooks;

@@ -2,12 +2,13 @@
 // validation, so every kind of field is filled) survives the trip through JSON with every field —
 // the full report, which prints them all, is the same text — and a damaged document is an error
 // naming what is wrong.
+#include "lmtrain/io/summary_json.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "lmtrain/core/error.h"
-#include "lmtrain/io/summary_json.h"
 #include "lmtrain/lmtrain.h"
 
 namespace lmtrain::io {
@@ -29,14 +30,19 @@ Summary trained_summary() {
   TrainerOptions trainer;
   trainer.max_epochs = 4;
   Trainer<double> t(spec, LossOptions{}, solver, trainer, *backend);
-  std::vector<double> params = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
+  std::vector<double> params =
+      Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 1);
   Summary s = t.fit(params, train, &validation);
   s.rank_devices = {"cpu on test host"};
   return s;
 }
 
 TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
-  const Summary s = trained_summary();
+  Summary s = trained_summary();
+  // The fields precision = "auto" fills, which this float64 run leaves empty (the report prints
+  // both: the "because" line and the float32-under-ard warning).
+  s.precision_reason = "a float64 system: chosen for the round trip";
+  s.float32_system = true;
   ASSERT_FALSE(s.penalty_groups.empty());
   ASSERT_FALSE(s.history.empty());
   ASSERT_TRUE(std::isnan(s.history.front().validation_loss) == false);
@@ -44,6 +50,8 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(back.full_report(), s.full_report());
   EXPECT_EQ(summary_to_json(back), summary_to_json(s));
   EXPECT_EQ(back.termination, s.termination);
+  EXPECT_EQ(back.precision_reason, s.precision_reason);
+  EXPECT_TRUE(back.float32_system);
   EXPECT_EQ(back.linear_solver_used, s.linear_solver_used);
   EXPECT_EQ(back.history.size(), s.history.size());
   EXPECT_DOUBLE_EQ(back.history.back().training_loss, s.history.back().training_loss);

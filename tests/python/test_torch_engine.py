@@ -183,3 +183,23 @@ def test_fit_checkpoint_resumes_the_uninterrupted_run(tmp_path) -> None:
     # The resumed Summary carries the checkpoint's epochs, as lmtrain fit --resume does.
     assert [h["epoch"] for h in rest] == [1, 2, 3, 4, 5, 6]
     torch.testing.assert_close(flat_parameters(model), flat_parameters(whole), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_precision_auto_is_the_library_rule_and_float32_stays_float32(fast_path: bool) -> None:
+    # A float32 model: by default the library chooses the system (float64 under ard, as lmtrain
+    # fit's precision = "auto", saying why); precision="float32" asked for is float32 throughout.
+    def summary(**kwargs):
+        model, x, y = _problem(120, seed=8)
+        opt = lt.LevenbergMarquardt(model.float(), fast_path=fast_path, **kwargs)
+        opt.fit((x.float(), y.float()), epochs=2)
+        return opt.summary
+
+    auto = summary(regularization="ard")
+    assert auto.precision.startswith("mixed"), auto.precision
+    assert "ard" in auto.precision_reason, auto.precision_reason
+    asked = summary(regularization="ard", precision="float32")
+    assert asked.precision == "float32" and asked.precision_reason == ""
+    assert "float32 system" in asked.full_report()
+    plain = summary()  # 120 rows, far below the rows that make auto choose float64
+    assert plain.precision == "float32" and "16384" in plain.precision_reason

@@ -97,7 +97,7 @@ def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
         precision = "float64"
     resolved = precision or ("float64" if model_bits == 64 else "float32")
     if resolved not in ("float32", "float64"):
-        raise ValueError(f"precision = {precision!r}: expected 'float32', 'float64' or "
+        raise ValueError(f"precision = {precision!r}: expected 'auto', 'float32', 'float64' or "
                          "'mixed'")
     if resolved == "float32" and model_bits == 64:
         raise ValueError("precision = 'float32' with a float64 model: the system is never "
@@ -307,7 +307,11 @@ class LevenbergMarquardt:
         ``"nielsen"`` (default) or ``"multiplicative"``.
     precision : str, optional
         Precision of A, g and the solve: ``"float64"`` (for a float32 model: mixed precision,
-        also called ``"mixed"``) or ``"float32"``; by default the model's.
+        also called ``"mixed"``), ``"float32"`` (exactly, for a float32 model) or ``"auto"``.
+        The default is ``"auto"``, as ``lmtrain fit``'s: for a float32 model the library chooses
+        float64 under ``bayesian`` and ``ard``, and for batches of at least 16 384 residual rows
+        on a CPU or a data-centre GPU, float32 otherwise (the Summary's ``precision_reason``
+        says why); a float64 model solves in float64.
     memory_budget : int, optional
         Bytes the step may use; default ``memory_fraction`` of the device's available memory.
     slice_size : int, optional
@@ -351,7 +355,11 @@ class LevenbergMarquardt:
         self.options = _solver_options(damping, memory_budget, slice_size, options)
         self.slice_size = slice_size
         model_bits = torch.finfo(self.dtype).bits
-        self.precision = _system_precision(precision, self.dtype)
+        self.precision = _system_precision(None if precision == "auto" else precision,
+                                           self.dtype)
+        if precision is not None and precision != "auto" or model_bits == 64:
+            # Asked for (float32 stays float32), or a float64 model: no choice to make.
+            self.options.system_precision = "model"
         self._float64_system = self.precision == "float64" and model_bits == 32
 
         self._dist: Any = None
