@@ -7,6 +7,8 @@
 #      then the installed CMake package in a consumer project (scripts/test-consumer.sh);
 #      then the Python package: pip install . in a venv and pytest (scripts/test-python.sh);
 #      then its PyTorch front end with torch from bench/peers/install.sh (scripts/test-torch.sh);
+#      then the deployment templates of deploy/ (scripts/test-deploy.sh) and the container image
+#      (scripts/container-test.sh, skipped with its reason unless LMTRAIN_CONTAINER_TEST=1);
 #   2. the AddressSanitizer + UndefinedBehaviorSanitizer build: every test except the W1
 #      convergence runs, which take minutes under the sanitizers, and the mpirun tests (OpenMPI's
 #      own allocations trip LeakSanitizer);
@@ -45,6 +47,11 @@ scripts/test-python.sh
 
 echo "== the PyTorch front end (torch as bench/peers/install.sh installs it; tests/python/test_torch_*)"
 scripts/test-torch.sh
+
+echo "== deployment templates (deploy/: manifests validated offline, sbatch under a stub srun, faults)"
+scripts/test-deploy.sh
+echo "== the container image (scripts/container-test.sh: only with LMTRAIN_CONTAINER_TEST=1)"
+LMTRAIN_CONTAINER_TEST=${LMTRAIN_CONTAINER_TEST:-0} scripts/container-test.sh
 
 echo "== sanitizer build (ASan + UBSan) and tests"
 cmake --preset asan

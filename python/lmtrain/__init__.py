@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._model import Model, load
-from ._summary import EpochRecord, PenaltyGroup, Summary
-from ._training import fit, option_names as _option_names
+from . import _openmp
+
+_openmp.load_core()  # before anything imports lmtrain._core
+
+from ._model import Model, load  # noqa: E402
+from ._summary import EpochRecord, PenaltyGroup, Summary  # noqa: E402
+from ._training import fit, option_names as _option_names  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["EpochRecord", "LMClassifier", "LMRegressor", "Model", "PenaltyGroup", "Summary",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -137,14 +139,15 @@ def architecture(layers: Sequence[int | str | Mapping[str, Any]], n_inputs: int,
 
 
 def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayLike, *,
-        task: str = "regression", precision: str = "float32", device: str = "cpu",
+        task: str = "regression", precision: str = "auto", device: str = "cpu",
         init: str = "torch", seed: int = 0, standardize_inputs: bool = True,
         standardize_targets: bool = True,
         validation: tuple[ArrayLike, ArrayLike] | None = None,
         validation_fraction: float = 0.0, input_shape: Sequence[int] | None = None,
         checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
         resume: str | os.PathLike[str] | None = None, verbose: bool = False,
-        feature_names: Sequence[str] | None = None, **options: Any) -> tuple[Model, Summary]:
+        feature_names: Sequence[str] | None = None,
+        initial_parameters: ArrayLike | None = None, **options: Any) -> tuple[Model, Summary]:
     """Trains a network with Levenberg–Marquardt, as ``lmtrain fit`` does.
 
     The same data, options and seed give the same parameters as the command-line tool.
@@ -162,12 +165,20 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         class labels of shape (n_samples,).
     task : {"regression", "classification"}, default="regression"
         Classification trains on one-hot targets with the ``cross_entropy`` loss by default.
-    precision : {"float32", "mixed", "float64"}, default="float32"
-        Model and Jacobian precision; ``mixed`` solves the normal equations in float64.
+    precision : {"auto", "float32", "mixed", "float64"}, default="auto"
+        ``auto``, ``float32`` and ``mixed`` train a float32 model: ``mixed`` solves the normal
+        equations in float64, ``float32`` in float32, and ``auto`` chooses per problem and device
+        (float64 for ``bayesian`` and ``ard``, and when a batch has at least 16 384 residual
+        rows on a device with a fast float64 unit; ``summary.precision_reason`` says why), as
+        ``lmtrain fit``'s ``precision``.  ``float64``: everything in float64.
     device : str, default="cpu"
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
     init : {"torch", "glorot", "he"}, default="torch"
         Parameter initialization.
+    initial_parameters : array-like, optional
+        The starting parameters instead, in the library's flat order (per layer: W row-major
+        in PyTorch's (out, in) layout, then b), e.g. a torch Sequential's flattened
+        ``parameters()`` or another ``Model.parameters``.
     seed : int, default=0
         Initialization, shuffling and the validation split.
     standardize_inputs, standardize_targets : bool, default=True
@@ -212,7 +223,10 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         For NaN or infinity in the data, mismatched shapes, too few rows, or an option out of
         range; the message names the argument.
     KeyboardInterrupt
-        On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written).
+        On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written); on a
+        second Ctrl-C, or when the step still runs ``stop_grace_s`` (default 30) seconds after
+        the first, at once: the step then finishes in the background without writing anything,
+        and the interpreter waits for it before exiting.
     """
     if task not in ("regression", "classification"):
         raise ValueError(f"task = {task!r}: expected 'regression' or 'classification'")
@@ -255,6 +269,11 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     request.device = device
     request.init = init
     request.seed = int(seed)
+    if initial_parameters is not None:
+        start = np.asarray(initial_parameters, dtype=np.float64).reshape(-1)
+        if not np.isfinite(start).all():
+            raise ValueError("initial_parameters holds NaN or infinity")
+        request.initial_parameters = start.tolist()
     request.standardize_inputs = bool(standardize_inputs)
     request.standardize_targets = bool(standardize_targets)
     request.validation_fraction = float(validation_fraction)
@@ -273,11 +292,27 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
 
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
-        file, fields = _core.train(request, x, targets, x_val, y_val, progress)
+        file, summary = _core.train(request, x, targets, x_val, y_val, progress)
     finally:
         if progress is not None:
             progress.close()
-    return Model(file), Summary._from_fields(fields)
+    return Model(file), summary
+
+
+@atexit.register
+def _wait_for_abandoned_runs() -> None:
+    """At exit: a run abandoned by a second Ctrl-C may still be inside its LM step."""
+    if _core.abandoned_runs() == 0:
+        return
+    print("lmtrain: waiting for an interrupted LM step to finish before exiting "
+          "(Ctrl-C: exit at once)", file=sys.stderr, flush=True)
+    try:
+        while not _core.wait_for_abandoned_runs(0.1):
+            pass
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def _json(value: Any) -> str:

@@ -1,6 +1,7 @@
 // The subcommands of the `lmtrain` tool.  Each returns the process exit code:
 //   0 success, 2 bad input (config, data, model file), 3 training failed (non-finite loss),
-//   130 interrupted (SIGINT/SIGTERM; a checkpoint was written).
+//   130 / 143 interrupted by SIGINT / SIGTERM (after a checkpoint, or at once on a second signal
+//   or after trainer.stop_grace_s: src/cli/stop_signals.h).
 #pragma once
 
 #include <memory>

@@ -21,6 +21,13 @@ void JacobianEngine<T>::reserve(std::size_t batch, std::size_t slice) {
 }
 
 template <typename T>
+void JacobianEngine<T>::release_slices() {
+  g_a_ = DeviceBuffer<T>();
+  g_b_ = DeviceBuffer<T>();
+  slice_capacity_ = 0;
+}
+
+template <typename T>
 double JacobianEngine<T>::linearize(const T* params, const T* x, const T* y, std::size_t batch) {
   reserve(batch, std::max<std::size_t>(slice_capacity_, 1));
   x_ = x;

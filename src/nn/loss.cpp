@@ -53,21 +53,7 @@ Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backe
 
 template <typename T>
 double Loss<T>::reported(double objective, std::size_t batch) const {
-  const double b = static_cast<double>(batch), c = static_cast<double>(outputs_);
-  switch (params_.kind) {
-    case LossKind::kMse:
-      return 2.0 * objective / (b * c);
-    case LossKind::kCrossEntropy:
-    case LossKind::kCrossEntropySampled:
-      return objective / b;
-    case LossKind::kCrossEntropySqrt:
-      return 2.0 * objective / b;
-    case LossKind::kBce:
-    case LossKind::kHuber:
-    case LossKind::kL1:
-      return objective / (b * c);
-  }
-  return objective;
+  return reported_loss(params_.kind, objective, batch, outputs_);
 }
 
 template class Loss<float>;

@@ -30,6 +30,9 @@ void register_error_translation(nb::module_& m) {
       std::rethrow_exception(error);
     } catch (const InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, in_python_terms(e.what()).c_str());
+    } catch (const MemoryPlanError& e) {
+      // A plan that does not fit, or a device allocation that failed and could not be halved.
+      PyErr_SetString(PyExc_MemoryError, in_python_terms(e.what()).c_str());
     } catch (const Error& e) {
       PyErr_SetString(PyExc_RuntimeError, in_python_terms(e.what()).c_str());
     }

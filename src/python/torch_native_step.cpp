@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
@@ -19,10 +20,13 @@
 #include "lmtrain/io/model_file.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/solve/step_planner.h"
 #include "module.h"
+#include "python_fit.h"
 #include "schedule_state.h"
+#include "step_report.h"
 
 namespace lmtrain::python {
 
@@ -48,24 +52,19 @@ class NativeStep {
         loss_(loss, spec_.outputs(), *backend_),
         max_batch_(max_batch) {
     if (float64_system) options.system_precision = SystemPrecision::kFloat64;
-    options.geodesic_acceleration = geodesic_acceleration_for(options, loss.kind);
     options.validate();
     loss.validate(spec_.outputs());
     StepProblem problem;
     problem.batch = problem.local_batch = max_batch;
-    problem.residuals_per_sample = loss_.residuals_per_sample();
-    problem.budget_bytes =
-        options.memory_budget_bytes > 0
-            ? options.memory_budget_bytes
-            : static_cast<std::size_t>(options.memory_fraction *
-                                       static_cast<double>(backend_->available_memory_bytes()));
-    problem.caller_elements =
-        2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs());
-    const SolverChoice choice = choose_linear_solver(options, model_, problem);
-    solver_ = std::string(to_string(choice.type));
-    plan_ = choice.plan.describe();
+    problem.loss = loss.kind;
+    problem.caller_bytes =
+        (2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs())) * sizeof(T);
     engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
-    step_ = make_lm_step<T>(options, choice.type, *engine_, choice.plan.slice_samples, max_batch);
+    source_ = std::make_unique<EngineSource<T>>(*engine_);
+    planner_ = std::make_unique<StepPlanner<T>>(options, *source_, problem);
+    solver_ = std::string(to_string(planner_->plan().solver()));
+    plan_ = planner_->plan().memory.describe();
+    step_ = planner_->build();
     params_ = backend_->allocate(model_.num_params());
     x_ = backend_->allocate(max_batch * spec_.inputs());
     y_ = backend_->allocate(max_batch * spec_.outputs());
@@ -73,9 +72,8 @@ class NativeStep {
 
   std::size_t parameters() const { return model_.num_params(); }
 
-  // One step on (x, y) from `params`, which it updates in place.  Returns (accepted, attempts,
-  // loss before, loss after, λ, termination message, seconds per phase as a dict).
-  nb::dict step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
+  // One step on (x, y) from `params`, which it updates in place.
+  FrontEndStepReport step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
     const std::size_t n = model_.num_params(), batch = x.shape(0);
     if (params.shape(0) != n)
       throw nb::value_error(
@@ -88,39 +86,22 @@ class NativeStep {
                                         spec_.inputs(), spec_.outputs(), max_batch_, x.shape(0),
                                         x.shape(1), y.shape(0), y.shape(1))
                                 .c_str());
-    StepReport report;
+    FrontEndStepReport report;
     PhaseTimes times;
     {
       nb::gil_scoped_release unlocked;
       backend_->copy_from_host(params.data(), params_.data(), n);
       backend_->copy_from_host(x.data(), x_.data(), batch * spec_.inputs());
       backend_->copy_from_host(y.data(), y_.data(), batch * spec_.outputs());
-      report = step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+      static_cast<StepReport&>(report) = run(batch, times);
       backend_->copy_to_host(params_.data(), params.data(), n);
     }
-    nb::dict phases;
-    for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p)
-      phases[std::string(phase_name(static_cast<Phase>(p))).c_str()] = times.seconds[p];
-    nb::dict out;
-    out["accepted"] = report.accepted;
-    out["attempts"] = report.attempts;
-    out["rejected"] = report.rejected;
-    out["invalid"] = report.invalid;
-    out["geodesic_applied"] = report.geodesic_applied;
-    out["geodesic_refused"] = report.geodesic_refused;
-    out["geodesic_skipped"] = report.geodesic_skipped;
-    out["objective_before"] = report.objective_before;
-    out["objective_after"] = report.objective_after;
-    out["loss_before"] = loss_.reported(report.objective_before, batch);
-    out["loss_after"] = loss_.reported(report.objective_after, batch);
-    out["lambda"] = report.lambda;
-    out["gain_ratio"] = report.gain_ratio;
-    out["gradient_max_norm"] = report.gradient_max_norm;
-    out["step_norm"] = report.step_norm;
-    out["termination"] = std::string(to_string(report.termination));
-    out["message"] = report.message;
-    out["phase_seconds"] = phases;
-    return out;
+    report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
+    report.loss_after = loss_.reported(report.objective_after - report.penalty_after, batch);
+    report.path = "native";
+    report.slice_size = planner_->slice_samples();
+    report.phase_seconds = phase_seconds(times);
+    return report;
   }
 
   ScheduleTuple state() const {
@@ -140,12 +121,25 @@ class NativeStep {
   const std::string& plan() const { return plan_; }
 
  private:
+  // The step, rebuilt on a halved slice when an allocation fails.
+  StepReport run(std::size_t batch, PhaseTimes& times) {
+    for (;;) {
+      const StepperState before = step_->state();
+      try {
+        return step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+      } catch (const OutOfMemory& e) {
+        step_ = planner_->rebuild_after(std::move(step_), e, before);
+      }
+    }
+  }
   ModelSpec spec_;
   std::unique_ptr<Backend<T>> backend_;
   Sequential<T> model_;
   Loss<T> loss_;
   std::size_t max_batch_;
   std::unique_ptr<JacobianEngine<T>> engine_;
+  std::unique_ptr<EngineSource<T>> source_;
+  std::unique_ptr<StepPlanner<T>> planner_;
   std::unique_ptr<LmStepper<T>> step_;
   DeviceBuffer<T> params_, x_, y_;
   std::string solver_, plan_;
@@ -173,11 +167,76 @@ void bind_native_step(nb::module_& m, const char* name) {
            nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0);
 }
 
+// A data set of the library from a rows × inputs and a rows × outputs matrix.
+template <typename T>
+Dataset<T> dataset_of(const Matrix<T>& x, const Matrix<T>& y) {
+  if (x.shape(0) != y.shape(0))
+    throw nb::value_error(
+        fmt::format("x has {} rows but y has {}", x.shape(0), y.shape(0)).c_str());
+  Dataset<T> d(x.shape(0), x.shape(1), y.shape(1));
+  std::copy(x.data(), x.data() + x.size(), d.x.begin());
+  std::copy(y.data(), y.data() + y.size(), d.y.begin());
+  return d;
+}
+
+// The fast path's fit: the library's Trainer (the fit run of train/fit_run.h with lmtrain's own
+// network) on the module's parameters, which it trains in place.
+template <typename T>
+Summary native_fit(const std::string& architecture, const LossOptions& loss, SolverOptions options,
+                   bool float64_system, const ForeignFitRequest& request, const Matrix<T>& x,
+                   const Matrix<T>& y, std::optional<Matrix<T>> x_validation,
+                   std::optional<Matrix<T>> y_validation, Vector<T> params, nb::object on_epoch) {
+  const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(architecture));
+  auto backend = make_cpu_backend<T>();
+  if (float64_system) options.system_precision = SystemPrecision::kFloat64;
+  const Dataset<T> train = dataset_of(x, y);
+  std::optional<Dataset<T>> validation;
+  if (x_validation && y_validation) validation = dataset_of(*x_validation, *y_validation);
+  Trainer<T> trainer(spec, loss, options, request.trainer, *backend);
+  const nlohmann::json fingerprint = nlohmann::json::parse(request.fingerprint);
+  std::optional<TrainingState<T>> resume;
+  if (!request.resume.empty()) resume = io::read_checkpoint<T>(request.resume, fingerprint);
+  PythonErrors errors;
+  FitHooks<T> hooks = python_hooks<T>(request, fingerprint, errors, on_epoch, nullptr);
+  for (IterationCallback& cb : hooks.callbacks) trainer.add_callback(std::move(cb));
+  trainer.set_epoch_check(std::move(hooks.epoch_check));
+  if (hooks.checkpoint)
+    trainer.set_checkpoint_handler(std::move(hooks.checkpoint), hooks.checkpoint_every);
+  trainer.set_stop_flag(hooks.stop_flag);
+  if (params.shape(0) != spec.num_params())
+    throw nb::value_error(fmt::format("params has {} values; the network has {} parameters",
+                                      params.shape(0), spec.num_params())
+                              .c_str());
+  std::vector<T> p(params.data(), params.data() + params.shape(0));
+  Summary summary;
+  {
+    nb::gil_scoped_release unlocked;
+    summary =
+        trainer.fit(p, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  }
+  std::copy(p.begin(), p.end(), params.data());
+  if (errors.error) throw std::move(*errors.error);
+  summary.rank_devices = {backend->name()};
+  return summary;
+}
+
 }  // namespace
 
 void bind_torch_native_step(nb::module_& m) {
   bind_native_step<float>(m, "NativeStep32");
   bind_native_step<double>(m, "NativeStep64");
+  const char* doc =
+      "The library's Trainer on an nn.Sequential of lmtrain's layers: params (the module's "
+      "flat parameters) trained in place on (x, y), with validation (x_validation, "
+      "y_validation) when given.  Returns the Summary.";
+  m.def("native_fit32", &native_fit<float>, nb::arg("architecture"), nb::arg("loss"),
+        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
+        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
+        nb::arg("params"), nb::arg("on_epoch").none(), doc);
+  m.def("native_fit64", &native_fit<double>, nb::arg("architecture"), nb::arg("loss"),
+        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
+        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
+        nb::arg("params"), nb::arg("on_epoch").none(), doc);
 }
 
 }  // namespace lmtrain::python

@@ -1,8 +1,14 @@
 // lmtrain._core.train: one Trainer<T>::fit over NumPy data, as `lmtrain fit` runs it — the same
-// validation split, standardization, initialization, seed and checkpoint fingerprint — with the
-// GIL released while the library trains.  After every LM step the GIL is taken for a moment to
-// run Python's signal handlers: Ctrl-C raises the stop flag, the trainer stops after that step
-// (writing the checkpoint when one was asked for) and KeyboardInterrupt reaches the caller.
+// validation split, standardization, initialization, seed and checkpoint fingerprint.  The
+// library trains on a thread of its own, with the GIL released, while the calling thread waits
+// and runs Python's signal handlers as soon as a signal arrives (Python's wakeup fd wakes it):
+// the first Ctrl-C raises the stop flag, the
+// trainer stops after the step under way (writing the checkpoint when one was asked for) and
+// KeyboardInterrupt reaches the caller.  A second Ctrl-C, or the step still running
+// TrainerOptions::stop_grace_s after the first, raises KeyboardInterrupt at once: the run is
+// abandoned — it finishes its step in the background, touching no Python object and writing no
+// file, and the interpreter waits for it before exiting (lmtrain/_training.py).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -10,19 +16,30 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstring>
+#include <exception>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "arrays.h"
+#include "lmtrain/backend/cpu_threads.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/checkpoint.h"
@@ -30,7 +47,6 @@
 #include "lmtrain/io/row_split.h"
 #include "lmtrain/lmtrain.h"
 #include "module.h"
-#include "summary.h"
 
 namespace lmtrain::python {
 
@@ -48,7 +64,7 @@ struct TrainingRequest {
   SolverOptions solver;
   TrainerOptions trainer;
   LossOptions loss;
-  std::string precision = "float32";  // float32 | mixed | float64
+  std::string precision = "auto";  // auto | float32 | mixed | float64 (as lmtrain fit's)
   std::string device = "cpu";
   std::string init = "torch";
   std::uint64_t seed = 0;
@@ -58,6 +74,8 @@ struct TrainingRequest {
   std::string checkpoint;           // path; empty: none
   int checkpoint_every = 1;
   std::string resume;  // checkpoint path to continue from; empty: a fresh run
+  // The starting parameters in the library's flat order; empty: `init` with `seed`.
+  std::vector<double> initial_parameters;
 };
 
 // The arrays of a run as the library's data sets, standardized with statistics of the training
@@ -131,55 +149,253 @@ PreparedData<T> prepare(const TrainingRequest& r, const HostArray& x_array, cons
   return d;
 }
 
-// What the library's callbacks report back to Python: a pending Python exception (Ctrl-C's
-// KeyboardInterrupt, or one raised by the epoch callback) and the stop flag it raised.  The
-// callbacks run on the thread that called train, with the GIL released around them.
-class PythonSide {
- public:
-  explicit PythonSide(nb::object on_epoch) : on_epoch_(std::move(on_epoch)) {}
-  const std::atomic<bool>* stop_flag() const { return &stop_; }
+// Runs abandoned by a second Ctrl-C that are still finishing their step: the interpreter waits
+// for them before it exits (wait_for_abandoned_runs), so that none is still inside OpenBLAS when
+// the process tears down.
+struct AbandonedRuns {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int running = 0;
+};
+AbandonedRuns& abandoned_runs() {
+  static AbandonedRuns* runs = new AbandonedRuns;  // never destroyed: used until the very end
+  return *runs;
+}
 
-  // After every LM step: run pending signal handlers (SIGINT raises KeyboardInterrupt).
-  void after_step() {
-    if (stop_) return;
-    nb::gil_scoped_acquire locked;
-    if (PyErr_CheckSignals() != 0) keep_error();
+// While the main thread waits for a run: the pipe Python's C-level signal handler writes each
+// signal's number to (signal.set_wakeup_fd), so the wait ends the moment a signal arrives, and
+// the run writes a byte to when it finishes.  The previous wakeup fd (asyncio's, say) comes back
+// afterwards.  Only the main thread runs Python's signal handlers, so only it makes one.
+class SignalWakeup {
+ public:
+  SignalWakeup() {
+    if (::pipe2(fds_, O_NONBLOCK | O_CLOEXEC) != 0)
+      throw Error(fmt::format("cannot wait for training: pipe2: {}", std::strerror(errno)));
+    previous_ = nb::cast<int>(set_wakeup_fd()(fds_[1], nb::arg("warn_on_full_buffer") = false));
   }
-  void after_epoch(const EpochRecord& e) {
-    if (stop_ || on_epoch_.is_none()) return;
-    nb::gil_scoped_acquire locked;
+  SignalWakeup(const SignalWakeup&) = delete;
+  SignalWakeup& operator=(const SignalWakeup&) = delete;
+  ~SignalWakeup() {
     try {
-      on_epoch_(e.epoch, e.training_loss, e.validation_loss, e.seconds);
-    } catch (nb::python_error& error) {
-      error_.emplace(std::move(error));
-      stop_ = true;
+      set_wakeup_fd()(previous_);
+    } catch (nb::python_error&) {
+      // An fd the caller had set and closed since: nothing to give back.
     }
+    ::close(fds_[0]);
+    ::close(fds_[1]);
   }
-  // A C++ failure inside a callback that must not throw (the checkpoint writer).
-  void fail(std::string message) {
-    failure_ = std::move(message);
-    stop_ = true;
-  }
-  // With the GIL held, after training: the pending exception, if any.
-  void rethrow() {
-    if (error_) {
-      nb::python_error error = std::move(*error_);
-      error_.reset();
-      throw error;
+  int write_end() const { return fds_[1]; }
+  // GIL released: returns after `timeout`, a signal, or the run's byte; empties the pipe.
+  void wait(std::chrono::milliseconds timeout) const {
+    pollfd p{fds_[0], POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(timeout.count()));
+    char drained[64];
+    while (::read(fds_[0], drained, sizeof drained) > 0) {
     }
-    if (!failure_.empty()) throw Error(failure_);
   }
 
  private:
-  void keep_error() {
-    error_.emplace();  // fetches (and clears) the exception the handler raised
-    stop_ = true;
-  }
-  nb::object on_epoch_;
-  std::atomic<bool> stop_{false};
-  std::optional<nb::python_error> error_;
-  std::string failure_;
+  static nb::object set_wakeup_fd() { return nb::module_::import_("signal").attr("set_wakeup_fd"); }
+  int fds_[2] = {-1, -1};
+  int previous_ = -1;
 };
+
+// One fit on a thread of its own.  It owns everything the run reads — the data (already copied
+// out of NumPy by prepare), the options, the resume state — so the caller may return while it
+// runs.  Its only Python object, the epoch callback, is called with the GIL taken and is let go
+// by the caller when it abandons the run.
+template <typename T>
+class TrainingJob {
+ public:
+  TrainingJob(TrainingRequest r, ModelSpec spec, PreparedData<T> data, nlohmann::json fingerprint,
+              std::optional<TrainingState<T>> resume, DeviceChoice device, nb::object on_epoch)
+      : r_(std::move(r)),
+        spec_(std::move(spec)),
+        data_(std::move(data)),
+        fingerprint_(std::move(fingerprint)),
+        resume_(std::move(resume)),
+        device_(std::move(device)),
+        on_epoch_(std::move(on_epoch)),
+        has_on_epoch_(!on_epoch_.is_none()) {}
+
+  // On the training thread.  The backend is made here, so that a device's per-thread state
+  // (CUDA's current device) belongs to the thread that uses it.
+  void run() {
+    try {
+      auto backend = make_backend<T>(device_);
+      Trainer<T> trainer(spec_, r_.loss, r_.solver, r_.trainer, *backend);
+      trainer.set_stop_flag(&stop_);
+      trainer.set_epoch_callback([this](const EpochRecord& e) { after_epoch(e); });
+      if (!r_.checkpoint.empty())
+        trainer.set_checkpoint_handler(
+            [this](const TrainingState<T>& state) { write_checkpoint(state); },
+            r_.checkpoint_every);
+      params_ = Sequential<T>(spec_, *backend).initial_parameters(parse_init(r_.init), r_.seed);
+      if (!r_.initial_parameters.empty()) {
+        if (r_.initial_parameters.size() != params_.size())
+          throw InvalidArgument(
+              fmt::format("initial_parameters has {} values; the network {} has {} parameters",
+                          r_.initial_parameters.size(), spec_.describe(), params_.size()));
+        params_.assign(r_.initial_parameters.begin(), r_.initial_parameters.end());
+      }
+      summary_ = trainer.fit(params_, data_.train, data_.validation ? &*data_.validation : nullptr,
+                             resume_ ? &*resume_ : nullptr);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+    const std::lock_guard lock(mutex_);
+    finished_ = true;
+    finished_changed_.notify_all();
+    if (notify_fd_ >= 0) {
+      const char byte = 0;
+      [[maybe_unused]] const ssize_t n = ::write(notify_fd_, &byte, 1);
+    }
+    if (abandoned_) {
+      AbandonedRuns& runs = abandoned_runs();
+      const std::lock_guard runs_lock(runs.mutex);
+      --runs.running;
+      runs.changed.notify_all();
+    }
+  }
+
+  // Caller, before starting the run: a descriptor the run writes a byte to when it finishes.
+  void notify_on_finish(int fd) { notify_fd_ = fd; }
+  // Caller, GIL released: true once the run has finished, waiting at most `timeout` (on
+  // `wakeup` when given, which a signal also ends).
+  bool wait(const SignalWakeup* wakeup, std::chrono::milliseconds timeout) {
+    if (wakeup != nullptr) {
+      wakeup->wait(timeout);
+      const std::lock_guard lock(mutex_);
+      return finished_;
+    }
+    std::unique_lock lock(mutex_);
+    return finished_changed_.wait_for(lock, timeout, [this] { return finished_; });
+  }
+  // Caller: the stop after the step under way (the first Ctrl-C).
+  void ask_stop() { stop_ = true; }
+  // Caller, GIL held: lets the run go on alone.  False when it has just finished.
+  bool abandon() {
+    {
+      const std::lock_guard lock(mutex_);
+      if (finished_) return false;
+      abandoned_ = true;
+      notify_fd_ = -1;  // the caller closes it
+      stop_ = true;
+      AbandonedRuns& runs = abandoned_runs();
+      const std::lock_guard runs_lock(runs.mutex);
+      ++runs.running;
+    }
+    on_epoch_ = nb::none();
+    epoch_error_.reset();
+    return true;
+  }
+  // Caller, GIL held, after the run finished: the first failure, if any.
+  void rethrow() {
+    if (epoch_error_) {
+      nb::python_error error = std::move(*epoch_error_);
+      epoch_error_.reset();
+      throw error;
+    }
+    if (failure_) std::rethrow_exception(failure_);
+    if (!checkpoint_failure_.empty()) throw Error(checkpoint_failure_);
+  }
+  const std::vector<T>& params() const { return params_; }
+  Summary& summary() { return summary_; }
+  const PreparedData<T>& data() const { return data_; }
+  const DeviceChoice& device() const { return device_; }
+
+ private:
+  void after_epoch(const EpochRecord& e) {
+    if (!has_on_epoch_ || stop_) return;
+    nb::gil_scoped_acquire locked;
+    if (abandoned_) return;
+    try {
+      on_epoch_(e.epoch, e.training_loss, e.validation_loss, e.seconds);
+    } catch (nb::python_error& error) {
+      epoch_error_.emplace(std::move(error));
+      stop_ = true;
+    }
+  }
+  // Must not throw (Trainer::CheckpointHandler); an abandoned run writes nothing, so that the
+  // file stays the last one the caller knew of.
+  void write_checkpoint(const TrainingState<T>& state) {
+    if (abandoned_) return;
+    try {
+      io::write_checkpoint(r_.checkpoint, state, fingerprint_);
+    } catch (const std::exception& e) {
+      checkpoint_failure_ = e.what();
+      stop_ = true;
+    }
+  }
+
+  TrainingRequest r_;
+  ModelSpec spec_;
+  PreparedData<T> data_;
+  nlohmann::json fingerprint_;
+  std::optional<TrainingState<T>> resume_;
+  DeviceChoice device_;
+  nb::object on_epoch_;
+  bool has_on_epoch_;
+  std::optional<nb::python_error> epoch_error_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> abandoned_{false};
+  std::mutex mutex_;
+  std::condition_variable finished_changed_;
+  bool finished_ = false;
+  int notify_fd_ = -1;
+  std::exception_ptr failure_;
+  std::string checkpoint_failure_;
+  std::vector<T> params_;
+  Summary summary_;
+};
+
+// The caller's side, GIL held: waits for the run, running Python's signal handlers when a signal
+// arrives (with `wakeup`, on the main thread) and at least every 100 ms.  The first exception they
+// raise (Ctrl-C's KeyboardInterrupt) asks for a stop after the step and is raised once the run
+// has stopped; a second one, or `grace_seconds` passing after the first, is raised at once and
+// the run is abandoned.
+template <typename T>
+void wait_for_training(const std::shared_ptr<TrainingJob<T>>& job, std::thread& worker,
+                       const SignalWakeup* wakeup, double grace_seconds) {
+  using std::chrono::milliseconds;
+  std::optional<nb::python_error> interrupt;
+  auto stop_asked = std::chrono::steady_clock::now();
+  for (;;) {
+    milliseconds timeout(100);
+    if (interrupt) {
+      const double left = grace_seconds - seconds_since(stop_asked);
+      timeout = std::min(timeout, milliseconds(static_cast<long>(std::max(0.0, left) * 1e3) + 1));
+    }
+    bool finished = false;
+    {
+      nb::gil_scoped_release unlocked;
+      finished = job->wait(wakeup, timeout);
+    }
+    if (finished) break;
+    if (PyErr_CheckSignals() != 0) {
+      nb::python_error error;  // fetches (and clears) what the handler raised
+      if (!interrupt) {
+        interrupt.emplace(std::move(error));
+        job->ask_stop();
+        stop_asked = std::chrono::steady_clock::now();
+      } else if (job->abandon()) {
+        worker.detach();
+        throw error;
+      }  // else the run has just finished: the first interrupt is raised below
+    } else if (interrupt && seconds_since(stop_asked) > grace_seconds && job->abandon()) {
+      worker.detach();
+      nb::python_error error = std::move(*interrupt);
+      interrupt.reset();
+      throw error;
+    }
+  }
+  worker.join();
+  if (interrupt) {
+    nb::python_error error = std::move(*interrupt);
+    interrupt.reset();
+    throw error;
+  }
+}
 
 template <typename T>
 io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
@@ -207,67 +423,59 @@ io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
 }
 
 template <typename T>
-std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& x,
-                                            const HostArray& y,
-                                            const std::optional<HostArray>& x_val,
-                                            const std::optional<HostArray>& y_val,
-                                            nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x,
+                                           const HostArray& y,
+                                           const std::optional<HostArray>& x_val,
+                                           const std::optional<HostArray>& y_val,
+                                           nb::object on_epoch) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(r.architecture));
-  const PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val);
+  PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val);
   if (data.train.inputs != spec.inputs() || data.train.outputs != spec.outputs())
     throw InvalidArgument(fmt::format(
         "the network {} takes {} inputs and gives {} outputs, but the data has {} input columns "
         "and {} {}",
         spec.describe(), spec.inputs(), spec.outputs(), data.train.inputs, data.train.outputs,
         r.classes > 0 ? "classes" : "target columns"));
-  if (r.precision == "mixed") r.solver.system_precision = SystemPrecision::kFloat64;
+  // As lmtrain fit's precision (cli/run_config.cpp): auto lets the library choose the system.
+  r.solver.system_precision = r.precision == "auto"    ? SystemPrecision::kAuto
+                              : r.precision == "mixed" ? SystemPrecision::kFloat64
+                                                       : SystemPrecision::kModel;
   r.trainer.seed = r.seed;
-  const DeviceChoice device = choose_device(r.device, 0);
-  auto backend = make_backend<T>(device);
-  Trainer<T> trainer(spec, r.loss, r.solver, r.trainer, *backend);
+  r.trainer.validate();
+  DeviceChoice device = choose_device(r.device, 0);
 
   // The fingerprint `lmtrain fit` gives its checkpoints: what must not change on resume.
   const std::size_t batch = r.trainer.batch_size == 0
                                 ? data.train.samples
                                 : std::min(r.trainer.batch_size, data.train.samples);
-  const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
-                                      {"seed", r.seed},
-                                      {"batch_size", batch},
-                                      {"precision", r.precision},
-                                      {"loss", std::string(to_string(r.loss.kind))}};
+  nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
+                                {"seed", r.seed},
+                                {"batch_size", batch},
+                                {"precision", r.precision},
+                                {"loss", std::string(to_string(r.loss.kind))}};
   std::optional<TrainingState<T>> resume;
   if (!r.resume.empty()) resume = io::read_checkpoint<T>(r.resume, fingerprint);
 
-  PythonSide python(std::move(on_epoch));
-  trainer.set_stop_flag(python.stop_flag());
-  trainer.add_callback([&python](const IterationSummary&) {
-    python.after_step();
-    return CallbackResult::kContinue;
-  });
-  trainer.set_epoch_callback([&python](const EpochRecord& e) { python.after_epoch(e); });
-  if (!r.checkpoint.empty())
-    trainer.set_checkpoint_handler(
-        [&](const TrainingState<T>& state) {
-          try {
-            io::write_checkpoint(r.checkpoint, state, fingerprint);
-          } catch (const std::exception& e) {
-            python.fail(e.what());
-          }
-        },
-        r.checkpoint_every);
-
-  std::vector<T> params =
-      Sequential<T>(spec, *backend).initial_parameters(parse_init(r.init), r.seed);
-  Summary summary;
-  {
-    nb::gil_scoped_release unlocked;
-    summary = trainer.fit(params, data.train, data.validation ? &*data.validation : nullptr,
-                          resume ? &*resume : nullptr);
+  const double grace = r.trainer.stop_grace_s;
+  auto job =
+      std::make_shared<TrainingJob<T>>(r, spec, std::move(data), std::move(fingerprint),
+                                       std::move(resume), std::move(device), std::move(on_epoch));
+  const bool main_thread = nb::module_::import_("threading")
+                               .attr("current_thread")()
+                               .is(nb::module_::import_("threading").attr("main_thread")());
+  std::optional<SignalWakeup> wakeup;
+  if (main_thread) {
+    wakeup.emplace();
+    job->notify_on_finish(wakeup->write_end());
   }
-  python.rethrow();
-  summary.rank_devices = {fmt::format("{} ({})", device.label(), device.reason)};
+  std::thread worker([job] { job->run(); });
+  wait_for_training(job, worker, wakeup ? &*wakeup : nullptr, grace);
+  job->rethrow();
+  Summary& summary = job->summary();
+  summary.rank_devices = {fmt::format("{} ({})", job->device().label(), job->device().reason)};
   summary.name_input_groups(spec, r.feature_names);
-  return {trained_model(r, spec, params, data.normalization, summary), summary_fields(summary)};
+  return {trained_model(r, spec, job->params(), job->data().normalization, summary),
+          std::move(summary)};
 }
 
 // The addresses of the X and y buffers the last call of train read, as NumPy handed them over:
@@ -275,17 +483,17 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
 // input is read in place, not copied.  Written with the GIL held.
 std::pair<std::uintptr_t, std::uintptr_t> last_input_addresses{0, 0};
 
-std::pair<io::ModelFile, nb::dict> train(const TrainingRequest& r, const HostArray& x,
-                                         const HostArray& y, const std::optional<HostArray>& x_val,
-                                         const std::optional<HostArray>& y_val,
-                                         nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArray& x,
+                                        const HostArray& y, const std::optional<HostArray>& x_val,
+                                        const std::optional<HostArray>& y_val,
+                                        nb::object on_epoch) {
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
   if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
-  if (r.precision == "float32" || r.precision == "mixed")
+  if (r.precision == "auto" || r.precision == "float32" || r.precision == "mixed")
     return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
   throw InvalidArgument(fmt::format(
-      "precision = \"{}\": expected \"float32\", \"mixed\" or \"float64\"", r.precision));
+      "precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"", r.precision));
 }
 
 }  // namespace
@@ -301,7 +509,7 @@ void bind_training(nb::module_& m) {
       .def_rw("solver", &R::solver)
       .def_rw("trainer", &R::trainer)
       .def_rw("loss", &R::loss)
-      .def_rw("precision", &R::precision, "float32, mixed or float64.")
+      .def_rw("precision", &R::precision, "auto, float32, mixed or float64.")
       .def_rw("device", &R::device, "cpu, cuda, cuda:N or auto.")
       .def_rw("init", &R::init, "torch, glorot or he.")
       .def_rw("seed", &R::seed)
@@ -310,7 +518,9 @@ void bind_training(nb::module_& m) {
       .def_rw("validation_fraction", &R::validation_fraction)
       .def_rw("checkpoint", &R::checkpoint)
       .def_rw("checkpoint_every", &R::checkpoint_every)
-      .def_rw("resume", &R::resume);
+      .def_rw("resume", &R::resume)
+      .def_rw("initial_parameters", &R::initial_parameters,
+              "Starting parameters in the library's flat order (empty: init with seed).");
   m.def("train", &train, nb::arg("request"), nb::arg("X"), nb::arg("y"),
         nb::arg("X_validation").none() = nb::none(), nb::arg("y_validation").none() = nb::none(),
         nb::arg("on_epoch").none() = nb::none(),
@@ -318,6 +528,28 @@ void bind_training(nb::module_& m) {
         "classification: int64 class indices) with the GIL released.  Returns the trained "
         "ModelFile and the Summary's fields.  on_epoch(epoch, training_loss, validation_loss, "
         "seconds) is called after every epoch.");
+  m.def(
+      "abandoned_runs",
+      [] {
+        AbandonedRuns& runs = abandoned_runs();
+        const std::lock_guard lock(runs.mutex);
+        return runs.running;
+      },
+      "Runs a second Ctrl-C abandoned that are still finishing their LM step.");
+  m.def(
+      "wait_for_abandoned_runs",
+      [](double seconds) {
+        AbandonedRuns& runs = abandoned_runs();
+        nb::gil_scoped_release unlocked;
+        std::unique_lock lock(runs.mutex);
+        return runs.changed.wait_for(lock, std::chrono::duration<double>(seconds),
+                                     [&runs] { return runs.running == 0; });
+      },
+      nb::arg("seconds"),
+      "Waits at most `seconds` (GIL released) for the abandoned runs to end; True when none "
+      "is left.");
+  m.def("note_passive_openmp_wait_set_by_lmtrain", &note_passive_openmp_wait_set_by_lmtrain,
+        "Tells the Summary that lmtrain set OMP_WAIT_POLICY=passive before loading this module.");
   m.def(
       "last_input_addresses", [] { return last_input_addresses; },
       "(X, y): the addresses of the buffers the last train call read its X and y from; equal to "

@@ -90,7 +90,7 @@ std::unique_ptr<DampingStrategy> DampingStrategy::create(const SolverOptions& op
 }
 
 template <typename S>
-Damping<S>::Damping(const SolverOptions& options, Backend<S>& system, std::size_t n)
+Damping<S>::Damping(const SolverOptions& options, LinearAlgebra<S>& system, std::size_t n)
     : options_(options),
       system_(system),
       n_(n),

@@ -6,37 +6,38 @@ namespace lmtrain {
 
 template <typename T, typename S>
 GeodesicAcceleration<T, S>::GeodesicAcceleration(const SolverOptions& options,
-                                                 JacobianEngine<T>& engine,
+                                                 LinearizationSource<T>& source,
                                                  NormalEquationsBuilder<T, S>& builder,
-                                                 const NormalEquations<S>& ne, Backend<S>& system,
+                                                 const NormalEquations<S>& ne,
+                                                 LinearAlgebra<S>& system,
                                                  std::size_t max_residuals)
     : ratio_(options.geodesic_ratio),
       step_(options.geodesic_step),
-      engine_(engine),
+      source_(source),
       builder_(builder),
-      backend_(engine.model_backend()),
+      backend_(source.model_backend()),
       system_(system),
       ne_(ne),
       plus_(backend_.allocate(max_residuals)),
       minus_(backend_.allocate(max_residuals)),
-      point_(backend_.allocate(engine.num_params())),
-      rhs_(system.allocate(engine.num_params())),
-      accel_(system.allocate(engine.num_params())) {}
+      point_(backend_.allocate(source.num_params())),
+      rhs_(system.allocate(source.num_params())),
+      accel_(system.allocate(source.num_params())) {}
 
 template <typename T, typename S>
 void GeodesicAcceleration<T, S>::second_derivative(const T* params, double lr, const T* delta) {
-  const std::size_t n = engine_.num_params();
-  const std::size_t m = engine_.batch() * engine_.residuals_per_sample();
+  const std::size_t n = source_.num_params();
+  const std::size_t m = source_.batch() * source_.residuals_per_sample();
   if (m > 0) {
     // v = −lr·δ: θ + hv = θ − h·lr·δ and θ − hv = θ + h·lr·δ.
     const double hl = step_ * lr;
     backend_.add_scaled(n, params, static_cast<T>(-hl), delta, point_.data());
-    engine_.residuals_at(point_.data(), plus_.data());
+    source_.residuals_at(point_.data(), plus_.data());
     backend_.add_scaled(n, params, static_cast<T>(hl), delta, point_.data());
-    engine_.residuals_at(point_.data(), minus_.data());
+    source_.residuals_at(point_.data(), minus_.data());
     // r_vv = (r₊ + r₋ − 2r)/h², into plus_.
     backend_.axpy(m, T(1), minus_.data(), plus_.data());
-    backend_.axpy(m, T(-2), engine_.residuals(), plus_.data());
+    backend_.axpy(m, T(-2), source_.residuals(), plus_.data());
     // x + (1/h² − 1)·x = x/h²
     backend_.add_scaled(m, plus_.data(), static_cast<T>(1.0 / (step_ * step_) - 1.0), plus_.data(),
                         plus_.data());
@@ -46,7 +47,7 @@ void GeodesicAcceleration<T, S>::second_derivative(const T* params, double lr, c
 
 template <typename T, typename S>
 bool GeodesicAcceleration<T, S>::correct(LinearSolver<S>& solver, double lr, S* delta) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   if (!solver.solve_again(rhs_.data(), accel_.data())) return false;
   const double a = std::sqrt(system_.dot(n, accel_.data(), accel_.data()));
   const double v = lr * std::sqrt(system_.dot(n, delta, delta));

@@ -15,7 +15,7 @@ namespace {
 template <typename T>
 class CholeskySolver final : public LinearSolver<T> {
  public:
-  CholeskySolver(Backend<T>& backend, std::size_t n)
+  CholeskySolver(LinearAlgebra<T>& backend, std::size_t n)
       : backend_(backend), n_(n), factor_(backend.allocate(n * n)) {}
   LinearSolverType type() const override { return LinearSolverType::kCholesky; }
   bool prepare(const NormalEquations<T>& ne, const T* d) override {
@@ -36,7 +36,7 @@ class CholeskySolver final : public LinearSolver<T> {
   }
 
  private:
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   std::size_t n_;
   DeviceBuffer<T> factor_;
   const NormalEquations<T>* ne_ = nullptr;
@@ -47,7 +47,7 @@ class CholeskySolver final : public LinearSolver<T> {
 template <typename T>
 class EigenSolver final : public LinearSolver<T> {
  public:
-  EigenSolver(Backend<T>& backend, std::size_t n)
+  EigenSolver(LinearAlgebra<T>& backend, std::size_t n)
       : backend_(backend),
         n_(n),
         q_(backend.allocate(n * n)),
@@ -103,7 +103,7 @@ class EigenSolver final : public LinearSolver<T> {
   }
 
  private:
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   std::size_t n_;
   DeviceBuffer<T> q_, w_, c_, s_, ones_, tmp_;
   DeviceBuffer<T> shifted_;  // Λ + λ of the last solve
@@ -116,7 +116,7 @@ class EigenSolver final : public LinearSolver<T> {
 template <typename T>
 class DualSolver final : public LinearSolver<T> {
  public:
-  DualSolver(Backend<T>& backend, std::size_t max_residuals)
+  DualSolver(LinearAlgebra<T>& backend, std::size_t max_residuals)
       : backend_(backend),
         gram_(backend.allocate(max_residuals * max_residuals)),
         factor_(backend.allocate(max_residuals * max_residuals)),
@@ -146,7 +146,7 @@ class DualSolver final : public LinearSolver<T> {
   }
 
  private:
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   DeviceBuffer<T> gram_, factor_, u_;
   const NormalEquations<T>* ne_ = nullptr;
 };
@@ -157,7 +157,7 @@ class DualSolver final : public LinearSolver<T> {
 template <typename T>
 class CgSolver final : public LinearSolver<T> {
  public:
-  CgSolver(Backend<T>& backend, std::size_t n, std::size_t max_residuals,
+  CgSolver(LinearAlgebra<T>& backend, std::size_t n, std::size_t max_residuals,
            Collectives<T>* collectives, const SolverOptions& options)
       : backend_(backend),
         n_(n),
@@ -242,7 +242,7 @@ class CgSolver final : public LinearSolver<T> {
     return true;
   }
 
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   std::size_t n_;
   Collectives<T>* collectives_;
   double forcing_;
@@ -257,8 +257,9 @@ class CgSolver final : public LinearSolver<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type, Backend<T>& backend,
-                                                         std::size_t n, std::size_t max_residuals,
+std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type,
+                                                         LinearAlgebra<T>& backend, std::size_t n,
+                                                         std::size_t max_residuals,
                                                          Collectives<T>* collectives,
                                                          const SolverOptions& options) {
   switch (type) {

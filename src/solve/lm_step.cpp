@@ -11,42 +11,42 @@
 namespace lmtrain {
 
 template <typename T, typename S>
-Backend<S>* LevenbergMarquardtStep<T, S>::own_system(JacobianEngine<T>& engine,
-                                                     std::unique_ptr<Backend<S>>& owned) {
+LinearAlgebra<S>* LevenbergMarquardtStep<T, S>::own_system(
+    LinearizationSource<T>& source, std::unique_ptr<LinearAlgebra<S>>& owned) {
   if constexpr (kMixed) {
-    owned = make_sibling_backend<S>(engine.model_backend());
+    owned = make_sibling_backend<S>(source.model_backend());
     return owned.get();
   } else {
-    return &engine.model_backend();
+    return &source.model_backend();
   }
 }
 
 template <typename T, typename S>
 LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
-    const SolverOptions& options, LinearSolverType solver_type, JacobianEngine<T>& engine,
+    const SolverOptions& options, LinearSolverType solver_type, LinearizationSource<T>& source,
     std::size_t slice_samples, std::size_t max_batch, dist::Communicator* comm)
     : options_(options),
-      backend_(engine.model_backend()),
-      system_(*own_system(engine, system_owned_)),
-      engine_(engine),
+      backend_(source.model_backend()),
+      system_(*own_system(source, system_owned_)),
+      source_(source),
       solver_type_(solver_type),
       collectives_(system_, comm),
-      builder_(engine, system_, slice_samples, max_batch,
+      builder_(source, system_, slice_samples, max_batch,
                solver_type == LinearSolverType::kDual || solver_type == LinearSolverType::kCg),
-      solver_(LinearSolver<S>::create(solver_type, system_, engine.num_params(),
-                                      max_batch * engine.residuals_per_sample(), &collectives_,
+      solver_(LinearSolver<S>::create(solver_type, system_, source.num_params(),
+                                      max_batch * source.residuals_per_sample(), &collectives_,
                                       options)),
-      damping_(options, system_, engine.num_params()),
+      damping_(options, system_, source.num_params()),
       backoff_(geodesic_backoff_max(options, std::is_same_v<T, float>)) {
   if (collectives_.ranks() > 1 && solver_type == LinearSolverType::kDual)
     throw InvalidArgument(
         "SolverOptions::linear_solver = dual needs the whole Jacobian on one rank; with several "
         "ranks use cholesky, eigen or cg");
-  penalty_ = Penalty<T, S>::create(options, solver_type, engine, system_, collectives_);
+  penalty_ = Penalty<T, S>::create(options, solver_type, source, system_, collectives_);
   if (uses_geodesic_acceleration(options, solver_type))
     geodesic_ = std::make_unique<GeodesicAcceleration<T, S>>(
-        options, engine, builder_, ne_, system_, max_batch * engine.residuals_per_sample());
-  const std::size_t n = engine.num_params();
+        options, source, builder_, ne_, system_, max_batch * source.residuals_per_sample());
+  const std::size_t n = source.num_params();
   model_clock_ = backend_.make_phase_clock();
   if constexpr (kMixed) system_clock_ = system_.make_phase_clock();
   delta_ = system_.allocate(n);
@@ -85,11 +85,11 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
   report.lambda = damping_.lambda();
   if (non_finite_system(f0, report)) return report;
   // F + ½θᵀRθ, g + Rθ and A + R, the penalty's exact Hessian.
-  report.penalty_after = penalty_->apply(params, f0, ne_);
+  report.penalty_before = report.penalty_after = penalty_->apply(params, f0, ne_);
   report.weight_decay = penalty_->weight_decay();
   f0 += report.penalty_after;
   report.objective_before = report.objective_after = f0;
-  report.gradient_max_norm = system_.max_abs(engine_.num_params(), ne_.g.data());
+  report.gradient_max_norm = system_.max_abs(source_.num_params(), ne_.g.data());
   if (gradient_tolerance_reached(report)) return report;
 
   const bool prepared = prepare();
@@ -120,7 +120,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
     // lowers F, and a step below the tolerance means there is nothing left to gain.
     if (options_.parameter_tolerance > 0) {
       report.step_norm = step_norm();
-      const double param_norm = std::sqrt(backend_.dot(engine_.num_params(), params, params));
+      const double param_norm = std::sqrt(backend_.dot(source_.num_params(), params, params));
       if (parameter_tolerance_reached(report.step_norm, param_norm, report)) return report;
     }
     if (lambda_above_max(damping_.rejected(), report)) return report;
@@ -131,7 +131,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
 template <typename T, typename S>
 double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, const T* y,
                                                std::size_t batch) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   double f0 = builder_.build(params, x, y, batch, ne_, *model_clock_, system_clock());
   if (!collectives_.active()) return f0;
   f0 = ne_.objective = collectives_.sum(f0);
@@ -154,7 +154,7 @@ bool LevenbergMarquardtStep<T, S>::prepare() {
 
 template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::solve(bool prepared, double lambda, StepReport& report) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   bool valid = false;
   {
     ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
@@ -175,7 +175,7 @@ template <typename T, typename S>
 double LevenbergMarquardtStep<T, S>::predicted_reduction(double lambda) {
   // For the velocity δ, before any geodesic correction ((A + λD)δ = g describes only it).
   const double lr = options_.learning_rate;
-  const double g_delta = system_.dot(engine_.num_params(), ne_.g.data(), delta_.data());
+  const double g_delta = system_.dot(source_.num_params(), ne_.g.data(), delta_.data());
   const double delta_d_delta = damping_.weighted_norm2(delta_.data());
   return lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * delta_d_delta);
 }
@@ -184,7 +184,7 @@ template <typename T, typename S>
 const T* LevenbergMarquardtStep<T, S>::model_delta() {
   if constexpr (kMixed) {
     backend_.order_after(system_.native_stream());  // δ was written on the system's queue
-    backend_.convert(engine_.num_params(), delta_.data(), delta_model_.data());
+    backend_.convert(source_.num_params(), delta_.data(), delta_model_.data());
     // The next solve rewrites δ on the system's queue: after this narrowing has read it.
     system_.order_after(backend_.native_stream());
     return delta_model_.data();
@@ -196,12 +196,12 @@ const T* LevenbergMarquardtStep<T, S>::model_delta() {
 template <typename T, typename S>
 double LevenbergMarquardtStep<T, S>::step_norm() {
   return options_.learning_rate *
-         std::sqrt(system_.dot(engine_.num_params(), delta_.data(), delta_.data()));
+         std::sqrt(system_.dot(source_.num_params(), delta_.data(), delta_.data()));
 }
 
 template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   const double lr = options_.learning_rate;
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kGeodesic);
@@ -221,14 +221,14 @@ bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
 
 template <typename T, typename S>
 std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   double f1 = 0;
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kTrialEvaluation);
     // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
     backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
                         trial_.data());
-    f1 = engine_.batch() > 0 ? engine_.objective(trial_.data()) : 0.0;
+    f1 = source_.batch() > 0 ? source_.objective(trial_.data()) : 0.0;
   }
   return {collectives_.sum(f1), penalty_->value(trial_.data())};
 }
@@ -236,7 +236,7 @@ std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params) {
 template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double data1, double penalty1,
                                           double predicted, StepReport& report, PhaseTimes& times) {
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   const double f1 = data1 + penalty1;
   report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
   report.accepted = true;
@@ -257,7 +257,7 @@ bool LevenbergMarquardtStep<T, S>::non_finite_system(double f0, StepReport& repo
   // λ makes that system solvable, so it ends training like a non-finite loss.  A's diagonal
   // Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)); only the upper triangle of A is ever
   // written, so the check must not read the rest.
-  const std::size_t n = engine_.num_params();
+  const std::size_t n = source_.num_params();
   bool finite = std::isfinite(f0) && system_.all_finite(n, ne_.g.data());
   if (finite && !ne_.jacobian_stored) {
     system_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<S>::infinity(),
@@ -319,25 +319,27 @@ bool LevenbergMarquardtStep<T, S>::lambda_above_max(bool can_grow, StepReport& r
 
 template <typename T>
 std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
-                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
+                                           LinearSolverType solver_type,
+                                           LinearizationSource<T>& source,
                                            std::size_t slice_samples, std::size_t max_batch,
                                            dist::Communicator* comm) {
   if constexpr (std::is_same_v<T, float>) {
     if (resolve_system_precision(options, true) == SystemPrecision::kFloat64)
       return std::make_unique<LevenbergMarquardtStep<float, double>>(
-          options, solver_type, engine, slice_samples, max_batch, comm);
+          options, solver_type, source, slice_samples, max_batch, comm);
   }
-  return std::make_unique<LevenbergMarquardtStep<T>>(options, solver_type, engine, slice_samples,
+  return std::make_unique<LevenbergMarquardtStep<T>>(options, solver_type, source, slice_samples,
                                                      max_batch, comm);
 }
 
 template std::unique_ptr<LmStepper<float>> make_lm_step<float>(const SolverOptions&,
                                                                LinearSolverType,
-                                                               JacobianEngine<float>&, std::size_t,
-                                                               std::size_t, dist::Communicator*);
+                                                               LinearizationSource<float>&,
+                                                               std::size_t, std::size_t,
+                                                               dist::Communicator*);
 template std::unique_ptr<LmStepper<double>> make_lm_step<double>(const SolverOptions&,
                                                                  LinearSolverType,
-                                                                 JacobianEngine<double>&,
+                                                                 LinearizationSource<double>&,
                                                                  std::size_t, std::size_t,
                                                                  dist::Communicator*);
 

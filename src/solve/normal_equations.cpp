@@ -2,26 +2,30 @@
 
 #include <algorithm>
 
+#include "lmtrain/core/error.h"
+
 namespace lmtrain {
 
 template <typename T, typename S>
-NormalEquationsBuilder<T, S>::NormalEquationsBuilder(JacobianEngine<T>& engine, Backend<S>& system,
+NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& source,
+                                                     LinearAlgebra<S>& system,
                                                      std::size_t slice_samples,
                                                      std::size_t max_batch, bool store_jacobian)
-    : engine_(engine),
-      backend_(engine.model_backend()),
+    : source_(source),
+      backend_(source.model_backend()),
       system_(system),
       slice_samples_(std::max<std::size_t>(1, slice_samples)),
       max_batch_(max_batch),
       store_jacobian_(store_jacobian),
-      ld_(leading_dimension(engine.num_params(),
-                            engine.model_backend().slice_preference(engine.num_params()),
-                            store_jacobian)) {
-  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
-  engine_.reserve(max_batch_, slice_samples_);
+      ld_(source.borrows_slices()
+              ? source.num_params()
+              : leading_dimension(source.num_params(), source.slice_preference(), store_jacobian)) {
+  const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
+  source_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
-  // and widened into the stored J.
-  if (!store_jacobian_ || kWiden) slice_ = backend_.allocate(slice_samples_ * R * ld_);
+  // and widened into the stored J.  A source that lends its own slices needs no scratch.
+  if (!source_.borrows_slices() && (!store_jacobian_ || kWiden))
+    slice_ = backend_.allocate(slice_samples_ * R * ld_);
   if (ld_ > n) {
     // The layers write columns 0 … n−1 of each row; the rest stay zero for SYRK and GEMV.
     backend_.fill(slice_.data(), slice_samples_ * R * ld_, T(0));
@@ -47,10 +51,40 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
 }
 
 template <typename T, typename S>
+JacobianRows<T> NormalEquationsBuilder<T, S>::slice(const T* params, std::size_t first,
+                                                    std::size_t count) {
+  const JacobianRows<T> rows = source_.jacobian_slice(params, first, count, slice_.data(), ld_);
+  if (rows.data == nullptr || rows.ld < source_.num_params() ||
+      (ld_ > source_.num_params() && rows.data != slice_.data()))
+    throw Error(
+        "LinearizationSource::jacobian_slice returned no rows, a row stride below the parameter "
+        "count, or its own rows although the builder pads the slice's columns");
+  return rows;
+}
+
+template <typename T, typename S>
+JacobianRows<S> NormalEquationsBuilder<T, S>::in_system_precision(const JacobianRows<T>& rows,
+                                                                  std::size_t count) {
+  if constexpr (kWiden) {
+    const std::size_t n = source_.num_params(), m = count * source_.residuals_per_sample();
+    system_.order_after(backend_.native_stream());
+    if (rows.ld == n) {
+      system_.convert(m * n, rows.data, wide_slice_.data());
+    } else {
+      for (std::size_t r = 0; r < m; ++r)
+        system_.convert(n, rows.data + r * rows.ld, wide_slice_.data() + r * n);
+    }
+    return {wide_slice_.data(), n};
+  } else {
+    return rows;
+  }
+}
+
+template <typename T, typename S>
 double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
                                            std::size_t batch, NormalEquations<S>& ne,
                                            PhaseClock& model_clock, PhaseClock& system_clock) {
-  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
+  const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   const std::size_t m = batch * R;
   ne.n = n;
   ne.m = m;
@@ -71,7 +105,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   slice_holds_batch_ = false;
   if (batch == 0) {
     // A rank whose shard of this batch is empty contributes zeros to the sums.
-    engine_.clear_batch();
+    source_.clear_batch();
     ne.objective = 0;
     system_.fill(ne.g.data(), n, S(0));
     if (!store_jacobian_) system_.fill(ne.a.data(), n * n, S(0));
@@ -80,49 +114,44 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   double objective = 0;
   {
     ScopedDevicePhase phase(model_clock, Phase::kForward);
-    objective = engine_.linearize(params, x, y, batch);
+    objective = source_.linearize(params, x, y, batch);
   }
   ne.objective = objective;
-  // The residuals in S: the engine's own buffer, or widened once per batch.
+  // The residuals in S: the source's own buffer, or widened once per batch.
   const S* r = nullptr;
   if constexpr (kWiden) {
     system_.order_after(backend_.native_stream());
-    system_.convert(m, engine_.residuals(), wide_r_.data());
+    system_.convert(m, source_.residuals(), wide_r_.data());
     r = wide_r_.data();
   } else {
-    r = engine_.residuals();
+    r = source_.residuals();
   }
   if (store_jacobian_) {
     build_stored(params, batch, ne, r, model_clock, system_clock);
     return objective;
   }
 
-  slice_holds_batch_ = batch <= slice_samples_;
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
+    JacobianRows<T> built;
     {
       // Mixed precision: the previous slice's widening (system queue) must have read slice_.
       if constexpr (kWiden) backend_.order_after(system_.native_stream());
       ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-      engine_.jacobian_rows(params, first, count, slice_.data(), ld_);
+      built = slice(params, first, count);
     }
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-    const S* j = nullptr;
-    if constexpr (kWiden) {
-      system_.order_after(backend_.native_stream());
-      system_.convert(rows * n, slice_.data(), wide_slice_.data());
-      j = wide_slice_.data();
-    } else {
-      j = slice_.data();
-    }
+    const JacobianRows<S> j = in_system_precision(built, count);
     const S beta = first == 0 ? S(0) : S(1);
     if (ld_ > n)
-      system_.syrk_ata(ld_, rows, S(1), j, ld_, beta, padded_a_.data());
+      system_.syrk_ata(ld_, rows, S(1), j.data, ld_, beta, padded_a_.data());
     else
-      system_.syrk_ata(n, rows, S(1), j, n, beta, ne.a.data());
-    system_.gemv(Trans::kYes, rows, n, S(1), j, ld_, r + first * R, beta, ne.g.data());
+      system_.syrk_ata(n, rows, S(1), j.data, j.ld, beta, ne.a.data());
+    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R, beta, ne.g.data());
+    held_ = j;
   }
+  slice_holds_batch_ = batch <= slice_samples_;
   if (ld_ > n) {
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     for (std::size_t i = 0; i < n; ++i)  // A's upper triangle, row by row
@@ -135,21 +164,35 @@ template <typename T, typename S>
 void NormalEquationsBuilder<T, S>::build_stored(const T* params, std::size_t batch,
                                                 NormalEquations<S>& ne, const S* r,
                                                 PhaseClock& model_clock, PhaseClock& system_clock) {
-  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
+  const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
+    const std::size_t m = count * R;
     S* rows = ne.j.data() + first * R * n;
+    // The source's rows into the stored J: widened (mixed precision) or copied when the source
+    // lent its own, in one call when they are contiguous.
+    const auto store = [&](const auto* data, std::size_t ld, auto&& move) {
+      if (ld == n)
+        move(data, rows, m * n);
+      else
+        for (std::size_t k = 0; k < m; ++k) move(data + k * ld, rows + k * n, n);
+    };
     if constexpr (kWiden) {
       backend_.order_after(system_.native_stream());  // the last widening read slice_
+      JacobianRows<T> built;
       {
         ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-        engine_.jacobian_rows(params, first, count, slice_.data(), n);
+        built = source_.jacobian_slice(params, first, count, slice_.data(), n);
       }
       system_.order_after(backend_.native_stream());
-      system_.convert(count * R * n, slice_.data(), rows);
+      store(built.data, built.ld,
+            [&](const T* from, S* to, std::size_t k) { system_.convert(k, from, to); });
     } else {
       ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-      engine_.jacobian_rows(params, first, count, rows, n);
+      const JacobianRows<T> built = source_.jacobian_slice(params, first, count, rows, n);
+      if (built.data != rows)
+        store(built.data, built.ld,
+              [&](const T* from, S* to, std::size_t k) { system_.copy(from, to, k); });
     }
   }
   ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
@@ -160,8 +203,8 @@ void NormalEquationsBuilder<T, S>::build_stored(const T* params, std::size_t bat
 template <typename T, typename S>
 void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, const T* u,
                                                             const NormalEquations<S>& ne, S* out) {
-  const std::size_t n = engine_.num_params(), R = engine_.residuals_per_sample();
-  const std::size_t batch = engine_.batch(), m = batch * R;
+  const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
+  const std::size_t batch = source_.batch(), m = batch * R;
   if (batch == 0) {
     system_.fill(out, n, S(0));
     return;
@@ -180,29 +223,28 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     return;
   }
   if (slice_holds_batch_) {
-    const S* j = nullptr;
-    if constexpr (kWiden) {
-      j = wide_slice_.data();
-    } else {
-      j = slice_.data();
-    }
-    system_.gemv(Trans::kYes, m, n, S(1), j, ld_, us, S(0), out);
+    system_.gemv(Trans::kYes, m, n, S(1), held_.data, held_.ld, us, S(0), out);
     return;
+  }
+  if (source_.computes_transpose_product()) {
+    if constexpr (kWiden) {
+      source_product_.reserve(backend_.memory(), n);
+      if (source_.jacobian_transpose_times(params, u, source_product_.data())) {
+        system_.order_after(backend_.native_stream());
+        system_.convert(n, source_product_.data(), out);
+        return;
+      }
+    } else {
+      if (source_.jacobian_transpose_times(params, u, out)) return;
+    }
   }
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
     if constexpr (kWiden) backend_.order_after(system_.native_stream());
-    engine_.jacobian_rows(params, first, count, slice_.data(), ld_);
-    const S* j = nullptr;
-    if constexpr (kWiden) {
-      system_.order_after(backend_.native_stream());
-      system_.convert(rows * n, slice_.data(), wide_slice_.data());
-      j = wide_slice_.data();
-    } else {
-      j = slice_.data();
-    }
-    system_.gemv(Trans::kYes, rows, n, S(1), j, ld_, us + first * R, first == 0 ? S(0) : S(1), out);
+    const JacobianRows<S> j = in_system_precision(slice(params, first, count), count);
+    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, us + first * R, first == 0 ? S(0) : S(1),
+                 out);
   }
   slice_holds_batch_ = false;
   if constexpr (kWiden) backend_.order_after(system_.native_stream());  // the last GEMV read slice_

@@ -16,6 +16,26 @@ namespace {
 // the data do not support); large enough to pin them there, small enough to keep A + R finite.
 constexpr double kMaxGroupWeightDecay = 1e10;
 
+// ard's first ρ when asked to start from 0 (SolverOptions::weight_decay): ard_initial_scale ×
+// the mean of A's diagonal at the first linearization point, small next to A, so that the first
+// steps fit the data almost unregularized and the first evidence update reads a network that has
+// learned something.  Rank 0 decides, as for every update.
+template <typename S>
+double initial_group_weight_decay(const SolverOptions& options, LinearAlgebra<S>& system,
+                                  Collectives<S>& collectives, std::size_t n, const S* a, S* work) {
+  double rho = 0;
+  if (collectives.is_root()) {
+    system.clamped_diagonal(n, a, S(0), std::numeric_limits<S>::max(), work);
+    std::vector<S> diagonal(n);
+    system.copy_to_host(work, diagonal.data(), n);
+    double sum = 0;
+    for (const S v : diagonal) sum += static_cast<double>(v);
+    rho = options.ard_initial_scale * sum / static_cast<double>(n);
+  }
+  collectives.broadcast_host(&rho, 1);
+  return rho;
+}
+
 template <typename T, typename S>
 class NoPenalty final : public Penalty<T, S> {
  public:
@@ -26,25 +46,25 @@ class NoPenalty final : public Penalty<T, S> {
 template <typename T, typename S>
 class UniformPenalty final : public Penalty<T, S> {
  public:
-  UniformPenalty(const SolverOptions& options, JacobianEngine<T>& engine, Backend<S>& system,
-                 Collectives<S>& collectives)
+  UniformPenalty(const SolverOptions& options, LinearizationSource<T>& source,
+                 LinearAlgebra<S>& system, Collectives<S>& collectives)
       : Penalty<T, S>(options.regularization),
-        engine_(engine),
-        model_(engine.model_backend()),
+        source_(source),
+        model_(source.model_backend()),
         system_(system),
         collectives_(collectives),
-        theta_(system.allocate(engine.num_params())) {
+        theta_(system.allocate(source.num_params())) {
     this->rho_.assign(1, options.weight_decay);
     if (options.regularization == Regularization::kBayesian) {
-      work_ = system.allocate(engine.num_params() * engine.num_params());
-      eigenvalues_ = system.allocate(engine.num_params());
+      work_ = system.allocate(source.num_params() * source.num_params());
+      eigenvalues_ = system.allocate(source.num_params());
     }
   }
 
   double weight_decay() const override { return this->rho_[0]; }
 
   double apply(const T* theta, double data_objective, NormalEquations<S>& ne) override {
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     if (this->kind_ == Regularization::kBayesian && this->rho_[0] == 0 && data_objective > 0)
       start_from_evidence_estimate(theta, data_objective, ne);
     const double rho = this->rho_[0];
@@ -62,7 +82,7 @@ class UniformPenalty final : public Penalty<T, S> {
 
   double value(const T* theta) override {
     const double rho = this->rho_[0];
-    return rho > 0 ? 0.5 * rho * model_.dot(engine_.num_params(), theta, theta) : 0.0;
+    return rho > 0 ? 0.5 * rho * model_.dot(source_.num_params(), theta, theta) : 0.0;
   }
 
   // γ = Σ aᵢ/(aᵢ + ρ) from the eigenvalues eᵢ = aᵢ + ρ of the A + ρI just solved, then
@@ -71,7 +91,7 @@ class UniformPenalty final : public Penalty<T, S> {
   double update(const T* theta, double data_objective, const NormalEquations<S>& ne,
                 PhaseTimes& times) override {
     if (this->kind_ != Regularization::kBayesian) return 0.0;
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     const double rho = this->rho_[0];
     const double residuals = collectives_.sum(static_cast<double>(ne.m));
     const double theta_norm2 = model_.dot(n, theta, theta);
@@ -104,7 +124,7 @@ class UniformPenalty final : public Penalty<T, S> {
   // parameters, γ = min(n, N)/2, at the first linearization point.
   void start_from_evidence_estimate(const T* theta, double data_objective,
                                     const NormalEquations<S>& ne) {
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     const double residuals = collectives_.sum(static_cast<double>(ne.m));
     const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
     const double theta_norm2 = model_.dot(n, theta, theta);
@@ -112,28 +132,29 @@ class UniformPenalty final : public Penalty<T, S> {
       this->rho_[0] = gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2);
   }
 
-  JacobianEngine<T>& engine_;
-  Backend<T>& model_;
-  Backend<S>& system_;
+  LinearizationSource<T>& source_;
+  LinearAlgebra<T>& model_;
+  LinearAlgebra<S>& system_;
   Collectives<S>& collectives_;
   DeviceBuffer<S> theta_;               // θ in S
   DeviceBuffer<S> work_, eigenvalues_;  // bayesian: A's eigenvalues
   std::vector<S> host_;
 };
 
-// ½Σ_g ρ_g‖θ_g‖² over ModelSpec::relevance_groups(): R = diag(ρ_g(i)) held on the device.
+// ½Σ_g ρ_g‖θ_g‖² over the source's relevance_groups(): R = diag(ρ_g(i)) held on the device.
 template <typename T, typename S>
 class GroupPenalty final : public Penalty<T, S> {
  public:
-  GroupPenalty(const SolverOptions& options, JacobianEngine<T>& engine, Backend<S>& system,
-               Collectives<S>& collectives)
+  GroupPenalty(const SolverOptions& options, LinearizationSource<T>& source,
+               LinearAlgebra<S>& system, Collectives<S>& collectives)
       : Penalty<T, S>(Regularization::kArd),
-        engine_(engine),
-        model_(engine.model_backend()),
+        options_(options),
+        source_(source),
+        model_(source.model_backend()),
         system_(system),
         collectives_(collectives) {
-    const std::size_t n = engine.num_params();
-    ParameterGroups groups = engine.model().spec().relevance_groups();
+    const std::size_t n = source.num_params();
+    ParameterGroups groups = source.relevance_groups();
     group_of_ = std::move(groups.group_of);
     group_sizes_ = std::move(groups.sizes);
     this->rho_.assign(group_sizes_.size(), options.weight_decay);
@@ -143,19 +164,14 @@ class GroupPenalty final : public Penalty<T, S> {
   }
 
   double apply(const T* theta, double data_objective, NormalEquations<S>& ne) override {
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     const bool unset =
         std::all_of(this->rho_.begin(), this->rho_.end(), [](double r) { return r == 0; });
     if (unset && data_objective > 0) {
-      // Every group starts from the single-ρ evidence estimate, γ = min(n, N)/2.
-      const double residuals = collectives_.sum(static_cast<double>(ne.m));
-      const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
-      const double theta_norm2 = model_.dot(n, theta, theta);
-      if (theta_norm2 > 0) {
-        std::fill(this->rho_.begin(), this->rho_.end(),
-                  gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2));
-        weight_decays_changed();
-      }
+      std::fill(this->rho_.begin(), this->rho_.end(),
+                initial_group_weight_decay(options_, system_, collectives_, n, ne.a.data(),
+                                           diagonal_.data()));
+      weight_decays_changed();
     }
     const double penalty = value(theta);  // theta_ = θ, r_theta_ = Rθ
     system_.axpy(n, S(1), r_theta_.data(), ne.g.data());
@@ -164,7 +180,7 @@ class GroupPenalty final : public Penalty<T, S> {
   }
 
   double value(const T* theta) override {
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     // θ was last written on the model's queue (an empty shard's build does not wait for it).
     if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
     system_.convert(n, theta, theta_.data());
@@ -178,7 +194,7 @@ class GroupPenalty final : public Penalty<T, S> {
   // MacKay's re-estimate per group; both kept as they are if H cannot be inverted.
   double update(const T* theta, double data_objective, const NormalEquations<S>& ne,
                 PhaseTimes& times) override {
-    const std::size_t n = engine_.num_params();
+    const std::size_t n = source_.num_params();
     const std::size_t groups = this->rho_.size();
     const double residuals = collectives_.sum(static_cast<double>(ne.m));
     std::vector<double>& next = next_;  // ρ_g, then γ_g
@@ -242,7 +258,11 @@ class GroupPenalty final : public Penalty<T, S> {
       const double rho = gamma_g > 0 && norm2[g] > 0
                              ? gamma_g * 2.0 * data_objective / ((residuals - gamma) * norm2[g])
                              : kMaxGroupWeightDecay;
-      next[g] = std::min(rho, kMaxGroupWeightDecay);
+      // A damped step of log ρ_g (ard_max_factor): the early re-estimates come from a network
+      // still learning, and a group they push to the cap would not come back.
+      const double step = options_.ard_max_factor;
+      next[g] = std::min(std::clamp(rho, this->rho_[g] / step, this->rho_[g] * step),
+                         kMaxGroupWeightDecay);
     }
   }
 
@@ -254,9 +274,10 @@ class GroupPenalty final : public Penalty<T, S> {
     system_.copy_from_host(r_host_.data(), r_.data(), r_host_.size());
   }
 
-  JacobianEngine<T>& engine_;
-  Backend<T>& model_;
-  Backend<S>& system_;
+  const SolverOptions options_;  // ard_initial_scale, ard_max_factor
+  LinearizationSource<T>& source_;
+  LinearAlgebra<T>& model_;
+  LinearAlgebra<S>& system_;
   Collectives<S>& collectives_;
   std::vector<std::uint32_t> group_of_;
   std::vector<std::size_t> group_sizes_;
@@ -271,7 +292,8 @@ class GroupPenalty final : public Penalty<T, S> {
 template <typename T, typename S>
 std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& options,
                                                      LinearSolverType solver,
-                                                     JacobianEngine<T>& engine, Backend<S>& system,
+                                                     LinearizationSource<T>& source,
+                                                     LinearAlgebra<S>& system,
                                                      Collectives<S>& collectives) {
   if (const auto conflict = regularization_conflict(options.regularization, solver))
     throw InvalidArgument(*conflict);
@@ -280,9 +302,9 @@ std::unique_ptr<Penalty<T, S>> Penalty<T, S>::create(const SolverOptions& option
       return std::make_unique<NoPenalty<T, S>>();
     case Regularization::kL2:
     case Regularization::kBayesian:
-      return std::make_unique<UniformPenalty<T, S>>(options, engine, system, collectives);
+      return std::make_unique<UniformPenalty<T, S>>(options, source, system, collectives);
     case Regularization::kArd:
-      return std::make_unique<GroupPenalty<T, S>>(options, engine, system, collectives);
+      return std::make_unique<GroupPenalty<T, S>>(options, source, system, collectives);
   }
   return std::make_unique<NoPenalty<T, S>>();
 }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <optional>
 
-#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/memory_plan.h"
 
 namespace lmtrain {
 
@@ -45,6 +45,18 @@ std::string geodesic_off_reason(const Summary& s) {
   return "off: solver.geodesic_acceleration = false";
 }
 
+// A float32 system asked for under bayesian or ard (precision = "float32"; auto would have
+// chosen float64 for them): say what it costs.
+template <typename Line>
+void precision_warnings(const Summary& s, Line&& line) {
+  if (s.float32_system && is_evidence_based(s.regularization))
+    line("Warning",
+         fmt::format("{} regularization with a float32 system: its evidence update reads "
+                     "A's small eigenvalues, which float32 rounding swamps; precision "
+                     "= \"auto\" or \"mixed\" solves in float64",
+                     to_string(s.regularization)));
+}
+
 }  // namespace
 
 std::string Summary::brief_report() const {
@@ -64,6 +76,7 @@ std::string Summary::full_report() const {
   line("Model", model);
   line("Loss", loss);
   line("Precision", precision);
+  if (!precision_reason.empty()) line("  because", precision_reason);
   line("Device", device);
   line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
                             ranks > 1 ? "; batches sharded, A and g all-reduced" : ""));
@@ -153,6 +166,8 @@ std::string Summary::full_report() const {
                                 effective_parameters, 100.0 * effective_parameters / rows,
                                 batch_size * residuals_per_sample));
 
+  precision_warnings(*this, line);
+
   s += "\nTime                              Seconds     Share\n";
   const double total = total_seconds > 0 ? total_seconds : 1.0;
   double accounted = 0;
@@ -170,6 +185,7 @@ std::string Summary::full_report() const {
   s += fmt::format("  {:<32}{:>7.3f}\n", "total", total_seconds);
   if (steps > 0)
     s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
+  if (!threads.empty()) s += "\n" + threads;
 
   s += "\n";
   line("Termination",

@@ -1,10 +1,12 @@
 // Integration tests of the `lmtrain` binary: fit → predict → eval on generated data, resume after
 // kill -9, and every kind of bad input (exit code, message, no output file left behind).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
+#include "lmtrain/solve/solver_options.h"
 
 namespace lmtrain::cli {
 namespace {
@@ -324,6 +327,47 @@ TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
   EXPECT_LT(std::stod(eval.output.substr(at + 4)), 0.01) << eval.output;
 }
 
+TEST(Cli, PrecisionAutoSaysWhatItChoseAndWhyAndFloat32StaysFloat32) {
+  // precision = "auto" (the default) trains a float32 model and picks its system per problem
+  // (SystemPrecision::kAuto): float32 for batches of 100 rows, float64 from 2¹⁴ rows per A.
+  Scratch s;
+  s.write("data.csv", regression_csv(kMixedPrecisionRows, 5));
+  const std::string config = s.write("run.toml", regression_config("", 1));
+  auto report = [&](const std::string& extra) {
+    const Result fit = run("fit " + config + " --quiet" + extra);
+    EXPECT_EQ(fit.exit_code, 0) << fit.output;
+    return read_file(s.path("out") / "summary.txt");
+  };
+  auto line = [](const std::string& text, const std::string& key) {
+    const std::size_t at = text.find("\n" + key);
+    return at == std::string::npos ? std::string()
+                                   : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  std::string summary = report("");
+  EXPECT_EQ(line(summary, "Precision"), "Precision                         float32") << summary;
+  EXPECT_NE(line(summary, "  because                         auto: A sums 100 residual rows")
+                .find("fewer than 16384"),
+            std::string::npos)
+      << summary;
+  // All 2¹⁴ rows in one batch (no test split).
+  summary = report(" --set trainer.batch_size=0 --set data.test_fraction=0");
+  EXPECT_NE(line(summary, "Precision").find("mixed (float32 model and Jacobian, float64 A"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(line(summary, "  because                         auto: A sums 16384 residual rows")
+                .find("at least 16384"),
+            std::string::npos)
+      << summary;
+  // Asked for, float32 is float32 throughout, with nothing to explain.
+  summary = report(
+      " --set trainer.batch_size=0 --set data.test_fraction=0 --set "
+      "precision=\"float32\"");
+  EXPECT_EQ(line(summary, "Precision"), "Precision                         float32") << summary;
+  EXPECT_EQ(summary.find("auto: A sums"), std::string::npos) << summary;
+  const io::ModelFile model = io::read_model_file((s.path("out") / "model.safetensors").string());
+  EXPECT_EQ(model.parameter_dtype, io::ParameterDtype::kF32);
+}
+
 TEST(Cli, ArdNamesEachInputColumnAndSwitchesOffTheIrrelevantOne) {
   // y = sin(2x₁) + 0.5·x₂² + a column of noise the target does not depend on.
   Scratch s;
@@ -459,6 +503,196 @@ TEST(Cli, NonFiniteLossExitsThreeWithoutModel) {
   EXPECT_NE(r.output.find("not finite"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(s.path("out") / "model.safetensors")) << "a model was written";
 }
+
+// ---- a stop that stops (issue 28) -------------------------------------------------------------
+
+// `lmtrain fit` started in the background with one environment assignment, its stderr in a file.
+struct Background {
+  pid_t pid = -1;
+  fs::path log;
+};
+
+Background start_fit(const Scratch& s, const std::string& config, const std::string& assignment,
+                     const std::vector<std::string>& sets = {}) {
+  Background b;
+  b.log = s.path("fit.log");
+  b.pid = fork();
+  if (b.pid == 0) {
+    const int fd = ::open(b.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDERR_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    putenv(const_cast<char*>(assignment.c_str()));
+    std::vector<std::string> args{LMTRAIN_CLI_PATH, "fit", config};
+    for (const auto& set : sets) args.insert(args.end(), {"--set", set});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(LMTRAIN_CLI_PATH, argv.data());
+    _exit(127);
+  }
+  return b;
+}
+
+// Waits until `text` appears in the log (true) or `seconds` pass (false).
+bool wait_for_log(const Background& b, const std::string& text, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_file(b.log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The exit status within `seconds`, and how long it took; a process still running then is killed
+// (status -1), so that a hang fails the test instead of hanging CI.
+std::pair<int, double> wait_exit(const Background& b, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (waitpid(b.pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(b.pid, SIGKILL);
+      waitpid(b.pid, &status, 0);
+      return {-1, seconds};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), took};
+}
+
+// 400 training rows in batches of 100: 4 LM steps per epoch, a checkpoint after each epoch.  Step
+// 9 (the first of epoch 3) sleeps 600 s: a step that runs on.
+constexpr const char* kSlowStep9 = "LMTRAIN_TEST_SLOW_STEP=9:600";
+
+TEST(Cli, SecondSigtermEndsAStepThatRunsOnAt143AndTheCheckpointLoads) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 5));
+  const std::string config = s.write("run.toml", regression_config("checkpoint_every = 1\n", 6));
+  const Background fit = start_fit(s, config, kSlowStep9);
+  ASSERT_TRUE(wait_for_log(fit, "sleeping 600 s after step 9", 120)) << read_file(fit.log);
+  kill(fit.pid, SIGTERM);  // a stop after the step: it would wait for the 600 s
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(fit.pid, SIGTERM);
+  const auto [status, seconds] = wait_exit(fit, 20);  // far below the 30 s grace period
+  EXPECT_EQ(status, 143) << read_file(fit.log);
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(read_file(fit.log).find("second signal: stopping at once"), std::string::npos);
+  // The checkpoint of epoch 2 was left whole: the run resumes from it to the end.
+  EXPECT_FALSE(fs::exists(s.path("out") / "model.safetensors"));
+  const Result resumed = run("fit " + config + " --quiet --resume " + s.path("out").string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const std::string epochs = read_file(s.path("out") / "epochs.csv");
+  EXPECT_NE(epochs.find("\n6,"), std::string::npos) << epochs;
+  EXPECT_TRUE(fs::exists(s.path("out") / "model.safetensors"));
+}
+
+TEST(Cli, StepStillRunningAfterTheGracePeriodEndsTheProcessAt130) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 6));
+  const std::string config = s.write("run.toml", regression_config("checkpoint_every = 1\n", 6));
+  const Background fit = start_fit(s, config, kSlowStep9, {"trainer.stop_grace_s=1.5"});
+  ASSERT_TRUE(wait_for_log(fit, "sleeping 600 s after step 9", 120)) << read_file(fit.log);
+  kill(fit.pid, SIGINT);
+  const auto [status, seconds] = wait_exit(fit, 30);
+  EXPECT_EQ(status, 130) << read_file(fit.log);
+  EXPECT_GE(seconds, 1.4);
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(read_file(fit.log).find("still runs 1.5 s after signal 2"), std::string::npos)
+      << read_file(fit.log);
+  EXPECT_EQ(run("fit " + config + " --quiet --resume " + s.path("out").string()).exit_code, 0);
+}
+
+TEST(Cli, FirstSigtermStopsAfterTheStepWithACheckpointAt143) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 7));
+  const std::string config = s.write("run.toml", regression_config("checkpoint_every = 0\n", 6));
+  const Background fit = start_fit(s, config, "LMTRAIN_TEST_SLOW_STEP=9:1");
+  ASSERT_TRUE(wait_for_log(fit, "sleeping 1 s after step 9", 120)) << read_file(fit.log);
+  kill(fit.pid, SIGTERM);
+  const auto [status, seconds] = wait_exit(fit, 30);
+  EXPECT_EQ(status, 143) << read_file(fit.log);
+  EXPECT_NE(read_file(fit.log).find("interrupted by signal 15; checkpoint saved"),
+            std::string::npos)
+      << read_file(fit.log);
+  // checkpoint_every = 0: the file is the one written on the signal, after step 9.
+  EXPECT_TRUE(fs::exists(s.path("out") / "checkpoint.safetensors"));
+  EXPECT_EQ(run("fit " + config + " --quiet --resume " + s.path("out").string()).exit_code, 0);
+}
+
+TEST(Cli, BadStopGraceIsAClearError) {
+  Scratch s;
+  s.write("data.csv", regression_csv(100, 8));
+  const std::string config = s.write("run.toml", regression_config("stop_grace_s = -1\n", 2));
+  const Result r = run("fit " + config + " --quiet");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("stop_grace_s = -1 violates: stop_grace_s ≥ 0"), std::string::npos)
+      << r.output;
+}
+
+// ---- OpenMP settings that made OpenBLAS wait forever (issue 28) ------------------------------
+
+struct OpenMpSetting {
+  std::string name;
+  std::string environment;  // for `env`
+  std::string reference;    // the explicit thread count it amounts to (same results, bit for bit)
+  std::string report;       // in the Summary's Threads lines
+};
+
+void PrintTo(const OpenMpSetting& s, std::ostream* out) {
+  *out << s.environment;
+}
+
+class OpenMpSettings : public ::testing::TestWithParam<OpenMpSetting> {};
+
+// A 2-256-1 network (1 025 parameters) in batches of 800: SYRK of 4.2·10⁸ multiply-adds, above
+// the 2²⁸ from which OpenBLAS runs it on several threads.  Before issue 28 each of these settings
+// hung inside OpenBLAS's threaded SYRK for ever (OMP_DYNAMIC=true when the load average of the
+// last 15 minutes is ≥ 1 on 2 cores): the run has 120 s before `timeout` kills it.
+TEST_P(OpenMpSettings, FinishWithTheirThreadCountsResults) {
+  const OpenMpSetting& p = GetParam();
+  Scratch s;
+  s.write("data.csv", regression_csv(2000, 9));
+  const std::string config = s.write(
+      "run.toml",
+      "seed = 3\noutput_dir = \"out\"\n[model]\nlayers = [{ type = \"dense\", units = 256 }, "
+      "{ type = \"tanh\" }, { type = \"dense\", units = 1 }]\n[data]\ntest_fraction = 0.2\n"
+      "[data.train]\npath = \"data.csv\"\ntargets = [\"y\"]\n[trainer]\nmax_epochs = 2\n"
+      "batch_size = 800\ncheckpoint_every = 0\n");
+  const auto fit = [&](const std::string& environment, const std::string& dir) {
+    return run_command("timeout -s KILL 120 env " + environment + " " + LMTRAIN_CLI_PATH + " fit " +
+                       config + " --quiet --set output_dir=\"" + s.path(dir).string() + "\"");
+  };
+  const Result r = fit(p.environment, "setting");
+  ASSERT_EQ(r.exit_code, 0) << p.environment << ": " << (r.exit_code == 137 ? "hung" : r.output);
+  const std::string summary = read_file(s.path("setting") / "summary.txt");
+  EXPECT_NE(summary.find(p.report), std::string::npos) << summary;
+  ASSERT_EQ(fit(p.reference, "reference").exit_code, 0);
+  EXPECT_EQ(final_parameters(s.path("setting")), final_parameters(s.path("reference")));
+}
+
+std::string cores() {
+  return std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+}
+std::string above_cores() {
+  return std::to_string(std::max(1u, std::thread::hardware_concurrency()) + 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Issue28, OpenMpSettings,
+    ::testing::Values(
+        OpenMpSetting{"dynamic_above_cores", "OMP_DYNAMIC=true OMP_NUM_THREADS=" + above_cores(),
+                      "OMP_NUM_THREADS=" + cores(), "OMP_DYNAMIC = true: turned off"},
+        OpenMpSetting{"thread_limit", "OMP_THREAD_LIMIT=1", "OMP_NUM_THREADS=1",
+                      "OMP_THREAD_LIMIT = 1: at most 1 thread"},
+        OpenMpSetting{"no_active_level", "OMP_MAX_ACTIVE_LEVELS=0", "OMP_NUM_THREADS=1",
+                      "OMP_MAX_ACTIVE_LEVELS = 0 allows no parallel region"},
+        OpenMpSetting{
+            "nested",
+            "OMP_NESTED=true OMP_MAX_ACTIVE_LEVELS=4 OMP_NUM_THREADS=" + above_cores() + ",2",
+            "OMP_NUM_THREADS=" + cores(), "is more than the"}),
+    [](const ::testing::TestParamInfo<OpenMpSetting>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace lmtrain::cli

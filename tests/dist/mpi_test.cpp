@@ -160,16 +160,41 @@ TEST(Ranks, FloatRegressionMatchesOneRank) {
 TEST(Ranks, MixedPrecisionRegressionMatchesOneRank) {
   // Mixed precision removes the float test's caveat: A and g are float64 sums of exact products
   // of float32 Jacobian entries, so ranks summing in another order differ by float64 rounding
-  // only, and δ agrees far below float32's resolution.  Full λ range, default damping.
+  // only, and δ agrees far below float32's resolution — over the full λ range, default damping,
+  // where the float test must keep λ ≥ 0.1.  δ is then rounded to float32 once per trial, and a
+  // float64 difference in the last bits flips that rounding now and then: with OpenBLAS's
+  // Haswell kernels the runs below agree bit for bit, with its AVX-512 (Cooperlake) DSYRK they
+  // differ by 1.1e-5 to 2.5e-5 after 3 epochs (2–4 ranks, measured on a Zen 4 EPYC) with the same
+  // decisions.  Asserted: ≤ 2e-4, the float test's bound at a λ range it cannot take.
   const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
   const auto data = wave<float>(600, 2);
   SolverOptions solver;
   solver.system_precision = SystemPrecision::kFloat64;
   const auto one = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, nullptr);
   const auto many = train(spec, LossOptions{}, solver, options(3, 90), data, nullptr, g_world);
-  EXPECT_EQ(many.params, one.params);  // bit for bit, as the README says
+  const double difference = max_relative_difference(many.params, one.params);
+  if (g_world->is_root())
+    std::printf("mixed precision, %d ranks: max relative parameter difference %.3e\n",
+                g_world->size(), difference);
+  EXPECT_LE(difference, 2e-4);
   EXPECT_EQ(many.decisions, one.decisions);
   EXPECT_NE(many.summary.precision.find("mixed"), std::string::npos);
+}
+
+TEST(Ranks, PrecisionAutoBuildsTheSameSystemOnEveryRank) {
+  // system_precision = auto (the default) for a float model: A sums the whole batch's rows over
+  // all ranks, 2¹⁴ here, so every rank solves in float64 (rank 0's device decides for all), as
+  // one rank does: the mixed test's agreement, reached without asking for it.
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  const auto data = wave<float>(kMixedPrecisionRows, 2);
+  const SolverOptions solver;
+  const auto one = train(spec, LossOptions{}, solver, options(2, 0), data, nullptr, nullptr);
+  const auto many = train(spec, LossOptions{}, solver, options(2, 0), data, nullptr, g_world);
+  EXPECT_EQ(one.summary.precision.rfind("mixed (", 0), 0u) << one.summary.precision;
+  EXPECT_EQ(many.summary.precision, one.summary.precision);
+  EXPECT_EQ(many.summary.precision_reason, one.summary.precision_reason);
+  EXPECT_LE(max_relative_difference(many.params, one.params), 2e-4);
+  EXPECT_EQ(many.decisions, one.decisions);
 }
 
 TEST(Ranks, ClassificationWithValidationMatchesOneRank) {

@@ -1,9 +1,14 @@
 // Checkpoint files (io/checkpoint.h): every field of a TrainingState survives write → read, in
 // both precisions; a changed fingerprint or a damaged field is refused, naming the file.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
@@ -113,6 +118,45 @@ TEST_F(CheckpointFile, NegativeBackoffCountsAreADamagedFileNamedInTheError) {
     EXPECT_NE(what.find(p), std::string::npos) << what;
     EXPECT_NE(what.find("geodesic_backoff"), std::string::npos) << what;
   }
+}
+
+TEST_F(CheckpointFile, KillDuringAWriteLeavesTheLastWholeCheckpointLoadable) {
+  // What `lmtrain fit` relies on when a second signal or the grace period ends it at once
+  // (_exit, as abrupt as SIGKILL): a child process rewrites an 8 MB checkpoint in a loop, write k
+  // with every parameter equal to k, and is killed at 20 moments spread over its writes.
+  // Wherever the kill lands (the temporary file half written, its fsync, the rename), the file
+  // loads and is one whole write.
+  const nlohmann::json fingerprint = {{"seed", 5}};
+  const std::string p = path("checkpoint.safetensors");
+  TrainingState<float> s = random_state<float>(5);
+  s.params.assign(2'000'000, 0.0f);
+  s.epochs_done = 0;
+  write_checkpoint(p, s, fingerprint);
+  std::vector<int> seen;
+  for (int trial = 0; trial < 20; ++trial) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (int k = 1;; ++k) {
+        std::fill(s.params.begin(), s.params.end(), static_cast<float>(k));
+        s.epochs_done = k;
+        write_checkpoint(p, s, fingerprint);
+      }
+    }
+    ::usleep(static_cast<useconds_t>(1000 * (5 + 7 * trial)));  // 5 to 138 ms in
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    const TrainingState<float> r = read_checkpoint<float>(p, fingerprint);
+    ASSERT_EQ(r.params.size(), s.params.size());
+    const float k = r.params.front();
+    EXPECT_EQ(std::count(r.params.begin(), r.params.end(), k),
+              static_cast<std::ptrdiff_t>(r.params.size()))
+        << "trial " << trial << ": a checkpoint mixing two writes";
+    EXPECT_EQ(static_cast<float>(r.epochs_done), k);
+    seen.push_back(r.epochs_done);
+  }
+  // The kills landed after several writes (so some during one), not all before the first.
+  EXPECT_GT(*std::max_element(seen.begin(), seen.end()), 1);
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ def test_stop_criteria() -> None:
     model, x, y = _problem(3)
     history = lt.LevenbergMarquardt(model, fast_path=False).fit(
         (x, y), epochs=50, callbacks=[lambda epoch, loss, val: epoch == 4])
-    assert len(history) == 4 and history[-1]["termination"] == "callback"
+    assert len(history) == 4 and history[-1]["termination"] == "user_callback"
 
     # λ above lambda_max ends training as in `lmtrain fit` (a tiny lambda_max stops at once
     # when a step is rejected).
@@ -70,6 +70,6 @@ def test_validation_failures_restore_the_best_model() -> None:
     opt = lt.LevenbergMarquardt(model, fast_path=False)
     history = opt.fit((x, y), epochs=200, validation=(xv, yv), max_validation_failures=3)
     best = min(h["validation_loss"] for h in history)
-    assert history[-1]["termination"] == "validation_failures"
+    assert history[-1]["termination"] == "validation_max_fail"
     assert opt.evaluate((xv, yv)) == pytest.approx(best, rel=1e-12)
     assert math.isfinite(best)

@@ -276,32 +276,42 @@ def test_unknown_option_and_loss() -> None:
         lt.LevenbergMarquardt(_model(), lamda_initial=1.0)
     with pytest.raises(ValueError, match="loss = 'mae'"):
         lt.LevenbergMarquardt(_model(), loss="mae")
-    with pytest.raises(ValueError, match="regularization = 'l2'.*fast path"):
-        lt.LevenbergMarquardt(_model(), regularization="l2", weight_decay=1e-3)
     with pytest.raises(ValueError, match="fast_path=True needs"):
         lt.LevenbergMarquardt(_sequential(1), residual_fn=lambda m, x, y: m(x)[:, 0],
                               fast_path=True)
-    with pytest.raises(ValueError, match="dual"):
-        lt.LevenbergMarquardt(_model(), linear_solver="dual")
+    # A combination the library refuses, in its own words, before the parameters change.
+    model = _model()
+    before = flat_parameters(model)
+    x, y = _data(20, 3, "mse", seed=4)
+    with pytest.raises(ValueError, match="bayesian.*cg|cg.*bayesian"):
+        lt.LevenbergMarquardt(model, regularization="bayesian", linear_solver="cg").step(x, y)
+    _unchanged(model, before)
     assert TwoInputResidualNet  # imported for the models above
 
 
 def test_memory_plan_sizes_the_slices() -> None:
-    # The plan: 2n² float64 values for A and its factor, then about 3 rows of J per residual row
-    # of a slice (R = 3 rows per sample here).
+    # The library's planner sizes the torch path's slices: the budget less the fixed buffers (A,
+    # the solver's, the residuals) over the Jacobian's footprint per sample, measured on a probe
+    # slice and never below the rows of J themselves (R = 3 rows per sample here).  Every
+    # slicing folds the same A and g.
     model = _model(seed=14)
     x, y = _data(50, 3, "mse", seed=15)
     n = sum(p.numel() for p in model.parameters())
-    fixed, per_sample = 2 * n * n * 8, 3 * 3 * n * 8
-    planned = lt.LevenbergMarquardt(model, memory_budget=fixed + 10 * per_sample + 1)
     whole = lt.LevenbergMarquardt(copy.deepcopy(model), slice_size=50)
-    f_planned, a_planned, g_planned = planned.normal_equations(x, y)
     f_whole, a_whole, g_whole = whole.normal_equations(x, y)
+    rows_of_j = 3 * n * 8
+    budget = whole.plan["fixed_bytes"] + 10 * rows_of_j + 1
+    planned = lt.LevenbergMarquardt(model, memory_budget=budget)
+    f_planned, a_planned, g_planned = planned.normal_equations(x, y)
     torch.testing.assert_close(a_planned, a_whole, rtol=1e-12, atol=1e-13)
     torch.testing.assert_close(g_planned, g_whole, rtol=1e-12, atol=1e-13)
-    assert planned.step(x, y).slice_size == 10 and whole.step(x, y).slice_size == 50
+    plan = planned.plan
+    assert plan["budget_bytes"] == budget and plan["bytes_per_unit"] >= rows_of_j
+    expected = min(50, (budget - plan["fixed_bytes"]) // plan["bytes_per_unit"])
+    assert 1 <= expected <= 10 and plan["slice_units"] == expected
+    assert planned.step(x, y).slice_size == expected and whole.step(x, y).slice_size == 50
     before = flat_parameters(model)
-    with pytest.raises(MemoryError, match="memory budget of 100000 bytes"):
+    with pytest.raises(MemoryError, match="does not fit the memory budget of 97.7 KiB"):
         lt.LevenbergMarquardt(model, memory_budget=100_000).step(x, y)
     _unchanged(model, before)
 

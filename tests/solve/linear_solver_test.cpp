@@ -14,7 +14,7 @@ namespace {
 template <typename T>
 void build(Problem<T>& p, const std::vector<double>& theta, std::size_t slice, bool dual,
            NormalEquations<T>& ne) {
-  NormalEquationsBuilder<T> builder(*p.engine, slice, p.batch, dual);
+  NormalEquationsBuilder<T> builder(*p.source, slice, p.batch, dual);
   PhaseTimes times;
   p.set_params(theta);
   builder.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
@@ -63,7 +63,7 @@ TEST(GaussNewton, NoHiddenLayerMseIsSolvedInOneStepToLapackLeastSquares) {
   SolverOptions o;
   o.lambda_min = 1e-14;
   o.lambda_initial = 1e-14;
-  LevenbergMarquardtStep<double> step(o, LinearSolverType::kCholesky, *p.engine, batch, batch);
+  LevenbergMarquardtStep<double> step(o, LinearSolverType::kCholesky, *p.source, batch, batch);
   p.set_params(theta0);
   PhaseTimes times;
   const StepReport report = step.step(p.params.data(), p.x.data(), p.y.data(), batch, times);
@@ -165,7 +165,7 @@ TEST(NormalEquations, FloatSlicesPaddedForSyrkEqualTheFloat64Products) {
   DeviceBuffer<float> u_dev = pf.backend->allocate(m), ju = pf.backend->allocate(n);
   pf.backend->copy_from_host(u_float.data(), u_dev.data(), m);
   for (const std::size_t slice : {batch, std::size_t{7}}) {
-    NormalEquationsBuilder<float> builder(*pf.engine, slice, batch, false);
+    NormalEquationsBuilder<float> builder(*pf.source, slice, batch, false);
     NormalEquations<float> ne;
     PhaseTimes times;
     pf.set_params(theta);
@@ -196,7 +196,7 @@ TEST(CgSolver, MarquardtStepFromStoredRowsMatchesCholeskyOnA) {
     o.marquardt_min = 0.05;  // some columns are clamped from below
     o.cg_forcing = 1e-13;
     o.cg_max_iterations = 10000;
-    LevenbergMarquardtStep<double> step(o, type, *p.engine, 17, batch);
+    LevenbergMarquardtStep<double> step(o, type, *p.source, 17, batch);
     p.set_params(theta0);
     PhaseTimes times;
     ASSERT_TRUE(step.step(p.params.data(), p.x.data(), p.y.data(), batch, times).accepted);

@@ -120,7 +120,7 @@ std::vector<double> library_step(const char* device, const std::vector<double>& 
   Problem<T> p(backend_on<T>(device), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
                LossOptions{}, x, y, kBatch);
   p.set_params(theta);
-  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.engine, 16, kBatch);
+  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.source, 16, kBatch);
   PhaseTimes times;
   *report = step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times);
   return p.download(p.params.data(), theta.size());

@@ -47,7 +47,7 @@ struct MixedProblem {
   static constexpr std::size_t kBatch = 300, kIn = 3;
   std::vector<double> x, y;  // the data as drawn; the float32 problem holds them rounded
   Problem<float> p;
-  std::unique_ptr<Backend<double>> system;
+  std::unique_ptr<LinearAlgebra<double>> system;
   std::vector<double> theta;
 
   static ModelSpec spec() { return ModelSpec::mlp(kIn, {9, 7}, 2, Activation::kTanh); }
@@ -88,7 +88,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
   const auto r = p.residuals(mp.theta);
   const Reference ref = normal_equations(j, r, rows, n);
 
-  NormalEquationsBuilder<float, double> mixed(*p.engine, *mp.system, 37, p.batch, false);
+  NormalEquationsBuilder<float, double> mixed(*p.source, *mp.system, 37, p.batch, false);
   NormalEquations<double> ne;
   PhaseTimes times;
   p.set_params(mp.theta);
@@ -102,7 +102,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
 
   // The float32 system of the same J is rounded at float resolution: the reference is able to
   // tell the two apart, so the bound above is not met by accident.
-  NormalEquationsBuilder<float> single(*p.engine, 37, p.batch, false);
+  NormalEquationsBuilder<float> single(*p.source, 37, p.batch, false);
   NormalEquations<float> ne32;
   single.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne32, times);
   const double float_error = upper_relative_error(p.download(ne32.a.data(), n * n), ref.a, n);
@@ -110,7 +110,7 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
   EXPECT_LE(float_error, 1e-5);
 
   // The stored-J form (dual, CG) keeps the widened J itself.
-  NormalEquationsBuilder<float, double> stored(*p.engine, *mp.system, 37, p.batch, true);
+  NormalEquationsBuilder<float, double> stored(*p.source, *mp.system, 37, p.batch, true);
   NormalEquations<double> nes;
   stored.build(p.params.data(), p.x.data(), p.y.data(), p.batch, nes, times);
   std::vector<double> js(rows * n), gs(n);
@@ -133,7 +133,7 @@ TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {
   const auto ln = static_cast<lapack_int>(n);
   ASSERT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', ln, 1, ref.a.data(), ln, expected.data(), 1), 0);
 
-  NormalEquationsBuilder<float, double> mixed(*p.engine, *mp.system, 64, p.batch, false);
+  NormalEquationsBuilder<float, double> mixed(*p.source, *mp.system, 64, p.batch, false);
   NormalEquations<double> ne;
   PhaseTimes times;
   p.set_params(mp.theta);
@@ -176,12 +176,12 @@ TEST_P(MixedPrecisionOn, TrainingFollowsFloat64Training) {
   SolverOptions options;
   options.system_precision = SystemPrecision::kFloat64;
   options.linear_solver = LinearSolverType::kCholesky;
-  auto mixed = make_lm_step<float>(options, LinearSolverType::kCholesky, *p.engine, 50, p.batch);
+  auto mixed = make_lm_step<float>(options, LinearSolverType::kCholesky, *p.source, 50, p.batch);
   using MixedStep = LevenbergMarquardtStep<float, double>;
   ASSERT_NE(dynamic_cast<MixedStep*>(mixed.get()), nullptr);
   auto shadow_step =
-      make_lm_step<double>(options, LinearSolverType::kCholesky, *shadow.engine, 50, shadow.batch);
-  auto free_step = make_lm_step<double>(options, LinearSolverType::kCholesky, *free_run.engine, 50,
+      make_lm_step<double>(options, LinearSolverType::kCholesky, *shadow.source, 50, shadow.batch);
+  auto free_step = make_lm_step<double>(options, LinearSolverType::kCholesky, *free_run.source, 50,
                                         free_run.batch);
   const std::size_t n = mp.n();
   p.set_params(theta);

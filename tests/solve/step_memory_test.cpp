@@ -10,7 +10,7 @@
 #include <string>
 
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/solve/solver_selection.h"
+#include "lmtrain/solve/step_planner.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -52,14 +52,15 @@ void expect_plan_matches_allocations(const Case& c) {
   auto backend = make_cpu_backend<T>();
   Sequential<T> model(spec, *backend);
   Loss<T> loss(LossOptions{}, model.outputs(), *backend);
+  JacobianEngine<T> engine(model, loss);
+  EngineSource<T> source(engine);
   StepProblem problem;
   problem.batch = problem.local_batch = kBatch;
-  problem.residuals_per_sample = loss.residuals_per_sample();
   problem.budget_bytes = std::size_t{1} << 30;
-  const MemoryPlan plan = plan_step_memory(options, c.solver, model, problem);
+  const MemoryPlan plan = plan_step_memory(options, c.solver, source, problem);
   ASSERT_EQ(plan.slice_samples, kSlice);
 
-  // Data and parameters are the caller's (problem.caller_elements = 0 here): allocate them first
+  // Data and parameters are the caller's (problem.caller_bytes = 0 here): allocate them first
   // and count only what the step's components take.
   Rng rng(11);
   const std::size_t n = model.num_params();
@@ -75,8 +76,7 @@ void expect_plan_matches_allocations(const Case& c) {
   const std::size_t before = backend->memory().bytes_in_use();
   std::size_t measured = 0;
   {
-    JacobianEngine<T> engine(model, loss);
-    auto step = make_lm_step<T>(options, c.solver, engine, plan.slice_samples, kBatch);
+    auto step = make_lm_step<T>(options, c.solver, source, plan.slice_samples, kBatch);
     PhaseTimes times;
     for (int k = 0; k < 3; ++k) (void)step->step(theta.data(), x.data(), y.data(), kBatch, times);
     measured = backend->memory().peak_bytes_in_use() - before + step->system_peak_bytes();

@@ -11,6 +11,7 @@
 
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/engine_source.h"
 
 namespace lmtrain::testing {
 
@@ -61,6 +62,7 @@ struct Problem {
   std::unique_ptr<Sequential<T>> model;
   std::unique_ptr<Loss<T>> loss;
   std::unique_ptr<JacobianEngine<T>> engine;
+  std::unique_ptr<EngineSource<T>> source;  // the engine as the LM step's linearization source
   DeviceBuffer<T> x, y, params;
   std::size_t batch = 0;
 
@@ -74,6 +76,7 @@ struct Problem {
     model = std::make_unique<Sequential<T>>(spec, *backend);
     loss = std::make_unique<Loss<T>>(loss_options, model->outputs(), *backend);
     engine = std::make_unique<JacobianEngine<T>>(*model, *loss);
+    source = std::make_unique<EngineSource<T>>(*engine);
     x = upload(xs);
     y = upload(ys);
     params = backend->allocate(model->num_params());

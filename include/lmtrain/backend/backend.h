@@ -1,13 +1,13 @@
 // The Backend is the only part of lmtrain that knows about a device.  Its operations are coarse
 // (a GEMM, a SYRK, a factorization, one elementwise kernel over a whole batch), so the virtual
-// call costs nothing next to the work.  Every pointer argument is a *device* pointer from the
-// backend's own MemoryResource unless its name says `host`; only scalars (losses, norms,
-// factorization status) come back to the host.
-//
-// Conventions: matrices are dense row-major with an explicit leading dimension (elements between
-// consecutive rows).  The normal matrix A (n × n) is symmetric; SYRK writes its upper triangle in
-// row-major order, which is the lower triangle in LAPACK's column-major view — factorization
-// routines below are told so, and callers never read the other triangle.
+// call costs nothing next to the work.  It comes in three layers:
+//   DeviceQueue       the device, its memory, its queue and clocks (device_queue.h);
+//   LinearAlgebra<T>  transfers, BLAS levels 1–3 and the factorizations (linear_algebra.h) —
+//                     all that solve/ uses;
+//   Backend<T>        the neural-network kernels nn/ runs on top: activations, seeds, Jacobian
+//                     assembly, convolution, pooling and the losses (this file).
+// Pointers are device pointers of the backend's own MemoryResource unless their name says `host`
+// (linear_algebra.h has the conventions).
 #pragma once
 
 #include <algorithm>
@@ -17,147 +17,17 @@
 #include <span>
 #include <string>
 
+#include "lmtrain/backend/linear_algebra.h"
 #include "lmtrain/core/activation.h"
-#include "lmtrain/core/buffer.h"
 #include "lmtrain/core/image_shape.h"
 #include "lmtrain/core/loss_kind.h"
-#include "lmtrain/core/timer.h"
 
 namespace lmtrain {
 
-enum class DeviceKind { kCpu, kCuda };
-
-// How a device likes each batch's Jacobian sliced (the memory plan's slice): about `bytes` of
-// working set per slice (Jacobian rows, activations) with at least `min_rows` Jacobian rows;
-// bytes = 0 asks for the largest slice the memory budget allows.
-struct SlicePreference {
-  std::size_t bytes = 0;
-  std::size_t min_rows = 1;
-  // Stride of a slice's rows (≥ n; 0: n), its extra columns held at zero: SYRK on a few dozen
-  // columns runs faster on a multiple of its kernel's width.
-  std::size_t leading_dimension = 0;
-};
-
-enum class Trans { kNo, kYes };
-
 template <typename T>
-class Backend {
+class Backend : public LinearAlgebra<T> {
  public:
-  virtual ~Backend() = default;
-
-  // Human-readable device description, e.g. "cpu (OpenBLAS 0.3.21, 2 threads)".
-  virtual std::string name() const = 0;
-  virtual DeviceKind device_kind() const = 0;
-  virtual MemoryResource& memory() = 0;
-  // Bytes the memory planner may consider free on this device right now.
-  virtual std::size_t available_memory_bytes() const = 0;
-  // The slicing this device runs fastest, for a step of `num_params` parameters.
-  virtual SlicePreference slice_preference(std::size_t /*num_params*/) const { return {}; }
-  // Blocks until all queued work is done (a no-op on the CPU); called before timers close.
-  virtual void synchronize() = 0;
-  // Index of the device among the visible ones of its kind (0 for the CPU).
-  virtual int device_index() const { return 0; }
-  // The queue the backend's work runs on (a cudaStream_t for CUDA; null for the CPU), for
-  // communicators that enqueue collectives on device buffers.
-  virtual void* native_stream() { return nullptr; }
-  // Work queued on this backend from now on starts only after everything queued so far on
-  // `other_queue` (another backend's native_stream() on the same device) — ordered on the device,
-  // without a host wait.  A no-op on the CPU, where every call has finished when it returns.
-  virtual void order_after(void* /*other_queue*/) {}
-  // A clock for phases of this backend's queue (core/timer.h); the host clock on the CPU.
-  virtual std::unique_ptr<PhaseClock> make_phase_clock() {
-    return std::make_unique<HostPhaseClock>();
-  }
-
-  DeviceBuffer<T> allocate(std::size_t count) { return DeviceBuffer<T>(memory(), count); }
-
-  // ---- transfers and fills ------------------------------------------------------------------
-  // Copies n values from host memory to the device buffer dst, ordered after the work already
-  // queued on this backend and before any queued later.  Returns once `host` has been read: the
-  // caller may overwrite or free it at once (a temporary is fine).  The device may still be
-  // copying: the CUDA backend sends small copies from its own pinned staging buffer and makes
-  // large ones synchronous.
-  virtual void copy_from_host(const T* host, T* dst, std::size_t n) = 0;
-  // Copies n values from the device buffer src to host memory after the queued work; blocks until
-  // they are in `host`.
-  virtual void copy_to_host(const T* src, T* host, std::size_t n) = 0;
-  // Device to device; overlapping ranges behave like memmove.
-  virtual void copy(const T* src, T* dst, std::size_t n) = 0;
-  virtual void fill(T* x, std::size_t n, T value) = 0;
-  // dst_i = src_i rounded to T: precision changes between this backend and its sibling of the
-  // other precision on the same device (mixed precision: float32 J, float64 A).  Ordered after
-  // this backend's queued work; the caller synchronizes the source's backend first.
-  virtual void convert(std::size_t n, const float* src, T* dst) = 0;
-  virtual void convert(std::size_t n, const double* src, T* dst) = 0;
-  // dst[i, :] = src[rows_host[i], :] for a row-major src with `cols` columns.  rows_host is host
-  // memory, read before the call returns (as copy_from_host).
-  virtual void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
-                           T* dst) = 0;
-
-  // ---- level 1 (reductions return a host scalar, accumulated in double) -------------------------
-  virtual void axpy(std::size_t n, T alpha, const T* x, T* y) = 0;  // y += αx
-  // z = x + αy (z may alias x or y).
-  virtual void add_scaled(std::size_t n, const T* x, T alpha, const T* y, T* z) = 0;
-  virtual double dot(std::size_t n, const T* x, const T* y) = 0;
-  virtual double max_abs(std::size_t n, const T* x) = 0;
-  virtual bool all_finite(std::size_t n, const T* x) = 0;
-  // y_i = x_i * s_i (or x_i / s_i when `divide`).
-  virtual void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) = 0;
-
-  // y_i = 1 / √x_i.
-  virtual void inverse_sqrt(std::size_t n, const T* x, T* y) = 0;
-
-  // ---- level 2 / 3 ------------------------------------------------------------------------------
-  // C(m×n) = α op(A) op(B) + β C, row-major.
-  virtual void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
-                    const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-                    std::size_t ldc) = 0;
-  // y = α op(A) x + β y with A (m × n) row-major.
-  virtual void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
-                    const T* x, T beta, T* y) = 0;
-  // Upper triangle (row-major) of C(n×n) = α JᵀJ + β C, J (k × n) row-major.  The SYRK of A +=
-  // JₛᵀJₛ.
-  virtual void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
-                        T* c) = 0;
-  // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
-  virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
-                        T* c) = 0;
-  // Copies the upper triangle (row-major) into the lower one.
-  virtual void symmetrize_upper(std::size_t n, T* a) = 0;
-  // dst's upper triangle (row-major, diagonal included) = src's; dst's strict lower triangle is
-  // left as it was.  What a factorization of the upper triangle needs of A: half the bytes of a
-  // full copy (the Cholesky solver's copy of A on every λ retry).
-  virtual void copy_upper(std::size_t n, const T* src, T* dst) = 0;
-
-  // ---- dense factorizations on the upper triangle (row-major) -----------------------------------
-  // Cholesky in place; returns 0 on success, k > 0 if the leading minor of order k is not
-  // positive definite (a recoverable event: the LM step raises λ).
-  virtual int potrf(std::size_t n, T* a) = 0;
-  // Solves (LLᵀ) x = b in place on b with the factor from potrf.
-  virtual void potrs(std::size_t n, const T* factor, T* b) = 0;
-  // (LLᵀ)⁻¹ in place from potrf's factor (upper triangle valid afterwards); returns 0, or k > 0
-  // if the factor's k-th diagonal entry is zero.  Bayesian relevance groups read its diagonal.
-  virtual int potri(std::size_t n, T* a) = 0;
-  // Symmetric eigendecomposition in place: a ← eigenvectors as *rows* (a[i, :] is the i-th
-  // eigenvector), w ← eigenvalues ascending.  Returns 0 on success.
-  virtual int syevd(std::size_t n, T* a, T* w) = 0;
-  // The eigenvalues alone (ascending into w; a is destroyed): a third of syevd's work.
-  virtual int eigenvalues(std::size_t n, T* a, T* w) = 0;
-  // a_ii += λ d_i (d == nullptr: d ≡ 1).
-  virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
-  // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).
-  virtual void scale_symmetric(std::size_t n, T* a, const T* s) = 0;
-  // Upper triangle (row-major) of a (n × n) ↔ n(n+1)/2 contiguous values, row by row: what ranks
-  // all-reduce instead of the whole matrix.
-  virtual void pack_upper(std::size_t n, const T* a, T* packed) = 0;
-  virtual void unpack_upper(std::size_t n, const T* packed, T* a) = 0;
-  // out_j = Σ_r J[r, j]² for J (m × n) row-major: diag(JᵀJ) without forming JᵀJ.
-  virtual void column_sums_of_squares(std::size_t m, std::size_t n, const T* j, std::size_t ldj,
-                                      T* out) = 0;
-  // d_i = clamp(a_ii, lo, hi).
-  virtual void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) = 0;
-  // y_i = clamp(x_i, lo, hi) (y may alias x).
-  virtual void clamp(std::size_t n, const T* x, T lo, T hi, T* y) = 0;
+  using LinearAlgebra<T>::gemm;
 
   // ---- neural-network kernels -------------------------------------------------------------------
   // z[r, :] += bias for r < rows.
@@ -255,10 +125,5 @@ std::unique_ptr<Backend<T>> make_cpu_backend();
 // down from it and an allocation beyond it throws OutOfMemory (0: no limit).
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend(std::size_t memory_limit_bytes);
-
-// A backend of precision S on the same device as `backend` (its own queue and handles): the
-// float64 side of mixed precision.
-template <typename S, typename T>
-std::unique_ptr<Backend<S>> make_sibling_backend(Backend<T>& backend);
 
 }  // namespace lmtrain

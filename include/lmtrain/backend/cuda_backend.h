@@ -27,6 +27,11 @@ int cuda_device_count() noexcept;
 // index outside [0, cuda_device_count()).
 std::string cuda_device_description(int device);
 
+// The device's float64 throughput over its float32 throughput, from the driver's
+// cudaDevAttrSingleToDoublePrecisionPerfRatio: ½ on P100, V100, A100 and H100, 1/32–1/64 on
+// consumer GPUs.  Throws BackendError as cuda_device_description does.
+double cuda_float64_rate(int device);
+
 // A backend bound to `device` (an index among the visible devices) with its own stream, cuBLAS
 // and cuSOLVER handles.  Throws BackendError when the device does not exist or cannot be
 // initialized.  Instantiated for float and double.

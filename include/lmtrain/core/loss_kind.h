@@ -104,6 +104,28 @@ struct LossParams {
   std::uint64_t draw_key = 0;
 };
 
+// The loss users read (PyTorch's mean reduction) from the objective F of `batch` samples with
+// `outputs` outputs each (the formulas above).  A residual function's F = ½‖r‖² reads as mse with
+// one output per residual: the mean of r².
+constexpr double reported_loss(LossKind kind, double objective, std::size_t batch,
+                               std::size_t outputs) {
+  const double b = static_cast<double>(batch), c = static_cast<double>(outputs);
+  switch (kind) {
+    case LossKind::kMse:
+      return 2.0 * objective / (b * c);
+    case LossKind::kCrossEntropy:
+    case LossKind::kCrossEntropySampled:
+      return objective / b;
+    case LossKind::kCrossEntropySqrt:
+      return 2.0 * objective / b;
+    case LossKind::kBce:
+    case LossKind::kHuber:
+    case LossKind::kL1:
+      return objective / (b * c);
+  }
+  return objective;
+}
+
 constexpr std::size_t residuals_per_sample(LossKind kind, std::size_t outputs) {
   return kind == LossKind::kCrossEntropySqrt || kind == LossKind::kCrossEntropySampled ? 1
                                                                                        : outputs;

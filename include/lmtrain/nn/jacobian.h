@@ -23,6 +23,8 @@ class JacobianEngine {
 
   // Sizes the buffers for batches of up to `batch` samples and slices of up to `slice` samples.
   void reserve(std::size_t batch, std::size_t slice);
+  // Frees the slice-sized buffers (an out-of-memory halving sizes them again, smaller).
+  void release_slices();
 
   // Elements it allocates, for the memory plan: independent of the slice (two sets of
   // activations — the linearization's and the trial's —, residuals and seeds of a batch, and the

@@ -9,6 +9,7 @@
 
 #include "lmtrain/core/activation.h"
 #include "lmtrain/core/image_shape.h"
+#include "lmtrain/core/parameter_groups.h"
 
 namespace lmtrain {
 
@@ -36,21 +37,6 @@ struct LayerSpec {
 
 // "dense", "activation", "conv2d", "max_pool2d", "avg_pool2d", "flatten".
 std::string to_string(LayerSpec::Kind kind);
-
-// A partition of the parameters (ModelSpec's order) into the groups that automatic relevance
-// determination gives one penalty each (MacKay 1994; Neal 1996): the first layer with parameters
-// has one group per input feature (dense: column i of W, the weights leaving input i; conv2d: the
-// kernels of input channel c), every later layer's weights one group, and every layer's biases
-// one group.  A large penalty on "input i" means the data do not support using input i.
-struct ParameterGroups {
-  std::vector<std::uint32_t> group_of;  // the group of each parameter
-  std::vector<std::string> names;  // "input 3", "layer 2 (dense) weights", "layer 0 (dense) bias"
-  std::vector<std::size_t> sizes;  // parameters per group (each > 0)
-  // Groups [0, input_groups) are the first layer's input features (dense) or channels (conv2d),
-  // in order: "input f" is group f.
-  std::size_t input_groups = 0;
-  std::size_t count() const { return names.size(); }
-};
 
 // A sequential network: an input shape and layers.  Samples are flat vectors in NCHW order
 // (core/image_shape.h); ModelSpec(n) is the flat input n × 1 × 1, ModelSpec(ImageShape{c, h, w})

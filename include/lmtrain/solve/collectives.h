@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "lmtrain/backend/backend.h"
+#include "lmtrain/backend/linear_algebra.h"
 #include "lmtrain/core/timer.h"
 #include "lmtrain/dist/communicator.h"
 
@@ -21,7 +21,8 @@ template <typename S>
 class Collectives {
  public:
   // `comm` may be null (one rank).
-  Collectives(Backend<S>& backend, dist::Communicator* comm) : backend_(backend), comm_(comm) {}
+  Collectives(LinearAlgebra<S>& backend, dist::Communicator* comm)
+      : backend_(backend), comm_(comm) {}
 
   // Several ranks, or NCCL with one: the sums and broadcasts below do something.
   bool active() const {
@@ -49,7 +50,7 @@ class Collectives {
   bool on_device() const {
     return backend_.device_kind() != DeviceKind::kCpu && comm_->supports_device_buffers();
   }
-  Backend<S>& backend_;
+  LinearAlgebra<S>& backend_;
   dist::Communicator* comm_;
   std::vector<S> staging_;  // host copy for a device buffer over a host communicator
   PhaseTimes unused_;

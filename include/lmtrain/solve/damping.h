@@ -70,7 +70,7 @@ class DampingStrategy {
 template <typename S>
 class Damping {
  public:
-  Damping(const SolverOptions& options, Backend<S>& system, std::size_t n);
+  Damping(const SolverOptions& options, LinearAlgebra<S>& system, std::size_t n);
 
   // Elements of S it allocates for n parameters (the memory plan's share).
   static std::size_t system_elements(std::size_t n) { return 2 * n; }
@@ -93,7 +93,7 @@ class Damping {
 
  private:
   SolverOptions options_;
-  Backend<S>& system_;
+  LinearAlgebra<S>& system_;
   std::size_t n_;
   bool marquardt_;
   std::unique_ptr<DampingStrategy> schedule_;

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/linear_solver.h"
+#include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/solver_options.h"
 
@@ -59,15 +59,16 @@ class GeodesicAcceleration {
  public:
   // `max_residuals`: the most residual rows of a batch on this rank; `ne`: the normal equations
   // the step solves (read for a stored J), which must outlive this object.
-  GeodesicAcceleration(const SolverOptions& options, JacobianEngine<T>& engine,
+  GeodesicAcceleration(const SolverOptions& options, LinearizationSource<T>& source,
                        NormalEquationsBuilder<T, S>& builder, const NormalEquations<S>& ne,
-                       Backend<S>& system, std::size_t max_residuals);
+                       LinearAlgebra<S>& system, std::size_t max_residuals);
 
-  // Elements allocated for it, for the memory plan.  Model precision: two residual vectors, the
-  // seeds the loss writes beside them (the engine's), the point θ ± hv.  System precision: the
-  // right-hand side and the correction, and in mixed precision u widened for Jᵀu (the builder's).
-  static std::size_t model_elements(std::size_t max_residuals, std::size_t outputs, std::size_t n) {
-    return max_residuals * (2 + outputs) + n;
+  // Elements allocated for it, for the memory plan.  Model precision: two residual vectors and
+  // the point θ ± hv (what the source allocates to evaluate residuals there is in its
+  // footprint).  System precision: the right-hand side and the correction, and in mixed
+  // precision u widened for Jᵀu (the builder's).
+  static std::size_t model_elements(std::size_t max_residuals, std::size_t n) {
+    return 2 * max_residuals + n;
   }
   static std::size_t system_elements(std::size_t n, std::size_t max_residuals) {
     return 2 * n + (std::is_same_v<T, S> ? 0 : max_residuals);
@@ -85,10 +86,10 @@ class GeodesicAcceleration {
 
  private:
   double ratio_, step_;
-  JacobianEngine<T>& engine_;
+  LinearizationSource<T>& source_;
   NormalEquationsBuilder<T, S>& builder_;
-  Backend<T>& backend_;
-  Backend<S>& system_;
+  LinearAlgebra<T>& backend_;
+  LinearAlgebra<S>& system_;
   const NormalEquations<S>& ne_;
   DeviceBuffer<T> plus_, minus_;  // r(θ + hv), r(θ − hv); then r_vv in plus_
   DeviceBuffer<T> point_;         // θ ± hv

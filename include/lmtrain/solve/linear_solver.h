@@ -32,7 +32,7 @@ class LinearSolver {
   // `type` must be resolved (not kAuto).  `n` parameters, up to `max_residuals` rows (dual).
   // CG sums its n-vectors over `collectives` (null: one rank) and reads cg_forcing and
   // cg_max_iterations from `options`.
-  static std::unique_ptr<LinearSolver> create(LinearSolverType type, Backend<T>& backend,
+  static std::unique_ptr<LinearSolver> create(LinearSolverType type, LinearAlgebra<T>& backend,
                                               std::size_t n, std::size_t max_residuals,
                                               Collectives<T>* collectives = nullptr,
                                               const SolverOptions& options = {});

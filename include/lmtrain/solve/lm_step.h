@@ -31,6 +31,7 @@
 #include "lmtrain/solve/damping.h"
 #include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
+#include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/penalty.h"
 #include "lmtrain/solve/termination.h"
 
@@ -43,7 +44,8 @@ struct StepReport {
   int invalid = 0;   // failed factorizations / non-finite steps
   double objective_before = 0;
   double objective_after = 0;  // F after the step (= before if not accepted)
-  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ (regularization)
+  double penalty_before = 0;   // the part of objective_before that is ½θᵀRθ (regularization)
+  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ
   double lambda = 0;           // λ of the last solve
   double gain_ratio = 0;       // ρ of the accepted step
   double gradient_max_norm = 0;
@@ -91,13 +93,13 @@ class LmStepper {
 template <typename T, typename S = T>
 class LevenbergMarquardtStep final : public LmStepper<T> {
  public:
-  // `solver_type` must be resolved (not auto).  `max_batch`: the most samples this rank
+  // `solver_type` must be resolved (not auto).  `max_batch`: the most units (samples) this rank
   // linearizes at once (its shard).  `comm` may be null (one rank).  T is the model's precision
   // (parameters, activations, J); S the system's (A, g, δ and the solve): S = double with
-  // T = float is mixed precision, and the step then owns a float64 backend on the engine's
-  // device.
+  // T = float is mixed precision, and the step then owns a float64 backend on the source's
+  // device.  The source must outlive the step.
   LevenbergMarquardtStep(const SolverOptions& options, LinearSolverType solver_type,
-                         JacobianEngine<T>& engine, std::size_t slice_samples,
+                         LinearizationSource<T>& source, std::size_t slice_samples,
                          std::size_t max_batch, dist::Communicator* comm = nullptr);
 
   // Elements the step allocates itself (δ, its copies and the trial point), for the memory plan:
@@ -128,7 +130,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
  private:
   static constexpr bool kMixed = !std::is_same_v<T, S>;
-  static Backend<S>* own_system(JacobianEngine<T>& engine, std::unique_ptr<Backend<S>>& owned);
+  static LinearAlgebra<S>* own_system(LinearizationSource<T>& source,
+                                      std::unique_ptr<LinearAlgebra<S>>& owned);
 
   StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
@@ -162,10 +165,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   bool lambda_above_max(bool can_grow, StepReport& report) const;
 
   SolverOptions options_;
-  Backend<T>& backend_;
-  std::unique_ptr<Backend<S>> system_owned_;  // mixed precision: S's backend on the same device
-  Backend<S>& system_;
-  JacobianEngine<T>& engine_;
+  LinearAlgebra<T>& backend_;
+  std::unique_ptr<LinearAlgebra<S>>
+      system_owned_;  // mixed precision: S's backend on the same device
+  LinearAlgebra<S>& system_;
+  LinearizationSource<T>& source_;
   LinearSolverType solver_type_;
   Collectives<S> collectives_;
   NormalEquationsBuilder<T, S> builder_;
@@ -187,7 +191,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 // with SystemPrecision::kFloat64, LevenbergMarquardtStep<T> otherwise.
 template <typename T>
 std::unique_ptr<LmStepper<T>> make_lm_step(const SolverOptions& options,
-                                           LinearSolverType solver_type, JacobianEngine<T>& engine,
+                                           LinearSolverType solver_type,
+                                           LinearizationSource<T>& source,
                                            std::size_t slice_samples, std::size_t max_batch,
                                            dist::Communicator* comm = nullptr);
 

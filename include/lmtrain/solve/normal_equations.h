@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "lmtrain/core/timer.h"
-#include "lmtrain/nn/jacobian.h"
+#include "lmtrain/solve/linearization_source.h"
 
 namespace lmtrain {
 
@@ -40,16 +40,16 @@ class NormalEquationsBuilder {
  public:
   // `slice_samples` comes from the memory plan; `max_batch` sizes the dual form's J.
   // `store_jacobian`: keep J and r (dual form, CG) instead of forming A.  `system` is the backend
-  // of precision S on the engine's device (the engine's own when S = T).
-  NormalEquationsBuilder(JacobianEngine<T>& engine, Backend<S>& system, std::size_t slice_samples,
-                         std::size_t max_batch, bool store_jacobian);
-  // One precision: the system lives on the engine's backend.  (A template, so that the explicit
+  // of precision S on the source's device (the source's own when S = T).
+  NormalEquationsBuilder(LinearizationSource<T>& source, LinearAlgebra<S>& system,
+                         std::size_t slice_samples, std::size_t max_batch, bool store_jacobian);
+  // One precision: the system lives on the source's backend.  (A template, so that the explicit
   // instantiation of the mixed-precision class does not instantiate it.)
   template <typename U = S>
-  requires std::is_same_v<T, U> NormalEquationsBuilder(JacobianEngine<T>& engine,
+  requires std::is_same_v<T, U> NormalEquationsBuilder(LinearizationSource<T>& source,
                                                        std::size_t slice_samples,
                                                        std::size_t max_batch, bool store_jacobian)
-      : NormalEquationsBuilder(engine, engine.model_backend(), slice_samples, max_batch,
+      : NormalEquationsBuilder(source, source.model_backend(), slice_samples, max_batch,
                                store_jacobian) {}
 
   // Linearizes at `params` on a batch and fills `ne`; returns F.  The phases are marked on the
@@ -74,9 +74,11 @@ class NormalEquationsBuilder {
     return (store_jacobian ? max_residuals * n + max_residuals + n : n * n + n) +
            (kWiden ? max_residuals : 0) + (ld > n ? ld * ld : 0);
   }
+  // `borrowed`: the source hands over its own slices (LinearizationSource::borrows_slices), so
+  // the builder keeps no scratch for them.
   static std::size_t slice_sample_model_elements(std::size_t ld, std::size_t residuals_per_sample,
-                                                 bool store_jacobian) {
-    return store_jacobian && !kWiden ? 0 : residuals_per_sample * ld;
+                                                 bool store_jacobian, bool borrowed = false) {
+    return borrowed || (store_jacobian && !kWiden) ? 0 : residuals_per_sample * ld;
   }
   static std::size_t slice_sample_system_elements(std::size_t ld, std::size_t residuals_per_sample,
                                                   bool store_jacobian) {
@@ -90,18 +92,24 @@ class NormalEquationsBuilder {
   }
   // out = Jᵀu for the batch of the last build (u: batch·R values in T on the model's backend,
   // out: n values in S).  Reads J where it still is — the stored J, or the slice when the batch
-  // fitted one — and otherwise builds the slices again (no SYRK).
+  // fitted one —, else asks the source for its own product (a reverse pass), and otherwise
+  // builds the slices again (no SYRK).
   void jacobian_transpose_times(const T* params, const T* u, const NormalEquations<S>& ne, S* out);
-  JacobianEngine<T>& engine() { return engine_; }
+  LinearizationSource<T>& source() { return source_; }
 
  private:
   static constexpr bool kWiden = !std::is_same_v<T, S>;
   // The stored-J path of build(): J (and r) kept whole, g = Jᵀr.
   void build_stored(const T* params, std::size_t batch, NormalEquations<S>& ne, const S* r,
                     PhaseClock& model_clock, PhaseClock& system_clock);
-  JacobianEngine<T>& engine_;
-  Backend<T>& backend_;
-  Backend<S>& system_;
+  // Rows of units [first, first + count) from the source: into slice_ (row stride ld_) or its
+  // own storage.
+  JacobianRows<T> slice(const T* params, std::size_t first, std::size_t count);
+  // The slice in S: the source's rows, or their widened copy (mixed precision).
+  JacobianRows<S> in_system_precision(const JacobianRows<T>& rows, std::size_t count);
+  LinearizationSource<T>& source_;
+  LinearAlgebra<T>& backend_;
+  LinearAlgebra<S>& system_;
   std::size_t slice_samples_;
   std::size_t max_batch_;
   bool store_jacobian_;
@@ -111,7 +119,9 @@ class NormalEquationsBuilder {
   DeviceBuffer<S> wide_slice_;      // the slice in S (mixed precision only)
   DeviceBuffer<S> wide_r_;          // the batch's residuals in S (mixed precision only)
   DeviceBuffer<S> wide_u_;          // jacobian_transpose_times' u in S (mixed precision only)
-  bool slice_holds_batch_ = false;  // the last build's batch fitted one slice, still in slice_
+  DeviceBuffer<T> source_product_;  // the source's own Jᵀu in T (mixed precision only)
+  bool slice_holds_batch_ = false;  // the last build's batch fitted one slice, still in held_
+  JacobianRows<S> held_;            // that slice, in S
 };
 
 }  // namespace lmtrain

@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/collectives.h"
+#include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/solver_options.h"
 
@@ -29,7 +29,7 @@ class Penalty {
   // The penalty of options.regularization for a step that solves with `solver` (resolved; the
   // combination must pass check_regularization).  T is the model's precision, S the system's.
   static std::unique_ptr<Penalty> create(const SolverOptions& options, LinearSolverType solver,
-                                         JacobianEngine<T>& engine, Backend<S>& system,
+                                         LinearizationSource<T>& source, LinearAlgebra<S>& system,
                                          Collectives<S>& collectives);
   // System-precision elements it allocates for n parameters (the memory plan's share).
   static std::size_t system_elements(const SolverOptions& options, std::size_t n);

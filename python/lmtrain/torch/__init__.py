@@ -13,7 +13,9 @@ An nn.Sequential of layers lmtrain implements runs on the library's own engine i
 
 from __future__ import annotations
 
+from ._cupylma import LMA, configuration
 from ._losses import LOSSES
-from ._optimizer import LevenbergMarquardt, StepReport
+from ._optimizer import LevenbergMarquardt, StepReport, TerminationReason
 
-__all__ = ["LOSSES", "LevenbergMarquardt", "StepReport"]
+__all__ = ["LMA", "LOSSES", "LevenbergMarquardt", "StepReport", "TerminationReason",
+           "configuration"]

@@ -17,6 +17,7 @@
 #include "blas_calls.h"
 #include "conv_kernels.h"
 #include "cpu_memory.h"
+#include "cpu_threads.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 
@@ -26,6 +27,7 @@ namespace {
 using cpu::bi;
 using cpu::blas_gemm;
 using cpu::cblas_trans;
+using cpu::kSerialBlasWork;
 
 // Below this many elements an OpenMP region costs more than it saves.  Set high on purpose: a
 // region's barrier waits for every thread, and on a loaded machine (another process on the same
@@ -49,13 +51,32 @@ void parallel_chunks(std::size_t n, std::size_t threshold, Body body) {
   }
 }
 
-// OpenBLAS threads a GEMM/SYRK/potrf from a few hundred thousand flops on.  Its threads meet at
-// barriers, and when another process holds one of the cores each barrier can wait a scheduler
-// time slice: on a loaded 2-core machine W1's 61×61×1000 SYRK took 10 ms instead of 0.1 ms and
-// kin32fm's n = 545 Cholesky 500 ms instead of 6 ms.  Below this many multiply-adds (about
-// 0.1 s on one core) a call runs on one thread, where the most a second thread could have saved
-// is small; the setting is restored afterwards.
-constexpr double kSerialBlasWork = 1 << 28;
+// Σ term(i) over [0, n), with the same bits on any number of threads: up to `threshold` terms in
+// index order on the calling thread; above it as partial sums of fixed blocks of `block` terms
+// (spread over the threads), added in block order.  An OpenMP reduction adds in an order that
+// follows the team's size, and the team's size changes from phase to phase (cpu_threads.h),
+// which would make a run's trajectory depend on timing.
+template <typename Term>
+double ordered_sum(std::size_t n, std::size_t threshold, std::size_t block, Term term) {
+  double s = 0;
+  if (n <= threshold) {
+    for (std::size_t i = 0; i < n; ++i) s += term(i);
+    return s;
+  }
+  std::vector<double> partial((n + block - 1) / block);
+  const auto blocks = static_cast<std::ptrdiff_t>(partial.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t b = 0; b < blocks; ++b) {
+    const std::size_t first = static_cast<std::size_t>(b) * block, end = std::min(n, first + block);
+    double p = 0;
+    for (std::size_t i = first; i < end; ++i) p += term(i);
+    partial[static_cast<std::size_t>(b)] = p;
+  }
+  for (double p : partial) s += p;
+  return s;
+}
+constexpr std::size_t kSumBlock = 4096;       // elements of a dot product
+constexpr std::size_t kSampleSumBlock = 256;  // samples of a loss
 
 // A CPU slices each batch's Jacobian so that a slice's rows and activations, about 2 MiB per
 // thread, are still cached when SYRK reads them, with at least 512 rows per SYRK call and, on
@@ -70,25 +91,6 @@ constexpr std::size_t kMinSliceRows = 512;
 // k = 1 000 rows, one thread, n = 21 → 24: 18.8 → 12.6 µs, 37 → 40: 36.3 → 27.9, 61 → 64: 73.4
 // → 61.1, 101 → 104: 163 → 145; from n = 130 on it gains nothing, and double SYRK gains nothing.
 constexpr std::size_t kPaddedSyrkBelow = 128, kSyrkColumnMultiple = 8;
-
-class SerialBlasScope {
- public:
-  explicit SerialBlasScope(double work) : active_(work < kSerialBlasWork) {
-    if (active_) {
-      saved_ = openblas_get_num_threads();
-      if (saved_ > 1) openblas_set_num_threads(1);
-    }
-  }
-  SerialBlasScope(const SerialBlasScope&) = delete;
-  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
-  ~SerialBlasScope() {
-    if (active_ && saved_ > 1) openblas_set_num_threads(saved_);
-  }
-
- private:
-  bool active_;
-  int saved_ = 1;
-};
 
 double work(std::size_t a, std::size_t b, std::size_t c) {
   return static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c);
@@ -150,16 +152,26 @@ class CpuBackend final : public Backend<T> {
  public:
   // Resolves the activation loops' SIMD path here, where a bad LMTRAIN_SIMD can still throw
   // (inside the loops' parallel regions it could not).
-  explicit CpuBackend(std::size_t memory_limit_bytes)
-      : memory_(memory_limit_bytes), simd_(cpu::simd_path()) {}
+  // `threads`: the thread use this backend shares (mixed precision's float64 side shares its
+  // float side's); null: its own.
+  CpuBackend(std::size_t memory_limit_bytes, std::shared_ptr<cpu::ThreadController> threads)
+      : memory_(memory_limit_bytes),
+        simd_(cpu::simd_path()),
+        threads_(threads ? std::move(threads) : std::make_shared<cpu::ThreadController>()) {}
 
   std::string name() const override {
     if (memory_.limit_bytes() > 0)
-      return fmt::format("cpu ({}, {} threads, {} loops, limited to {} bytes)",
-                         openblas_get_config(), omp_get_max_threads(), cpu::to_string(simd_),
+      return fmt::format("cpu ({}, up to {} threads, {} loops, limited to {} bytes)",
+                         openblas_get_config(), threads_->max_threads(), cpu::to_string(simd_),
                          memory_.limit_bytes());
-    return fmt::format("cpu ({}, {} threads, {} loops)", openblas_get_config(),
-                       omp_get_max_threads(), cpu::to_string(simd_));
+    return fmt::format("cpu ({}, up to {} threads, {} loops)", openblas_get_config(),
+                       threads_->max_threads(), cpu::to_string(simd_));
+  }
+  std::string thread_report() const override { return threads_->report(); }
+  const std::shared_ptr<cpu::ThreadController>& threads() const { return threads_; }
+  // The host clock, telling the thread choice where each phase begins and ends.
+  std::unique_ptr<PhaseClock> make_phase_clock() override {
+    return std::make_unique<cpu::ThreadedPhaseClock>(threads_);
   }
   DeviceKind device_kind() const override { return DeviceKind::kCpu; }
   MemoryResource& memory() override { return memory_; }
@@ -170,7 +182,9 @@ class CpuBackend final : public Backend<T> {
         host, memory_.limit_bytes() - std::min(memory_.limit_bytes(), memory_.bytes_in_use()));
   }
   SlicePreference slice_preference(std::size_t num_params) const override {
-    const auto threads = static_cast<std::size_t>(std::max(1, openblas_get_num_threads()));
+    // Sized for the most threads a phase may run on, so the slices (and with them the order in
+    // which A's sums are added) do not change with the per-phase choice.
+    const auto threads = static_cast<std::size_t>(threads_->max_threads());
     SlicePreference p{threads * kCacheSliceBytes, kMinSliceRows, 0};
     if (std::is_same_v<T, float> && num_params < kPaddedSyrkBelow)
       p.leading_dimension =
@@ -222,10 +236,9 @@ class CpuBackend final : public Backend<T> {
     for (std::size_t i = 0; i < n; ++i) z[i] = x[i] + alpha * y[i];
   }
   double dot(std::size_t n, const T* x, const T* y) override {
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) if (n > kParallelThreshold)
-    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(y[i]);
-    return s;
+    return ordered_sum(n, kParallelThreshold, kSumBlock, [x, y](std::size_t i) {
+      return static_cast<double>(x[i]) * static_cast<double>(y[i]);
+    });
   }
   double max_abs(std::size_t n, const T* x) override {
     double m = 0;
@@ -254,7 +267,7 @@ class CpuBackend final : public Backend<T> {
   void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
             std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) override {
     if (m == 0 || n == 0) return;
-    SerialBlasScope serial(work(m, n, k));
+    cpu::BlasCall call(*threads_, work(m, n, k));
     if (cpu::degenerate_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
     blas_gemm(cblas_trans(ta), cblas_trans(tb), bi(m), bi(n), bi(k), alpha, a, bi(lda), b, bi(ldb),
               beta, c, bi(ldc));
@@ -262,17 +275,17 @@ class CpuBackend final : public Backend<T> {
   void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
             const T* x, T beta, T* y) override {
     if (m == 0 || n == 0) return;
-    SerialBlasScope serial(work(m, n, 1));
+    cpu::BlasCall call(*threads_, work(m, n, 1));
     blas_gemv(cblas_trans(ta), bi(m), bi(n), alpha, a, bi(lda), x, beta, y);
   }
   void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
-    SerialBlasScope serial(work(n, n, k) / 2);
+    cpu::BlasCall call(*threads_, work(n, n, k) / 2);
     blas_syrk(CblasTrans, bi(n), bi(k), alpha, j, bi(ldj), beta, c);
   }
   void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
-    SerialBlasScope serial(work(m, m, n) / 2);
+    cpu::BlasCall call(*threads_, work(m, m, n) / 2);
     blas_syrk(CblasNoTrans, bi(m), bi(n), alpha, j, bi(ldj), beta, c);
   }
   void symmetrize_upper(std::size_t n, T* a) override {
@@ -288,30 +301,30 @@ class CpuBackend final : public Backend<T> {
   }
 
   int potrf(std::size_t n, T* a) override {
-    SerialBlasScope serial(work(n, n, n) / 3);
+    cpu::BlasCall call(*threads_, work(n, n, n) / 3);
     const lapack_int info = lapack_potrf(li(n), a);
     if (info < 0) throw BackendError(fmt::format("LAPACKE potrf: argument {} invalid", -info));
     return static_cast<int>(info);
   }
   void potrs(std::size_t n, const T* factor, T* b) override {
-    SerialBlasScope serial(work(n, n, 2));
+    cpu::BlasCall call(*threads_, work(n, n, 2));
     const lapack_int info = lapack_potrs(li(n), factor, b);
     if (info != 0) throw BackendError(fmt::format("LAPACKE potrs failed with info {}", info));
   }
   int potri(std::size_t n, T* a) override {
-    SerialBlasScope serial(work(n, n, n) * 2 / 3);
+    cpu::BlasCall call(*threads_, work(n, n, n) * 2 / 3);
     const lapack_int info = lapack_potri(li(n), a);
     if (info < 0) throw BackendError(fmt::format("LAPACKE potri: argument {} invalid", -info));
     return static_cast<int>(info);
   }
   int syevd(std::size_t n, T* a, T* w) override {
-    SerialBlasScope serial(work(n, n, n) * 4 / 3);
+    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
     const lapack_int info = lapack_syevd('V', li(n), a, w);
     if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
     return static_cast<int>(info);
   }
   int eigenvalues(std::size_t n, T* a, T* w) override {
-    SerialBlasScope serial(work(n, n, n) * 4 / 3);
+    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
     const lapack_int info = lapack_syevd('N', li(n), a, w);
     if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
     return static_cast<int>(info);
@@ -442,6 +455,9 @@ class CpuBackend final : public Backend<T> {
                             T alpha, const T* a, std::size_t lda, std::size_t stride_a, const T* b,
                             std::size_t ldb, std::size_t stride_b, T beta, T* c, std::size_t ldc,
                             std::size_t stride_c, std::size_t count) override {
+    // Each product runs on one thread when they are spread over the threads; the call's thread
+    // count is the guard's for the whole batch.
+    cpu::BlasCall call(*threads_, work(m, n, k) * static_cast<double>(count));
     cpu::gemm_strided_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
                               ldc, stride_c, count);
   }
@@ -484,43 +500,57 @@ class CpuBackend final : public Backend<T> {
 
   double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
                         const T* y) override {
-    double f = 0;
-#pragma omp parallel for reduction(+ : f) if (batch * c > kParallelThreshold / 8)
-    for (std::size_t b = 0; b < batch; ++b)
-      f += kernels::sample_objective(loss, c, z + b * c, y + b * c);
-    return f;
+    const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
+    return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {
+      return kernels::sample_objective(loss, c, z + b * c, y + b * c);
+    });
   }
   double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
                         const T* y, T* r, T* seeds) override {
     const std::size_t rows = residuals_per_sample(loss.kind, c);
-    double f = 0;
-#pragma omp parallel reduction(+ : f) if (batch * c > kParallelThreshold / 8)
-    {
-      std::vector<double> scratch(c);
-#pragma omp for
-      for (std::size_t b = 0; b < batch; ++b)
-        f += kernels::sample_linearize(loss, c, z + b * c, y + b * c, b, r + b * rows,
+    const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
+    return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {
+      thread_local std::vector<double> scratch;
+      if (scratch.size() < c) scratch.resize(c);
+      return kernels::sample_linearize(loss, c, z + b * c, y + b * c, b, r + b * rows,
                                        seeds + b * rows * c, scratch.data());
-    }
-    return f;
+    });
   }
 
  private:
   cpu::HostMemory memory_;
   cpu::SimdPath simd_;
+  std::shared_ptr<cpu::ThreadController> threads_;
 };
 
 }  // namespace
 
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend() {
-  return std::make_unique<CpuBackend<T>>(0);
+  return std::make_unique<CpuBackend<T>>(0, nullptr);
 }
 
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend(std::size_t memory_limit_bytes) {
-  return std::make_unique<CpuBackend<T>>(memory_limit_bytes);
+  return std::make_unique<CpuBackend<T>>(memory_limit_bytes, nullptr);
 }
+
+namespace cpu {
+
+template <typename S>
+std::unique_ptr<Backend<S>> make_cpu_sibling(const DeviceQueue& device) {
+  std::shared_ptr<cpu::ThreadController> threads;
+  if (const auto* f = dynamic_cast<const CpuBackend<float>*>(&device))
+    threads = f->threads();
+  else if (const auto* d = dynamic_cast<const CpuBackend<double>*>(&device))
+    threads = d->threads();
+  return std::make_unique<CpuBackend<S>>(0, std::move(threads));
+}
+
+template std::unique_ptr<Backend<double>> make_cpu_sibling<double>(const DeviceQueue&);
+template std::unique_ptr<Backend<float>> make_cpu_sibling<float>(const DeviceQueue&);
+
+}  // namespace cpu
 
 template std::unique_ptr<Backend<float>> make_cpu_backend<float>();
 template std::unique_ptr<Backend<double>> make_cpu_backend<double>();

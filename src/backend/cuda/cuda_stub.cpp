@@ -28,6 +28,10 @@ std::string cuda_device_description(int /*device*/) {
   throw_not_built();
 }
 
+double cuda_float64_rate(int /*device*/) {
+  throw_not_built();
+}
+
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/) {
   throw_not_built();

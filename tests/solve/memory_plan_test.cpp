@@ -3,7 +3,7 @@
 // and by max_slice_samples, and a problem whose fixed buffers leave
 // no room for one sample fails before training with the sizes and the ways out.  Whether the
 // components' byte counts match what they allocate is tests/solve/step_memory_test.cpp.
-#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/memory_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // of samples whose Jacobian rows are built at once (the slice).  Users never have to pick it;
 // they may cap it.
 //
-// Every component reports its own buffers (solve/solver_selection.cpp gathers them): the
+// Every component reports its own buffers (solve/step_planner.cpp gathers them): the
 // Jacobian engine (activations, residuals, seeds; per slice sample the seed rows), the
 // normal-equation builder (A and g, or the stored J; per slice sample its Jacobian rows and, in
 // mixed precision, their widened copy), the linear solver's workspace, the damping, the penalty,

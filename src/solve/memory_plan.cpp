@@ -1,4 +1,4 @@
-#include "lmtrain/nn/memory_plan.h"
+#include "lmtrain/solve/memory_plan.h"
 
 #include <fmt/format.h>
 

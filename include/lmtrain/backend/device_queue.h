@@ -1,0 +1,61 @@
+// The device and its queue, the part of a backend every layer above it sees (DESIGN.md §2): what
+// the device is, its memory, how its work is ordered and timed.  LinearAlgebra (dense algebra on
+// it) and Backend (neural-network kernels on top) extend it; a communicator, the memory planner
+// and the phase clocks need only this.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "lmtrain/core/buffer.h"
+#include "lmtrain/core/timer.h"
+
+namespace lmtrain {
+
+enum class DeviceKind { kCpu, kCuda };
+
+// How a device likes each batch's Jacobian sliced (the memory plan's slice): about `bytes` of
+// working set per slice (Jacobian rows, activations) with at least `min_rows` Jacobian rows;
+// bytes = 0 asks for the largest slice the memory budget allows.
+struct SlicePreference {
+  std::size_t bytes = 0;
+  std::size_t min_rows = 1;
+  // Stride of a slice's rows (≥ n; 0: n), its extra columns held at zero: SYRK on a few dozen
+  // columns runs faster on a multiple of its kernel's width.
+  std::size_t leading_dimension = 0;
+};
+
+class DeviceQueue {
+ public:
+  virtual ~DeviceQueue() = default;
+
+  // Human-readable device description, e.g. "cpu (OpenBLAS 0.3.21, 2 threads)".
+  virtual std::string name() const = 0;
+  virtual DeviceKind device_kind() const = 0;
+  virtual MemoryResource& memory() = 0;
+  // Bytes the memory planner may consider free on this device right now.
+  virtual std::size_t available_memory_bytes() const = 0;
+  // The slicing this device runs fastest, for a step of `num_params` parameters.
+  virtual SlicePreference slice_preference(std::size_t /*num_params*/) const { return {}; }
+  // Blocks until all queued work is done (a no-op on the CPU); called before timers close.
+  virtual void synchronize() = 0;
+  // Index of the device among the visible ones of its kind (0 for the CPU).
+  virtual int device_index() const { return 0; }
+  // The queue the backend's work runs on (a cudaStream_t for CUDA; null for the CPU), for
+  // communicators that enqueue collectives on device buffers.
+  virtual void* native_stream() { return nullptr; }
+  // Work queued on this queue from now on starts only after everything queued so far on
+  // `other_queue` (another backend's native_stream() on the same device) — ordered on the device,
+  // without a host wait.  A no-op on the CPU, where every call has finished when it returns.
+  virtual void order_after(void* /*other_queue*/) {}
+  // How the device's host threads were used and why, for the Summary (the CPU: the thread count
+  // of each phase, chosen per phase; cpu_threads.h).  Empty where there is no such choice.
+  virtual std::string thread_report() const { return {}; }
+  // A clock for phases of this queue's queue (core/timer.h); the host clock on the CPU.
+  virtual std::unique_ptr<PhaseClock> make_phase_clock() {
+    return std::make_unique<HostPhaseClock>();
+  }
+};
+
+}  // namespace lmtrain

@@ -1,0 +1,78 @@
+#include "step_report.h"
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+
+#include <array>
+
+#include "module.h"
+
+namespace lmtrain::python {
+
+namespace nb = nanobind;
+
+std::map<std::string, double> phase_seconds(const PhaseTimes& times) {
+  constexpr std::array<const char*, static_cast<std::size_t>(Phase::kCount)> keys = {
+      "forward",  "jacobian",   "normal_equations", "factorization", "trial_evaluation",
+      "geodesic", "validation", "communication",    "records",       "other"};
+  std::map<std::string, double> out;
+  for (std::size_t p = 0; p < keys.size(); ++p) out[keys[p]] = times.seconds[p];
+  return out;
+}
+
+void bind_step_report(nb::module_& m) {
+  nb::enum_<TerminationReason> reason(
+      m, "TerminationReason",
+      "Why a step or a training run stopped (lmtrain/solve/termination.h); str() is the name "
+      "lmtrain fit prints.");
+  for (int r = static_cast<int>(TerminationReason::kNone);
+       r <= static_cast<int>(TerminationReason::kInterrupted); ++r) {
+    const auto value = static_cast<TerminationReason>(r);
+    const std::string name(to_string(value));
+    reason.value(name.c_str(), value);
+  }
+  reason.def("__str__", [](TerminationReason r) { return std::string(to_string(r)); })
+      .def("__bool__", [](TerminationReason r) { return r != TerminationReason::kNone; })
+      .def("__eq__",
+           [](TerminationReason r, const std::string& name) { return to_string(r) == name; })
+      .def("__eq__", [](TerminationReason a, TerminationReason b) { return a == b; })
+      .def("__hash__", [](TerminationReason r) { return static_cast<int>(r); });
+
+  using R = FrontEndStepReport;
+  nb::class_<R>(m, "StepReport", "What one LM step did (the library's StepReport).")
+      .def_ro("accepted", &R::accepted)
+      .def_ro("attempts", &R::attempts, "Solves performed.")
+      .def_ro("rejected", &R::rejected, "Valid trials that did not lower the objective.")
+      .def_ro("invalid", &R::invalid, "Failed factorizations or non-finite steps.")
+      .def_ro("objective", &R::objective_before, "The objective F before the step.")
+      .def_ro("objective_after", &R::objective_after)
+      .def_ro("penalty_before", &R::penalty_before, "The regularization's part of objective.")
+      .def_ro("penalty_after", &R::penalty_after, "The regularization's part of objective_after.")
+      .def_ro("lambda_", &R::lambda, "λ of the last solve.")
+      .def_ro("gain_ratio", &R::gain_ratio, "ρ of the accepted step.")
+      .def_ro("gradient_max_norm", &R::gradient_max_norm, "‖Jᵀr‖∞ (with the penalty's term).")
+      .def_ro("step_norm", &R::step_norm)
+      .def_ro("linear_iterations", &R::linear_iterations, "CG iterations.")
+      .def_ro("geodesic_applied", &R::geodesic_applied)
+      .def_ro("geodesic_refused", &R::geodesic_refused)
+      .def_ro("geodesic_skipped", &R::geodesic_skipped)
+      .def_ro("weight_decay", &R::weight_decay, "ρ of l2 or bayesian.")
+      .def_ro("effective_parameters", &R::effective_parameters, "γ of bayesian or ard.")
+      .def_ro("termination", &R::termination,
+              "Why training should stop after this step (falsy when it need not).")
+      .def_ro("message", &R::message)
+      .def_ro("loss", &R::loss, "The reported loss (PyTorch's mean reduction) before the step.")
+      .def_ro("loss_after", &R::loss_after)
+      .def_ro("path", &R::path, "How the Jacobian was computed.")
+      .def_ro("slice_size", &R::slice_size, "Units (samples or residual rows) per slice.")
+      .def_ro("phase_seconds", &R::phase_seconds)
+      .def("__repr__", [](const R& r) {
+        return "StepReport(accepted=" + std::string(r.accepted ? "True" : "False") +
+               ", attempts=" + std::to_string(r.attempts) + ", loss=" + std::to_string(r.loss) +
+               ", loss_after=" + std::to_string(r.loss_after) +
+               ", lambda_=" + std::to_string(r.lambda) + ", termination='" +
+               std::string(to_string(r.termination)) + "')";
+      });
+}
+
+}  // namespace lmtrain::python
