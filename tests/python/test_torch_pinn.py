@@ -222,7 +222,7 @@ def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd
         systems.append(optimizer.normal_equations(problem.points))
         report = optimizer.step(problem.points)
         systems.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
-        assert report.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
+        assert optimizer.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
             problem.jacobian_choice["mode"]] if residual_fn is problem else "autograd")
     assert problem.jacobian_choice["by"] == "measurement"
     assert set(problem.jacobian_choice["seconds"]) == {"taylor", "jacrev"}
@@ -408,4 +408,4 @@ def test_the_slow_route_warns_with_its_rate(monkeypatch: pytest.MonkeyPatch) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("error", pinn.SlowJacobianWarning)
         report = optimizer.step(x)
-    assert report.path == "pinn pointwise residual_fn sliced" and report.accepted
+    assert optimizer.path == "pinn pointwise residual_fn sliced" and report.accepted
