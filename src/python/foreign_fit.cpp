@@ -111,7 +111,7 @@ template <typename T>
 Summary foreign_fit(const ForeignStepSpec& spec, const ForeignFitRequest& request,
                     nb::object linearization, nb::object data, nb::object communicator,
                     nb::ndarray<T, nb::ndim<1>, nb::c_contig> theta, nb::object on_epoch) {
-  std::unique_ptr<Backend<T>> backend = backend_for<T>(spec.device);
+  std::unique_ptr<Backend<T>> backend = backend_for<T>(spec);
   std::unique_ptr<dist::Communicator> comm;
   if (!communicator.is_none())
     comm = std::make_unique<PythonCommunicator>(std::move(communicator), backend->device_index());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "foreign_source.h"
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/solve/solver_options.h"
@@ -29,6 +30,7 @@ struct ForeignStepSpec {
   std::size_t outputs = 1;       // per unit, for the reported loss (a residual_fn: 1 per row)
   bool float64_system = false;   // a float32 model with a float64 system (mixed precision)
   std::string device = "cpu";    // cpu or cuda:N
+  std::uintptr_t stream = 0;     // cuda: the caller's stream to run on (torch's current); 0: own
   std::size_t caller_bytes = 0;  // what the caller holds on the device (parameters, the batch)
   std::size_t fixed_bytes = 0;   // the source's measured footprint
   std::size_t bytes_per_unit = 0;
@@ -41,8 +43,12 @@ struct ForeignStepSpec {
 };
 
 template <typename T>
-inline std::unique_ptr<Backend<T>> backend_for(const std::string& device) {
-  const DeviceChoice choice = choose_device(device, 0);
+inline std::unique_ptr<Backend<T>> backend_for(const ForeignStepSpec& spec) {
+  const DeviceChoice choice = choose_device(spec.device, 0);
+  // On the caller's stream: ordered after the kernels that computed the slices and before those
+  // that read the parameters, with no synchronization of the device (torch's current stream).
+  if (choice.kind == DeviceKind::kCuda && spec.stream != 0)
+    return make_cuda_backend_on_stream<T>(choice.index, reinterpret_cast<void*>(spec.stream));
   return make_backend<T>(choice);
 }
 

@@ -42,7 +42,7 @@ class ForeignStep {
   using Vector = nb::ndarray<T, nb::ndim<1>, nb::c_contig>;
 
   ForeignStep(const ForeignStepSpec& spec, nb::object callbacks, nb::object group)
-      : spec_(spec), backend_(backend_for<T>(spec.device)) {
+      : spec_(spec), backend_(backend_for<T>(spec)) {
     if (spec.parameters == 0 || spec.max_units == 0 || spec.residuals_per_unit == 0)
       throw InvalidArgument("a step needs parameters, units and residuals per unit");
     if (!group.is_none())
@@ -254,6 +254,9 @@ void bind_foreign_step(nb::module_& m) {
       .def_rw("outputs", &S::outputs)
       .def_rw("float64_system", &S::float64_system)
       .def_rw("device", &S::device)
+      .def_rw("stream", &S::stream,
+              "cuda: the stream to run on (torch.cuda.current_stream().cuda_stream); 0: the "
+              "backend's own.")
       .def_rw("caller_bytes", &S::caller_bytes)
       .def_rw("fixed_bytes", &S::fixed_bytes)
       .def_rw("bytes_per_unit", &S::bytes_per_unit)

@@ -52,4 +52,13 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int device = 0);
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes);
 
+// A backend that queues its work on `stream`, a stream of `device` that the caller owns and keeps
+// alive longer than the backend (PyTorch's current stream, say: lmtrain.torch hands it over, so
+// that the step is ordered after the kernels that computed its Jacobian slices and before those
+// that read the parameters it updates, with no synchronization of the device and no context or
+// stream of lmtrain's own).  The backend never destroys `stream`; its destructor waits for the
+// stream's work, not the device's.  Memory limit as make_cuda_backend(device).
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int device, void* stream);
+
 }  // namespace lmtrain

@@ -629,6 +629,10 @@ class LevenbergMarquardt:
         spec.outputs = self._lin.outputs
         spec.float64_system = self._float64_system
         spec.device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
+        if self.device.type == "cuda":
+            # The library's backend queues on torch's current stream (when the step is built):
+            # after the kernels of the slices, before those that read the parameters.
+            spec.stream = torch.cuda.current_stream(self.device).cuda_stream
         spec.caller_bytes = 0 if self.device.type == "cpu" else self.n * self._theta.element_size()
         fixed, per_unit, how = self._footprint(units, spec.residuals_per_unit)
         spec.fixed_bytes, spec.bytes_per_unit, spec.footprint_measured = fixed, per_unit, how
