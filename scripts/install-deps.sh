@@ -10,6 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin              # data-parallel ranks (mpirun)
+  libscalapack-openmpi-dev                # A sharded over CPU ranks (distributed_cholesky)
   gnuplot-nox                             # PNG plots of training runs
   clang libclang-rt-14-dev libomp-dev     # libFuzzer targets of the file readers
   python3 python3-numpy python3-venv      # reference implementation, Python-side checks, venvs

@@ -9,6 +9,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/step_planner.h"
@@ -77,7 +78,44 @@ void check_data(const Dataset<T>& data, const char* what, const Sequential<T>& m
         data.inputs, data.outputs, spec.describe(), model.inputs(), model.outputs()));
 }
 
+// The step's problem on one rank of `ranks`, as fit() plans it (and Trainer::plan before a run).
+template <typename T>
+StepProblem step_problem(const Sequential<T>& model, const Loss<T>& loss, std::size_t batch,
+                         std::size_t local_batch, int ranks) {
+  StepProblem problem;
+  problem.batch = batch;
+  problem.local_batch = local_batch;
+  problem.ranks = ranks;
+  problem.loss = loss.kind();
+  // θ and the best θ, the batch, and the evaluation's activations.
+  problem.caller_bytes = (2 * model.num_params() + local_batch * (model.inputs() + model.outputs()) +
+                          local_batch * model.activation_floats_per_sample()) *
+                         sizeof(T);
+  return problem;
+}
+
 }  // namespace
+
+template <typename T>
+StepPlan Trainer<T>::plan(std::size_t samples, int ranks) const {
+  if (ranks < 1) throw InvalidArgument(fmt::format("Trainer::plan: ranks = {}; expected ≥ 1", ranks));
+  Sequential<T> model(spec_, backend_);
+  Loss<T> loss(loss_options_, model.outputs(), backend_);
+  JacobianEngine<T> engine(model, loss);
+  EngineSource<T> source(engine);
+  const std::size_t batch = trainer_options_.batch_size == 0
+                                ? samples
+                                : std::min(trainer_options_.batch_size, samples);
+  const BatchShares shares(trainer_options_.balance, ranks, 0);
+  StepProblem problem = step_problem(model, loss, batch, shares.max_shard(batch), ranks);
+  problem.collectives = ranks > 1;
+  if (ranks > 1 && !dist::distributed_normal_matrix_built(backend_.device_kind()))
+    problem.distributed_unavailable =
+        dist::distributed_normal_matrix_unavailable(nullptr, backend_.device_kind());
+  else if (ranks > 1)
+    problem.distributed_unavailable.reset();  // an MPI (NCCL) launch of this build can
+  return plan_step(solver_options_, source, problem);
+}
 
 template <typename T>
 Trainer<T>::Trainer(ModelSpec model, LossOptions loss, SolverOptions solver, TrainerOptions trainer,
@@ -110,8 +148,11 @@ class Trainer<T>::Run {
 
  private:
   void describe_problem();
-  // This rank's share of `count` samples starting at `first`: a contiguous block.
+  // This rank's equal share of `count` samples starting at `first`: a contiguous block (the
+  // evaluations; the steps' blocks come from shares_).
   std::pair<std::size_t, std::size_t> shard(std::size_t first, std::size_t count) const;
+  // After a step of `samples` on this rank: its forward and Jacobian time since `before`.
+  void record_share(const PhaseTimes& before, std::size_t samples);
   // The reported loss on a whole data set: each rank evaluates its block of rows, summed.
   double data_loss(const DeviceData<T>& data);
   // One LM step on batch b of the epoch's order; false when training stops.
@@ -134,7 +175,9 @@ class Trainer<T>::Run {
   Loss<T> loss_;
   std::size_t n_;
   int ranks_, rank_;
-  std::size_t samples_, batch_, local_batch_;
+  std::size_t samples_, batch_;
+  BatchShares shares_;  // each rank's block of a batch (train/batch_shares.h)
+  std::size_t local_batch_;
   Summary summary_;
   std::size_t bytes_before_ = 0;
   JacobianEngine<T> engine_;
@@ -167,8 +210,8 @@ Trainer<T>::Run::Run(Trainer& trainer, std::size_t params, const Dataset<T>& tra
       rank_(trainer.comm_ != nullptr ? trainer.comm_->rank() : 0),
       samples_(train.samples),
       batch_(topt_.batch_size == 0 ? train.samples : std::min(topt_.batch_size, train.samples)),
-      local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) /
-                   static_cast<std::size_t>(ranks_)),
+      shares_(topt_.balance, ranks_, rank_),
+      local_batch_(shares_.max_shard(batch_)),
       engine_(model_, loss_),
       source_(engine_),
       rng_(topt_.seed) {
@@ -224,22 +267,18 @@ void Trainer<T>::Run::describe_problem() {
   s.communicator = t_.comm_ != nullptr ? t_.comm_->name() : "local";
 
   // The linear solver and the memory plan; the budget is this rank's device.
-  StepProblem problem;
-  problem.batch = batch_;
-  problem.local_batch = local_batch_;
-  problem.ranks = ranks_;
+  StepProblem problem = step_problem(model_, loss_, batch_, local_batch_, ranks_);
   problem.collectives = t_.comm_ != nullptr && (ranks_ > 1 || t_.comm_->supports_device_buffers());
-  problem.loss = loss_.kind();
-  // θ and the best θ, the batch, and the evaluation's activations.
-  problem.caller_bytes = (2 * n_ + local_batch_ * (model_.inputs() + model_.outputs()) +
-                          local_batch_ * model_.activation_floats_per_sample()) *
-                         sizeof(T);
+  problem.distributed_unavailable =
+      dist::distributed_normal_matrix_unavailable(t_.comm_, t_.backend_.device_kind());
   planner_ = std::make_unique<StepPlanner<T>>(sopt_, source_, problem, t_.comm_);
   const StepPlan& plan = planner_->plan();
   s.linear_solver_reason = plan.solver_reason;
   s.linear_solver_used = plan.solver();
   s.geodesic_acceleration = plan.geodesic();
   s.memory_plan = plan.memory.describe();
+  s.distribution = plan.distribution;
+  s.balance = topt_.balance;
   s.planned_peak_bytes = plan.memory.peak_bytes;
   t_.backend_.memory().reset_peak();
   bytes_before_ = t_.backend_.memory().bytes_in_use();
@@ -253,6 +292,14 @@ std::pair<std::size_t, std::size_t> Trainer<T>::Run::shard(std::size_t first,
   const auto r = static_cast<std::size_t>(rank_), size = static_cast<std::size_t>(ranks_);
   const std::size_t lo = count * r / size, hi = count * (r + 1) / size;
   return {first + lo, hi - lo};
+}
+
+template <typename T>
+void Trainer<T>::Run::record_share(const PhaseTimes& before, std::size_t samples) {
+  const PhaseTimes& now = summary_.times;
+  const double seconds = now[Phase::kForward] - before[Phase::kForward] + now[Phase::kJacobian] -
+                         before[Phase::kJacobian];
+  shares_.record(seconds, samples, t_.comm_);
 }
 
 template <typename T>
@@ -379,7 +426,7 @@ template <typename T>
 bool Trainer<T>::Run::run_step(int epoch, std::size_t b, EpochRecord& record) {
   const std::size_t first = b * batch_;
   const std::size_t count = std::min(batch_, samples_ - first);
-  const auto [local_first, local_count] = shard(first, count);
+  const auto [local_first, local_count] = shares_.shard(first, count);
   const T* x = train_->x.data();
   const T* y = train_->y.data();
   if (batch_ < samples_ || ranks_ > 1) {
@@ -390,7 +437,9 @@ bool Trainer<T>::Run::run_step(int epoch, std::size_t b, EpochRecord& record) {
     x = xb_.data();
     y = yb_.data();
   }
+  const PhaseTimes before = summary_.times;
   const StepReport rep = step_with_memory_recovery(x, y, local_count);
+  record_share(before, local_count);
   summary_.count(rep);
   record.accepted += rep.accepted ? 1 : 0;
   record.rejected += rep.rejected;
@@ -493,6 +542,13 @@ Summary Trainer<T>::Run::finish(std::vector<T>& params) {
   }
   summary_.peak_device_bytes =
       t_.backend_.memory().peak_bytes_in_use() - bytes_before_ + lm_->system_peak_bytes();
+  summary_.batch_shares = shares_.shares();
+  if (ranks_ > 1) {  // collective: every rank finishes
+    const std::uint64_t mine = summary_.peak_device_bytes;
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
+    t_.comm_->allgather(&mine, sizeof mine, all.data());
+    summary_.rank_peak_bytes.assign(all.begin(), all.end());
+  }
   t_.backend_.copy_to_host(theta_.data(), params.data(), n_);
   t_.backend_.synchronize();
   summary_.total_seconds = seconds_since(start_);

@@ -15,6 +15,8 @@
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
+#include "lmtrain/solve/step_planner.h"
+#include "lmtrain/train/batch_shares.h"
 #include "lmtrain/train/dataset.h"
 #include "lmtrain/train/summary.h"
 
@@ -41,6 +43,11 @@ struct TrainerOptions {
   // the process ends at once (Python: KeyboardInterrupt at once).  A second signal does not wait.
   // ∞: wait for the step however long it runs; 0: the first signal ends the process.
   double stop_grace_s = 30.0;
+  // Each rank's share of a batch with several ranks (train/batch_shares.h): equal blocks, or
+  // blocks that follow each rank's measured forward-and-Jacobian throughput of the previous steps
+  // (heterogeneous ranks).  Measured shares change A only by the order of its sums, but that
+  // order then depends on timing: runs are no longer bit-reproducible.
+  BatchBalance balance = BatchBalance::kEqual;
 
   bool is_valid(std::string* error) const;
   void validate() const;
@@ -115,6 +122,11 @@ class Trainer {
   std::vector<T> predict(const std::vector<T>& params, const std::vector<T>& x);
 
   const ModelSpec& model() const { return spec_; }
+  // The linear solver and the memory plan a fit on `samples` training samples would get on each
+  // of `ranks` ranks of this backend's kind, without training (lmtrain info --plan): what fit()
+  // resolves, with the budget of this backend's device.  Throws MemoryPlanError when nothing
+  // fits, as fit() would.
+  StepPlan plan(std::size_t samples, int ranks) const;
 
  private:
   class Run;  // one fit(): its state and phases (trainer.cpp)
