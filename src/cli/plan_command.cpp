@@ -26,14 +26,13 @@ int print_plan(const RunConfig& config, const PlanArgs& args) {
   auto backend = make_backend<T>(device);
   const Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
   const std::size_t samples = data.train.inputs.rows;
-  const std::size_t batch = config.trainer.batch_size == 0
-                                ? samples
-                                : std::min(config.trainer.batch_size, samples);
+  const std::size_t batch =
+      config.trainer.batch_size == 0 ? samples : std::min(config.trainer.batch_size, samples);
   fmt::print("Plan of {} on {} rank(s) of {} (nothing is trained)\n\n", config.config_path,
              args.ranks, backend->name());
   fmt::print("{:<26}{}\n", "Model", spec.describe());
-  fmt::print("{:<26}{} samples per batch, {} training samples; batch shares: {}\n", "Batch",
-             batch, samples, to_string(config.trainer.balance));
+  fmt::print("{:<26}{} samples per batch, {} training samples; batch shares: {}\n", "Batch", batch,
+             samples, to_string(config.trainer.balance));
   StepPlan plan;
   try {
     plan = trainer.plan(samples, args.ranks);

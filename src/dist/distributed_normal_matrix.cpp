@@ -49,7 +49,7 @@ bool distributed_normal_matrix_built(DeviceKind device) noexcept {
 }
 
 std::optional<std::string> distributed_normal_matrix_unavailable(const Communicator* comm,
-                                                                  DeviceKind device) {
+                                                                 DeviceKind device) {
   if (device == DeviceKind::kCuda) {
 #ifdef LMTRAIN_HAVE_CUSOLVERMP
     if (comm == nullptr || comm->nccl_comm() == nullptr)
@@ -79,10 +79,8 @@ std::optional<std::string> distributed_normal_matrix_unavailable(const Communica
 }
 
 template <typename T>
-std::unique_ptr<DistributedNormalMatrix<T>> make_distributed_normal_matrix(Communicator& comm,
-                                                                           LinearAlgebra<T>& backend,
-                                                                           std::size_t n,
-                                                                           std::size_t nb) {
+std::unique_ptr<DistributedNormalMatrix<T>> make_distributed_normal_matrix(
+    Communicator& comm, LinearAlgebra<T>& backend, std::size_t n, std::size_t nb) {
   if (const auto why = distributed_normal_matrix_unavailable(&comm, backend.device_kind()))
     throw Error("SolverOptions::linear_solver = distributed_cholesky: " + *why);
   if (nb == 0) throw InvalidArgument("SolverOptions::distributed_block_size must be ≥ 1");

@@ -149,7 +149,9 @@ bool mpi_built() noexcept {
 }
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
-  throw Error("lmtrain was built without MPI; install libopenmpi-dev (scripts/install-deps.sh) and rebuild");
+  throw Error(
+      "lmtrain was built without MPI; install libopenmpi-dev (scripts/install-deps.sh) and "
+      "rebuild");
 }
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {

@@ -111,7 +111,8 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     system_.fill(ne.g.data(), n, S(0));
     if (ne.distributed != nullptr) {
       ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-      for (std::size_t p = ne.distributed->begin(0); p > 0; --p) ne.distributed->accumulate(nullptr, 0, n);
+      for (std::size_t p = ne.distributed->begin(0); p > 0; --p)
+        ne.distributed->accumulate(nullptr, 0, n);
     } else if (!store_jacobian_) {
       system_.fill(ne.a.data(), n * n, S(0));
     }

@@ -51,9 +51,9 @@ std::optional<Regularization> parse_regularization(std::string_view s) {
   return std::nullopt;
 }
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s) {
-  for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
-                 LinearSolverType::kEigen, LinearSolverType::kCg,
-                 LinearSolverType::kDistributedCholesky})
+  for (auto t :
+       {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
+        LinearSolverType::kEigen, LinearSolverType::kCg, LinearSolverType::kDistributedCholesky})
     if (to_string(t) == s) return t;
   return std::nullopt;
 }
@@ -171,8 +171,9 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
-  c.require(distributed_block_size >= 1 && distributed_block_size <= 65536, "distributed_block_size",
-            static_cast<double>(distributed_block_size), "1 ≤ distributed_block_size ≤ 65536");
+  c.require(distributed_block_size >= 1 && distributed_block_size <= 65536,
+            "distributed_block_size", static_cast<double>(distributed_block_size),
+            "1 ≤ distributed_block_size ≤ 65536");
   c.require(geodesic_ratio > 0 && finite(geodesic_ratio), "geodesic_ratio", geodesic_ratio,
             "0 < geodesic_ratio < ∞");
   c.require(geodesic_step > 0 && geodesic_step <= 1, "geodesic_step", geodesic_step,

@@ -45,8 +45,7 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
                          n, options.distributed_block_size, p.ranks) +
                          n  // A's diagonal on every rank
                    : LinearSolver<S>::workspace_elements(solver, n, m)) +
-      Damping<S>::system_elements(n) +
-      Penalty<T, S>::system_elements(options, n) +
+      Damping<S>::system_elements(n) + Penalty<T, S>::system_elements(options, n) +
       LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
   if (geodesic) {
     model_elements += GeodesicAcceleration<T, S>::model_elements(m, n);
@@ -79,8 +78,8 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
     case LinearSolverType::kDistributedCholesky: {
       const dist::BlockCyclicLayout layout = grid_layout(options, n, p.ranks);
       in.normal_matrix_bytes = layout.largest_share() * sizeof(S);
-      in.normal_matrix_name = fmt::format("the largest rank's share of A on a {} process grid",
-                                          layout.grid.describe());
+      in.normal_matrix_name =
+          fmt::format("the largest rank's share of A on a {} process grid", layout.grid.describe());
       in.way_out =
           ", more ranks (each holds about 2n²/R values: its share of A and of A's factor), or "
           "SolverOptions::linear_solver = \"cg\" (matrix-free: stores J, never A)";
@@ -116,12 +115,11 @@ std::string distribution_of(const SolverOptions& options, std::size_t n, int ran
 
 // After A did not fit one rank (`why`): distributed_cholesky when the ranks can hold A's shares.
 template <typename T>
-bool choose_distributed(StepPlan& plan, const LinearizationSource<T>& source,
-                        const StepProblem& p, const std::string& why) {
+bool choose_distributed(StepPlan& plan, const LinearizationSource<T>& source, const StepProblem& p,
+                        const std::string& why) {
   if (p.distributed_unavailable || is_evidence_based(plan.options.regularization)) return false;
   try {
-    plan.memory =
-        plan_step_memory(plan.options, LinearSolverType::kDistributedCholesky, source, p);
+    plan.memory = plan_step_memory(plan.options, LinearSolverType::kDistributedCholesky, source, p);
   } catch (const MemoryPlanError&) {
     return false;
   }
@@ -206,9 +204,9 @@ StepPlan plan_step(const SolverOptions& options, const LinearizationSource<T>& s
         "cholesky on the primal system is used";
   } else if (given == LinearSolverType::kDistributedCholesky && p.distributed_unavailable) {
     plan.options.linear_solver = LinearSolverType::kCholesky;
-    plan.solver_reason = fmt::format(
-        "distributed_cholesky requested, but {}; cholesky on the whole A is used",
-        *p.distributed_unavailable);
+    plan.solver_reason =
+        fmt::format("distributed_cholesky requested, but {}; cholesky on the whole A is used",
+                    *p.distributed_unavailable);
   } else if (given == LinearSolverType::kDistributedCholesky) {
     plan.distribution = distribution_of<T>(options, n, p.ranks);
     plan.solver_reason = fmt::format("distributed_cholesky as requested: {}", plan.distribution);

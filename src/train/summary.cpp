@@ -67,7 +67,7 @@ std::string Summary::full_report() const {
   line("Device", device);
   const bool sharded_a = linear_solver_used == LinearSolverType::kDistributedCholesky;
   line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
-                            ranks <= 1   ? ""
+                            ranks <= 1  ? ""
                             : sharded_a ? "; batches sharded, A reduce-scattered over the grid"
                                         : "; batches sharded, A and g all-reduced"));
   if (ranks > 1) {

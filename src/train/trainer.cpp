@@ -88,9 +88,10 @@ StepProblem step_problem(const Sequential<T>& model, const Loss<T>& loss, std::s
   problem.ranks = ranks;
   problem.loss = loss.kind();
   // θ and the best θ, the batch, and the evaluation's activations.
-  problem.caller_bytes = (2 * model.num_params() + local_batch * (model.inputs() + model.outputs()) +
-                          local_batch * model.activation_floats_per_sample()) *
-                         sizeof(T);
+  problem.caller_bytes =
+      (2 * model.num_params() + local_batch * (model.inputs() + model.outputs()) +
+       local_batch * model.activation_floats_per_sample()) *
+      sizeof(T);
   return problem;
 }
 
@@ -98,14 +99,14 @@ StepProblem step_problem(const Sequential<T>& model, const Loss<T>& loss, std::s
 
 template <typename T>
 StepPlan Trainer<T>::plan(std::size_t samples, int ranks) const {
-  if (ranks < 1) throw InvalidArgument(fmt::format("Trainer::plan: ranks = {}; expected ≥ 1", ranks));
+  if (ranks < 1)
+    throw InvalidArgument(fmt::format("Trainer::plan: ranks = {}; expected ≥ 1", ranks));
   Sequential<T> model(spec_, backend_);
   Loss<T> loss(loss_options_, model.outputs(), backend_);
   JacobianEngine<T> engine(model, loss);
   EngineSource<T> source(engine);
-  const std::size_t batch = trainer_options_.batch_size == 0
-                                ? samples
-                                : std::min(trainer_options_.batch_size, samples);
+  const std::size_t batch =
+      trainer_options_.batch_size == 0 ? samples : std::min(trainer_options_.batch_size, samples);
   const BatchShares shares(trainer_options_.balance, ranks, 0);
   StepProblem problem = step_problem(model, loss, batch, shares.max_shard(batch), ranks);
   problem.collectives = ranks > 1;

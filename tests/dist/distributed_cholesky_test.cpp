@@ -31,9 +31,9 @@ Dataset<double> wave(std::size_t samples, std::uint64_t seed, double noise = 0.0
 
 // θ after one step of `solver` on this rank's rows [first, first + count) of `data`, from the
 // torch initialization of seed 5 (geodesic acceleration off: δ alone).
-std::vector<double> one_step(LinearSolverType solver, const ModelSpec& spec, const Dataset<double>& data,
-                             std::size_t first, std::size_t count, std::size_t slice,
-                             StepReport& report) {
+std::vector<double> one_step(LinearSolverType solver, const ModelSpec& spec,
+                             const Dataset<double>& data, std::size_t first, std::size_t count,
+                             std::size_t slice, StepReport& report) {
   auto backend = make_cpu_backend<double>();
   Sequential<double> model(spec, *backend);
   Loss<double> loss(LossOptions{}, model.outputs(), *backend);
@@ -53,7 +53,8 @@ std::vector<double> one_step(LinearSolverType solver, const ModelSpec& spec, con
     backend->copy_from_host(data.x.data() + first, x.data(), count);
     backend->copy_from_host(data.y.data() + first, y.data(), count);
   }
-  auto step = make_lm_step<double>(o, solver, source, slice, std::max<std::size_t>(count, 1), g_world);
+  auto step =
+      make_lm_step<double>(o, solver, source, slice, std::max<std::size_t>(count, 1), g_world);
   PhaseTimes times;
   report = step->step(params.data(), x.data(), y.data(), count, times);
   std::vector<double> after(theta.size());
@@ -101,7 +102,7 @@ struct TrainedRun {
 };
 
 TrainedRun train(SolverOptions solver, TrainerOptions trainer, const ModelSpec& spec,
-          const Dataset<double>& data, dist::Communicator* comm) {
+                 const Dataset<double>& data, dist::Communicator* comm) {
   auto backend = make_cpu_backend<double>();
   Trainer<double> t(spec, LossOptions{}, solver, trainer, *backend);
   t.set_communicator(comm);

@@ -44,8 +44,10 @@ class Communicator {
   // rank r's part (counts[r] values) at offset counts[0] + … + counts[r−1]; `recv` gets this rank's
   // part summed over the ranks.  A distributed normal matrix's panels reach their owners this
   // way.  By default an all-reduce of the whole buffer (MPI overrides it with MPI_Reduce_scatter).
-  virtual void reduce_scatter_sum(const double* send, double* recv, std::span<const std::size_t> counts);
-  virtual void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts);
+  virtual void reduce_scatter_sum(const double* send, double* recv,
+                                  std::span<const std::size_t> counts);
+  virtual void reduce_scatter_sum(const float* send, float* recv,
+                                  std::span<const std::size_t> counts);
   // Collectives on device buffers (NCCL).  Host-only communicators (local, MPI) return false and
   // throw lmtrain::Error from the *_device functions; the caller then copies to the host and
   // uses the host collectives above.

@@ -64,7 +64,7 @@ class DistributedNormalMatrix {
 // can: CPU ranks need lmtrain's MPI communicator and ScaLAPACK; GPU ranks need NCCL and the
 // cuSOLVERMp module.
 std::optional<std::string> distributed_normal_matrix_unavailable(const Communicator* comm,
-                                                                  DeviceKind device);
+                                                                 DeviceKind device);
 // Whether this build could factor a distributed A on `device` at all (for plans made before any
 // communicator exists: lmtrain info --plan).
 bool distributed_normal_matrix_built(DeviceKind device) noexcept;
@@ -72,9 +72,7 @@ bool distributed_normal_matrix_built(DeviceKind device) noexcept;
 // A distributed A of n × n in nb × nb blocks on the process grid of comm's ranks, on the
 // backend's device.  Throws lmtrain::Error with distributed_normal_matrix_unavailable's reason.
 template <typename T>
-std::unique_ptr<DistributedNormalMatrix<T>> make_distributed_normal_matrix(Communicator& comm,
-                                                                           LinearAlgebra<T>& backend,
-                                                                           std::size_t n,
-                                                                           std::size_t nb);
+std::unique_ptr<DistributedNormalMatrix<T>> make_distributed_normal_matrix(
+    Communicator& comm, LinearAlgebra<T>& backend, std::size_t n, std::size_t nb);
 
 }  // namespace lmtrain::dist

@@ -207,9 +207,9 @@ struct SolverOptions {
 // SolverOptions::geodesic_acceleration with auto resolved for `loss` (see the field).
 bool geodesic_acceleration_for(const SolverOptions& options, LossKind loss);
 // Whether the step applies geodesic acceleration with this (resolved) solver: when asked for and
-// the solver is direct (cholesky, eigen, distributed_cholesky).  Auto counts as asked for here: the Trainer and the
-// Python steps resolve it for their loss first (geodesic_acceleration_for); a caller that gives
-// the step its own residuals (least squares) gets the correction.
+// the solver is direct (cholesky, eigen, distributed_cholesky).  Auto counts as asked for here: the
+// Trainer and the Python steps resolve it for their loss first (geodesic_acceleration_for); a
+// caller that gives the step its own residuals (least squares) gets the correction.
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver);
 // SolverOptions::geodesic_backoff_max with auto (−1) resolved for a model of this precision.
 int geodesic_backoff_max(const SolverOptions& options, bool float32_model);

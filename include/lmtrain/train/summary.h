@@ -13,8 +13,8 @@
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/solver_options.h"
-#include "lmtrain/train/batch_shares.h"
 #include "lmtrain/solve/termination.h"
+#include "lmtrain/train/batch_shares.h"
 
 namespace lmtrain {
 
