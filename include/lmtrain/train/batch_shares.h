@@ -38,10 +38,14 @@ class BatchShares {
   // The most samples any rank can be given of a batch of `batch`: what its buffers hold.
   std::size_t max_shard(std::size_t batch) const;
   // After a step: this rank linearized `samples` samples in `seconds` (forward pass and Jacobian).
-  // With measured balance, gathers every rank's figure (collective: every rank calls it after
-  // every step) and sets the shares of the next step; with equal balance it does nothing.
+  // With measured balance, gathers every rank's throughput over its recent steps (collective:
+  // every rank calls it after every step) and sets the shares of the next step; with equal
+  // balance it does nothing.
   void record(double seconds, std::size_t samples, dist::Communicator* comm);
   const std::vector<double>& shares() const { return shares_; }
+  // Sets the shares (one per rank, positive, summing to 1): a resume that keeps them, or a test.
+  // Throws InvalidArgument otherwise.
+  void set_shares(const std::vector<double>& shares);
 
   // The shares after one measurement: halfway from `shares` towards the measured throughputs'
   // proportions (samples per second; a rank without a usable measurement keeps its share), kept
@@ -50,9 +54,12 @@ class BatchShares {
                                          const std::vector<double>& throughput);
 
  private:
+  // How much of the previous steps' measurements the next one keeps.
+  static constexpr double kMemory = 0.8;
   BatchBalance mode_;
   int ranks_, rank_;
   std::vector<double> shares_;
+  double recent_samples_ = 0, recent_seconds_ = 0;  // this rank's decayed sums
 };
 
 }  // namespace lmtrain
