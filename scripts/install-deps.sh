@@ -28,12 +28,14 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# cuSOLVERMp and cuBLASMp (PyPI wheels) for distributed_cholesky on GPU ranks, where nvcc is.
+"$(dirname "$0")/install-cusolvermp.sh"
