@@ -9,10 +9,11 @@
 //                           per-phase floors
 //
 // usage:
-//   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double | --mixed] [--device cpu|cuda]
-//   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double | --mixed] [--device cpu|cuda]
-//   lmtrain_workloads W7 [--epochs 200] [--seed S] [--double | --mixed] [--device cpu|cuda]
+//   lmtrain_workloads W1 [--epochs 50] [--seed S] [--double|--mixed|--float32] [--device D]
+//   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double|--mixed|--float32] [--device D]
+//   lmtrain_workloads W7 [--epochs 200] [--seed S] [--double|--mixed|--float32] [--device D]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
+//   (--device cpu|cuda; default precision: auto, as lmtrain fit; --float32: float32 throughout)
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
@@ -83,7 +84,8 @@ struct Args {
   int epochs = -1;  // -1: the workload's default
   std::uint64_t seed = 0;
   bool use_double = false;
-  bool mixed = false;  // float32 model, float64 A and solve (precision = "mixed")
+  bool mixed = false;    // float32 model, float64 A and solve (precision = "mixed")
+  bool float32 = false;  // float32 throughout (precision = "float32"; default: auto)
   std::string device = "cpu";
   std::optional<bool> roofline;  // unset: on for W1, W2 and W3
   // W3
@@ -121,7 +123,8 @@ struct Args {
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw lmtrain::InvalidArgument(fmt::format(
-      "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed] "
+      "{}\nusage: lmtrain_workloads W1|W2|W7 [--epochs N] [--seed S] [--double | --mixed | "
+      "--float32] "
       "[--device cpu|cuda]\n"
       "       (every workload: [--roofline | --no-roofline], default on for W1, W2, W3, W4, W7)\n"
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
@@ -156,6 +159,8 @@ Args parse(int argc, char** argv) {
       a.use_double = true;
     else if (arg == "--mixed")
       a.mixed = true;
+    else if (arg == "--float32")
+      a.float32 = true;
     else if (arg == "--device")
       a.device = value();
     else if (arg == "--roofline")
@@ -680,6 +685,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   solver.geodesic_acceleration = args.geodesic;  // unset: lmtrain's default (auto)
   if (args.geodesic_backoff_max >= 0) solver.geodesic_backoff_max = args.geodesic_backoff_max;
   if (args.mixed) solver.system_precision = lmtrain::SystemPrecision::kFloat64;
+  if (args.float32) solver.system_precision = lmtrain::SystemPrecision::kModel;
   const auto linear_solver = lmtrain::parse_linear_solver(args.solver);
   if (!linear_solver)
     usage_error(

@@ -704,7 +704,8 @@ DESCRIPTIONS = {
     'W6': 'FANN sets, 1 hidden layer of 16 tanh units, linear outputs, full batch, float32, '
           'same wall-clock budget for every tool',
     'W7': "sinc-769-full: W2's data and network, full batch of 100 000 (cuPyLMA's "
-          'examples/curve_fitting), float32 model; lmtrain-mixed: float64 system',
+          'examples/curve_fitting), float32 model; lmtrain: precision auto (a float64 system '
+          'for 100 000 rows per A), lmtrain-float32: float32 throughout',
 }
 
 

@@ -74,7 +74,15 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     if ranks > 1:
-        dist.init_process_group("gloo")
+        # The store under a prefix per torchrun attempt: after a restart, torch 2.15's elastic
+        # agent serves the same store to the new ranks, and the process group's keys of the
+        # attempt before (the dead ranks' addresses) left the new ranks waiting for each other
+        # or connecting to a dead port.  Each attempt now meets only its own keys.
+        store, rank, world = next(dist.rendezvous("env://"))
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"lmtrain/attempt_{attempt}",
+                                                                store),
+                                rank=rank, world_size=world)
     rank = dist.get_rank() if ranks > 1 else 0
     x, y = read_data(args.data)
 

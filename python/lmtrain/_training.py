@@ -139,7 +139,7 @@ def architecture(layers: Sequence[int | str | Mapping[str, Any]], n_inputs: int,
 
 
 def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayLike, *,
-        task: str = "regression", precision: str = "float32", device: str = "cpu",
+        task: str = "regression", precision: str = "auto", device: str = "cpu",
         init: str = "torch", seed: int = 0, standardize_inputs: bool = True,
         standardize_targets: bool = True,
         validation: tuple[ArrayLike, ArrayLike] | None = None,
@@ -165,8 +165,12 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         class labels of shape (n_samples,).
     task : {"regression", "classification"}, default="regression"
         Classification trains on one-hot targets with the ``cross_entropy`` loss by default.
-    precision : {"float32", "mixed", "float64"}, default="float32"
-        Model and Jacobian precision; ``mixed`` solves the normal equations in float64.
+    precision : {"auto", "float32", "mixed", "float64"}, default="auto"
+        ``auto``, ``float32`` and ``mixed`` train a float32 model: ``mixed`` solves the normal
+        equations in float64, ``float32`` in float32, and ``auto`` chooses per problem and device
+        (float64 for ``bayesian`` and ``ard``, and when a batch has at least 16 384 residual
+        rows on a device with a fast float64 unit; ``summary.precision_reason`` says why), as
+        ``lmtrain fit``'s ``precision``.  ``float64``: everything in float64.
     device : str, default="cpu"
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
     init : {"torch", "glorot", "he"}, default="torch"
@@ -288,11 +292,11 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
 
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
-        file, fields = _core.train(request, x, targets, x_val, y_val, progress)
+        file, summary = _core.train(request, x, targets, x_val, y_val, progress)
     finally:
         if progress is not None:
             progress.close()
-    return Model(file), Summary._from_fields(fields)
+    return Model(file), summary
 
 
 @atexit.register

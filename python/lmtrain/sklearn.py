@@ -203,9 +203,13 @@ class LMRegressor(RegressorMixin, _LMEstimator):
         evidence after every step (MATLAB trainbr); ``ard`` does so with one ρ per input's
         weights, per layer's weights and per layer's biases, and sets ``feature_relevances_``.
     weight_decay : float, default=0.0
-        ρ of ``l2``; the initial ρ of ``bayesian`` and ``ard`` (0: estimated).
-    precision : {"float64", "mixed", "float32"}, default="float64"
-        Precision of the network and the normal equations.
+        ρ of ``l2``; the initial ρ of ``bayesian`` and ``ard`` (0: ``bayesian`` from the
+        evidence estimate at the initialization, ``ard`` from a ρ small next to the data's
+        curvature, ``solver_options``' ``ard_initial_scale``, with each update damped to at
+        most ``ard_max_factor``).
+    precision : {"float64", "auto", "mixed", "float32"}, default="float64"
+        Precision of the network and the normal equations; ``auto`` trains a float32 network
+        and picks a float32 or float64 system for the problem, as ``lmtrain fit``'s default.
     max_epochs : int, default=100
         Passes over the training data (full batch: one LM step each).
     batch_size : int or None, default=None

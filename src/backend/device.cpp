@@ -111,6 +111,10 @@ DeviceChoice choose_device(std::string_view device, int local_rank) {
   return choose_device(parse_device(device), local_rank, cuda_device_count(), cuda_backend_built());
 }
 
+double float64_rate(DeviceKind kind, int index) {
+  return kind == DeviceKind::kCuda ? cuda_float64_rate(index) : 0.5;
+}
+
 template <typename T>
 std::unique_ptr<Backend<T>> make_backend(const DeviceChoice& choice) {
   if (choice.kind == DeviceKind::kCpu) return make_cpu_backend<T>();

@@ -16,6 +16,7 @@
 #include "lmtrain/io/checkpoint.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
+#include "lmtrain/io/summary_json.h"
 #include "lmtrain/lmtrain.h"
 #include "metrics.h"
 #include "plots.h"
@@ -193,8 +194,11 @@ std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles&
   return state;
 }
 
-// The step and epoch records of a run: the progress display, history.csv and epochs.csv
-// (rewritten atomically after every epoch, so a kill leaves whole files).
+// The step and epoch records of a run: the progress display, history.csv and epochs.csv.  The
+// files are rewritten atomically (a kill leaves whole files) before every checkpoint — so a
+// resume finds the rows it continues —, at the end, and otherwise at most every
+// kRecordSeconds for someone watching them: each write syncs two files to the disk, which cost
+// W1 (50 epochs of 20 steps of 0.3 ms) three times its training time when done every epoch.
 class RunRecorder {
  public:
   RunRecorder(const RunFiles& files, int max_epochs, std::size_t batches,
@@ -215,11 +219,19 @@ class RunRecorder {
     progress_.on_epoch(e);
     if (files_.root) append_history_rows(steps_, epochs_, history_);
     steps_.clear();
+    if (seconds_since(written_) >= kRecordSeconds) write();
+  }
+  // history.csv and epochs.csv as they stand (rank 0 only).
+  void write() {
+    written_ = Clock::now();
     if (!files_.root) return;
     io::write_file_atomically((files_.dir / "history.csv").string(), history_);
     io::write_file_atomically((files_.dir / "epochs.csv").string(), epochs_csv(epochs_));
   }
-  void finish() { progress_.finish(); }
+  void finish() {
+    progress_.finish();
+    write();
+  }
 
  private:
   const RunFiles& files_;
@@ -227,6 +239,8 @@ class RunRecorder {
   std::vector<EpochRecord> epochs_;
   std::string history_;  // history.csv as written so far
   Progress progress_;
+  static constexpr double kRecordSeconds = 10.0;
+  Clock::time_point written_ = Clock::now();
 };
 
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
@@ -246,6 +260,8 @@ std::optional<int> early_end(const Summary& summary, const RunFiles& files, cons
       fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
                  summary.message, files.checkpoint.string());
       io::write_file_atomically((files.dir / "summary.txt").string(), summary.full_report());
+      io::write_file_atomically((files.dir / "summary.json").string(),
+                                io::summary_to_json(summary).dump(2) + "\n");
     }
     return 3;
   }
@@ -372,6 +388,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   trainer.set_epoch_callback([&](const EpochRecord& e) { recorder.on_epoch(e); });
   trainer.set_checkpoint_handler(
       [&](const TrainingState<T>& state) {
+        recorder.write();  // the rows a resume from this checkpoint keeps
         if (files.root) io::write_checkpoint(files.checkpoint.string(), state, fingerprint);
       },
       config.checkpoint_every);
@@ -401,12 +418,14 @@ int fit(const RunConfig& config, const FitArgs& args) {
   write_model(params, spec, data, config, summary, provenance, files);
   const std::string report = summary.full_report() + held_out;
   io::write_file_atomically((files.dir / "summary.txt").string(), report);
+  io::write_file_atomically((files.dir / "summary.json").string(),
+                            io::summary_to_json(summary).dump(2) + "\n");
   std::string warning;
   const auto pngs = make_plots(files.dir.string(), &warning);
   if (!files.quiet) {
     fmt::print("{}", report);
     fmt::print(
-        "\nOutputs in {}: model.safetensors, summary.txt, history.csv, epochs.csv, "
+        "\nOutputs in {}: model.safetensors, summary.txt, summary.json, history.csv, epochs.csv, "
         "checkpoint.safetensors{}\n",
         files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
   }
@@ -418,7 +437,8 @@ int fit(const RunConfig& config, const FitArgs& args) {
 
 int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
-  // Mixed precision trains a float32 model; its solver options ask for a float64 system.
+  // auto and mixed train a float32 model; their solver options ask for an automatic or a float64
+  // system.
   return config.precision == Precision::kFloat64 ? fit<double>(config, args)
                                                  : fit<float>(config, args);
 }

@@ -21,7 +21,17 @@
 namespace lmtrain::cli {
 
 std::string_view to_string(Precision p) {
-  return p == Precision::kFloat32 ? "float32" : p == Precision::kMixed ? "mixed" : "float64";
+  switch (p) {
+    case Precision::kAuto:
+      return "auto";
+    case Precision::kFloat32:
+      return "float32";
+    case Precision::kMixed:
+      return "mixed";
+    case Precision::kFloat64:
+      return "float64";
+  }
+  return "unknown";
 }
 
 namespace {
@@ -367,6 +377,8 @@ void parse_solver(Section& s, SolverOptions& o) {
   if (auto v = s.choice("regularization", {"none", "l2", "bayesian", "ard"}))
     o.regularization = *parse_regularization(*v);
   set_double(s, "weight_decay", [&](double v) { o.weight_decay = v; });
+  set_double(s, "ard_initial_scale", [&](double v) { o.ard_initial_scale = v; });
+  set_double(s, "ard_max_factor", [&](double v) { o.ard_max_factor = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
   o.distributed_block_size = s.count("distributed_block_size", o.distributed_block_size, 1);
   // Absent or "auto": SolverOptions::geodesic_acceleration's auto (on except for softmax
@@ -426,12 +438,16 @@ namespace {
 void parse_top_level(Section& top, const std::string& path, const std::filesystem::path& base,
                      RunConfig& c) {
   c.seed = static_cast<std::uint64_t>(top.count("seed", 0));
-  if (auto p = top.choice("precision", {"float32", "mixed", "float64"})) {
-    c.precision = *p == "float32" ? Precision::kFloat32
-                  : *p == "mixed" ? Precision::kMixed
-                                  : Precision::kFloat64;
-    if (c.precision == Precision::kMixed) c.solver.system_precision = SystemPrecision::kFloat64;
-  }
+  if (auto p = top.choice("precision", {"auto", "float32", "mixed", "float64"}))
+    c.precision = *p == "auto"      ? Precision::kAuto
+                  : *p == "float32" ? Precision::kFloat32
+                  : *p == "mixed"   ? Precision::kMixed
+                                    : Precision::kFloat64;
+  // auto: a float32 model whose system the library chooses (SystemPrecision::kAuto); float32 is
+  // float32 throughout, as asked.
+  c.solver.system_precision = c.precision == Precision::kAuto    ? SystemPrecision::kAuto
+                              : c.precision == Precision::kMixed ? SystemPrecision::kFloat64
+                                                                 : SystemPrecision::kModel;
   c.device = top.string("device").value_or("cpu");
   try {
     (void)parse_device(c.device);  // the library's parser (backend/device.h), one set of rules

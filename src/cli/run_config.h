@@ -3,9 +3,11 @@
 // the line, the key, what was expected, and suggest the closest valid key for a misspelling.
 //
 //   seed = 0                     # initialization, shuffling and splits
-//   precision = "float32"        # float32 | mixed (float32 model and J, float64 A and solve) |
-//   float64 device = "cpu" communicator = "auto"        # auto: NCCL between CUDA ranks (when built
-//   with it), else MPI |
+//   precision = "auto"           # auto: float32 model and J, A and the solve in float32 or
+//                                # float64 as SystemPrecision::kAuto chooses | float32 |
+//                                # mixed (float64 A and solve) | float64
+//   device = "cpu"
+//   communicator = "auto"        # auto: NCCL between CUDA ranks (when built with it), else MPI |
 //                                # nccl (also with one rank) | host (MPI, device data via host)
 //   output_dir = "runs/sinc"     # relative to the config file's directory
 //
@@ -38,8 +40,7 @@
 //              # cross_entropy_sampled | bce | huber | l1 (core/loss_kind.h)
 //   [solver]   every field of lmtrain::SolverOptions (solve/solver_options.h), same names,
 //              e.g. regularization = "bayesian" (none | l2 | bayesian | ard), weight_decay = 0.0;
-//              system_precision is set by precision = "mixed" (float32 with bayesian or ard
-//              solves in float64 on its own: SystemPrecision::kAuto)
+//              system_precision is set by the top-level precision
 //   [trainer]  every field of lmtrain::TrainerOptions (train/trainer.h), same names, e.g.
 //              stop_grace_s = 30.0 (seconds the step under way gets after the first SIGINT/SIGTERM
 //              before the process ends at once, exit 130/143; inf: no limit), plus
@@ -58,7 +59,7 @@
 
 namespace lmtrain::cli {
 
-enum class Precision { kFloat32, kMixed, kFloat64 };
+enum class Precision { kAuto, kFloat32, kMixed, kFloat64 };
 enum class CommunicatorChoice { kAuto, kNccl, kHost };
 enum class Task { kRegression, kClassification };
 
@@ -94,7 +95,7 @@ struct ModelConfig {
 struct RunConfig {
   std::string config_path;
   std::uint64_t seed = 0;
-  Precision precision = Precision::kFloat32;
+  Precision precision = Precision::kAuto;
   std::string device = "cpu";
   CommunicatorChoice communicator = CommunicatorChoice::kAuto;
   std::string output_dir;

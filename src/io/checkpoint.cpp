@@ -7,6 +7,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
+#include "lmtrain/io/summary_json.h"
 #include "safetensors.h"
 
 namespace lmtrain::io {
@@ -19,42 +20,6 @@ namespace {
 
 constexpr int kCheckpointVersion = 1;
 
-// JSON has no NaN: a missing validation loss is stored as null.
-nlohmann::json number(double v) {
-  return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v);
-}
-double number(const nlohmann::json& j) {
-  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
-}
-
-nlohmann::json to_json(const EpochRecord& e) {
-  return {{"epoch", e.epoch},
-          {"training_loss", number(e.training_loss)},
-          {"validation_loss", number(e.validation_loss)},
-          {"lambda", e.lambda},
-          {"accepted", e.accepted},
-          {"rejected", e.rejected},
-          {"invalid", e.invalid},
-          {"gradient_max_norm", e.gradient_max_norm},
-          {"step_norm", e.step_norm},
-          {"seconds", e.seconds}};
-}
-
-EpochRecord epoch_from_json(const nlohmann::json& j) {
-  EpochRecord e;
-  e.epoch = j.at("epoch").get<int>();
-  e.training_loss = number(j.at("training_loss"));
-  e.validation_loss = number(j.at("validation_loss"));
-  e.lambda = j.at("lambda").get<double>();
-  e.accepted = j.at("accepted").get<int>();
-  e.rejected = j.at("rejected").get<int>();
-  e.invalid = j.at("invalid").get<int>();
-  e.gradient_max_norm = j.at("gradient_max_norm").get<double>();
-  e.step_norm = j.at("step_norm").get<double>();
-  e.seconds = j.at("seconds").get<double>();
-  return e;
-}
-
 template <typename T>
 constexpr SafetensorsDtype dtype_of() {
   return std::is_same_v<T, float> ? SafetensorsDtype::kF32 : SafetensorsDtype::kF64;
@@ -65,9 +30,6 @@ constexpr SafetensorsDtype dtype_of() {
 template <typename T>
 void write_checkpoint(const std::string& path, const TrainingState<T>& s,
                       const nlohmann::json& fingerprint) {
-  const TrainingProgress& m = s.progress;
-  nlohmann::json history = nlohmann::json::array();
-  for (const auto& e : m.history) history.push_back(to_json(e));
   nlohmann::json meta = {
       {"version", kCheckpointVersion},
       {"fingerprint", fingerprint},
@@ -82,24 +44,8 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
        {{"skip", s.stepper.geodesic.skip}, {"backoff", s.stepper.geodesic.backoff}}},
       {"weight_decays", s.stepper.weight_decays},
       {"validation_failures", s.validation_failures},
-      {"partial_epoch", to_json(s.partial_epoch)},
-      {"summary",
-       {{"initial_loss", number(m.initial_loss)},
-        {"final_loss", number(m.final_loss)},
-        {"initial_validation_loss", number(m.initial_validation_loss)},
-        {"final_validation_loss", number(m.final_validation_loss)},
-        {"best_validation_loss", number(m.best_validation_loss)},
-        {"best_epoch", m.best_epoch},
-        {"epochs", m.epochs},
-        {"steps", m.steps},
-        {"accepted_steps", m.accepted_steps},
-        {"rejected_steps", m.rejected_steps},
-        {"invalid_steps", m.invalid_steps},
-        {"abandoned_steps", m.abandoned_steps},
-        {"geodesic_applied", m.geodesic_applied},
-        {"geodesic_refused", m.geodesic_refused},
-        {"geodesic_skipped", m.geodesic_skipped},
-        {"history", history}}}};
+      {"partial_epoch", epoch_to_json(s.partial_epoch)},
+      {"summary", progress_to_json(s.progress)}};
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["lmtrain.checkpoint"] = meta.dump();
@@ -157,24 +103,7 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
       s.stepper.weight_decays = {meta.value("weight_decay", 0.0)};
     s.validation_failures = meta.at("validation_failures").get<int>();
     s.partial_epoch = epoch_from_json(meta.at("partial_epoch"));
-    const nlohmann::json& m = meta.at("summary");
-    TrainingProgress& sum = s.progress;
-    sum.initial_loss = number(m.at("initial_loss"));
-    sum.final_loss = number(m.at("final_loss"));
-    sum.initial_validation_loss = number(m.at("initial_validation_loss"));
-    sum.final_validation_loss = number(m.at("final_validation_loss"));
-    sum.best_validation_loss = number(m.at("best_validation_loss"));
-    sum.best_epoch = m.at("best_epoch").get<int>();
-    sum.epochs = m.at("epochs").get<int>();
-    sum.steps = m.at("steps").get<int>();
-    sum.accepted_steps = m.at("accepted_steps").get<int>();
-    sum.rejected_steps = m.at("rejected_steps").get<int>();
-    sum.invalid_steps = m.at("invalid_steps").get<int>();
-    sum.abandoned_steps = m.at("abandoned_steps").get<int>();
-    sum.geodesic_applied = m.value("geodesic_applied", 0);  // absent before geodesic acceleration
-    sum.geodesic_refused = m.value("geodesic_refused", 0);
-    sum.geodesic_skipped = m.value("geodesic_skipped", 0);  // absent before GeodesicBackoff
-    for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
+    progress_from_json(meta.at("summary"), s.progress);
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("{}: damaged checkpoint metadata ({})", path, e.what()));
   }

@@ -203,6 +203,17 @@ bool ForeignSource<T>::jacobian_transpose_times(const T* params, const T* u, T* 
 }
 
 template <typename T>
+void ForeignSource<T>::set_draw_key(std::uint64_t key) {
+  nb::gil_scoped_acquire gil;
+  if (failed_ || !nb::hasattr(callbacks_, "set_draw_key")) return;
+  try {
+    callbacks_.attr("set_draw_key")(key);
+  } catch (nb::python_error& e) {
+    fail(e);
+  }
+}
+
+template <typename T>
 std::optional<nb::python_error> ForeignSource<T>::take_error() {
   std::optional<nb::python_error> e = std::move(error_);
   error_.reset();

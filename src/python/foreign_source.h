@@ -64,10 +64,15 @@ class ForeignSource final : public LinearizationSource<T> {
   bool computes_transpose_product() const override { return has_transpose_product_; }
   bool jacobian_transpose_times(const T* params, const T* u, T* out) override;
   ParameterGroups relevance_groups() const override { return shape_.groups; }
+  // cross_entropy_sampled's draws: Python's linearization keeps the key (set_draw_key).
+  void set_draw_key(std::uint64_t key) override;
 
   // The first exception a call raised since the last take_error(), if any (the GIL must be held).
   std::optional<nanobind::python_error> take_error();
   bool failed() const { return failed_; }
+  // Records an exception raised by Python on the source's behalf (the fit run's data callbacks;
+  // the GIL is held): from then on the source fails as if one of its own calls had raised.
+  void fail(nanobind::python_error& error);
   // Drops the arrays Python lent (the GIL must be held): between steps nothing stays borrowed.
   void release_borrowed();
   // The Python objects it holds, for the cyclic garbage collector (tp_traverse), and dropping
@@ -83,8 +88,6 @@ class ForeignSource final : public LinearizationSource<T> {
   nanobind::object view(const T* data, std::size_t n) const;
   // A 1-D array of `n` T on the backend's device, or a message saying what it is instead.
   nanobind::ndarray<> checked_vector(nanobind::handle value, std::size_t n, const char* what) const;
-  // Records a raised call (the GIL is held) and fills what the caller reads with NaN.
-  void fail(nanobind::python_error& error);
   double nan() const { return std::numeric_limits<double>::quiet_NaN(); }
 
   nanobind::object callbacks_;

@@ -21,6 +21,7 @@
 
 #include "arrays.h"
 #include "foreign_source.h"
+#include "foreign_spec.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/solve/step_planner.h"
@@ -35,67 +36,13 @@ namespace nb = nanobind;
 
 namespace {
 
-// Everything of a torch-path step but the callbacks: the problem's sizes, the options, the device
-// and what the caller measured.
-struct ForeignStepSpec {
-  std::size_t parameters = 0;
-  std::size_t residuals_per_unit = 1;
-  std::size_t max_units = 0;    // the most units this rank linearizes in a step
-  std::size_t total_units = 0;  // units of a step over all ranks (0: max_units)
-  SolverOptions options;
-  std::string loss = "mse";      // for geodesic_acceleration = auto; a residual_fn is mse
-  std::size_t outputs = 1;       // per unit, for the reported loss (a residual_fn: 1 per row)
-  bool float64_system = false;   // a float32 model with a float64 system (mixed precision)
-  std::string device = "cpu";    // cpu or cuda:N
-  std::size_t caller_bytes = 0;  // what the caller holds on the device (parameters, the batch)
-  std::size_t fixed_bytes = 0;   // the source's measured footprint
-  std::size_t bytes_per_unit = 0;
-  std::string footprint_measured;
-  // ard's groups (lmtrain.torch builds them from the module's parameters)
-  std::vector<std::uint32_t> group_of;
-  std::vector<std::string> group_names;
-  std::vector<std::size_t> group_sizes;
-  std::size_t input_groups = 0;
-};
-
-template <typename T>
-std::unique_ptr<Backend<T>> backend_for(const std::string& device) {
-  const DeviceChoice choice = choose_device(device, 0);
-  return make_backend<T>(choice);
-}
-
-template <typename T>
-typename ForeignSource<T>::Shape shape_of(const ForeignStepSpec& s) {
-  typename ForeignSource<T>::Shape shape;
-  shape.params = s.parameters;
-  shape.residuals_per_unit = s.residuals_per_unit;
-  shape.footprint = {s.fixed_bytes, s.bytes_per_unit, s.footprint_measured};
-  shape.groups.group_of = s.group_of;
-  shape.groups.names = s.group_names;
-  shape.groups.sizes = s.group_sizes;
-  shape.groups.input_groups = s.input_groups;
-  if (shape.groups.count() == 0) {  // one group: ard degenerates to bayesian's single ρ
-    shape.groups.group_of.assign(s.parameters, 0);
-    shape.groups.names = {"parameters"};
-    shape.groups.sizes = {s.parameters};
-  }
-  if (shape.groups.group_of.size() != s.parameters ||
-      shape.groups.sizes.size() != shape.groups.names.size())
-    throw InvalidArgument(
-        fmt::format("relevance groups: {} group indices for {} parameters, {} "
-                    "sizes for {} names",
-                    shape.groups.group_of.size(), s.parameters, shape.groups.sizes.size(),
-                    shape.groups.names.size()));
-  return shape;
-}
-
 template <typename T>
 class ForeignStep {
  public:
   using Vector = nb::ndarray<T, nb::ndim<1>, nb::c_contig>;
 
   ForeignStep(const ForeignStepSpec& spec, nb::object callbacks, nb::object group)
-      : spec_(spec), backend_(backend_for<T>(spec.device)) {
+      : spec_(spec), backend_(backend_for<T>(spec)) {
     if (spec.parameters == 0 || spec.max_units == 0 || spec.residuals_per_unit == 0)
       throw InvalidArgument("a step needs parameters, units and residuals per unit");
     if (!group.is_none())
@@ -307,6 +254,9 @@ void bind_foreign_step(nb::module_& m) {
       .def_rw("outputs", &S::outputs)
       .def_rw("float64_system", &S::float64_system)
       .def_rw("device", &S::device)
+      .def_rw("stream", &S::stream,
+              "cuda: the stream to run on (torch.cuda.current_stream().cuda_stream); 0: the "
+              "backend's own.")
       .def_rw("caller_bytes", &S::caller_bytes)
       .def_rw("fixed_bytes", &S::fixed_bytes)
       .def_rw("bytes_per_unit", &S::bytes_per_unit)

@@ -13,6 +13,8 @@ NB_MODULE(_core, m) {
   lmtrain::python::bind_model(m);
   lmtrain::python::bind_training(m);
   lmtrain::python::bind_step_report(m);
+  lmtrain::python::bind_summary(m);
   lmtrain::python::bind_foreign_step(m);
+  lmtrain::python::bind_foreign_fit(m);
   lmtrain::python::bind_torch_native_step(m);
 }

@@ -8,9 +8,11 @@ namespace lmtrain::python {
 void bind_options(nanobind::module_& m);   // options.cpp
 void bind_model(nanobind::module_& m);     // model.cpp
 void bind_training(nanobind::module_& m);  // training.cpp
+void bind_summary(nanobind::module_& m);   // summary.cpp
 // lmtrain.torch's native pieces
 void bind_torch_native_step(nanobind::module_& m);  // torch_native_step.cpp
 void bind_foreign_step(nanobind::module_& m);       // foreign_step.cpp
+void bind_foreign_fit(nanobind::module_& m);        // foreign_fit.cpp
 void bind_step_report(nanobind::module_& m);        // step_report.cpp
 
 }  // namespace lmtrain::python

@@ -83,6 +83,11 @@ void bind_solver_options(nb::module_& m) {
           parse_linear_solver, {"auto", "cholesky", "dual", "eigen", "cg"},
           "How (JᵀJ + λD)δ = Jᵀr is solved: auto, cholesky, dual, eigen or cg.")
       .choice(
+          "system_precision", &S::system_precision, [](SystemPrecision p) { return to_string(p); },
+          parse_system_precision, {"auto", "model", "float64"},
+          "A, g and the solve: auto (the library chooses per problem and device), model (the "
+          "model's precision) or float64 (mixed precision for a float32 model).")
+      .choice(
           "damping", &S::damping, [](DampingType t) { return to_string(t); }, parse_damping,
           {"multiplicative", "nielsen"}, "λ's schedule: nielsen (default) or multiplicative.")
       .choice(
@@ -120,7 +125,12 @@ void bind_solver_options(nb::module_& m) {
       .field("parameter_tolerance", &S::parameter_tolerance, "float",
              "Relative step size stop (0: off).")
       .field("weight_decay", &S::weight_decay, "float",
-             "ρ of l2; the initial ρ of bayesian and ard (0: estimated).")
+             "ρ of l2; the initial ρ of bayesian and ard (0: bayesian from the evidence estimate, "
+             "ard from ard_initial_scale × the mean of diag(JᵀJ)).")
+      .field("ard_initial_scale", &S::ard_initial_scale, "float",
+             "ard: the starting ρ relative to the mean of diag(JᵀJ) (with weight_decay = 0).")
+      .field("ard_max_factor", &S::ard_max_factor, "float",
+             "ard: each evidence update moves each ρ by at most this factor (inf: undamped).")
       .field("memory_budget_bytes", &S::memory_budget_bytes, "count",
              "Bytes the LM step may use (0: memory_fraction of what is free).")
       .field("memory_fraction", &S::memory_fraction, "float",
@@ -153,6 +163,8 @@ void bind_trainer_options(nb::module_& m) {
              "After the first Ctrl-C, the seconds the LM step under way may take before "
              "KeyboardInterrupt is raised at once (a second Ctrl-C does not wait).")
       .done()
+      .def_rw("seed", &T::seed,
+              "The shuffling RNG's seed (not one of fit's options: fit's `seed` sets it).")
       .def("validate", &T::validate,
            "Raises ValueError naming the first option outside its documented range.");
 }

@@ -14,7 +14,7 @@ namespace nb = nanobind;
 std::map<std::string, double> phase_seconds(const PhaseTimes& times) {
   constexpr std::array<const char*, static_cast<std::size_t>(Phase::kCount)> keys = {
       "forward",  "jacobian",   "normal_equations", "factorization", "trial_evaluation",
-      "geodesic", "validation", "communication",    "other"};
+      "geodesic", "validation", "communication",    "records",       "other"};
   std::map<std::string, double> out;
   for (std::size_t p = 0; p < keys.size(); ++p) out[keys[p]] = times.seconds[p];
   return out;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
@@ -23,6 +24,7 @@
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/step_planner.h"
 #include "module.h"
+#include "python_fit.h"
 #include "schedule_state.h"
 #include "step_report.h"
 
@@ -165,11 +167,76 @@ void bind_native_step(nb::module_& m, const char* name) {
            nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0);
 }
 
+// A data set of the library from a rows × inputs and a rows × outputs matrix.
+template <typename T>
+Dataset<T> dataset_of(const Matrix<T>& x, const Matrix<T>& y) {
+  if (x.shape(0) != y.shape(0))
+    throw nb::value_error(
+        fmt::format("x has {} rows but y has {}", x.shape(0), y.shape(0)).c_str());
+  Dataset<T> d(x.shape(0), x.shape(1), y.shape(1));
+  std::copy(x.data(), x.data() + x.size(), d.x.begin());
+  std::copy(y.data(), y.data() + y.size(), d.y.begin());
+  return d;
+}
+
+// The fast path's fit: the library's Trainer (the fit run of train/fit_run.h with lmtrain's own
+// network) on the module's parameters, which it trains in place.
+template <typename T>
+Summary native_fit(const std::string& architecture, const LossOptions& loss, SolverOptions options,
+                   bool float64_system, const ForeignFitRequest& request, const Matrix<T>& x,
+                   const Matrix<T>& y, std::optional<Matrix<T>> x_validation,
+                   std::optional<Matrix<T>> y_validation, Vector<T> params, nb::object on_epoch) {
+  const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(architecture));
+  auto backend = make_cpu_backend<T>();
+  if (float64_system) options.system_precision = SystemPrecision::kFloat64;
+  const Dataset<T> train = dataset_of(x, y);
+  std::optional<Dataset<T>> validation;
+  if (x_validation && y_validation) validation = dataset_of(*x_validation, *y_validation);
+  Trainer<T> trainer(spec, loss, options, request.trainer, *backend);
+  const nlohmann::json fingerprint = nlohmann::json::parse(request.fingerprint);
+  std::optional<TrainingState<T>> resume;
+  if (!request.resume.empty()) resume = io::read_checkpoint<T>(request.resume, fingerprint);
+  PythonErrors errors;
+  FitHooks<T> hooks = python_hooks<T>(request, fingerprint, errors, on_epoch, nullptr);
+  for (IterationCallback& cb : hooks.callbacks) trainer.add_callback(std::move(cb));
+  trainer.set_epoch_check(std::move(hooks.epoch_check));
+  if (hooks.checkpoint)
+    trainer.set_checkpoint_handler(std::move(hooks.checkpoint), hooks.checkpoint_every);
+  trainer.set_stop_flag(hooks.stop_flag);
+  if (params.shape(0) != spec.num_params())
+    throw nb::value_error(fmt::format("params has {} values; the network has {} parameters",
+                                      params.shape(0), spec.num_params())
+                              .c_str());
+  std::vector<T> p(params.data(), params.data() + params.shape(0));
+  Summary summary;
+  {
+    nb::gil_scoped_release unlocked;
+    summary =
+        trainer.fit(p, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  }
+  std::copy(p.begin(), p.end(), params.data());
+  if (errors.error) throw std::move(*errors.error);
+  summary.rank_devices = {backend->name()};
+  return summary;
+}
+
 }  // namespace
 
 void bind_torch_native_step(nb::module_& m) {
   bind_native_step<float>(m, "NativeStep32");
   bind_native_step<double>(m, "NativeStep64");
+  const char* doc =
+      "The library's Trainer on an nn.Sequential of lmtrain's layers: params (the module's "
+      "flat parameters) trained in place on (x, y), with validation (x_validation, "
+      "y_validation) when given.  Returns the Summary.";
+  m.def("native_fit32", &native_fit<float>, nb::arg("architecture"), nb::arg("loss"),
+        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
+        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
+        nb::arg("params"), nb::arg("on_epoch").none(), doc);
+  m.def("native_fit64", &native_fit<double>, nb::arg("architecture"), nb::arg("loss"),
+        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
+        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
+        nb::arg("params"), nb::arg("on_epoch").none(), doc);
 }
 
 }  // namespace lmtrain::python

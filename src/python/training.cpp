@@ -47,7 +47,6 @@
 #include "lmtrain/io/row_split.h"
 #include "lmtrain/lmtrain.h"
 #include "module.h"
-#include "summary.h"
 
 namespace lmtrain::python {
 
@@ -65,7 +64,7 @@ struct TrainingRequest {
   SolverOptions solver;
   TrainerOptions trainer;
   LossOptions loss;
-  std::string precision = "float32";  // float32 | mixed | float64
+  std::string precision = "auto";  // auto | float32 | mixed | float64 (as lmtrain fit's)
   std::string device = "cpu";
   std::string init = "torch";
   std::uint64_t seed = 0;
@@ -424,11 +423,11 @@ io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
 }
 
 template <typename T>
-std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& x,
-                                            const HostArray& y,
-                                            const std::optional<HostArray>& x_val,
-                                            const std::optional<HostArray>& y_val,
-                                            nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x,
+                                           const HostArray& y,
+                                           const std::optional<HostArray>& x_val,
+                                           const std::optional<HostArray>& y_val,
+                                           nb::object on_epoch) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(r.architecture));
   PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val);
   if (data.train.inputs != spec.inputs() || data.train.outputs != spec.outputs())
@@ -437,7 +436,10 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
         "and {} {}",
         spec.describe(), spec.inputs(), spec.outputs(), data.train.inputs, data.train.outputs,
         r.classes > 0 ? "classes" : "target columns"));
-  if (r.precision == "mixed") r.solver.system_precision = SystemPrecision::kFloat64;
+  // As lmtrain fit's precision (cli/run_config.cpp): auto lets the library choose the system.
+  r.solver.system_precision = r.precision == "auto"    ? SystemPrecision::kAuto
+                              : r.precision == "mixed" ? SystemPrecision::kFloat64
+                                                       : SystemPrecision::kModel;
   r.trainer.seed = r.seed;
   r.trainer.validate();
   DeviceChoice device = choose_device(r.device, 0);
@@ -473,7 +475,7 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
   summary.rank_devices = {fmt::format("{} ({})", job->device().label(), job->device().reason)};
   summary.name_input_groups(spec, r.feature_names);
   return {trained_model(r, spec, job->params(), job->data().normalization, summary),
-          summary_fields(summary)};
+          std::move(summary)};
 }
 
 // The addresses of the X and y buffers the last call of train read, as NumPy handed them over:
@@ -481,17 +483,17 @@ std::pair<io::ModelFile, nb::dict> train_as(TrainingRequest r, const HostArray& 
 // input is read in place, not copied.  Written with the GIL held.
 std::pair<std::uintptr_t, std::uintptr_t> last_input_addresses{0, 0};
 
-std::pair<io::ModelFile, nb::dict> train(const TrainingRequest& r, const HostArray& x,
-                                         const HostArray& y, const std::optional<HostArray>& x_val,
-                                         const std::optional<HostArray>& y_val,
-                                         nb::object on_epoch) {
+std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArray& x,
+                                        const HostArray& y, const std::optional<HostArray>& x_val,
+                                        const std::optional<HostArray>& y_val,
+                                        nb::object on_epoch) {
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
   if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
-  if (r.precision == "float32" || r.precision == "mixed")
+  if (r.precision == "auto" || r.precision == "float32" || r.precision == "mixed")
     return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
   throw InvalidArgument(fmt::format(
-      "precision = \"{}\": expected \"float32\", \"mixed\" or \"float64\"", r.precision));
+      "precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"", r.precision));
 }
 
 }  // namespace
@@ -507,7 +509,7 @@ void bind_training(nb::module_& m) {
       .def_rw("solver", &R::solver)
       .def_rw("trainer", &R::trainer)
       .def_rw("loss", &R::loss)
-      .def_rw("precision", &R::precision, "float32, mixed or float64.")
+      .def_rw("precision", &R::precision, "auto, float32, mixed or float64.")
       .def_rw("device", &R::device, "cpu, cuda, cuda:N or auto.")
       .def_rw("init", &R::init, "torch, glorot or he.")
       .def_rw("seed", &R::seed)

@@ -16,6 +16,26 @@ namespace {
 // the data do not support); large enough to pin them there, small enough to keep A + R finite.
 constexpr double kMaxGroupWeightDecay = 1e10;
 
+// ard's first ρ when asked to start from 0 (SolverOptions::weight_decay): ard_initial_scale ×
+// the mean of A's diagonal at the first linearization point, small next to A, so that the first
+// steps fit the data almost unregularized and the first evidence update reads a network that has
+// learned something.  Rank 0 decides, as for every update.
+template <typename S>
+double initial_group_weight_decay(const SolverOptions& options, LinearAlgebra<S>& system,
+                                  Collectives<S>& collectives, std::size_t n, const S* a, S* work) {
+  double rho = 0;
+  if (collectives.is_root()) {
+    system.clamped_diagonal(n, a, S(0), std::numeric_limits<S>::max(), work);
+    std::vector<S> diagonal(n);
+    system.copy_to_host(work, diagonal.data(), n);
+    double sum = 0;
+    for (const S v : diagonal) sum += static_cast<double>(v);
+    rho = options.ard_initial_scale * sum / static_cast<double>(n);
+  }
+  collectives.broadcast_host(&rho, 1);
+  return rho;
+}
+
 template <typename T, typename S>
 class NoPenalty final : public Penalty<T, S> {
  public:
@@ -128,6 +148,7 @@ class GroupPenalty final : public Penalty<T, S> {
   GroupPenalty(const SolverOptions& options, LinearizationSource<T>& source,
                LinearAlgebra<S>& system, Collectives<S>& collectives)
       : Penalty<T, S>(Regularization::kArd),
+        options_(options),
         source_(source),
         model_(source.model_backend()),
         system_(system),
@@ -147,15 +168,10 @@ class GroupPenalty final : public Penalty<T, S> {
     const bool unset =
         std::all_of(this->rho_.begin(), this->rho_.end(), [](double r) { return r == 0; });
     if (unset && data_objective > 0) {
-      // Every group starts from the single-ρ evidence estimate, γ = min(n, N)/2.
-      const double residuals = collectives_.sum(static_cast<double>(ne.m));
-      const double gamma = 0.5 * std::min(static_cast<double>(n), residuals);
-      const double theta_norm2 = model_.dot(n, theta, theta);
-      if (theta_norm2 > 0) {
-        std::fill(this->rho_.begin(), this->rho_.end(),
-                  gamma * 2.0 * data_objective / ((residuals - gamma) * theta_norm2));
-        weight_decays_changed();
-      }
+      std::fill(this->rho_.begin(), this->rho_.end(),
+                initial_group_weight_decay(options_, system_, collectives_, n, ne.a.data(),
+                                           diagonal_.data()));
+      weight_decays_changed();
     }
     const double penalty = value(theta);  // theta_ = θ, r_theta_ = Rθ
     system_.axpy(n, S(1), r_theta_.data(), ne.g.data());
@@ -242,7 +258,11 @@ class GroupPenalty final : public Penalty<T, S> {
       const double rho = gamma_g > 0 && norm2[g] > 0
                              ? gamma_g * 2.0 * data_objective / ((residuals - gamma) * norm2[g])
                              : kMaxGroupWeightDecay;
-      next[g] = std::min(rho, kMaxGroupWeightDecay);
+      // A damped step of log ρ_g (ard_max_factor): the early re-estimates come from a network
+      // still learning, and a group they push to the cap would not come back.
+      const double step = options_.ard_max_factor;
+      next[g] = std::min(std::clamp(rho, this->rho_[g] / step, this->rho_[g] * step),
+                         kMaxGroupWeightDecay);
     }
   }
 
@@ -254,6 +274,7 @@ class GroupPenalty final : public Penalty<T, S> {
     system_.copy_from_host(r_host_.data(), r_.data(), r_host_.size());
   }
 
+  const SolverOptions options_;  // ard_initial_scale, ard_max_factor
   LinearizationSource<T>& source_;
   LinearAlgebra<T>& model_;
   LinearAlgebra<S>& system_;

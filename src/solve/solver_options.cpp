@@ -62,6 +62,14 @@ std::optional<DampingType> parse_damping(std::string_view s) {
     if (to_string(t) == s) return t;
   return std::nullopt;
 }
+std::string_view to_string(SystemPrecision p) {
+  return p == SystemPrecision::kAuto ? "auto" : p == SystemPrecision::kModel ? "model" : "float64";
+}
+std::optional<SystemPrecision> parse_system_precision(std::string_view s) {
+  for (auto p : {SystemPrecision::kAuto, SystemPrecision::kModel, SystemPrecision::kFloat64})
+    if (to_string(p) == s) return p;
+  return std::nullopt;
+}
 std::optional<DampingMatrix> parse_damping_matrix(std::string_view s) {
   for (auto t : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt})
     if (to_string(t) == s) return t;
@@ -116,6 +124,49 @@ SystemPrecision resolve_system_precision(const SolverOptions& options, bool floa
   if (options.system_precision != SystemPrecision::kAuto) return options.system_precision;
   return float_model && is_evidence_based(options.regularization) ? SystemPrecision::kFloat64
                                                                   : SystemPrecision::kModel;
+}
+
+SystemPrecisionChoice choose_system_precision(const SolverOptions& options,
+                                              const SystemPrecisionProblem& problem) {
+  SystemPrecisionChoice choice;
+  if (options.system_precision != SystemPrecision::kAuto || !problem.float_model) {
+    choice.precision = options.system_precision == SystemPrecision::kAuto
+                           ? SystemPrecision::kModel
+                           : options.system_precision;
+    return choice;
+  }
+  choice.automatic = true;
+  if (is_evidence_based(options.regularization)) {
+    choice.precision = SystemPrecision::kFloat64;
+    choice.reason =
+        fmt::format("{} regularization reads A's small eigenvalues, which float32 rounding swamps",
+                    to_string(options.regularization));
+    return choice;
+  }
+  // m·u, u = 2⁻²⁴: the bound on the relative rounding of a float32 sum of m products.
+  const double bound = static_cast<double>(problem.rows) * 0x1p-24;
+  if (problem.rows < kMixedPrecisionRows) {
+    choice.precision = SystemPrecision::kModel;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, fewer than {}: float32 rounding of A (≤ {:.1e} of its "
+        "diagonal) leaves λ room",
+        problem.rows, kMixedPrecisionRows, bound);
+  } else if (problem.float64_rate < kMinMixedFloat64Rate) {
+    choice.precision = SystemPrecision::kModel;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, but this device computes float64 at 1/{:.0f} of its "
+        "float32 rate; precision = \"mixed\" trades that for float32's rounding of A (≤ {:.1e} "
+        "of its diagonal)",
+        problem.rows, 1.0 / problem.float64_rate, bound);
+  } else {
+    choice.precision = SystemPrecision::kFloat64;
+    choice.reason = fmt::format(
+        "A sums {} residual rows per step, at least {}: float32 rounding of A (≤ {:.1e} of its "
+        "diagonal) would hold λ, and the fit, back; this device computes float64 at 1/{:.0f} of "
+        "its float32 rate",
+        problem.rows, kMixedPrecisionRows, bound, 1.0 / problem.float64_rate);
+  }
+  return choice;
 }
 
 namespace {
@@ -182,6 +233,10 @@ bool SolverOptions::is_valid(std::string* error) const {
             geodesic_backoff_max, "−1 ≤ geodesic_backoff_max ≤ 1024 (−1: auto, 0: no backoff)");
   c.require(weight_decay >= 0 && finite(weight_decay), "weight_decay", weight_decay,
             "weight_decay ≥ 0");
+  c.require(ard_initial_scale > 0 && finite(ard_initial_scale), "ard_initial_scale",
+            ard_initial_scale, "ard_initial_scale > 0");
+  c.require(ard_max_factor > 1 && !std::isnan(ard_max_factor), "ard_max_factor", ard_max_factor,
+            "ard_max_factor > 1 (∞: undamped)");
   if (const auto conflict = regularization_conflict(regularization, linear_solver);
       c.ok && conflict) {
     c.ok = false;

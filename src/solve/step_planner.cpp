@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <type_traits>
 
+#include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/block_cyclic.h"
 
@@ -174,10 +176,12 @@ MemoryPlan plan_step_memory(const SolverOptions& options, LinearSolverType solve
   return plan_memory(step_memory<T, T>(options, solver, source, problem));
 }
 
+namespace {
+
+// The linear solver and the memory plan for options whose system precision is resolved.
 template <typename T>
-StepPlan plan_step(const SolverOptions& options, const LinearizationSource<T>& source,
-                   const StepProblem& p) {
-  options.validate();
+StepPlan plan_solver(const SolverOptions& options, const LinearizationSource<T>& source,
+                     const StepProblem& p) {
   const std::size_t n = source.num_params(), m = p.batch * source.residuals_per_sample();
   StepPlan plan;
   plan.options = options;
@@ -220,10 +224,66 @@ StepPlan plan_step(const SolverOptions& options, const LinearizationSource<T>& s
   return plan;
 }
 
+// The problem with rank 0's float64 rate, so that every rank resolves the same precision.
+template <typename T>
+StepProblem with_agreed_rate(StepProblem p, const LinearizationSource<T>& source,
+                             dist::Communicator* comm) {
+  if (p.float64_rate > 0 || !std::is_same_v<T, float>) return p;
+  const LinearAlgebra<T>& device = source.model_backend();
+  p.float64_rate = float64_rate(device.device_kind(), device.device_index());
+  if (comm != nullptr && comm->size() > 1) comm->broadcast(&p.float64_rate, sizeof(double), 0);
+  return p;
+}
+
+}  // namespace
+
+// system_precision = auto resolved (choose_system_precision), then the solver and the memory
+// plan.  A float64 system that auto chose for the rows of A, but that does not fit — its plan
+// fails, or auto's solver falls back to matrix-free cg — gives way to the float32 one when that
+// fits directly: float32's rounding costs less than cg's inexact steps or no run at all.
+template <typename T>
+StepPlan plan_step(const SolverOptions& options, const LinearizationSource<T>& source,
+                   const StepProblem& p) {
+  options.validate();
+  SystemPrecisionProblem problem;
+  problem.float_model = std::is_same_v<T, float>;
+  problem.rows = p.batch * source.residuals_per_sample();
+  const LinearAlgebra<T>& device = source.model_backend();
+  problem.float64_rate = p.float64_rate > 0
+                             ? p.float64_rate
+                             : float64_rate(device.device_kind(), device.device_index());
+  SolverOptions resolved = options;
+  const SystemPrecisionChoice precision = choose_system_precision(options, problem);
+  resolved.system_precision = precision.precision;
+  const bool may_narrow = precision.automatic && precision.precision == SystemPrecision::kFloat64 &&
+                          !is_evidence_based(options.regularization);
+  std::optional<StepPlan> plan;
+  try {
+    plan = plan_solver(resolved, source, p);
+  } catch (const MemoryPlanError&) {
+    if (!may_narrow) throw;
+  }
+  const bool direct = plan && !(plan->solver() == LinearSolverType::kCg &&
+                                options.linear_solver == LinearSolverType::kAuto);
+  if (may_narrow && !direct) {
+    resolved.system_precision = SystemPrecision::kModel;
+    StepPlan narrow = plan_solver(resolved, source, p);  // or throws
+    if (!plan || narrow.solver() != LinearSolverType::kCg) {
+      narrow.precision = precision;
+      narrow.precision.precision = SystemPrecision::kModel;
+      narrow.precision.reason +=
+          "; but a float64 A does not fit the memory budget, a float32 one does";
+      return narrow;
+    }
+  }
+  plan->precision = precision;
+  return *plan;
+}
+
 template <typename T>
 StepPlanner<T>::StepPlanner(const SolverOptions& options, LinearizationSource<T>& source,
                             const StepProblem& problem, dist::Communicator* comm)
-    : plan_(plan_step(options, source, problem)),
+    : plan_(plan_step(options, source, with_agreed_rate(problem, source, comm))),
       source_(source),
       max_batch_(problem.local_batch),
       ranks_(problem.ranks),

@@ -45,6 +45,18 @@ std::string geodesic_off_reason(const Summary& s) {
   return "off: solver.geodesic_acceleration = false";
 }
 
+// A float32 system asked for under bayesian or ard (precision = "float32"; auto would have
+// chosen float64 for them): say what it costs.
+template <typename Line>
+void precision_warnings(const Summary& s, Line&& line) {
+  if (s.float32_system && is_evidence_based(s.regularization))
+    line("Warning",
+         fmt::format("{} regularization with a float32 system: its evidence update reads "
+                     "A's small eigenvalues, which float32 rounding swamps; precision "
+                     "= \"auto\" or \"mixed\" solves in float64",
+                     to_string(s.regularization)));
+}
+
 }  // namespace
 
 std::string Summary::brief_report() const {
@@ -64,6 +76,7 @@ std::string Summary::full_report() const {
   line("Model", model);
   line("Loss", loss);
   line("Precision", precision);
+  if (!precision_reason.empty()) line("  because", precision_reason);
   line("Device", device);
   const bool sharded_a = linear_solver_used == LinearSolverType::kDistributedCholesky;
   line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
@@ -168,6 +181,8 @@ std::string Summary::full_report() const {
                                 "batch or a validation set",
                                 effective_parameters, 100.0 * effective_parameters / rows,
                                 batch_size * residuals_per_sample));
+
+  precision_warnings(*this, line);
 
   s += "\nTime                              Seconds     Share\n";
   const double total = total_seconds > 0 ? total_seconds : 1.0;

@@ -24,6 +24,7 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
+#include "lmtrain/solve/solver_options.h"
 
 namespace lmtrain::cli {
 namespace {
@@ -324,6 +325,47 @@ TEST(Cli, MixedPrecisionTrainsAFloat32ModelWithAFloat64System) {
   const auto at = eval.output.find("MSE ");
   ASSERT_NE(at, std::string::npos) << eval.output;
   EXPECT_LT(std::stod(eval.output.substr(at + 4)), 0.01) << eval.output;
+}
+
+TEST(Cli, PrecisionAutoSaysWhatItChoseAndWhyAndFloat32StaysFloat32) {
+  // precision = "auto" (the default) trains a float32 model and picks its system per problem
+  // (SystemPrecision::kAuto): float32 for batches of 100 rows, float64 from 2¹⁴ rows per A.
+  Scratch s;
+  s.write("data.csv", regression_csv(kMixedPrecisionRows, 5));
+  const std::string config = s.write("run.toml", regression_config("", 1));
+  auto report = [&](const std::string& extra) {
+    const Result fit = run("fit " + config + " --quiet" + extra);
+    EXPECT_EQ(fit.exit_code, 0) << fit.output;
+    return read_file(s.path("out") / "summary.txt");
+  };
+  auto line = [](const std::string& text, const std::string& key) {
+    const std::size_t at = text.find("\n" + key);
+    return at == std::string::npos ? std::string()
+                                   : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  std::string summary = report("");
+  EXPECT_EQ(line(summary, "Precision"), "Precision                         float32") << summary;
+  EXPECT_NE(line(summary, "  because                         auto: A sums 100 residual rows")
+                .find("fewer than 16384"),
+            std::string::npos)
+      << summary;
+  // All 2¹⁴ rows in one batch (no test split).
+  summary = report(" --set trainer.batch_size=0 --set data.test_fraction=0");
+  EXPECT_NE(line(summary, "Precision").find("mixed (float32 model and Jacobian, float64 A"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(line(summary, "  because                         auto: A sums 16384 residual rows")
+                .find("at least 16384"),
+            std::string::npos)
+      << summary;
+  // Asked for, float32 is float32 throughout, with nothing to explain.
+  summary = report(
+      " --set trainer.batch_size=0 --set data.test_fraction=0 --set "
+      "precision=\"float32\"");
+  EXPECT_EQ(line(summary, "Precision"), "Precision                         float32") << summary;
+  EXPECT_EQ(summary.find("auto: A sums"), std::string::npos) << summary;
+  const io::ModelFile model = io::read_model_file((s.path("out") / "model.safetensors").string());
+  EXPECT_EQ(model.parameter_dtype, io::ParameterDtype::kF32);
 }
 
 TEST(Cli, ArdNamesEachInputColumnAndSwitchesOffTheIrrelevantOne) {

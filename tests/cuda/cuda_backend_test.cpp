@@ -773,5 +773,40 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   }
 }
 
+TYPED_TEST(CudaBackendTest, RunsOnACallersStreamAndLeavesItAlive) {
+  // make_cuda_backend_on_stream (lmtrain.torch hands over torch's current stream): the backend
+  // queues on that stream, computes what it computes on its own, and leaves the stream to its
+  // owner — here another backend's, which works on after the borrower is gone.
+  using T = TypeParam;
+  auto& owner = *this->gpu_;
+  const std::vector<T> x = this->random(kLarge);
+  {
+    auto borrower = make_cuda_backend_on_stream<T>(0, owner.native_stream());
+    EXPECT_EQ(borrower->native_stream(), owner.native_stream());
+    DeviceBuffer<T> d = borrower->allocate(x.size());
+    borrower->copy_from_host(x.data(), d.data(), x.size());
+    borrower->axpy(x.size(), T(1), d.data(), d.data());  // d = 2x, exactly
+    std::vector<T> back(x.size());
+    borrower->copy_to_host(d.data(), back.data(), back.size());
+    for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(back[i], T(2) * x[i]) << i;
+  }
+  DeviceBuffer<T> d = this->upload(x);
+  EXPECT_EQ(this->download(d), this->widen(x));
+}
+
+// Without a device (every CI machine): the null stream and a missing device are refused with
+// the reason, before any stream is touched.
+TEST(CudaBackendOnStream, RefusesTheNullStreamAndAMissingDevice) {
+  if (!cuda_backend_built()) {
+    EXPECT_THROW((void)make_cuda_backend_on_stream<float>(0, nullptr), BackendError);
+    return;
+  }
+  EXPECT_THROW((void)make_cuda_backend_on_stream<float>(0, nullptr), InvalidArgument);
+  if (cuda_device_count() == 0) {
+    int not_a_stream = 0;
+    EXPECT_THROW((void)make_cuda_backend_on_stream<double>(0, &not_a_stream), BackendError);
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain

@@ -181,6 +181,22 @@ TEST(Ranks, MixedPrecisionRegressionMatchesOneRank) {
   EXPECT_NE(many.summary.precision.find("mixed"), std::string::npos);
 }
 
+TEST(Ranks, PrecisionAutoBuildsTheSameSystemOnEveryRank) {
+  // system_precision = auto (the default) for a float model: A sums the whole batch's rows over
+  // all ranks, 2¹⁴ here, so every rank solves in float64 (rank 0's device decides for all), as
+  // one rank does: the mixed test's agreement, reached without asking for it.
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  const auto data = wave<float>(kMixedPrecisionRows, 2);
+  const SolverOptions solver;
+  const auto one = train(spec, LossOptions{}, solver, options(2, 0), data, nullptr, nullptr);
+  const auto many = train(spec, LossOptions{}, solver, options(2, 0), data, nullptr, g_world);
+  EXPECT_EQ(one.summary.precision.rfind("mixed (", 0), 0u) << one.summary.precision;
+  EXPECT_EQ(many.summary.precision, one.summary.precision);
+  EXPECT_EQ(many.summary.precision_reason, one.summary.precision_reason);
+  EXPECT_LE(max_relative_difference(many.params, one.params), 2e-4);
+  EXPECT_EQ(many.decisions, one.decisions);
+}
+
 TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
   const auto spec = ModelSpec::mlp(2, {6}, 3, Activation::kSigmoid);
   LossOptions ce;

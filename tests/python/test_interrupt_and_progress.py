@@ -57,11 +57,13 @@ def test_sigint_from_a_thread_stops_within_a_step_and_keeps_the_checkpoint(
 
     monkeypatch.setattr(lmtrain._training, "EpochProgress", EpochClock)
     sent: list[float] = []
+    epochs_when_sent: list[int] = []
 
     def interrupt() -> None:
         while len(epochs) < 3:
             time.sleep(0.005)
         sent.append(time.perf_counter())
+        epochs_when_sent.append(len(epochs))
         os.kill(os.getpid(), signal.SIGINT)
 
     thread = threading.Thread(target=interrupt, daemon=True)
@@ -77,7 +79,9 @@ def test_sigint_from_a_thread_stops_within_a_step_and_keeps_the_checkpoint(
           f"an epoch (4 LM steps) takes {epoch * 1e3:.1f} ms")
     # Within the step under way (plus the checkpoint write), not after the run's 10⁵ epochs.
     assert latency < 10 * epoch + 1.0
-    assert len(epochs) <= 5
+    # At most the epoch under way ends after the signal (the thread polls every 5 ms, and an
+    # epoch can be shorter than that, so count from the signal, not from the 3 awaited).
+    assert len(epochs) <= epochs_when_sent[0] + 2
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.safetensors"]  # no temporary
     # The checkpoint resumes where the run stopped: its history goes on from there.
     monkeypatch.undo()

@@ -144,3 +144,62 @@ def test_no_python_file_decides_lambda_or_accepts_a_step() -> None:
                     if name in ("gain_ratio", "lambda_", "_lambda"):
                         suspicious.append(f"{path.name}:{node.lineno}")
     assert not suspicious, suspicious
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_fit_is_the_library_fit_run(fast_path: bool) -> None:
+    # Mini-batches of 40 reshuffled every epoch by the library's RNG from `seed`: the torch
+    # path's fit and the fast path's both run the fit of lmtrain.fit (the same permutations, the
+    # same steps, the same Summary), from the same start.
+    model, x, y = _problem(120, seed=6)
+    start = flat_parameters(model).numpy().copy()
+    fitted, summary = lmtrain.fit([6, "tanh", 1], x.numpy(), y.numpy(), precision="float64",
+                                  standardize_inputs=False, standardize_targets=False,
+                                  initial_parameters=start, max_epochs=5, batch_size=40, seed=3)
+    opt = lt.LevenbergMarquardt(model, fast_path=fast_path)
+    assert opt.path == ("native" if fast_path else "torch.func jacrev")
+    history = opt.fit((x, y), epochs=5, batch_size=40, seed=3)
+    np.testing.assert_allclose(flat_parameters(model).numpy(), fitted.parameters, rtol=1e-8,
+                               atol=1e-9)
+    assert [h["loss"] for h in history] == pytest.approx(summary.loss_curve, rel=1e-8)
+    assert opt.summary.steps == summary.steps == 15
+    assert opt.summary.termination == "max_epochs" and history[-1]["termination"] == "max_epochs"
+    assert "Termination" in opt.summary.full_report()
+
+
+def test_fit_checkpoint_resumes_the_uninterrupted_run(tmp_path) -> None:
+    # A run stopped after 3 epochs by its callback, resumed from its checkpoint for the rest,
+    # ends with the parameters of 6 uninterrupted epochs, bit for bit.
+    whole, x, y = _problem(90, seed=7)
+    lt.LevenbergMarquardt(whole, fast_path=False).fit((x, y), epochs=6, batch_size=30)
+    model = _problem(90, seed=7)[0]
+    path = tmp_path / "run.ckpt"
+    opt = lt.LevenbergMarquardt(model, fast_path=False)
+    first = opt.fit((x, y), epochs=6, batch_size=30, checkpoint=path,
+                    callbacks=[lambda epoch, loss, val: epoch == 3])
+    assert len(first) == 3 and first[-1]["termination"] == "user_callback"
+    rest = lt.LevenbergMarquardt(model, fast_path=False).fit((x, y), epochs=6, batch_size=30,
+                                                           checkpoint=path, resume=path)
+    # The resumed Summary carries the checkpoint's epochs, as lmtrain fit --resume does.
+    assert [h["epoch"] for h in rest] == [1, 2, 3, 4, 5, 6]
+    torch.testing.assert_close(flat_parameters(model), flat_parameters(whole), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_precision_auto_is_the_library_rule_and_float32_stays_float32(fast_path: bool) -> None:
+    # A float32 model: by default the library chooses the system (float64 under ard, as lmtrain
+    # fit's precision = "auto", saying why); precision="float32" asked for is float32 throughout.
+    def summary(**kwargs):
+        model, x, y = _problem(120, seed=8)
+        opt = lt.LevenbergMarquardt(model.float(), fast_path=fast_path, **kwargs)
+        opt.fit((x.float(), y.float()), epochs=2)
+        return opt.summary
+
+    auto = summary(regularization="ard")
+    assert auto.precision.startswith("mixed"), auto.precision
+    assert "ard" in auto.precision_reason, auto.precision_reason
+    asked = summary(regularization="ard", precision="float32")
+    assert asked.precision == "float32" and asked.precision_reason == ""
+    assert "float32 system" in asked.full_report()
+    plain = summary()  # 120 rows, far below the rows that make auto choose float64
+    assert plain.precision == "float32" and "16384" in plain.precision_reason

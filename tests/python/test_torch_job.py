@@ -98,20 +98,26 @@ def test_a_killed_rank_resumes_to_the_uninterrupted_parameters(data: Path,
 
     run_dir = tmp_path / "killed"
     command, env = job_command(data, run_dir)
+    # A session of its own, so that a failure below leaves no rank behind (os.killpg).
     job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-    killed_after = 0
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and job.poll() is None:
-        done = epochs_done(run_dir)
-        if done >= 3:
-            pid = rank_process(job.pid, "1")
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                killed_after = done
-                break
-        time.sleep(0.02)
-    out, _ = job.communicate(timeout=300)
+                           text=True, start_new_session=True)
+    try:
+        killed_after = 0
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and job.poll() is None:
+            done = epochs_done(run_dir)
+            if done >= 3:
+                pid = rank_process(job.pid, "1")
+                if pid is not None:
+                    os.kill(pid, signal.SIGKILL)
+                    killed_after = done
+                    break
+            time.sleep(0.02)
+        out, _ = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
     assert 3 <= killed_after < EPOCHS, f"rank 1 was not killed mid-training\n{out[-3000:]}"
     assert job.returncode == 0, out[-3000:]
     assert f"resuming from {run_dir / 'checkpoint.pt'}" in out, out[-3000:]

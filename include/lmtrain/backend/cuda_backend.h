@@ -27,6 +27,11 @@ int cuda_device_count() noexcept;
 // index outside [0, cuda_device_count()).
 std::string cuda_device_description(int device);
 
+// The device's float64 throughput over its float32 throughput, from the driver's
+// cudaDevAttrSingleToDoublePrecisionPerfRatio: ½ on P100, V100, A100 and H100, 1/32–1/64 on
+// consumer GPUs.  Throws BackendError as cuda_device_description does.
+double cuda_float64_rate(int device);
+
 // A backend bound to `device` (an index among the visible devices) with its own stream, cuBLAS
 // and cuSOLVER handles.  Throws BackendError when the device does not exist or cannot be
 // initialized.  Instantiated for float and double.
@@ -46,5 +51,14 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int device = 0);
 // not this one, and counts its own bytes.
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes);
+
+// A backend that queues its work on `stream`, a stream of `device` that the caller owns and keeps
+// alive longer than the backend (PyTorch's current stream, say: lmtrain.torch hands it over, so
+// that the step is ordered after the kernels that computed its Jacobian slices and before those
+// that read the parameters it updates, with no synchronization of the device and no context or
+// stream of lmtrain's own).  The backend never destroys `stream`; its destructor waits for the
+// stream's work, not the device's.  Memory limit as make_cuda_backend(device).
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int device, void* stream);
 
 }  // namespace lmtrain

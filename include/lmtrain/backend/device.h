@@ -60,6 +60,11 @@ DeviceChoice choose_device(const DeviceRequest& request, int local_rank, int vis
 // parse_device + choose_device with this process's visible devices (cuda_device_count()).
 DeviceChoice choose_device(std::string_view device, int local_rank);
 
+// The device's float64 throughput over its float32 throughput: ½ on a CPU (a SIMD register holds
+// half as many doubles), cuda_float64_rate(index) on a CUDA device.  What SystemPrecision::kAuto
+// weighs (solve/solver_options.h).
+double float64_rate(DeviceKind kind, int index);
+
 // The backend of a choice: make_cpu_backend<T>() or make_cuda_backend<T>(choice.index).
 template <typename T>
 std::unique_ptr<Backend<T>> make_backend(const DeviceChoice& choice);

@@ -17,6 +17,7 @@ enum class Phase : std::size_t {
   kGeodesic,         // geodesic acceleration: residuals at θ ± h·v, Jᵀr_vv, its solve
   kValidation,       // epoch-end evaluation of training and validation loss
   kCommunication,    // all-reduce of A, g and scalars between ranks
+  kRecords,          // checkpoints and the run's record files, written by the caller's hooks
   kOther,
   kCount
 };
@@ -31,6 +32,7 @@ constexpr std::string_view phase_name(Phase p) {
       "geodesic acceleration",
       "epoch evaluation",
       "communication",
+      "checkpoints and records",
       "other"};
   return names[static_cast<std::size_t>(p)];
 }

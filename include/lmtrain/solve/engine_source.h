@@ -44,6 +44,7 @@ class EngineSource final : public LinearizationSource<T> {
   }
   double objective(const T* params) override { return engine_.objective(params); }
   void residuals_at(const T* params, T* r) override { (void)engine_.residuals_at(params, r); }
+  void set_draw_key(std::uint64_t key) override { engine_.set_draw_key(key); }
   ParameterGroups relevance_groups() const override {
     return engine_.model().spec().relevance_groups();
   }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "lmtrain/backend/linear_algebra.h"
@@ -87,6 +88,10 @@ class LinearizationSource {
   virtual bool jacobian_transpose_times(const T* /*params*/, const T* /*u*/, T* /*out*/) {
     return false;
   }
+  // cross_entropy_sampled: the next linearization draws its rows under key + 1 (each one counts
+  // up from there); the fit run sets it from the rank and the step count, so that ranks draw
+  // independently and a resumed or retried step draws what the uninterrupted run would.
+  virtual void set_draw_key(std::uint64_t /*key*/) {}
   // The relevance groups of ard (SolverOptions::regularization): one per input feature, then one
   // per later weight block and per bias.
   virtual ParameterGroups relevance_groups() const = 0;

@@ -59,16 +59,37 @@ enum class DampingMatrix {
 
 // Precision of the linear system (A, g, δ, the solve) relative to the model's.
 enum class SystemPrecision {
-  // The model's, except float64 for a float model under bayesian or ard regularization: their
-  // evidence updates read A's small eigenvalues (the diagonal of its inverse), which float32
-  // rounding of A = Σ JᵀJ swamps (measured on FANN's bank32nh: γ = 375–450 of 545 from a float32
-  // A, 227–238 from a float64 one, and 1.2–1.7× the test error).
+  // Chosen per problem and device for a float model (choose_system_precision; a float64 model is
+  // unaffected): float64 under bayesian or ard regularization, whose evidence updates read A's
+  // small eigenvalues (the diagonal of its inverse), which float32 rounding of A = Σ JᵀJ swamps
+  // (measured on FANN's bank32nh: γ = 375–450 of 545 from a float32 A, 227–238 from a float64
+  // one, and 1.2–1.7× the test error); float64 when A sums so many residual rows per step that
+  // float32 rounding stops the fit (kMixedPrecisionRows) and the device computes float64 at no
+  // less than kMinMixedFloat64Rate of its float32 rate; the model's precision otherwise.
   kAuto,
   kModel,    // the model's precision throughout
   kFloat64,  // float64 A, g and solve on float32 Jacobian rows: mixed precision (a float64 model
              // is unaffected).  A costs twice the memory and SYRK runs at the float64 rate, but
              // its rounding no longer caps how small λ may go before the factorization fails.
 };
+
+// auto picks a float64 system for a float model once A sums at least this many residual rows per
+// step (batch × residuals per sample, over all ranks).  The rounding error of a float32 sum of m
+// products is bounded by m·u relative to the sum of their magnitudes (u = 2⁻²⁴; Higham, Accuracy
+// and Stability of Numerical Algorithms, §3.1), and a λ below the perturbation that rounding puts
+// on A makes its Cholesky factorization fail: from 2¹⁴ rows that bound reaches 2⁻¹⁰ of A's
+// diagonal.  Measured (2-core AMD EPYC, one thread;
+// bench/results/2026-11-25-2core-amd-epyc-precision-auto.md): W1 (1 000 rows, 61 parameters)
+// reaches a median MSE of 1.2e-7 in float32 and 8.7e-9 in mixed, but a mixed step costs 1.52×;
+// W2 (10 000 rows, 769 parameters) ends 10 epochs at 1.0e-5 in float32 and 2.8e-6 in mixed at
+// 1.9× the step time, and 20 float32 epochs, about the same time, reach 1.4e-6; W7 (100 000 rows)
+// stops at 1.2e-6 in float32 and reaches 1.4e-8–5.0e-8 in mixed (seeds 0–4).
+inline constexpr std::size_t kMixedPrecisionRows = std::size_t{1} << 14;
+// ... on a device whose float64 rate is at least this fraction of its float32 rate (CPUs: ½,
+// the SIMD lanes of a double are twice as wide; data-centre GPUs (P100, V100, A100, H100): ½;
+// consumer GPUs: 1/32–1/64, where a float64 SYRK would run 16–32× slower than the step was
+// planned for: auto keeps float32 there and says so).
+inline constexpr double kMinMixedFloat64Rate = 0.25;
 
 // A penalty ½ρ‖θ‖² added to the objective (weight decay), as MATLAB's trainbr does.
 enum class Regularization {
@@ -106,6 +127,9 @@ std::string_view to_string(DampingMatrix t);
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s);
 std::optional<DampingType> parse_damping(std::string_view s);
 std::optional<DampingMatrix> parse_damping_matrix(std::string_view s);
+// "auto", "model" or "float64" (the Python options' names of SystemPrecision).
+std::string_view to_string(SystemPrecision p);
+std::optional<SystemPrecision> parse_system_precision(std::string_view s);
 
 struct SolverOptions {
   LinearSolverType linear_solver = LinearSolverType::kAuto;
@@ -176,9 +200,27 @@ struct SolverOptions {
   SystemPrecision system_precision = SystemPrecision::kAuto;
 
   // Objective F + ½ρ‖θ‖²: ρ = weight_decay for l2; its initial value for bayesian and ard (every
-  // group's; 0: the evidence estimate with γ = min(n, N)/2 at the first linearization point).
+  // group's).  0: bayesian starts from the evidence estimate with γ = min(n, N)/2 at the first
+  // linearization point (with ρ = 0, γ would be rank(A) — N itself when N < n — and no update
+  // could leave 0); ard from ard_initial_scale × the mean of diag(JᵀJ) there.
   Regularization regularization = Regularization::kNone;
   double weight_decay = 0.0;
+  // ard's evidence schedule.  The re-estimate ρ_g = γ_g·‖r‖²/((N − γ)·‖θ_g‖²) reads the noise
+  // level from the residuals, and those of a network that has not learned yet overstate it.
+  // Started from bayesian's estimate at the initialization (the rule before issue 28), ard
+  // switched off Friedman #1's relevant input x₂ (test MSE 3.30 against MLPRegressor's 1.25) —
+  // and a group at the cap does not come back.  So ard starts every ρ_g at ard_initial_scale ×
+  // the mean of diag(JᵀJ), small next to A, and each update moves each ρ_g by at most
+  // ard_max_factor, a damped step of log ρ_g, so that the early re-estimates cannot switch a
+  // group off before the network has used it.  Measured on the suite of
+  // bench/regression_suite.py (bench/results/2026-11-25-2core-amd-epyc-regression-suite.md, 10
+  // seeds): ARD's median test MSE below MLPRegressor(solver="lbfgs")'s on all seven sets, and
+  // Friedman #1's relevant inputs ranked first on 10 of 10 seeds; undamped, pumadyn-32fm fell
+  // into the linear fit on 7 of 10 seeds.  Starts of 1e-6–1e-4 and factors 3–30 all pass.
+  // bayesian keeps its start and undamped updates: one ρ switches nothing off, and this schedule
+  // measured no better for it.
+  double ard_initial_scale = 1e-4;
+  double ard_max_factor = 10.0;
 
   // Memory planner: bytes the LM step may use on its device.  0 means memory_fraction of the
   // memory available when training starts.
@@ -214,7 +256,24 @@ bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType s
 // SolverOptions::geodesic_backoff_max with auto (−1) resolved for a model of this precision.
 int geodesic_backoff_max(const SolverOptions& options, bool float32_model);
 
-// kAuto resolved for a model in float (float_model) or double: kModel or kFloat64.
+// kAuto resolved for a model in float (float_model) or double: kModel or kFloat64, from the
+// regularization alone (a caller that knows the problem uses choose_system_precision, and passes
+// its choice on in SolverOptions::system_precision).
 SystemPrecision resolve_system_precision(const SolverOptions& options, bool float_model);
+
+// What choose_system_precision decides on.
+struct SystemPrecisionProblem {
+  bool float_model = true;
+  std::size_t rows = 0;       // residual rows summed into one A: batch × residuals, all ranks
+  double float64_rate = 0.5;  // the device's float64 throughput over its float32 throughput
+};
+// SolverOptions::system_precision with kAuto resolved for `problem`, and why (for the Summary).
+struct SystemPrecisionChoice {
+  SystemPrecision precision = SystemPrecision::kModel;
+  bool automatic = false;  // chosen by kAuto (the reason says why)
+  std::string reason;
+};
+SystemPrecisionChoice choose_system_precision(const SolverOptions& options,
+                                              const SystemPrecisionProblem& problem);
 
 }  // namespace lmtrain

@@ -1,9 +1,12 @@
 // Planning an LM step, once for every front end (DESIGN.md §4, §5): the Trainer, lmtrain.torch's
 // fast path (NativeStep) and its torch path all build their step here, so `auto` means the same
 // everywhere.  The planner
-//   * resolves the auto options: the linear solver (from the batch's residual rows m, the
-//     parameters n, the ranks, the regularization and the memory budget) and geodesic
-//     acceleration (for the loss);
+//   * resolves the auto options: the system's precision (choose_system_precision: from the
+//     residual rows m summed into A, the regularization and the device's float64 rate — rank
+//     0's, so that every rank builds the same system; a float64 A that does not fit the budget
+//     where a float32 one does gives way to it), the linear solver (from m, the parameters n,
+//     the ranks, the regularization and the memory budget) and geodesic acceleration (for the
+//     loss);
 //   * plans memory: the slice from the budget and the bytes each component reports — the
 //     source's footprint (counted for the native engine, measured for torch.func), the builder,
 //     the linear solver, the damping, the penalty, the geodesic correction and the step;
@@ -53,11 +56,16 @@ struct StepProblem {
   // Why A cannot be sharded over these ranks (distributed_cholesky), or nothing when it can
   // (dist::distributed_normal_matrix_unavailable for the step's communicator and device).
   std::optional<std::string> distributed_unavailable = std::string("the step has one rank");
+  // The device's float64 throughput over its float32 throughput, for system_precision = auto;
+  // 0: the source's device's (float64_rate).  The StepPlanner puts rank 0's here.
+  double float64_rate = 0;
 };
 
 // The resolved options, the solver's reason and the memory plan.
 struct StepPlan {
-  SolverOptions options;  // linear_solver and geodesic_acceleration resolved
+  // system_precision, linear_solver and geodesic_acceleration resolved
+  SolverOptions options;
+  SystemPrecisionChoice precision;  // what system_precision = auto chose, and why
   std::string solver_reason;
   MemoryPlan memory;
   // distributed_cholesky: the process grid and the largest share of A ("2×2 process grid of 4

@@ -4,7 +4,7 @@
 // restored at the end (TrainerOptions::restore_best).
 #pragma once
 
-#include "lmtrain/backend/backend.h"
+#include "lmtrain/backend/linear_algebra.h"
 #include "lmtrain/train/summary.h"
 
 namespace lmtrain {
@@ -12,7 +12,7 @@ namespace lmtrain {
 template <typename T>
 class EarlyStopping {
  public:
-  EarlyStopping(Backend<T>& backend, std::size_t n, int max_failures)
+  EarlyStopping(LinearAlgebra<T>& backend, std::size_t n, int max_failures)
       : backend_(backend), n_(n), max_failures_(max_failures), best_(backend.allocate(n)) {}
 
   // Before the first epoch: θ is the best so far, with validation loss `loss`.
@@ -29,7 +29,7 @@ class EarlyStopping {
   void set_failures(int failures) { failures_ = failures; }
 
  private:
-  Backend<T>& backend_;
+  LinearAlgebra<T>& backend_;
   std::size_t n_;
   int max_failures_;
   int failures_ = 0;

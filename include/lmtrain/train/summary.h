@@ -60,6 +60,8 @@ struct Summary : TrainingProgress {
   std::string model;
   std::string loss;
   std::string precision;
+  std::string precision_reason;  // why precision = auto chose it (empty when it was asked for)
+  bool float32_system = false;   // A, g and the solve in float32 (a float32 model, not mixed)
   std::string device;
   std::string communicator = "local";  // "local" or "mpi (…, R ranks)"
   int ranks = 1;

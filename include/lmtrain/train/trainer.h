@@ -1,6 +1,7 @@
-// The Trainer runs epochs of LM steps over mini-batches (or the full batch), with seeded
-// shuffling, validation-based early stopping (MATLAB trainlm's max_fail, best model restored),
-// the termination criteria of solver_options.h and an iteration callback.
+// The Trainer: lmtrain's own network trained on data sets in memory — the fit run of
+// fit_run.h (epochs, batches, early stopping, stops, checkpoints) with the network's structural
+// Jacobians as the step's linearization and the data on the backend's device.  `lmtrain fit`
+// and `lmtrain.fit` train through it.
 #pragma once
 
 #include <array>
@@ -16,72 +17,12 @@
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/step_planner.h"
-#include "lmtrain/train/batch_shares.h"
 #include "lmtrain/train/dataset.h"
+#include "lmtrain/train/fit_run.h"
 #include "lmtrain/train/summary.h"
+#include "lmtrain/train/trainer_options.h"
 
 namespace lmtrain {
-
-struct TrainerOptions {
-  // Epochs (passes over the training data).
-  int max_epochs = 50;
-  // Samples per LM step; 0 (or ≥ the training set) means full batch.
-  std::size_t batch_size = 0;
-  // Reshuffle the training samples every epoch (seeded by `seed`).
-  bool shuffle = true;
-  std::uint64_t seed = 0;
-  // Stop once the epoch's training loss (reported units) ≤ loss_goal (MATLAB trainlm's goal).
-  double loss_goal = 0.0;
-  // Wall-clock budget in seconds, checked after every step.
-  double max_time_seconds = std::numeric_limits<double>::infinity();
-  // With a validation set: stop after this many consecutive epochs without a new best
-  // validation loss and restore the best parameters (MATLAB trainlm: max_fail = 6).
-  int max_validation_failures = 6;
-  bool restore_best = true;
-  // After a stop is asked for (the first SIGINT/SIGTERM to `lmtrain fit`, the first Ctrl-C in
-  // Python), the seconds the step under way may take to finish and write its checkpoint before
-  // the process ends at once (Python: KeyboardInterrupt at once).  A second signal does not wait.
-  // ∞: wait for the step however long it runs; 0: the first signal ends the process.
-  double stop_grace_s = 30.0;
-  // Each rank's share of a batch with several ranks (train/batch_shares.h): equal blocks, or
-  // blocks that follow each rank's measured forward-and-Jacobian throughput of the previous steps
-  // (heterogeneous ranks).  Measured shares change A only by the order of its sums, but that
-  // order then depends on timing: runs are no longer bit-reproducible.
-  BatchBalance balance = BatchBalance::kEqual;
-
-  bool is_valid(std::string* error) const;
-  void validate() const;
-};
-
-// Passed to callbacks after every LM step.
-struct IterationSummary {
-  int epoch = 0;          // 1-based
-  std::size_t batch = 0;  // 0-based index within the epoch
-  int step = 0;           // 1-based over the run
-  double batch_loss = 0;  // reported loss of the batch after the step
-  double lambda = 0;      // λ for the next step
-  double elapsed_seconds = 0;
-  StepReport report;
-};
-
-enum class CallbackResult { kContinue, kStop };
-
-// Everything needed to continue a run exactly where it stopped: a checkpoint.  Taken at an epoch
-// boundary (batches_done = 0) or, on interruption, after any step.  Resuming from it with the
-// same data, options and thread count reproduces the uninterrupted run bit for bit.
-template <typename T>
-struct TrainingState {
-  int epochs_done = 0;                       // completed epochs
-  std::size_t batches_done = 0;              // completed batches of epoch epochs_done + 1
-  std::array<std::uint64_t, 4> epoch_rng{};  // shuffling RNG before that epoch's permutation
-  StepperState stepper;                      // λ's schedule, geodesic backoff, penalties' ρ
-  std::vector<T> params;
-  std::vector<T> best_params;  // best validation model (empty without validation)
-  int validation_failures = 0;
-  EpochRecord partial_epoch;  // counts of the unfinished epoch
-  TrainingProgress progress;  // counters, losses and history so far
-};
-using IterationCallback = std::function<CallbackResult(const IterationSummary&)>;
 
 template <typename T>
 class Trainer {
@@ -109,6 +50,10 @@ class Trainer {
   void set_epoch_callback(std::function<void(const EpochRecord&)> callback) {
     epoch_callback_ = std::move(callback);
   }
+  // Called after the epoch callback; kStop ends training (TerminationReason::kUserCallback).
+  void set_epoch_check(std::function<CallbackResult(const EpochRecord&)> check) {
+    epoch_check_ = std::move(check);
+  }
 
   // Trains `params` (host, model.num_params() values) in place.  Returns the Summary; on a
   // non-finite loss the parameters are the last finite ones and the Summary says so.  With
@@ -129,7 +74,6 @@ class Trainer {
   StepPlan plan(std::size_t samples, int ranks) const;
 
  private:
-  class Run;  // one fit(): its state and phases (trainer.cpp)
   ModelSpec spec_;
   LossOptions loss_options_;
   SolverOptions solver_options_;
@@ -141,6 +85,7 @@ class Trainer {
   const std::atomic<bool>* stop_flag_ = nullptr;
   dist::Communicator* comm_ = nullptr;
   std::function<void(const EpochRecord&)> epoch_callback_;
+  std::function<CallbackResult(const EpochRecord&)> epoch_check_;
 };
 
 }  // namespace lmtrain

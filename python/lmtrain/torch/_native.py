@@ -171,7 +171,24 @@ class NativePath:
         if self._step is not None:
             self._step.set_state(lam, nu, floor, skip, backoff)
 
-    def step(self, x: Any, y: Any) -> Any:
+    def fit(self, x: Any, y: Any, x_validation: Any, y_validation: Any, request: Any,
+            on_epoch: Any) -> Any:
+        """The library's Trainer on the module's parameters (trained in place) over (x, y);
+        returns the Summary."""
+        xs, ys, input_shape = self._arrays(x, y)
+        xv = yv = None
+        if x_validation is not None:
+            xv, yv, _ = self._arrays(x_validation, y_validation)
+        architecture = dict(self.architecture, input_shape=input_shape)
+        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
+            self.np_dtype)
+        fit = _core.native_fit64 if self.dtype == torch.float64 else _core.native_fit32
+        summary = fit(json.dumps(architecture), self.loss_options, self.options,
+                      self.float64_system, request, xs, ys, xv, yv, flat, on_epoch)
+        self._write_back(flat)
+        return summary
+
+    def _arrays(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray, list[int]]:
         from ._losses import Loss
 
         images = self.architecture["input_shape"] is None
@@ -180,22 +197,28 @@ class NativePath:
                              "tensor" if images else "the fast path takes x as one batch × "
                              "inputs tensor")
         input_shape = list(x.shape[1:]) if images else self.architecture["input_shape"]
-        outputs = self.outputs
-        targets = Loss(self.loss_options.loss).targets(y, outputs, self.dtype)
-        if targets.shape != (x.shape[0], outputs):
-            raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, {outputs})")
+        targets = Loss(self.loss_options.loss).targets(y, self.outputs, self.dtype)
+        if targets.shape != (x.shape[0], self.outputs):
+            raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, "
+                             f"{self.outputs})")
         xs = x.detach().to(self.dtype).reshape(x.shape[0], -1).contiguous().numpy()
         ys = targets.detach().contiguous().numpy()
         if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
             raise ValueError("x or y holds NaN or inf; parameters are unchanged")
-        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
-            self.np_dtype)
-        engine = self._engine(x.shape[0], input_shape)
-        report = engine.step(flat, xs, ys)
+        return xs, ys, input_shape
+
+    def _write_back(self, flat: np.ndarray) -> None:
         with torch.no_grad():
             offset = 0
             for p in self.params:
                 k = p.numel()
                 p.copy_(torch.from_numpy(flat[offset:offset + k]).view_as(p))
                 offset += k
+
+    def step(self, x: Any, y: Any) -> Any:
+        xs, ys, input_shape = self._arrays(x, y)
+        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
+            self.np_dtype)
+        report = self._engine(x.shape[0], input_shape).step(flat, xs, ys)
+        self._write_back(flat)
         return report

@@ -97,7 +97,7 @@ def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
         precision = "float64"
     resolved = precision or ("float64" if model_bits == 64 else "float32")
     if resolved not in ("float32", "float64"):
-        raise ValueError(f"precision = {precision!r}: expected 'float32', 'float64' or "
+        raise ValueError(f"precision = {precision!r}: expected 'auto', 'float32', 'float64' or "
                          "'mixed'")
     if resolved == "float32" and model_bits == 64:
         raise ValueError("precision = 'float32' with a float64 model: the system is never "
@@ -183,6 +183,108 @@ class _TorchDistributed:
         self._dist.all_gather(list(everything.chunk(self.size)), mine)
 
 
+def _first_batch_rows(data: Any) -> int:
+    size = getattr(data, "batch_size", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    return batch_size(next(iter(data))[0])
+
+
+class _TorchTrainingSet:
+    """A fit run's training set of torch tensors (the protocol of src/python/foreign_fit.cpp):
+    rows are samples of (x, y), gathered on the model's device; or, for an iterable of batches
+    (a DataLoader), rows are its batches, taken in its own order."""
+
+    def __init__(self, lin: TorchLinearization, data: Any, validation: Any,
+                 device: torch.device) -> None:
+        self._lin, self._device = lin, device
+        self.batches_are_rows = not LevenbergMarquardt._is_pair(data)
+        self._data = data
+        self.samples = len(data) if self.batches_are_rows else batch_size(data[0])
+        self._validation = validation
+        if validation is None:
+            self.validation_samples = 0
+        elif LevenbergMarquardt._is_pair(validation):
+            self.validation_samples = batch_size(validation[0])
+        else:
+            self.validation_samples = len(validation)
+        self._iterator: Any = None
+        self._next = 0
+        self._units_per_sample = 1.0
+        # rows → samples where rows are a loader's batches: of the last load and evaluation
+        self._loaded = self._evaluated = (0, 0)
+
+    def max_units(self, samples: int) -> int:
+        """The units of the first `samples` rows (made the linearization's batch)."""
+        return self.load(list(range(samples)), probe=True)
+
+    def load(self, rows: Any, probe: bool = False) -> int:
+        if self.batches_are_rows:
+            xs, ys, count = [], [], 0
+            for k in (int(r) for r in rows):
+                xb, yb = self._batch(k, probe)
+                xs.append(xb)
+                ys.append(yb)
+                count += batch_size(xb)
+            x = xs[0] if len(xs) == 1 else torch.cat(xs)
+            y = ys[0] if len(ys) == 1 or ys[0] is None else torch.cat(ys)
+        else:
+            index = torch.as_tensor(rows, dtype=torch.int64, device=self._device)
+            x, y = self._data
+            x = type(x)(v[index] for v in x) if isinstance(x, (tuple, list)) else x[index]
+            y = None if y is None else y[index]
+            count = batch_size(x)
+        units = self._lin.set_batch(x, y)
+        self._units_per_sample = units / count
+        self._loaded = (len(rows), count)
+        return units
+
+    def _batch(self, k: int, probe: bool) -> tuple[Any, Any]:
+        if probe or k == 0 or self._iterator is None or k != self._next:
+            self._iterator = iter(self._data)
+            for _ in range(k):
+                next(self._iterator)
+        xb, yb = next(self._iterator)
+        self._next = k + 1
+        if probe:
+            self._iterator = None
+        return _to(xb, self._device), _to(yb, self._device)
+
+    def objective(self, theta: torch.Tensor, validation: bool, first: int, count: int) -> float:
+        """F of rows [first, first + count) at the model's parameters (θ is their buffer)."""
+        data = self._validation if validation else self._data
+        total, units = 0.0, 0
+        if LevenbergMarquardt._is_pair(data):
+            x, y = data
+            x, y = _rows(x, first, first + count), None if y is None else y[first:first + count]
+            parts: Iterable[tuple[Any, Any]] = [(x, y)]
+        else:
+            parts = (batch for k, batch in enumerate(data) if first <= k < first + count)
+        samples = 0
+        for xb, yb in parts:
+            f, u, _ = self._lin.evaluate(_to(xb, self._device), _to(yb, self._device))
+            total, units, samples = total + f, units + u, samples + batch_size(xb)
+        self._lin.reset_step()
+        self._evaluated = (count, samples)
+        return total
+
+    def reported(self, objective: float, samples: int) -> float:
+        if self.batches_are_rows:  # `samples` counts batches: the samples they held
+            samples = next((n for rows, n in (self._evaluated, self._loaded) if rows == samples),
+                           samples)
+        if self._lin.loss is None:  # the mean of r² over the residual rows
+            return 2.0 * objective / max(1.0, samples * self._units_per_sample)
+        return _core.reported_loss(self._lin.loss.kind, objective, samples, self._lin.outputs)
+
+
+def _to(t: Any, device: torch.device) -> Any:
+    if t is None:
+        return None
+    if isinstance(t, (tuple, list)):
+        return type(t)(_to(v, device) for v in t)
+    return t.to(device)
+
+
 class LevenbergMarquardt:
     """Levenberg–Marquardt training of a torch model with lmtrain's engine.
 
@@ -205,7 +307,11 @@ class LevenbergMarquardt:
         ``"nielsen"`` (default) or ``"multiplicative"``.
     precision : str, optional
         Precision of A, g and the solve: ``"float64"`` (for a float32 model: mixed precision,
-        also called ``"mixed"``) or ``"float32"``; by default the model's.
+        also called ``"mixed"``), ``"float32"`` (exactly, for a float32 model) or ``"auto"``.
+        The default is ``"auto"``, as ``lmtrain fit``'s: for a float32 model the library chooses
+        float64 under ``bayesian`` and ``ard``, and for batches of at least 16 384 residual rows
+        on a CPU or a data-centre GPU, float32 otherwise (the Summary's ``precision_reason``
+        says why); a float64 model solves in float64.
     memory_budget : int, optional
         Bytes the step may use; default ``memory_fraction`` of the device's available memory.
     slice_size : int, optional
@@ -249,7 +355,11 @@ class LevenbergMarquardt:
         self.options = _solver_options(damping, memory_budget, slice_size, options)
         self.slice_size = slice_size
         model_bits = torch.finfo(self.dtype).bits
-        self.precision = _system_precision(precision, self.dtype)
+        self.precision = _system_precision(None if precision == "auto" else precision,
+                                           self.dtype)
+        if precision is not None and precision != "auto" or model_bits == 64:
+            # Asked for (float32 stays float32), or a float64 model: no choice to make.
+            self.options.system_precision = "model"
         self._float64_system = self.precision == "float64" and model_bits == 32
 
         self._dist: Any = None
@@ -491,24 +601,7 @@ class LevenbergMarquardt:
         if self._step is not None and units <= self._planned_units:
             return self._step
         state = self.state_dict() if self._step is not None else self._pending_state
-        spec = _core.ForeignStepSpec()
-        spec.parameters = self.n
-        spec.residuals_per_unit = self._lin.residuals_per_unit()
-        spec.max_units = units
-        spec.total_units = (units * self._dist.get_world_size() if self._dist is not None
-                            else units)
-        spec.options = self.options
-        spec.loss = "mse" if self.loss is None else self.loss.kind
-        spec.outputs = self._lin.outputs
-        spec.float64_system = self._float64_system
-        spec.device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
-        spec.caller_bytes = 0 if self.device.type == "cpu" else self.n * self._theta.element_size()
-        fixed, per_unit, how = self._footprint(units, spec.residuals_per_unit)
-        spec.fixed_bytes, spec.bytes_per_unit, spec.footprint_measured = fixed, per_unit, how
-        self._footprint_how = how
-        group_of, names, sizes, inputs = relevance_groups(self.model)
-        spec.group_of, spec.group_names, spec.group_sizes = group_of, names, sizes
-        spec.input_groups = inputs
+        spec = self._spec(units)
         communicator = (_TorchDistributed(self._dist, self.device) if self._dist is not None
                         else None)
         cls = _core.ForeignStep64 if self.dtype == torch.float64 else _core.ForeignStep32
@@ -521,6 +614,33 @@ class LevenbergMarquardt:
                                  None if state.get("weight_decays") is None
                                  else list(state["weight_decays"]))
         return self._step
+
+    def _spec(self, units: int) -> Any:
+        """The library's description of a torch-path problem whose batches have up to `units`
+        units (the linearization holds such a batch: the footprint is measured on it)."""
+        spec = _core.ForeignStepSpec()
+        spec.parameters = self.n
+        spec.residuals_per_unit = self._lin.residuals_per_unit()
+        spec.max_units = units
+        spec.total_units = (units * self._dist.get_world_size() if self._dist is not None
+                            else units)
+        spec.options = self.options
+        spec.loss = "mse" if self.loss is None else self.loss.kind
+        spec.outputs = self._lin.outputs
+        spec.float64_system = self._float64_system
+        spec.device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
+        if self.device.type == "cuda":
+            # The library's backend queues on torch's current stream (when the step is built):
+            # after the kernels of the slices, before those that read the parameters.
+            spec.stream = torch.cuda.current_stream(self.device).cuda_stream
+        spec.caller_bytes = 0 if self.device.type == "cpu" else self.n * self._theta.element_size()
+        fixed, per_unit, how = self._footprint(units, spec.residuals_per_unit)
+        spec.fixed_bytes, spec.bytes_per_unit, spec.footprint_measured = fixed, per_unit, how
+        self._footprint_how = how
+        group_of, names, sizes, inputs = relevance_groups(self.model)
+        spec.group_of, spec.group_names, spec.group_sizes = group_of, names, sizes
+        spec.input_groups = inputs
+        return spec
 
     def _footprint(self, units: int, rows_per_unit: int) -> tuple[int, int, str]:
         """(fixed bytes, bytes per unit of a slice, how measured) of the torch side: the
@@ -573,70 +693,129 @@ class LevenbergMarquardt:
             batch_size: int | None = None, loss_goal: float = 0.0,
             max_time_seconds: float = 0.0, max_validation_failures: int = 6,
             restore_best: bool = True, shuffle: bool = True, seed: int = 0,
-            verbose: bool = False) -> list[dict[str, float]]:
-        """Trains for up to ``epochs`` passes over ``data`` and returns one record per epoch.
+            verbose: bool = False, checkpoint: str | None = None, checkpoint_every: int = 1,
+            resume: str | None = None) -> list[dict[str, float]]:
+        """Trains for up to ``epochs`` passes over ``data`` with the library's fit run (the one
+        ``lmtrain fit`` runs) and returns one record per epoch; ``self.summary`` is the
+        library's Summary (``summary.full_report()`` is lmtrain fit's report).
 
-        ``data`` is a tuple (x, y) of tensors (split into ``batch_size`` batches, full batch by
-        default, the rows reshuffled every epoch when ``shuffle``, seeded by ``seed``) or any
-        iterable of (x, y) batches, such as a DataLoader.  It stops, as
-        ``lmtrain fit`` does, at the first of: ``epochs``; the training loss ≤ ``loss_goal``;
-        ``max_time_seconds``; ``max_validation_failures`` epochs without a better validation
-        loss (then the best validation model is restored when ``restore_best``); or a step's own
-        stop (λ above lambda_max, or the gradient, function or parameter tolerance).  A callback
-        ``cb(epoch, training_loss, validation_loss)`` returning True stops training too.
+        ``data`` is a tuple (x, y) of tensors — split into ``batch_size`` batches (full batch by
+        default), the rows reshuffled every epoch when ``shuffle`` with the library's RNG seeded
+        by ``seed``, as ``lmtrain fit`` shuffles — or any sized iterable of (x, y) batches, such
+        as a DataLoader, whose batches are the steps in its own order (the fast path takes its
+        batches once, in that order).  It stops at the first of: ``epochs``; the training loss
+        ≤ ``loss_goal``; ``max_time_seconds``; ``max_validation_failures`` epochs without a
+        better validation loss (then the best validation model is restored when
+        ``restore_best``); a step's own stop (λ above lambda_max, the gradient, function or
+        parameter tolerance); or a callback ``cb(epoch, training_loss, validation_loss)``
+        returning True.  The record of the last epoch names the reason (the library's
+        TerminationReason).  ``checkpoint``: a file written every ``checkpoint_every`` epochs
+        and on Ctrl-C (the library's checkpoint format); ``resume``: such a file to continue
+        from, bit for bit as an uninterrupted run.
         """
         from .._progress import EpochProgress
 
-        start = time.perf_counter()
-        history: list[dict[str, float]] = []
-        best, best_state, failures = math.inf, None, 0
+        trainer = _core.TrainerOptions()
+        trainer.max_epochs = int(epochs)
+        trainer.batch_size = int(batch_size or 0)
+        trainer.shuffle = bool(shuffle)
+        trainer.seed = int(seed)
+        trainer.loss_goal = float(loss_goal)
+        trainer.max_time_seconds = float(max_time_seconds) if max_time_seconds > 0 else math.inf
+        trainer.max_validation_failures = int(max_validation_failures)
+        trainer.restore_best = bool(restore_best)
+        trainer.validate()
+        request = _core.ForeignFitRequest()
+        request.model = self._describe_model()
+        request.precision = self.precision if not self._float64_system else \
+            "mixed (float32 model and Jacobian, float64 A, g and solve)"
+        if checkpoint is not None:
+            request.checkpoint = str(checkpoint)
+            request.checkpoint_every = int(checkpoint_every)
+        if resume is not None:
+            request.resume = str(resume)
         progress = EpochProgress(epochs) if verbose else None
-        generator = torch.Generator().manual_seed(seed)
+        callbacks = list(callbacks)
+
+        def on_epoch(record: Any) -> bool:
+            if progress is not None:
+                progress(record.epoch, record.training_loss, record.validation_loss,
+                         record.seconds)
+            return any(bool(cb(record.epoch, record.training_loss, record.validation_loss))
+                       for cb in callbacks)
+
         try:
-            for epoch in range(1, epochs + 1):
-                t = time.perf_counter()
-                stop = ""
-                order = None
-                if shuffle and self._is_pair(data) and batch_size:
-                    order = torch.randperm(batch_size_of(data[0]), generator=generator)
-                for xb, yb in self._batches(data, batch_size, order):
-                    report = self.step(xb, yb)
-                    if report.termination:
-                        stop = str(report.termination)
-                        break
-                training = self.evaluate(data)
-                validation_loss = self.evaluate(validation) if validation is not None else math.nan
-                record = {"epoch": epoch, "loss": training, "validation_loss": validation_loss,
-                          "lambda": self.lambda_, "seconds": time.perf_counter() - t}
-                history.append(record)
-                if progress is not None:
-                    progress(epoch, training, validation_loss, record["seconds"])
-                if any(bool(cb(epoch, training, validation_loss)) for cb in callbacks):
-                    stop = stop or "user_callback"
-                if validation is not None:
-                    if validation_loss < best:
-                        best, failures = validation_loss, 0
-                        best_state = [p.detach().clone() for p in self._params]
-                    else:
-                        failures += 1
-                        if failures >= max_validation_failures > 0:
-                            stop = stop or "validation_max_fail"
-                if not stop and loss_goal > 0 and training <= loss_goal:
-                    stop = "loss_goal"
-                if not stop and max_time_seconds > 0 and \
-                        time.perf_counter() - start >= max_time_seconds:
-                    stop = "time_budget"
-                if stop:
-                    record["termination"] = stop  # type: ignore[assignment]
-                    break
+            if self._native is not None:
+                summary = self._native_fit(data, validation, trainer, request, on_epoch)
+            else:
+                summary = self._torch_fit(data, validation, trainer, request, on_epoch)
         finally:
             if progress is not None:
                 progress.close()
-        if validation is not None and restore_best and best_state is not None:
-            with torch.no_grad():
-                for p, b in zip(self._params, best_state):
-                    p.copy_(b)
+        self.summary = summary
+        history: list[dict[str, Any]] = [
+            {"epoch": e.epoch, "loss": e.training_loss, "validation_loss": e.validation_loss,
+             "lambda": e.lambda_, "seconds": e.seconds} for e in summary.history]
+        if history:
+            history[-1]["termination"] = str(summary.termination)
         return history
+
+    summary: Any = None
+
+    def _describe_model(self) -> str:
+        shapes = ", ".join(f"{name} {tuple(p.shape)}" for name, p in zip(self._names,
+                                                                         self._params))
+        return f"{type(self.model).__name__} ({shapes}), {self.n} parameters"
+
+    def _fingerprint(self, trainer: Any, batch: int) -> str:
+        import json
+
+        return json.dumps({"architecture": self._describe_model(), "seed": trainer.seed,
+                           "batch_size": batch, "precision": self.precision,
+                           "loss": "residual_fn" if self.loss is None else self.loss.kind})
+
+    def _native_fit(self, data: Any, validation: Any, trainer: Any, request: Any,
+                    on_epoch: Callable[[Any], bool]) -> Any:
+        x, y = self._materialized(data)
+        if not self._is_pair(data):
+            trainer.batch_size, trainer.shuffle = _first_batch_rows(data), False
+        request.trainer = trainer
+        request.fingerprint = self._fingerprint(trainer, trainer.batch_size or batch_size_of(x))
+        xv = yv = None
+        if validation is not None:
+            xv, yv = self._materialized(validation)
+        return self._native.fit(x, y, xv, yv, request, on_epoch)
+
+    def _torch_fit(self, data: Any, validation: Any, trainer: Any, request: Any,
+                   on_epoch: Callable[[Any], bool]) -> Any:
+        if self._dist is not None and not self._is_pair(data):
+            raise NotImplementedError("fit() on several ranks takes (x, y) tensors, which the "
+                                      "library shards; for a DataLoader with a "
+                                      "DistributedSampler call step() on its batches with "
+                                      "shard=False")
+        dataset = _TorchTrainingSet(self._lin, data, validation, self.device)
+        if dataset.batches_are_rows:
+            trainer.batch_size, trainer.shuffle = 1, False
+        request.trainer = trainer
+        batch = trainer.batch_size or dataset.samples
+        request.fingerprint = self._fingerprint(trainer, batch)
+        first = min(batch, dataset.samples) if not dataset.batches_are_rows else 1
+        units = dataset.max_units(first)  # and the batch the footprint is measured on
+        spec = self._spec(units)
+        communicator = (_TorchDistributed(self._dist, self.device) if self._dist is not None
+                        else None)
+        fit = _core.foreign_fit64 if self.dtype == torch.float64 else _core.foreign_fit32
+        try:
+            return fit(spec, request, self._lin, dataset, communicator, self._theta_now(),
+                       on_epoch)
+        finally:
+            self._lin.reset_step()
+
+    def _materialized(self, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._is_pair(data):
+            return data
+        xs, ys = zip(*data)
+        return torch.cat(xs), torch.cat(ys)
 
     @staticmethod
     def _is_pair(data: Any) -> bool:

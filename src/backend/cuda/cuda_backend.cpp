@@ -44,7 +44,10 @@ namespace {
 // Destruction failures are ignored: they only happen when the context is already gone (process
 // exit), and a destructor cannot report them.
 struct StreamDeleter {
-  void operator()(cudaStream_t s) const noexcept { (void)cudaStreamDestroy(s); }
+  bool owned = true;  // false: the caller's stream (make_cuda_backend_on_stream), never destroyed
+  void operator()(cudaStream_t s) const noexcept {
+    if (owned) (void)cudaStreamDestroy(s);
+  }
 };
 struct CublasDeleter {
   void operator()(cublasHandle_t h) const noexcept { (void)cublasDestroy(h); }
@@ -78,6 +81,19 @@ StreamHandle make_stream(int device) {
   // the process may use.
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return StreamHandle(s);
+}
+
+// The caller's stream on `device` (made current), borrowed: checked to belong to the device.
+StreamHandle borrow_stream(int device, cudaStream_t stream) {
+  CUDA_CHECK(cudaSetDevice(device));
+  int stream_device = -1;
+  CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
+  if (stream_device != device)
+    throw InvalidArgument(fmt::format(
+        "the stream handed to the cuda:{} backend belongs to cuda:{}; pass a stream of the "
+        "model's device (torch.cuda.current_stream(device))",
+        device, stream_device));
+  return StreamHandle(stream, StreamDeleter{false});
 }
 
 CublasHandle make_cublas(cudaStream_t stream) {
@@ -162,10 +178,11 @@ std::string runtime_versions() {
 template <typename T>
 class CudaBackend final : public Backend<T> {
  public:
-  CudaBackend(int device, std::size_t memory_limit_bytes)
+  // `stream`: the caller's stream to queue on (borrowed), or nullptr for one of the backend's own.
+  CudaBackend(int device, std::size_t memory_limit_bytes, cudaStream_t stream = nullptr)
       : device_(device),
         memory_(device, memory_limit_bytes),
-        stream_(make_stream(device)),
+        stream_(stream != nullptr ? borrow_stream(device, stream) : make_stream(device)),
         cublas_(make_cublas(stream_.get())),
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
@@ -672,6 +689,16 @@ std::size_t memory_limit_from_environment() {
   return bytes;
 }
 
+// Throws BackendError, saying what to do, unless `device` is a visible CUDA device.
+void check_device(int device) {
+  if (cuda_device_count() == 0) {
+    throw BackendError(
+        "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
+        "them; `nvidia-smi` shows what the driver sees); use the cpu backend");
+  }
+  (void)cuda_device_description(device);  // validates the index with an actionable message
+}
+
 }  // namespace
 
 template <typename T>
@@ -681,15 +708,23 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int device) {
 
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_limit_bytes) {
-  if (cuda_device_count() == 0) {
-    throw BackendError(
-        "no CUDA device is visible (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides "
-        "them; `nvidia-smi` shows what the driver sees); use the cpu backend");
-  }
-  (void)cuda_device_description(device);  // validates the index with an actionable message
+  check_device(device);
   return std::make_unique<cuda::CudaBackend<T>>(device, memory_limit_bytes);
 }
 
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int device, void* stream) {
+  if (stream == nullptr)
+    throw InvalidArgument(
+        "make_cuda_backend_on_stream: the null stream is the legacy default stream, which "
+        "synchronizes with every other; pass the caller's stream (or call make_cuda_backend)");
+  check_device(device);
+  return std::make_unique<cuda::CudaBackend<T>>(device, memory_limit_from_environment(),
+                                                static_cast<cudaStream_t>(stream));
+}
+
+template std::unique_ptr<Backend<float>> make_cuda_backend_on_stream<float>(int, void*);
+template std::unique_ptr<Backend<double>> make_cuda_backend_on_stream<double>(int, void*);
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int, std::size_t);

@@ -28,6 +28,10 @@ std::string cuda_device_description(int /*device*/) {
   throw_not_built();
 }
 
+double cuda_float64_rate(int /*device*/) {
+  throw_not_built();
+}
+
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/) {
   throw_not_built();
@@ -38,6 +42,13 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int /*device*/, std::size_t /*memo
   throw_not_built();
 }
 
+template <typename T>
+std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int /*device*/, void* /*stream*/) {
+  throw_not_built();
+}
+
+template std::unique_ptr<Backend<float>> make_cuda_backend_on_stream<float>(int, void*);
+template std::unique_ptr<Backend<double>> make_cuda_backend_on_stream<double>(int, void*);
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(int);
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(int, std::size_t);

@@ -40,4 +40,11 @@ std::string cuda_device_description(int device) {
                      static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 }
 
+double cuda_float64_rate(int device) {
+  (void)cuda_device_description(device);  // the same check of the index, the same message
+  int ratio = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&ratio, cudaDevAttrSingleToDoublePrecisionPerfRatio, device));
+  return ratio > 0 ? 1.0 / ratio : 1.0;
+}
+
 }  // namespace lmtrain

@@ -1,0 +1,84 @@
+// What both of lmtrain.torch's fit runs (the torch path's foreign_fit, the fast path's
+// native_fit) share: the request's trainer options and checkpoint, the first Python error of a
+// callback and the stop flag it raises, and the run's hooks — Python's pending signals after
+// every step (Ctrl-C: KeyboardInterrupt, the run stops after the step with a checkpoint), the
+// epoch callback whose True stops, the checkpoint file.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/train/fit_run.h"
+
+namespace lmtrain::python {
+
+// Python's side of a fit: its callbacks' first error, and the stop flag it raises.
+struct PythonErrors {
+  std::atomic<bool> stop{false};
+  std::optional<nanobind::python_error> error;
+  void record(nanobind::python_error& e) {
+    if (!error) error.emplace(std::move(e));
+    stop = true;
+  }
+};
+
+// on_epoch(record) after every epoch: True (or an exception, kept for the caller) stops.
+inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord& e,
+                                  PythonErrors& errors) {
+  nanobind::gil_scoped_acquire gil;
+  if (errors.error || on_epoch.is_none()) return CallbackResult::kContinue;
+  try {
+    return nanobind::cast<bool>(on_epoch(e)) ? CallbackResult::kStop : CallbackResult::kContinue;
+  } catch (nanobind::python_error& err) {
+    errors.record(err);
+  }
+  return CallbackResult::kContinue;
+}
+
+// Everything of a fit but the objects: the trainer's options, the Summary's description, the
+// checkpoint.
+struct ForeignFitRequest {
+  TrainerOptions trainer;
+  std::string model;       // the Summary's description of the module
+  std::string precision;   // its precision line
+  std::string checkpoint;  // path; empty: none
+  int checkpoint_every = 1;
+  std::string fingerprint = "{}";  // JSON a resume must match
+  std::string resume;              // checkpoint path to continue from
+};
+
+// The hooks of a fit run from Python (`comm` may be null: one rank; only rank 0 writes).
+template <typename T>
+FitHooks<T> python_hooks(const ForeignFitRequest& request, const nlohmann::json& fingerprint,
+                         PythonErrors& errors, nanobind::object& on_epoch,
+                         dist::Communicator* comm) {
+  FitHooks<T> hooks;
+  hooks.comm = comm;
+  hooks.stop_flag = &errors.stop;
+  const bool root = comm == nullptr || comm->is_root();
+  if (!request.checkpoint.empty()) {
+    hooks.checkpoint_every = request.checkpoint_every;
+    hooks.checkpoint = [path = request.checkpoint, fingerprint, root](const TrainingState<T>& s) {
+      if (root) io::write_checkpoint(path, s, fingerprint);
+    };
+  }
+  hooks.callbacks.push_back([&errors](const IterationSummary&) {
+    nanobind::gil_scoped_acquire gil;
+    if (!errors.error && PyErr_CheckSignals() != 0) {
+      nanobind::python_error e;
+      errors.record(e);
+    }
+    return CallbackResult::kContinue;
+  });
+  hooks.epoch_check = [&on_epoch, &errors](const EpochRecord& e) {
+    return epoch_check(on_epoch, e, errors);
+  };
+  return hooks;
+}
+
+}  // namespace lmtrain::python
