@@ -3,14 +3,18 @@
 // solved on rank 0), and a training run the losses of one rank.  Every rank runs every test.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
 #include <string>
+#include <thread>
 
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/step_planner.h"
+#include "lmtrain/train/fit_run.h"
+#include "lmtrain/train/predict.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -208,6 +212,139 @@ TEST(DistributedCholesky, L2RegularizationMatchesTheReplicatedCholesky) {
   const TrainedRun many = train(distributed, t, spec, data, g_world);
   EXPECT_EQ(many.summary.linear_solver_used, LinearSolverType::kDistributedCholesky);
   EXPECT_LE(relative_error(many.params, one.params), 1e-9);
+}
+
+// The network's source with each linearization slowed by a sleep per sample: a rank of unequal
+// speed whatever else the machine runs, since the shares follow wall time.
+class SlowedSource final : public LinearizationSource<double> {
+ public:
+  SlowedSource(LinearizationSource<double>& inner, std::chrono::microseconds per_sample)
+      : inner_(inner), per_sample_(per_sample) {}
+  std::size_t num_params() const override { return inner_.num_params(); }
+  std::size_t residuals_per_sample() const override { return inner_.residuals_per_sample(); }
+  LinearAlgebra<double>& model_backend() const override { return inner_.model_backend(); }
+  void reserve(std::size_t batch, std::size_t slice) override { inner_.reserve(batch, slice); }
+  void release_slices() override { inner_.release_slices(); }
+  SourceFootprint footprint(std::size_t batch, bool trial) const override {
+    return inner_.footprint(batch, trial);
+  }
+  SlicePreference slice_preference() const override { return inner_.slice_preference(); }
+  double linearize(const double* params, const double* x, const double* y,
+                   std::size_t batch) override {
+    std::this_thread::sleep_for(per_sample_ * static_cast<long>(batch));
+    return inner_.linearize(params, x, y, batch);
+  }
+  std::size_t batch() const override { return inner_.batch(); }
+  void clear_batch() override { inner_.clear_batch(); }
+  const double* residuals() const override { return inner_.residuals(); }
+  JacobianRows<double> jacobian_slice(const double* params, std::size_t first, std::size_t count,
+                                      double* scratch, std::size_t scratch_ld) override {
+    return inner_.jacobian_slice(params, first, count, scratch, scratch_ld);
+  }
+  double objective(const double* params) override { return inner_.objective(params); }
+  void residuals_at(const double* params, double* r) override { inner_.residuals_at(params, r); }
+  ParameterGroups relevance_groups() const override { return inner_.relevance_groups(); }
+
+ private:
+  LinearizationSource<double>& inner_;
+  std::chrono::microseconds per_sample_;
+};
+
+// A data set on the CPU backend: batches gathered into buffers of `chunk` samples.
+class RowsOf final : public TrainingSet<double> {
+ public:
+  RowsOf(const Sequential<double>& model, const Loss<double>& loss, Backend<double>& backend,
+         const Dataset<double>& d, std::size_t chunk)
+      : model_(model), loss_(loss), backend_(backend), samples_(d.samples), chunk_(chunk) {
+    x_ = backend.allocate(d.x.size());
+    y_ = backend.allocate(d.y.size());
+    backend.copy_from_host(d.x.data(), x_.data(), d.x.size());
+    backend.copy_from_host(d.y.data(), y_.data(), d.y.size());
+    xb_ = backend.allocate(chunk * model.inputs());
+    yb_ = backend.allocate(chunk * model.outputs());
+  }
+  std::size_t samples() const override { return samples_; }
+  std::size_t validation_samples() const override { return 0; }
+  std::size_t max_units(std::size_t samples) const override { return samples; }
+  Batch load(std::span<const std::int64_t> rows) override {
+    EXPECT_LE(rows.size(), chunk_);  // the fit run's largest share
+    backend_.gather_rows(x_.data(), model_.inputs(), rows, xb_.data());
+    backend_.gather_rows(y_.data(), model_.outputs(), rows, yb_.data());
+    return {xb_.data(), yb_.data(), rows.size()};
+  }
+  double objective(const double* theta, bool, std::size_t first, std::size_t count) override {
+    return total_objective(model_, loss_, theta, x_.data(), y_.data(), first, count, chunk_,
+                           state_);
+  }
+  double reported(double objective, std::size_t samples) const override {
+    return loss_.reported(objective, samples);
+  }
+
+ private:
+  const Sequential<double>& model_;
+  const Loss<double>& loss_;
+  Backend<double>& backend_;
+  std::size_t samples_, chunk_;
+  DeviceBuffer<double> x_, y_, xb_, yb_;
+  ForwardState<double> state_;
+};
+
+// A fit run on these ranks whose last rank sleeps `per_sample` in every linearization.
+TrainedRun slowed_fit(const TrainerOptions& t, const ModelSpec& spec, const Dataset<double>& data,
+                      std::chrono::microseconds per_sample) {
+  auto backend = make_cpu_backend<double>();
+  Sequential<double> model(spec, *backend);
+  Loss<double> loss(LossOptions{}, model.outputs(), *backend);
+  JacobianEngine<double> engine(model, loss);
+  EngineSource<double> network(engine);
+  const bool slowed = g_world->rank() == g_world->size() - 1;
+  SlowedSource source(network, slowed ? per_sample : std::chrono::microseconds(0));
+  const std::size_t chunk = BatchShares(t.balance, g_world->size(), 0).max_shard(t.batch_size);
+  RowsOf rows(model, loss, *backend, data, chunk);
+  SolverOptions solver;
+  solver.linear_solver = LinearSolverType::kCholesky;
+  FitDescription description;
+  description.model = spec.describe();
+  FitHooks<double> hooks;
+  hooks.comm = g_world;
+  TrainedRun run;
+  run.params = model.initial_parameters(Init::kTorch, 11);
+  DeviceBuffer<double> theta = backend->allocate(run.params.size());
+  run.summary = run_fit<double>(solver, t, source, rows, *backend, theta.data(), run.params,
+                                description, hooks, 0);
+  return run;
+}
+
+TEST(MeasuredBalance, ASlowerRankGetsLessOfTheBatchAndTheSameParameters) {
+  // The last of 2 ranks sleeps 200 µs per sample it linearizes (about 100 times its compute on
+  // 1-64-1): with trainer.balance = "measured" its share falls towards kMinShare/2, and after 10
+  // steps θ is that of equal shares up to float64 summation order (every sample is linearized by
+  // exactly one rank either way).  About 4 s.
+  if (g_world->size() != 2) GTEST_SKIP() << "runs on 2 ranks";
+  const auto spec = ModelSpec::mlp(1, {64}, 1, Activation::kTanh);
+  const auto data = wave(20000, 12);
+  TrainerOptions t;
+  t.max_epochs = 1;
+  t.batch_size = 2000;
+  t.seed = 4;
+  t.balance = BatchBalance::kMeasured;
+  const TrainedRun measured = slowed_fit(t, spec, data, std::chrono::microseconds(200));
+  t.balance = BatchBalance::kEqual;
+  const TrainedRun equal = slowed_fit(t, spec, data, std::chrono::microseconds(200));
+  ASSERT_EQ(measured.summary.steps, 10);
+  ASSERT_EQ(measured.summary.batch_shares.size(), 2u);
+  if (g_world->is_root())
+    std::printf("measured shares after %d steps: %.3f / %.3f\n", measured.summary.steps,
+                measured.summary.batch_shares[0], measured.summary.batch_shares[1]);
+  EXPECT_LT(measured.summary.batch_shares[1], 0.2);
+  EXPECT_GE(measured.summary.batch_shares[1], BatchShares::kMinShare / 2 - 1e-12);
+  EXPECT_NEAR(measured.summary.batch_shares[0] + measured.summary.batch_shares[1], 1.0, 1e-12);
+  EXPECT_EQ(equal.summary.batch_shares, (std::vector<double>{0.5, 0.5}));
+  EXPECT_NE(measured.summary.full_report().find("Batch shares"), std::string::npos);
+  const double difference = relative_error(measured.params, equal.params);
+  if (g_world->is_root()) std::printf("θ measured vs equal shares: %.3e\n", difference);
+  EXPECT_LE(difference, 1e-9);
+  EXPECT_LT(measured.summary.final_loss, 0.5 * measured.summary.initial_loss);  // it trained
 }
 
 }  // namespace
