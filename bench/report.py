@@ -460,7 +460,8 @@ def phase_table(workload, summary, variants, lines):
               '| set | tool | ' + ' | '.join(phases) + ' |', '|---|---|' + '---|' * len(phases)]
     for v, t, s in rows:
         lines.append(f'| {v} | {t} | '
-                     + ' | '.join(f"{s['phases'][p]:.3f}" for p in phases) + ' |')
+                     + ' | '.join('–' if s['phases'].get(p) is None else f"{s['phases'][p]:.3f}"
+                                  for p in phases) + ' |')
     per_step = [(v, t, s) for v, t, s in rows if s.get('phases_per_step')]
     # A row with floors has its per-step times in the floor table below; the per-step table
     # repeats only the others (it used to repeat every row, the same digits for W1's 1 000 steps).

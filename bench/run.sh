@@ -229,6 +229,13 @@ sinc_workload() {
     run "$w" "$variant" torch-lm "$rep" "${torch[@]}" "${a[@]}"
     run "$w" "$variant" torch-lm-cholesky "$rep" "${torch[@]}" "${a[@]}" --solve cholesky
     run "$w" "$variant" torch-lm-solve "$rep" "${torch[@]}" "${a[@]}" --solve solve
+    # lmtrain.torch (issue 27), the peers' damping: its fast path (the native engine on the
+    # nn.Sequential) and its torch path (torch.func slices, the library's step).  Needs lmtrain's
+    # Python package importable by the peers' Python (pip install . there, or PYTHONPATH);
+    # otherwise these rows fail with the import error.
+    local front=("$python_peer" "$bench/torch/front_end.py" "$w" --damping same --device "$device")
+    run "$w" "$variant" lmtrain.torch-native "$rep" "${front[@]}" "${a[@]}" --variant native
+    run "$w" "$variant" lmtrain.torch-torch "$rep" "${front[@]}" "${a[@]}" --variant torch
     # First-order peers, same network and data, for the wall time lmtrain's default run took.
     local fo=("${torch[@]}" --seed "$rep" --budget "$budget_s")
     run "$w" "$variant" torch-adam "$rep" "${fo[@]}" --optimizer adam
@@ -245,6 +252,7 @@ Rows (same data, network, batches and epochs; every tool at its default thread c
 * **lmtrain-peerdamp**: the peers' algorithm (λ₀ = 1e-3, ×10 on rejection, ×0.1 on acceptance, no geodesic acceleration) with λ₀, λ_min and λ_max × B (\`--damping multiplicative --no-geodesic --per-sample-damping\`). torch-levenberg-marquardt adds λI to JᵀJ/B, so this row damps exactly as much as the peer: **the issue-7 target is judged on it**, against the fastest torch-levenberg-marquardt solver.
 * **lmtrain-mult**: the same algorithm on lmtrain's own λ scale (λI added to JᵀJ, i.e. 1/B of the peer's damping).
 * **torch-lm**, **torch-lm-cholesky**, **torch-lm-solve**: torch-levenberg-marquardt with \`solve_method\` qr (its default), cholesky and solve.
+* **lmtrain.torch-native**, **lmtrain.torch-torch**: lmtrain's PyTorch front end with the peers' damping (multiplicative, λ₀ = 1e-3, no geodesic acceleration): the fast path (the native engine on the nn.Sequential) and the torch path (torch.func Jacobian slices, the library's step); bench/torch/front_end.py, whose result lines carry the step's phases.
 * **torch-adam** (lr 1e-3, PyTorch's default) and **torch-adam-lr0.01** on the LM runs' mini-batches, and **torch-lbfgs** (\`torch.optim.LBFGS\`, lr 1, up to 20 iterations per step, history 100, strong-Wolfe line search, full batch): each given the wall time lmtrain's default run took in the same repetition, checked after every step. Their "epochs" are passes over the data (L-BFGS: optimizer steps) and their time/step is an optimizer step, so their step ratios compare unlike units.
 EOF
 }

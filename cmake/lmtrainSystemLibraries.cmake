@@ -43,3 +43,10 @@ macro(lmtrain_import_nccl)
     PATH_SUFFIXES lib64 lib
     ADVICE "install NCCL (libnccl-dev or NVIDIA's package), or set NCCL_LIBRARY to the library file")
 endmacro()
+
+# ScaLAPACK built for OpenMPI (Debian's libscalapack-openmpi-dev) as lmtrain::ScaLAPACK: the
+# distributed normal matrix of CPU ranks (solver.linear_solver = "distributed_cholesky").
+macro(lmtrain_import_scalapack)
+  lmtrain_import_library(lmtrain::ScaLAPACK SCALAPACK_LIBRARY NAMES scalapack-openmpi HINTS ${ARGN}
+    ADVICE "install libscalapack-openmpi-dev, or set SCALAPACK_LIBRARY to the library file")
+endmacro()

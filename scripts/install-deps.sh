@@ -10,6 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin              # data-parallel ranks (mpirun)
+  libscalapack-openmpi-dev                # A sharded over CPU ranks (distributed_cholesky)
   gnuplot-nox                             # PNG plots of training runs
   clang libclang-rt-14-dev libomp-dev     # libFuzzer targets of the file readers
   python3 python3-numpy python3-venv      # reference implementation, Python-side checks, venvs
@@ -27,12 +28,14 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# cuSOLVERMp and cuBLASMp (PyPI wheels) for distributed_cholesky on GPU ranks, where nvcc is.
+"$(dirname "$0")/install-cusolvermp.sh"

@@ -42,6 +42,14 @@ struct EvalArgs {
 int run_eval(const EvalArgs& args);
 
 int run_info(const std::string& model);
+
+// lmtrain info --plan RUN.toml --ranks R [--set key=value …]
+struct PlanArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int ranks = 1;
+};
+int run_plan(const PlanArgs& args);
 int run_devices();
 int run_plot(const std::string& run_dir);
 

@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = app.add_subcommand("info", "Describe a model file, or list devices");
   info_cmd->add_option("model", info_model, "model.safetensors");
   info_cmd->add_flag("--devices", devices, "List the CPU and the visible CUDA devices");
+  PlanArgs plan;
+  info_cmd->add_option("--plan", plan.config,
+                       "Print the linear solver and memory plan RUN.toml would get, without "
+                       "training");
+  info_cmd->add_option("--ranks", plan.ranks, "Ranks the plan is for (with --plan; default 1)");
+  info_cmd->add_option("--set", plan.overrides, "Override a config value (with --plan)");
 
   std::string run_dir;
   CLI::App* plot_cmd = app.add_subcommand("plot", "Regenerate the PNG plots of a run directory");
@@ -82,8 +88,9 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return run_eval(eval);
     if (*info_cmd) {
       if (devices) return run_devices();
+      if (!plan.config.empty()) return run_plan(plan);
       if (info_model.empty()) {
-        fmt::print(stderr, "lmtrain info: give a model file or --devices\n");
+        fmt::print(stderr, "lmtrain info: give a model file, --devices or --plan RUN.toml\n");
         return 2;
       }
       return run_info(info_model);

@@ -351,7 +351,8 @@ void set_double(Section& s, std::string_view key, Setter set) {
 }
 
 void parse_solver(Section& s, SolverOptions& o) {
-  if (auto v = s.choice("linear_solver", {"auto", "cholesky", "dual", "eigen", "cg"}))
+  if (auto v = s.choice("linear_solver",
+                        {"auto", "cholesky", "dual", "eigen", "cg", "distributed_cholesky"}))
     o.linear_solver = *parse_linear_solver(*v);
   if (auto v = s.choice("damping", {"multiplicative", "nielsen"})) o.damping = *parse_damping(*v);
   if (auto v = s.choice("damping_matrix", {"identity", "marquardt"}))
@@ -379,6 +380,7 @@ void parse_solver(Section& s, SolverOptions& o) {
   set_double(s, "ard_initial_scale", [&](double v) { o.ard_initial_scale = v; });
   set_double(s, "ard_max_factor", [&](double v) { o.ard_max_factor = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
+  o.distributed_block_size = s.count("distributed_block_size", o.distributed_block_size, 1);
   // Absent or "auto": SolverOptions::geodesic_acceleration's auto (on except for softmax
   // classification); "auto" lets `--set` undo a config file's true or false.
   s.boolean_or_auto("geodesic_acceleration", &o.geodesic_acceleration);
@@ -570,6 +572,7 @@ void parse_trainer(const toml::table& trainer, RunConfig& c) {
       s.count("max_validation_failures", static_cast<std::size_t>(t.max_validation_failures), 1));
   t.restore_best = s.boolean("restore_best").value_or(t.restore_best);
   t.stop_grace_s = s.number("stop_grace_s", t.stop_grace_s);
+  if (auto v = s.choice("balance", {"equal", "measured"})) t.balance = *parse_batch_balance(*v);
   c.checkpoint_every = static_cast<int>(s.count("checkpoint_every", 1));
   s.finish();
   std::string error;

@@ -57,6 +57,30 @@ void Communicator::broadcast_device(void*, std::size_t, int, void*) {
   throw_host_only(*this, "broadcast_device");
 }
 
+namespace {
+template <typename T>
+void reduce_scatter_by_allreduce(Communicator& comm, const T* send, T* recv,
+                                 std::span<const std::size_t> counts) {
+  std::size_t total = 0, offset = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) == comm.rank()) offset = total;
+    total += counts[r];
+  }
+  std::vector<T> all(send, send + total);
+  comm.allreduce_sum(all.data(), total);
+  std::copy_n(all.data() + offset, counts[static_cast<std::size_t>(comm.rank())], recv);
+}
+}  // namespace
+
+void Communicator::reduce_scatter_sum(const double* send, double* recv,
+                                      std::span<const std::size_t> counts) {
+  reduce_scatter_by_allreduce(*this, send, recv, counts);
+}
+void Communicator::reduce_scatter_sum(const float* send, float* recv,
+                                      std::span<const std::size_t> counts) {
+  reduce_scatter_by_allreduce(*this, send, recv, counts);
+}
+
 std::vector<std::string> Communicator::allgather_strings(const std::string& mine) {
   const auto ranks = static_cast<std::size_t>(size());
   const std::uint64_t length = mine.size();
@@ -122,6 +146,12 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
 #ifndef LMTRAIN_HAVE_MPI
 bool mpi_built() noexcept {
   return false;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  throw Error(
+      "lmtrain was built without MPI; install libopenmpi-dev (scripts/install-deps.sh) and "
+      "rebuild");
 }
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {

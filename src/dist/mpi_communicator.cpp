@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
@@ -86,6 +88,15 @@ class MpiCommunicator final : public Communicator {
                         MPI_BYTE, MPI_COMM_WORLD),
           "MPI_Allgather");
   }
+  void reduce_scatter_sum(const double* send, double* recv,
+                          std::span<const std::size_t> counts) override {
+    reduce_scatter(send, recv, counts, MPI_DOUBLE);
+  }
+  void reduce_scatter_sum(const float* send, float* recv,
+                          std::span<const std::size_t> counts) override {
+    reduce_scatter(send, recv, counts, MPI_FLOAT);
+  }
+  const void* mpi_comm() const override { return &world_; }
   [[noreturn]] void abort(int code, const std::string& message) override {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
@@ -94,6 +105,29 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  template <typename T>
+  void reduce_scatter(const T* send, T* recv, std::span<const std::size_t> counts,
+                      MPI_Datatype type) {
+    std::vector<int> ints(counts.size());
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (counts[r] > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw InvalidArgument(fmt::format(
+            "Communicator::reduce_scatter_sum: {} values for rank {} exceed MPI's int count; use "
+            "a smaller SolverOptions::distributed_block_size",
+            counts[r], r));
+      ints[r] = static_cast<int>(counts[r]);
+      total += counts[r];
+    }
+    if (ints.size() != static_cast<std::size_t>(size_))
+      throw InvalidArgument("Communicator::reduce_scatter_sum: one count per rank is needed");
+    // MPI wants a send buffer even when every count is 0.
+    const T none{};
+    check(MPI_Reduce_scatter(total > 0 ? send : &none, recv, ints.data(), type, MPI_SUM,
+                             MPI_COMM_WORLD),
+          "MPI_Reduce_scatter");
+  }
+
   // The rank among those that share this node's memory (MPI-3), else what the launcher says.
   static int node_local_rank(int world_rank) {
     MPI_Comm node = MPI_COMM_NULL;
@@ -108,6 +142,7 @@ class MpiCommunicator final : public Communicator {
     return local_rank_from_environment().value_or(0);
   }
 
+  MPI_Comm world_ = MPI_COMM_WORLD;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
@@ -119,6 +154,10 @@ class MpiCommunicator final : public Communicator {
 
 bool mpi_built() noexcept {
   return true;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
 }
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {

@@ -158,6 +158,16 @@ class NcclCommunicator final : public Communicator {
     host_->allgather(mine, bytes, all);
   }
 
+  void reduce_scatter_sum(const double* send, double* recv,
+                          std::span<const std::size_t> counts) override {
+    host_->reduce_scatter_sum(send, recv, counts);
+  }
+  void reduce_scatter_sum(const float* send, float* recv,
+                          std::span<const std::size_t> counts) override {
+    host_->reduce_scatter_sum(send, recv, counts);
+  }
+  const void* mpi_comm() const override { return host_->mpi_comm(); }
+  void* nccl_comm() const override { return comm_; }
   bool supports_device_buffers() const override { return true; }
   void allreduce_sum_device(float* device_data, std::size_t n, void* cuda_stream) override {
     allreduce(device_data, n, ncclFloat32, "float", cuda_stream);

@@ -148,6 +148,10 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"slice_samples", s.slice_samples},
           {"slice_halvings", s.slice_halvings},
           {"slice_halving_cause", s.slice_halving_cause},
+          {"distribution", s.distribution},
+          {"rank_peak_bytes", s.rank_peak_bytes},
+          {"balance", to_string(s.balance)},
+          {"batch_shares", s.batch_shares},
           {"geodesic_acceleration", s.geodesic_acceleration},
           {"restored_best", s.restored_best},
           {"final_lambda", s.final_lambda},
@@ -195,6 +199,11 @@ Summary summary_from_json(const nlohmann::json& j) {
     s.slice_samples = j.at("slice_samples").get<std::size_t>();
     s.slice_halvings = j.at("slice_halvings").get<int>();
     s.slice_halving_cause = j.at("slice_halving_cause").get<std::string>();
+    // Absent before distributed_cholesky and measured batch shares (issue 30).
+    s.distribution = j.value("distribution", std::string());
+    s.rank_peak_bytes = j.value("rank_peak_bytes", std::vector<std::size_t>());
+    if (j.contains("balance")) s.balance = enum_from(j, "balance", &parse_batch_balance);
+    s.batch_shares = j.value("batch_shares", std::vector<double>());
     s.geodesic_acceleration = j.at("geodesic_acceleration").get<bool>();
     s.restored_best = j.at("restored_best").get<bool>();
     s.final_lambda = j.at("final_lambda").get<double>();

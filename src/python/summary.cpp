@@ -139,6 +139,13 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("total_seconds", field(&S::total_seconds))
       .def_prop_ro("planned_peak_bytes", field(&S::planned_peak_bytes))
       .def_prop_ro("peak_device_bytes", field(&S::peak_device_bytes))
+      .def_prop_ro("distribution", field(&S::distribution),
+                   "distributed_cholesky: the process grid and A's largest share; else empty.")
+      .def_prop_ro("rank_peak_bytes", tuple_field(&S::rank_peak_bytes),
+                   "With several ranks: each rank's measured peak device bytes, in rank order.")
+      .def_prop_ro("balance", [](const S& s) { return std::string(to_string(s.balance)); })
+      .def_prop_ro("batch_shares", tuple_field(&S::batch_shares),
+                   "Each rank's share of a batch at the end, in rank order.")
       .def_prop_ro("threads", field(&S::threads))
       .def_prop_ro(
           "loss_curve",

@@ -104,7 +104,14 @@ void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectiv
   const auto lo = static_cast<S>(options_.marquardt_min),
              hi = static_cast<S>(options_.marquardt_max);
   double scale = 1;
-  if (!ne.jacobian_stored) {
+  if (ne.distributed != nullptr) {
+    // A's diagonal, gathered on every rank, plus a penalty's shift: as a formed A would have it.
+    system_.fill(tmp_.data(), n_, static_cast<S>(ne.shift));
+    system_.axpy(n_, S(1), ne.a_diagonal.data(), tmp_.data());
+    system_.clamp(n_, tmp_.data(), marquardt_ ? lo : S(0),
+                  marquardt_ ? hi : std::numeric_limits<S>::max(), d_.data());
+    scale = system_.max_abs(n_, d_.data());
+  } else if (!ne.jacobian_stored) {
     system_.clamped_diagonal(n_, ne.a.data(), marquardt_ ? lo : S(0),
                              marquardt_ ? hi : std::numeric_limits<S>::max(), d_.data());
     scale = system_.max_abs(n_, d_.data());

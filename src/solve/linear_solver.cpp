@@ -271,6 +271,10 @@ std::unique_ptr<LinearSolver<T>> LinearSolver<T>::create(LinearSolverType type,
       return std::make_unique<EigenSolver<T>>(backend, n);
     case LinearSolverType::kDual:
       return std::make_unique<DualSolver<T>>(backend, max_residuals);
+    case LinearSolverType::kDistributedCholesky:
+      throw InvalidArgument(
+          "LinearSolver::create: distributed_cholesky solves on the ranks' distributed A; the LM "
+          "step makes it (DistributedCholeskySolver)");
     case LinearSolverType::kAuto:
       break;
   }
@@ -289,6 +293,7 @@ std::size_t LinearSolver<T>::workspace_elements(LinearSolverType type, std::size
       return 2 * max_residuals * max_residuals + max_residuals;
     case LinearSolverType::kCg:
       return std::max<std::size_t>(max_residuals, 1) + 8 * n;
+    case LinearSolverType::kDistributedCholesky:  // DistributedCholeskySolver::workspace_elements
     case LinearSolverType::kAuto:
       break;
   }

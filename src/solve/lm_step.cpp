@@ -33,9 +33,8 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
       collectives_(system_, comm),
       builder_(source, system_, slice_samples, max_batch,
                solver_type == LinearSolverType::kDual || solver_type == LinearSolverType::kCg),
-      solver_(LinearSolver<S>::create(solver_type, system_, source.num_params(),
-                                      max_batch * source.residuals_per_sample(), &collectives_,
-                                      options)),
+      distributed_(make_distributed(options, solver_type, system_, source.num_params(), comm)),
+      solver_(make_solver(max_batch)),
       damping_(options, system_, source.num_params()),
       backoff_(geodesic_backoff_max(options, std::is_same_v<T, float>)) {
   if (collectives_.ranks() > 1 && solver_type == LinearSolverType::kDual)
@@ -53,9 +52,33 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
   tmp_ = system_.allocate(n);
   trial_ = backend_.allocate(n);
   if constexpr (kMixed) delta_model_ = backend_.allocate(n);
-  if (collectives_.active() && solver_type != LinearSolverType::kDual &&
-      solver_type != LinearSolverType::kCg)
+  if (distributed_) {
+    ne_.distributed = distributed_.get();
+    ne_.a_diagonal = system_.allocate(n);
+  } else if (collectives_.active() && solver_type != LinearSolverType::kDual &&
+             solver_type != LinearSolverType::kCg) {
     packed_ = system_.allocate(n * (n + 1) / 2);
+  }
+}
+
+template <typename T, typename S>
+std::unique_ptr<dist::DistributedNormalMatrix<S>> LevenbergMarquardtStep<T, S>::make_distributed(
+    const SolverOptions& options, LinearSolverType type, LinearAlgebra<S>& system, std::size_t n,
+    dist::Communicator* comm) {
+  if (type != LinearSolverType::kDistributedCholesky) return nullptr;
+  if (comm == nullptr)
+    throw InvalidArgument(
+        "SolverOptions::linear_solver = distributed_cholesky needs the ranks' communicator (an MPI "
+        "launch: mpirun or srun); with one process use cholesky");
+  return dist::make_distributed_normal_matrix<S>(*comm, system, n, options.distributed_block_size);
+}
+
+template <typename T, typename S>
+std::unique_ptr<LinearSolver<S>> LevenbergMarquardtStep<T, S>::make_solver(std::size_t max_batch) {
+  if (distributed_) return std::make_unique<DistributedCholeskySolver<S>>(*distributed_);
+  return LinearSolver<S>::create(solver_type_, system_, source_.num_params(),
+                                 max_batch * source_.residuals_per_sample(), &collectives_,
+                                 options_);
 }
 
 template <typename T, typename S>
@@ -133,10 +156,13 @@ double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, cons
                                                std::size_t batch) {
   const std::size_t n = source_.num_params();
   double f0 = builder_.build(params, x, y, batch, ne_, *model_clock_, system_clock());
+  // A's blocks were summed as they were built; its diagonal is gathered on every rank (one rank
+  // of an MPI launch too).
+  if (distributed_) distributed_->diagonal(ne_.a_diagonal.data());
   if (!collectives_.active()) return f0;
   f0 = ne_.objective = collectives_.sum(f0);
   collectives_.sum_device(ne_.g.data(), n);
-  if (!ne_.jacobian_stored) {
+  if (!distributed_ && !ne_.jacobian_stored) {
     system_.pack_upper(n, ne_.a.data(), packed_.data());
     collectives_.sum_device(packed_.data(), n * (n + 1) / 2);
     system_.unpack_upper(n, packed_.data(), ne_.a.data());
@@ -259,7 +285,9 @@ bool LevenbergMarquardtStep<T, S>::non_finite_system(double f0, StepReport& repo
   // written, so the check must not read the rest.
   const std::size_t n = source_.num_params();
   bool finite = std::isfinite(f0) && system_.all_finite(n, ne_.g.data());
-  if (finite && !ne_.jacobian_stored) {
+  if (finite && distributed_) {
+    finite = system_.all_finite(n, ne_.a_diagonal.data());
+  } else if (finite && !ne_.jacobian_stored) {
     system_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<S>::infinity(),
                              std::numeric_limits<S>::infinity(), tmp_.data());
     finite = system_.all_finite(n, tmp_.data());

@@ -94,7 +94,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   if (store_jacobian_) {
     ne.j.reserve(system_.memory(), max_batch_ * R * n);
     ne.r.reserve(system_.memory(), max_batch_ * R);
-  } else {
+  } else if (ne.distributed == nullptr) {
     // Only A's upper triangle is ever written; zero a fresh buffer once so the other triangle
     // holds defined values for anything that copies the whole matrix.
     const S* before = ne.a.data();
@@ -104,11 +104,18 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
 
   slice_holds_batch_ = false;
   if (batch == 0) {
-    // A rank whose shard of this batch is empty contributes zeros to the sums.
+    // A rank whose shard of this batch is empty contributes zeros to the sums (and takes part in
+    // a distributed A's reduce-scatters all the same).
     source_.clear_batch();
     ne.objective = 0;
     system_.fill(ne.g.data(), n, S(0));
-    if (!store_jacobian_) system_.fill(ne.a.data(), n * n, S(0));
+    if (ne.distributed != nullptr) {
+      ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+      for (std::size_t p = ne.distributed->begin(0); p > 0; --p)
+        ne.distributed->accumulate(nullptr, 0, n);
+    } else if (!store_jacobian_) {
+      system_.fill(ne.a.data(), n * n, S(0));
+    }
     return 0;
   }
   double objective = 0;
@@ -128,6 +135,10 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   }
   if (store_jacobian_) {
     build_stored(params, batch, ne, r, model_clock, system_clock);
+    return objective;
+  }
+  if (ne.distributed != nullptr) {
+    build_distributed(params, batch, ne, r, model_clock, system_clock);
     return objective;
   }
 
@@ -158,6 +169,43 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
       system_.copy(padded_a_.data() + i * ld_ + i, ne.a.data() + i * n + i, n - i);
   }
   return objective;
+}
+
+template <typename T, typename S>
+void NormalEquationsBuilder<T, S>::build_distributed(const T* params, std::size_t batch,
+                                                     NormalEquations<S>& ne, const S* r,
+                                                     PhaseClock& model_clock,
+                                                     PhaseClock& system_clock) {
+  const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
+  dist::DistributedNormalMatrix<S>& a = *ne.distributed;
+  std::size_t passes = 0;
+  {
+    ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+    passes = a.begin((batch + slice_samples_ - 1) / slice_samples_);
+  }
+  for (std::size_t p = 0; p < passes; ++p) {
+    const std::size_t first = p * slice_samples_;
+    if (first >= batch) {  // this rank's rows are all in; the others still send theirs
+      ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+      a.accumulate(nullptr, 0, n);
+      continue;
+    }
+    const std::size_t count = std::min(slice_samples_, batch - first);
+    const std::size_t rows = count * R;
+    JacobianRows<T> built;
+    {
+      if constexpr (kWiden) backend_.order_after(system_.native_stream());
+      ScopedDevicePhase phase(model_clock, Phase::kJacobian);
+      built = slice(params, first, count);
+    }
+    ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
+    const JacobianRows<S> j = in_system_precision(built, count);
+    a.accumulate(j.data, rows, j.ld);
+    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R, first == 0 ? S(0) : S(1),
+                 ne.g.data());
+    held_ = j;
+  }
+  slice_holds_batch_ = batch <= slice_samples_;
 }
 
 template <typename T, typename S>

@@ -73,8 +73,8 @@ class UniformPenalty final : public Penalty<T, S> {
     if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
     system_.convert(n, theta, theta_.data());
     system_.axpy(n, static_cast<S>(rho), theta_.data(), ne.g.data());
-    if (ne.jacobian_stored)
-      ne.shift = rho;  // JᵀJ + ρI (+ λD) as CG's operator
+    if (ne.jacobian_stored || ne.distributed != nullptr)
+      ne.shift = rho;  // JᵀJ + ρI (+ λD) as CG's operator, or added as the ranks factor A
     else
       system_.add_diagonal(n, ne.a.data(), static_cast<S>(rho), nullptr);
     return value(theta);

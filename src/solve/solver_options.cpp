@@ -20,6 +20,8 @@ std::string_view to_string(LinearSolverType t) {
       return "eigen";
     case LinearSolverType::kCg:
       return "cg";
+    case LinearSolverType::kDistributedCholesky:
+      return "distributed_cholesky";
   }
   return "unknown";
 }
@@ -49,8 +51,9 @@ std::optional<Regularization> parse_regularization(std::string_view s) {
   return std::nullopt;
 }
 std::optional<LinearSolverType> parse_linear_solver(std::string_view s) {
-  for (auto t : {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
-                 LinearSolverType::kEigen, LinearSolverType::kCg})
+  for (auto t :
+       {LinearSolverType::kAuto, LinearSolverType::kCholesky, LinearSolverType::kDual,
+        LinearSolverType::kEigen, LinearSolverType::kCg, LinearSolverType::kDistributedCholesky})
     if (to_string(t) == s) return t;
   return std::nullopt;
 }
@@ -90,6 +93,14 @@ std::optional<std::string> regularization_conflict(Regularization r, LinearSolve
         "update needs A itself (its eigenvalues, its inverse's diagonal), which matrix-free CG "
         "never forms; use auto, cholesky or eigen",
         to_string(r));
+  if (is_evidence_based(r) && solver == LinearSolverType::kDistributedCholesky)
+    return fmt::format(
+        "SolverOptions::linear_solver = distributed_cholesky cannot be used with regularization "
+        "= {}: its evidence update reads {} on one rank, and here no rank holds A whole; use "
+        "regularization = l2 with a fixed weight_decay, or cholesky or eigen where A fits one "
+        "rank",
+        to_string(r),
+        r == Regularization::kArd ? "the diagonal of (A + R)⁻¹" : "the eigenvalues of A");
   return std::nullopt;
 }
 
@@ -100,7 +111,8 @@ bool geodesic_acceleration_for(const SolverOptions& options, LossKind loss) {
 
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver) {
   return options.geodesic_acceleration.value_or(true) &&
-         (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen);
+         (solver == LinearSolverType::kCholesky || solver == LinearSolverType::kEigen ||
+          solver == LinearSolverType::kDistributedCholesky);
 }
 
 int geodesic_backoff_max(const SolverOptions& options, bool float32_model) {
@@ -210,6 +222,9 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
+  c.require(distributed_block_size >= 1 && distributed_block_size <= 65536,
+            "distributed_block_size", static_cast<double>(distributed_block_size),
+            "1 ≤ distributed_block_size ≤ 65536");
   c.require(geodesic_ratio > 0 && finite(geodesic_ratio), "geodesic_ratio", geodesic_ratio,
             "0 < geodesic_ratio < ∞");
   c.require(geodesic_step > 0 && geodesic_step <= 1, "geodesic_step", geodesic_step,

@@ -7,6 +7,7 @@
 
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
+#include "lmtrain/dist/block_cyclic.h"
 
 namespace lmtrain {
 namespace {
@@ -18,6 +19,11 @@ std::size_t budget_bytes(const SolverOptions& options, const StepProblem& p,
   return static_cast<std::size_t>(options.memory_fraction * static_cast<double>(available));
 }
 
+// The layout A gets on `ranks` ranks.
+dist::BlockCyclicLayout grid_layout(const SolverOptions& options, std::size_t n, int ranks) {
+  return {n, options.distributed_block_size, dist::ProcessGrid::for_ranks(ranks, 0)};
+}
+
 // Bytes of every buffer the step's components allocate for one solver, by precision.
 template <typename T, typename S>
 MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solver,
@@ -25,8 +31,9 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const std::size_t n = source.num_params(), R = source.residuals_per_sample();
   const std::size_t m = p.local_batch * R;
   const bool stored = solver == LinearSolverType::kDual || solver == LinearSolverType::kCg;
+  const bool distributed = solver == LinearSolverType::kDistributedCholesky;
   const bool geodesic = uses_geodesic_acceleration(options, solver);
-  const bool distributed_primal = p.collectives && !stored;
+  const bool distributed_primal = p.collectives && !stored && !distributed;
   const bool borrowed = source.borrows_slices();
   using Builder = NormalEquationsBuilder<T, S>;
   // The device's slicing, as the builder asks the source for it, so that plan and buffers agree.
@@ -35,9 +42,12 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const SourceFootprint own = source.footprint(p.local_batch, geodesic);
   std::size_t model_elements = LevenbergMarquardtStep<T, S>::model_elements(n);
   std::size_t system_elements =
-      Builder::system_elements(n, m, stored, ld) +
-      LinearSolver<S>::workspace_elements(solver, n, m) + Damping<S>::system_elements(n) +
-      Penalty<T, S>::system_elements(options, n) +
+      Builder::system_elements(n, m, stored, ld, !distributed) +
+      (distributed ? DistributedCholeskySolver<S>::workspace_elements(
+                         n, options.distributed_block_size, p.ranks) +
+                         n  // A's diagonal on every rank
+                   : LinearSolver<S>::workspace_elements(solver, n, m)) +
+      Damping<S>::system_elements(n) + Penalty<T, S>::system_elements(options, n) +
       LevenbergMarquardtStep<T, S>::system_elements(n, distributed_primal);
   if (geodesic) {
     model_elements += GeodesicAcceleration<T, S>::model_elements(m, n);
@@ -67,14 +77,65 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
       in.normal_matrix_name = "none: matrix-free CG";
       in.way_out = " (J of a batch shard is stored whole: use more ranks or a smaller batch)";
       break;
+    case LinearSolverType::kDistributedCholesky: {
+      const dist::BlockCyclicLayout layout = grid_layout(options, n, p.ranks);
+      in.normal_matrix_bytes = layout.largest_share() * sizeof(S);
+      in.normal_matrix_name =
+          fmt::format("the largest rank's share of A on a {} process grid", layout.grid.describe());
+      in.way_out =
+          ", more ranks (each holds about 2n²/R values: its share of A and of A's factor), or "
+          "SolverOptions::linear_solver = \"cg\" (matrix-free: stores J, never A)";
+      break;
+    }
     default:
       in.normal_matrix_bytes = n * n * sizeof(S);
-      in.way_out = ", or SolverOptions::linear_solver = \"cg\" (matrix-free: stores J, never A)";
+      in.way_out =
+          ", or SolverOptions::linear_solver = \"cg\" (matrix-free: stores J, never A), or "
+          "SolverOptions::linear_solver = \"distributed_cholesky\" on several ranks (each holds "
+          "about 2n²/R values of A and its factor)";
   }
   return in;
 }
 
-// `auto` resolved to a primal solver: cholesky while A fits the budget, else cg.
+template <typename S>
+std::string describe_distribution(const SolverOptions& options, std::size_t n, int ranks) {
+  const dist::BlockCyclicLayout layout = grid_layout(options, n, ranks);
+  return fmt::format(
+      "{} process grid of {} ranks, {}×{} blocks; A's share on rank 0 (the largest): {} of {}",
+      layout.grid.describe(), ranks, layout.nb, layout.nb,
+      format_bytes(layout.largest_share() * sizeof(S)), format_bytes(n * n * sizeof(S)));
+}
+
+template <typename T>
+std::string distribution_of(const SolverOptions& options, std::size_t n, int ranks) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (resolve_system_precision(options, true) == SystemPrecision::kFloat64)
+      return describe_distribution<double>(options, n, ranks);
+  }
+  return describe_distribution<T>(options, n, ranks);
+}
+
+// After A did not fit one rank (`why`): distributed_cholesky when the ranks can hold A's shares.
+template <typename T>
+bool choose_distributed(StepPlan& plan, const LinearizationSource<T>& source, const StepProblem& p,
+                        const std::string& why) {
+  if (p.distributed_unavailable || is_evidence_based(plan.options.regularization)) return false;
+  try {
+    plan.memory = plan_step_memory(plan.options, LinearSolverType::kDistributedCholesky, source, p);
+  } catch (const MemoryPlanError&) {
+    return false;
+  }
+  plan.options.linear_solver = LinearSolverType::kDistributedCholesky;
+  plan.distribution = distribution_of<T>(plan.options, source.num_params(), p.ranks);
+  plan.solver_reason = fmt::format(
+      "auto: A = JᵀJ does not fit one rank ({}), but its shares over the {} ranks do ({}), so "
+      "distributed_cholesky",
+      why, p.ranks, plan.distribution);
+  return true;
+}
+
+// `auto` resolved to a primal solver: cholesky while A fits the budget, else distributed_cholesky
+// while its shares fit the ranks, else cg.
 template <typename T>
 void choose_primal(StepPlan& plan, const LinearizationSource<T>& source, const StepProblem& p,
                    std::size_t m) {
@@ -89,13 +150,17 @@ void choose_primal(StepPlan& plan, const LinearizationSource<T>& source, const S
   try {
     plan.memory = plan_step_memory(plan.options, LinearSolverType::kCholesky, source, p);
   } catch (const MemoryPlanError& e) {
+    if (choose_distributed(plan, source, p, e.what())) return;
     if (regularization_conflict(plan.options.regularization, LinearSolverType::kCg)) throw;
     plan.options.linear_solver = LinearSolverType::kCg;
     plan.memory = plan_step_memory(plan.options, LinearSolverType::kCg, source, p);  // or throws
     plan.solver_reason = fmt::format(
-        "auto: A = JᵀJ does not fit the memory budget ({}), so matrix-free CG on the stored "
+        "auto: A = JᵀJ does not fit the memory budget ({}){}, so matrix-free CG on the stored "
         "Jacobian rows",
-        e.what());
+        e.what(),
+        p.distributed_unavailable
+            ? fmt::format(", and it cannot be sharded: {}", *p.distributed_unavailable)
+            : std::string(", nor do its shares over the ranks (distributed_cholesky)"));
   }
 }
 
@@ -141,6 +206,14 @@ StepPlan plan_solver(const SolverOptions& options, const LinearizationSource<T>&
     plan.solver_reason =
         "dual requested but damping_matrix = marquardt; the dual form solves (JJᵀ + λI) only, so "
         "cholesky on the primal system is used";
+  } else if (given == LinearSolverType::kDistributedCholesky && p.distributed_unavailable) {
+    plan.options.linear_solver = LinearSolverType::kCholesky;
+    plan.solver_reason =
+        fmt::format("distributed_cholesky requested, but {}; cholesky on the whole A is used",
+                    *p.distributed_unavailable);
+  } else if (given == LinearSolverType::kDistributedCholesky) {
+    plan.distribution = distribution_of<T>(options, n, p.ranks);
+    plan.solver_reason = fmt::format("distributed_cholesky as requested: {}", plan.distribution);
   } else if (given == LinearSolverType::kDual && p.ranks > 1) {
     plan.options.linear_solver = LinearSolverType::kCholesky;
     plan.solver_reason =

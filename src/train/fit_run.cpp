@@ -10,7 +10,9 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/step_planner.h"
+#include "lmtrain/train/batch_shares.h"
 #include "lmtrain/train/early_stopping.h"
 #include "lmtrain/train/stop_consensus.h"
 
@@ -36,8 +38,11 @@ class FitRun {
   // The step for batches of up to `units` units: planned (again, keeping the schedule, when a
   // batch has more units than the plan).
   void plan_step(std::size_t units);
-  // This rank's share of `count` samples starting at `first`: a contiguous block.
+  // This rank's equal share of `count` samples starting at `first`: a contiguous block (the
+  // evaluations; the steps' blocks come from shares_).
   std::pair<std::size_t, std::size_t> shard(std::size_t first, std::size_t count) const;
+  // After a step of `samples` on this rank: its forward and Jacobian time since `before`.
+  void record_share(const PhaseTimes& before, std::size_t samples);
   // The reported loss on a whole data set: each rank evaluates its block of rows, summed.
   double data_loss(bool validation);
   // One LM step on batch b of the epoch's order; false when training stops.
@@ -63,7 +68,9 @@ class FitRun {
   const Clock::time_point start_ = Clock::now();
   std::size_t n_;
   int ranks_, rank_;
-  std::size_t samples_, batch_, local_batch_;
+  std::size_t samples_, batch_;
+  BatchShares shares_;  // each rank's block of a batch (train/batch_shares.h)
+  std::size_t local_batch_;
   StepProblem problem_;
   Summary summary_;
   std::size_t bytes_before_ = 0;
@@ -97,8 +104,8 @@ FitRun<T>::FitRun(const SolverOptions& solver, const TrainerOptions& trainer,
       rank_(hooks.comm != nullptr ? hooks.comm->rank() : 0),
       samples_(data.samples()),
       batch_(topt_.batch_size == 0 ? samples_ : std::min(topt_.batch_size, samples_)),
-      local_batch_((batch_ + static_cast<std::size_t>(ranks_) - 1) /
-                   static_cast<std::size_t>(ranks_)),
+      shares_(topt_.balance, ranks_, rank_),
+      local_batch_(shares_.max_shard(batch_)),
       rng_(topt_.seed) {
   if (samples_ == 0) throw InvalidArgument("fit: the training set has no samples");
   problem_.ranks = ranks_;
@@ -106,6 +113,8 @@ FitRun<T>::FitRun(const SolverOptions& solver, const TrainerOptions& trainer,
       hooks.comm != nullptr && (ranks_ > 1 || hooks.comm->supports_device_buffers());
   problem_.loss = description.loss_kind;
   problem_.caller_bytes = caller_bytes;
+  problem_.distributed_unavailable =
+      dist::distributed_normal_matrix_unavailable(hooks.comm, device_.device_kind());
   describe_problem(description);
   device_.memory().reset_peak();
   bytes_before_ = device_.memory().bytes_in_use();
@@ -139,6 +148,7 @@ void FitRun<T>::describe_problem(const FitDescription& d) {
   s.regularization = sopt_.regularization;
   s.ranks = ranks_;
   s.communicator = hooks_.comm != nullptr ? hooks_.comm->name() : "local";
+  s.balance = topt_.balance;
 }
 
 template <typename T>
@@ -167,6 +177,7 @@ void FitRun<T>::plan_step(std::size_t units) {
   summary_.linear_solver_used = plan.solver();
   summary_.geodesic_acceleration = plan.geodesic();
   summary_.memory_plan = plan.memory.describe();
+  summary_.distribution = plan.distribution;
   summary_.planned_peak_bytes = plan.memory.peak_bytes;
   lm_ = planner_->build();
   if (replan) lm_->set_state(state);
@@ -179,6 +190,14 @@ std::pair<std::size_t, std::size_t> FitRun<T>::shard(std::size_t first, std::siz
   const auto r = static_cast<std::size_t>(rank_), size = static_cast<std::size_t>(ranks_);
   const std::size_t lo = count * r / size, hi = count * (r + 1) / size;
   return {first + lo, hi - lo};
+}
+
+template <typename T>
+void FitRun<T>::record_share(const PhaseTimes& before, std::size_t samples) {
+  const PhaseTimes& now = summary_.times;
+  const double seconds = now[Phase::kForward] - before[Phase::kForward] + now[Phase::kJacobian] -
+                         before[Phase::kJacobian];
+  shares_.record(seconds, samples, hooks_.comm);
 }
 
 template <typename T>
@@ -303,14 +322,16 @@ template <typename T>
 bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   const std::size_t first = b * batch_;
   const std::size_t count = std::min(batch_, samples_ - first);
-  const auto [local_first, local_count] = shard(first, count);
+  const auto [local_first, local_count] = shares_.shard(first, count);
   typename TrainingSet<T>::Batch batch;
   {
     ScopedPhase timer(summary_.times, Phase::kOther);
     batch = data_.load(std::span<const std::int64_t>(order_.data() + local_first, local_count));
   }
   if (batch.units > planned_units_) plan_step(batch.units);
+  const PhaseTimes before = summary_.times;
   const StepReport rep = step_with_memory_recovery(batch);
+  record_share(before, local_count);
   summary_.count(rep);
   record.accepted += rep.accepted ? 1 : 0;
   record.rejected += rep.rejected;
@@ -425,6 +446,13 @@ Summary FitRun<T>::finish(std::vector<T>& params) {
   report_penalties();
   summary_.peak_device_bytes =
       device_.memory().peak_bytes_in_use() - bytes_before_ + lm_->system_peak_bytes();
+  summary_.batch_shares = shares_.shares();
+  if (ranks_ > 1) {  // collective: every rank finishes
+    const std::uint64_t mine = summary_.peak_device_bytes;
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(ranks_));
+    hooks_.comm->allgather(&mine, sizeof mine, all.data());
+    summary_.rank_peak_bytes.assign(all.begin(), all.end());
+  }
   device_.copy_to_host(theta_, params.data(), n_);
   device_.synchronize();
   summary_.total_seconds = seconds_since(start_);

@@ -78,8 +78,17 @@ std::string Summary::full_report() const {
   line("Precision", precision);
   if (!precision_reason.empty()) line("  because", precision_reason);
   line("Device", device);
+  const bool sharded_a = linear_solver_used == LinearSolverType::kDistributedCholesky;
   line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
-                            ranks > 1 ? "; batches sharded, A and g all-reduced" : ""));
+                            ranks <= 1  ? ""
+                            : sharded_a ? "; batches sharded, A reduce-scattered over the grid"
+                                        : "; batches sharded, A and g all-reduced"));
+  if (ranks > 1) {
+    std::string shares;
+    for (std::size_t r = 0; r < batch_shares.size(); ++r)
+      shares += fmt::format("{}{}: {:.1f} %", r == 0 ? "" : ", ", r, 100 * batch_shares[r]);
+    line("Batch shares", fmt::format("{} ({})", to_string(balance), shares));
+  }
   for (std::size_t r = 0; r < rank_devices.size(); ++r)
     line(r == 0 ? "Device of each rank" : "", fmt::format("{}: {}", r, rank_devices[r]));
   line("Parameters", fmt::format("{}", num_params));
@@ -106,11 +115,18 @@ std::string Summary::full_report() const {
              memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
              "see plan");
   line("Memory plan", memory_plan);
+  if (!distribution.empty()) line("Distributed A", distribution);
   if (peak_device_bytes > 0)
     line("Device memory",
          fmt::format("measured peak {} (planned {} for the step; the rest is "
                      "the data sets and evaluation buffers)",
                      format_bytes(peak_device_bytes), format_bytes(planned_peak_bytes)));
+  for (std::size_t r = 0; r < rank_peak_bytes.size(); ++r)
+    line(r == 0 ? "Measured peak of each rank" : "",
+         fmt::format("{}: {} ({:.2f} × the step's plan)", r, format_bytes(rank_peak_bytes[r]),
+                     planned_peak_bytes > 0 ? static_cast<double>(rank_peak_bytes[r]) /
+                                                  static_cast<double>(planned_peak_bytes)
+                                            : 0.0));
 
   s += "\n";
   line("Initial training loss", fmt::format("{:.6e}", initial_loss));

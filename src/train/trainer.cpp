@@ -9,6 +9,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/engine_source.h"
 #include "lmtrain/train/predict.h"
 
@@ -156,8 +157,8 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   const std::size_t batch = trainer_options_.batch_size == 0
                                 ? train.samples
                                 : std::min(trainer_options_.batch_size, train.samples);
-  const std::size_t local_batch =
-      (batch + static_cast<std::size_t>(ranks) - 1) / static_cast<std::size_t>(ranks);
+  // The largest block of a batch any rank may be given (equal or measured shares).
+  const std::size_t local_batch = BatchShares(trainer_options_.balance, ranks, 0).max_shard(batch);
   JacobianEngine<T> engine(model, loss);
   EngineSource<T> source(engine);
   DeviceTrainingSet<T> data(model, loss, backend_, train, validation, local_batch);
@@ -183,6 +184,38 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
       (model.num_params() + local_batch * model.activation_floats_per_sample()) * sizeof(T);
   return run_fit(solver_options_, trainer_options_, source, data, backend_, theta.data(), params,
                  description, hooks, caller_bytes, resume);
+}
+
+template <typename T>
+StepPlan Trainer<T>::plan(std::size_t samples, int ranks) const {
+  if (ranks < 1)
+    throw InvalidArgument(fmt::format("Trainer::plan: ranks = {}; expected ≥ 1", ranks));
+  if (samples == 0) throw InvalidArgument("Trainer::plan: the training set has no samples");
+  Sequential<T> model(spec_, backend_);
+  Loss<T> loss(loss_options_, model.outputs(), backend_);
+  JacobianEngine<T> engine(model, loss);
+  EngineSource<T> source(engine);
+  const std::size_t batch =
+      trainer_options_.batch_size == 0 ? samples : std::min(trainer_options_.batch_size, samples);
+  // The problem as fit() gives it to its planner (fit_run.cpp), on one rank of `ranks`.
+  StepProblem problem;
+  problem.local_batch = BatchShares(trainer_options_.balance, ranks, 0).max_shard(batch);
+  problem.batch = std::min(problem.local_batch * static_cast<std::size_t>(ranks), batch);
+  problem.ranks = ranks;
+  problem.collectives = ranks > 1;
+  problem.loss = loss.kind();
+  // θ and the best θ, this rank's batch and the evaluation's activations (fit() counts the data
+  // sets as used device memory when it plans; here they are not yet loaded).
+  problem.caller_bytes =
+      (2 * model.num_params() + problem.local_batch * (model.inputs() + model.outputs()) +
+       problem.local_batch * model.activation_floats_per_sample()) *
+      sizeof(T);
+  if (ranks > 1 && !dist::distributed_normal_matrix_built(backend_.device_kind()))
+    problem.distributed_unavailable =
+        dist::distributed_normal_matrix_unavailable(nullptr, backend_.device_kind());
+  else if (ranks > 1)
+    problem.distributed_unavailable.reset();  // an MPI (NCCL) launch of this build can
+  return plan_step(solver_options_, source, problem);
 }
 
 template <typename T>

@@ -21,9 +21,12 @@
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/core/rng.h"
+#include "lmtrain/dist/block_cyclic.h"
 #include "lmtrain/dist/communicator.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/model_file.h"
+#include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/solver_options.h"
 
 namespace lmtrain::cli {
@@ -428,6 +431,55 @@ TEST(Cli, InfoDevicesListsTheCpuTheCudaDevicesAndTheRankTransports) {
                             (dist::mpi_built() ? "built" : "not built") + ", nccl " +
                             (dist::nccl_built() ? "built" : "not built");
   EXPECT_NE(r.output.find(ranks), std::string::npos) << r.output;
+}
+
+// `lmtrain info --plan RUN.toml --ranks R`: the plan of 4 ranks without training, in auto's
+// order as the per-rank budget shrinks — replicated cholesky, then A's shares, then cg.  2-400-1
+// has n = 1 601 parameters: 26 blocks of 64 (the last of 1 row), 13 full ones on process row 0
+// of the 2×2 grid, so the largest share is 832² float64 values.
+TEST(Cli, InfoPlanFollowsAutosOrderOverTheRanksWithoutTraining) {
+  Scratch s;
+  s.write("data.csv", regression_csv(400, 1));
+  const std::string config = s.write(
+      "run.toml",
+      "precision = \"float64\"\noutput_dir = \"out\"\n[model]\nlayers = [{ type = \"dense\", "
+      "units = 400 }, { type = \"tanh\" }, { type = \"dense\", units = 1 }]\n[data.train]\npath "
+      "= \"data.csv\"\ntargets = [\"y\"]\n[trainer]\nmax_epochs = 1\nbatch_size = 100\n");
+  const auto plan = [&](int ranks, std::size_t budget) {
+    return run("info --plan " + config + " --ranks " + std::to_string(ranks) +
+               " --set solver.memory_budget_bytes=" + std::to_string(budget));
+  };
+  const Result roomy = plan(4, 100'000'000);
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.output;
+  EXPECT_NE(roomy.output.find("auto → cholesky"), std::string::npos) << roomy.output;
+  EXPECT_NE(roomy.output.find("normal matrix 19.56 MiB"), std::string::npos) << roomy.output;
+
+  const Result tight = plan(4, 20'000'000);  // below A's 19.56 MiB and the rest
+  ASSERT_EQ(tight.exit_code, 0) << tight.output;
+  if (!dist::distributed_normal_matrix_built(DeviceKind::kCpu)) {
+    EXPECT_NE(tight.output.find("auto → cg"), std::string::npos) << tight.output;
+    GTEST_SKIP() << "built without ScaLAPACK: no distributed_cholesky";
+  }
+  EXPECT_NE(tight.output.find("auto → distributed_cholesky"), std::string::npos) << tight.output;
+  EXPECT_NE(tight.output.find("2×2 process grid of 4 ranks"), std::string::npos) << tight.output;
+  const dist::BlockCyclicLayout layout{1601, 64, dist::ProcessGrid::for_ranks(4, 0)};
+  ASSERT_EQ(layout.largest_share(), 832u * 832u);
+  EXPECT_NE(tight.output.find("normal matrix " + format_bytes(832 * 832 * sizeof(double))),
+            std::string::npos)
+      << tight.output;
+
+  const Result small = plan(4, 4'000'000);  // not even A's shares
+  ASSERT_EQ(small.exit_code, 0) << small.output;
+  EXPECT_NE(small.output.find("auto → cg"), std::string::npos) << small.output;
+  EXPECT_NE(small.output.find("nor do its shares over the ranks"), std::string::npos)
+      << small.output;
+  std::vector<std::string> files = s.files();  // nothing trained, nothing written
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"data.csv", "run.toml"}));
+
+  const Result none = run("info --plan " + config + " --ranks 0");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("--ranks 0: expected ≥ 1 ranks"), std::string::npos) << none.output;
 }
 
 // LMTRAIN_SIMD forces the activation loops' instruction set; a name the CPU cannot run (or an

@@ -43,6 +43,13 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   // both: the "because" line and the float32-under-ard warning).
   s.precision_reason = "a float64 system: chosen for the round trip";
   s.float32_system = true;
+  // The fields of several ranks (issue 30), which this one-rank run leaves empty: the report
+  // prints the shares, the distribution and each rank's peak when they are set.
+  s.ranks = 2;
+  s.distribution = "1×2 process grid of 2 ranks, 64×64 blocks; chosen for the round trip";
+  s.rank_peak_bytes = {123456789, 98765432};
+  s.balance = BatchBalance::kMeasured;
+  s.batch_shares = {0.375, 0.625};
   ASSERT_FALSE(s.penalty_groups.empty());
   ASSERT_FALSE(s.history.empty());
   ASSERT_TRUE(std::isnan(s.history.front().validation_loss) == false);
@@ -52,6 +59,10 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(back.termination, s.termination);
   EXPECT_EQ(back.precision_reason, s.precision_reason);
   EXPECT_TRUE(back.float32_system);
+  EXPECT_EQ(back.distribution, s.distribution);
+  EXPECT_EQ(back.rank_peak_bytes, s.rank_peak_bytes);
+  EXPECT_EQ(back.balance, BatchBalance::kMeasured);
+  EXPECT_EQ(back.batch_shares, s.batch_shares);
   EXPECT_EQ(back.linear_solver_used, s.linear_solver_used);
   EXPECT_EQ(back.history.size(), s.history.size());
   EXPECT_DOUBLE_EQ(back.history.back().training_loss, s.history.back().training_loss);
@@ -61,6 +72,7 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
 
 TEST(SummaryJson, ADamagedDocumentNamesWhatIsWrong) {
   nlohmann::json j = summary_to_json(trained_summary());
+  const nlohmann::json termination = j["termination"];
   j["termination"] = "tired";
   try {
     summary_from_json(j);
@@ -68,6 +80,11 @@ TEST(SummaryJson, ADamagedDocumentNamesWhatIsWrong) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("termination"), std::string::npos) << e.what();
   }
+  j["termination"] = termination;
+  j["balance"] = "fastest";
+  EXPECT_THROW(summary_from_json(j), InvalidArgument);
+  j.erase("balance");  // a summary written before issue 30: equal shares
+  EXPECT_EQ(summary_from_json(j).balance, BatchBalance::kEqual);
   j.erase("model");
   EXPECT_THROW(summary_from_json(j), InvalidArgument);
 }

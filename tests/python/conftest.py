@@ -34,3 +34,9 @@ def cli() -> str:
             pytest.fail(f"LMTRAIN_CLI={os.environ['LMTRAIN_CLI']} is not an executable")
         pytest.skip("no lmtrain command (build it, or set LMTRAIN_CLI)")
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Also here, as the tests run from tests/python without the project's pyproject.toml.
+    config.addinivalue_line("markers", "cuda: needs a CUDA device and lmtrain's CUDA backend "
+                            "(skips without them)")

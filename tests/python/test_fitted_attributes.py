@@ -5,6 +5,8 @@ the one returned, and the evidence's effective parameters add up over ARD's grou
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,6 +49,12 @@ def test_summary_is_the_report_and_its_fields() -> None:
     lines = {line.split("  ")[0]: line for line in report.splitlines()}
     assert lines["Epochs"].split()[-1] == "4"
     assert net.summary_.training_samples == 200 and net.summary_.termination == "max_epochs"
+    # One rank: the whole batch is its share, A is not distributed, no per-rank peaks.
+    summary = net.summary_
+    assert summary.ranks == 1 and summary.balance == "equal" and summary.batch_shares == (1.0,)
+    assert summary.distribution == "" and summary.rank_peak_bytes == ()
+    back = pickle.loads(pickle.dumps(summary))
+    assert back.batch_shares == (1.0,) and back.full_report() == report
 
 
 def test_early_stopping_holds_out_validation_fraction_and_scores_it() -> None:

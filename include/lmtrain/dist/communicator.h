@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ class Communicator {
   // Every rank contributes `bytes` at `mine`; afterwards `all` (size() · bytes) holds rank r's
   // contribution at offset r · bytes, on every rank.
   virtual void allgather(const void* mine, std::size_t bytes, void* all) = 0;
+  // Element-wise sums over all ranks of host buffers, scattered: `send` holds Σ counts values,
+  // rank r's part (counts[r] values) at offset counts[0] + … + counts[r−1]; `recv` gets this rank's
+  // part summed over the ranks.  A distributed normal matrix's panels reach their owners this
+  // way.  By default an all-reduce of the whole buffer (MPI overrides it with MPI_Reduce_scatter).
+  virtual void reduce_scatter_sum(const double* send, double* recv,
+                                  std::span<const std::size_t> counts);
+  virtual void reduce_scatter_sum(const float* send, float* recv,
+                                  std::span<const std::size_t> counts);
   // Collectives on device buffers (NCCL).  Host-only communicators (local, MPI) return false and
   // throw lmtrain::Error from the *_device functions; the caller then copies to the host and
   // uses the host collectives above.
@@ -53,6 +62,13 @@ class Communicator {
   virtual void allreduce_sum_device(double* device_data, std::size_t n, void* cuda_stream);
   // Copies `bytes` at `device_data` on `root` to every rank, in place, enqueued on `cuda_stream`.
   virtual void broadcast_device(void* device_data, std::size_t bytes, int root, void* cuda_stream);
+
+  // The MPI_Comm (as a pointer to it) of an MPI communicator, or of the MPI communicator a NCCL
+  // one wraps; null otherwise.  For libraries that run their own MPI collectives on the same
+  // ranks (ScaLAPACK's BLACS).
+  virtual const void* mpi_comm() const { return nullptr; }
+  // The ncclComm_t of a NCCL communicator (null otherwise), for cuSOLVERMp and cuBLASMp.
+  virtual void* nccl_comm() const { return nullptr; }
 
   // Ends every rank of the job with `code` after printing `message` on this rank's stderr
   // (MPI_Abort): an error on one rank must not leave the others waiting in a collective.
@@ -111,5 +127,10 @@ bool launched_with_several_ranks() noexcept;
 // the whole problem alone).  Initializes MPI on first use; it is finalized when the returned
 // communicator is destroyed.
 std::unique_ptr<Communicator> make_communicator_from_environment();
+// The MPI communicator of every rank of the launch, even a single one (make_communicator_from_
+// environment gives one rank the local communicator): for libraries that need MPI on one rank
+// too (ScaLAPACK's BLACS), and for tests under mpirun -np 1.  Throws lmtrain::Error when lmtrain
+// was built without MPI.
+std::unique_ptr<Communicator> make_mpi_communicator();
 
 }  // namespace lmtrain::dist

@@ -14,7 +14,9 @@
 // packed upper triangle are summed (one all-reduce each), rank 0 solves the dense system and
 // broadcasts δ with its validity, and a trial's F is one scalar all-reduce — so every rank takes
 // the same decisions and holds the same parameters, bit for bit.  CG is collective: every rank
-// iterates, summing one n-vector per iteration.
+// iterates, summing one n-vector per iteration.  distributed_cholesky is collective too: A is
+// never summed whole — each rank's slices reach the owners of A's blocks by reduce-scatters —,
+// the ranks factor and solve together, and every rank receives δ.
 //
 // Each stop the step itself detects writes its own termination reason and message (as Ceres'
 // *Reached() checks do); the trainer adds where in the run it happened.
@@ -29,6 +31,7 @@
 
 #include "lmtrain/solve/collectives.h"
 #include "lmtrain/solve/damping.h"
+#include "lmtrain/solve/distributed_cholesky.h"
 #include "lmtrain/solve/geodesic_acceleration.h"
 #include "lmtrain/solve/linear_solver.h"
 #include "lmtrain/solve/linearization_source.h"
@@ -104,7 +107,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
   // Elements the step allocates itself (δ, its copies and the trial point), for the memory plan:
   // in the model's precision and in the system's.  `distributed_primal`: several ranks (or NCCL)
-  // summing a formed A, which needs its packed triangle.
+  // summing a formed A, which needs its packed triangle (not with distributed_cholesky, whose A
+  // is never formed whole; add its n-vector of A's diagonal instead).
   static std::size_t model_elements(std::size_t n) { return std::is_same_v<T, S> ? n : 2 * n; }
   static std::size_t system_elements(std::size_t n, bool distributed_primal) {
     return 2 * n + (distributed_primal ? n * (n + 1) / 2 : 0);
@@ -155,7 +159,15 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   const T* model_delta();
   double step_norm();
   bool solves_here() const { return collectives_.is_root() || collective_solver(); }
-  bool collective_solver() const { return solver_type_ == LinearSolverType::kCg; }
+  bool collective_solver() const {
+    return solver_type_ == LinearSolverType::kCg ||
+           solver_type_ == LinearSolverType::kDistributedCholesky;
+  }
+  // The distributed A of distributed_cholesky (null for the other solvers), and the solver.
+  static std::unique_ptr<dist::DistributedNormalMatrix<S>> make_distributed(
+      const SolverOptions& options, LinearSolverType type, LinearAlgebra<S>& system, std::size_t n,
+      dist::Communicator* comm);
+  std::unique_ptr<LinearSolver<S>> make_solver(std::size_t max_batch);
 
   // The stop checks; each writes its reason and message into the report when it holds.
   bool non_finite_system(double f0, StepReport& report);
@@ -174,6 +186,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   Collectives<S> collectives_;
   NormalEquationsBuilder<T, S> builder_;
   NormalEquations<S> ne_;
+  std::unique_ptr<dist::DistributedNormalMatrix<S>> distributed_;
   std::unique_ptr<LinearSolver<S>> solver_;
   Damping<S> damping_;
   std::unique_ptr<Penalty<T, S>> penalty_;

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "lmtrain/core/timer.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/linearization_source.h"
 
 namespace lmtrain {
@@ -26,10 +27,15 @@ struct NormalEquations {
   std::size_t m = 0;             // residual rows of the current batch
   bool jacobian_stored = false;  // J and r stored instead of A (dual form, CG)
   double objective = 0;          // F at the linearization point
-  // Weight decay ρ of a stored-J system: the operator is JᵀJ + ρI (+ λD).  With A formed, ρ is
-  // added to A itself and this stays 0.
+  // Weight decay ρ of a stored-J or distributed system: the operator is JᵀJ + ρI (+ λD).  With A
+  // formed on this rank, ρ is added to A itself and this stays 0.
   double shift = 0;
   DeviceBuffer<T> a;  // n × n, upper triangle (primal)
+  // distributed_cholesky: A lives on the ranks' process grid instead of in `a` (which stays
+  // empty); the builder accumulates into it and `a_diagonal` holds A's diagonal on every rank
+  // (the damping and the finiteness check read it).  Set by the step; null otherwise.
+  dist::DistributedNormalMatrix<T>* distributed = nullptr;
+  DeviceBuffer<T> a_diagonal;
   DeviceBuffer<T> g;  // n: Jᵀr
   DeviceBuffer<T> j;  // m × n (jacobian_stored)
   DeviceBuffer<T> r;  // m (jacobian_stored)
@@ -69,9 +75,10 @@ class NormalEquationsBuilder {
   // precision with A formed, their widened copy (S).
   // `ld`: the slice's row stride (leading_dimension); with ld > n, A is summed in an ld × ld
   // buffer and copied to ne.a.
+  // `a_formed`: false when A is distributed (distributed_normal_matrix.h counts its share).
   static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian,
-                                     std::size_t ld) {
-    return (store_jacobian ? max_residuals * n + max_residuals + n : n * n + n) +
+                                     std::size_t ld, bool a_formed = true) {
+    return (store_jacobian ? max_residuals * n + max_residuals + n : (a_formed ? n * n : 0) + n) +
            (kWiden ? max_residuals : 0) + (ld > n ? ld * ld : 0);
   }
   // `borrowed`: the source hands over its own slices (LinearizationSource::borrows_slices), so
@@ -99,6 +106,10 @@ class NormalEquationsBuilder {
 
  private:
   static constexpr bool kWiden = !std::is_same_v<T, S>;
+  // The distributed path of build(): each slice into the ranks' A (the same number of passes on
+  // every rank), g = Jᵀr of the rank's rows.
+  void build_distributed(const T* params, std::size_t batch, NormalEquations<S>& ne, const S* r,
+                         PhaseClock& model_clock, PhaseClock& system_clock);
   // The stored-J path of build(): J (and r) kept whole, g = Jᵀr.
   void build_stored(const T* params, std::size_t batch, NormalEquations<S>& ne, const S* r,
                     PhaseClock& model_clock, PhaseClock& system_clock);

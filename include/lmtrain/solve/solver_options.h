@@ -28,6 +28,14 @@ enum class LinearSolverType {
   // (the forcing sequence of inexact Newton methods; Ceres' CGNR uses the same test).  For
   // models whose A = JᵀJ does not fit in memory.
   kCg,
+  // Cholesky of A + λD with A sharded over the ranks (DESIGN.md §6): A lives 2-D block-cyclically
+  // on a process grid of the ranks (distributed_block_size blocks), each rank's SYRK
+  // contributions reach their owners by reduce-scatters, and the ranks factor it together
+  // (ScaLAPACK pdpotrf/pdpotrs on CPU ranks, cuSOLVERMp on GPU ranks).  No rank holds all of A:
+  // each holds about 2n²/R values (A and its factor, so that a λ retry starts from A again).
+  // For models whose A fits the ranks together but not one of them.  Not with bayesian or ard,
+  // whose evidence updates read A's spectrum on one rank.
+  kDistributedCholesky,
 };
 
 enum class DampingType {
@@ -226,6 +234,11 @@ struct SolverOptions {
   double cg_forcing = 0.1;
   std::size_t cg_max_iterations = 0;
 
+  // distributed_cholesky: the side of the square blocks A is dealt over the process grid in.
+  // ScaLAPACK's factorization runs its BLAS-3 updates on blocks of this size; 64 is the usual
+  // choice on CPUs (ScaLAPACK Users' Guide §5.2.2), GPUs want a few hundred.
+  std::size_t distributed_block_size = 64;
+
   // True if every field is in range; otherwise false with `error` naming the field, its value and
   // the violated constraint.
   bool is_valid(std::string* error) const;
@@ -236,9 +249,9 @@ struct SolverOptions {
 // SolverOptions::geodesic_acceleration with auto resolved for `loss` (see the field).
 bool geodesic_acceleration_for(const SolverOptions& options, LossKind loss);
 // Whether the step applies geodesic acceleration with this (resolved) solver: when asked for and
-// the solver is direct (cholesky, eigen).  Auto counts as asked for here: the Trainer and the
-// Python steps resolve it for their loss first (geodesic_acceleration_for); a caller that gives
-// the step its own residuals (least squares) gets the correction.
+// the solver is direct (cholesky, eigen, distributed_cholesky).  Auto counts as asked for here: the
+// Trainer and the Python steps resolve it for their loss first (geodesic_acceleration_for); a
+// caller that gives the step its own residuals (least squares) gets the correction.
 bool uses_geodesic_acceleration(const SolverOptions& options, LinearSolverType solver);
 // SolverOptions::geodesic_backoff_max with auto (−1) resolved for a model of this precision.
 int geodesic_backoff_max(const SolverOptions& options, bool float32_model);

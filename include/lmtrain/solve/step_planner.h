@@ -14,14 +14,19 @@
 //     out-of-memory error while stepping (one rank only: with several ranks the others already
 //     wait in a collective, so the job ends with the message instead).
 //
-//   auto → dual      m < n, D = I, one rank, no penalty: the m × m system is smaller than A;
-//        → cg        A does not fit the budget (not with bayesian or ard, which need A itself);
-//        → cholesky  otherwise.
+//   auto → dual                  m < n, D = I, one rank, no penalty: the m × m system is smaller
+//                                than A;
+//        → cholesky              A (replicated) fits every rank's budget;
+//        → distributed_cholesky  else, when A's block-cyclic share (and its factor's) fits each
+//                                rank of several and the ranks can factor it (ScaLAPACK over MPI,
+//                                cuSOLVERMp over NCCL); not with bayesian or ard;
+//        → cg                    else (not with bayesian or ard, which need A itself).
 // An explicit choice that cannot work here (dual with Marquardt damping or several ranks) falls
 // back to cholesky, and the reason says so; it is what Summary::linear_solver_reason prints.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lmtrain/core/error.h"
@@ -48,6 +53,9 @@ struct StepProblem {
   std::size_t caller_bytes = 0;
   // The loss, for SolverOptions::geodesic_acceleration = auto (a residual function is mse).
   LossKind loss = LossKind::kMse;
+  // Why A cannot be sharded over these ranks (distributed_cholesky), or nothing when it can
+  // (dist::distributed_normal_matrix_unavailable for the step's communicator and device).
+  std::optional<std::string> distributed_unavailable = std::string("the step has one rank");
   // The device's float64 throughput over its float32 throughput, for system_precision = auto;
   // 0: the source's device's (float64_rate).  The StepPlanner puts rank 0's here.
   double float64_rate = 0;
@@ -60,6 +68,9 @@ struct StepPlan {
   SystemPrecisionChoice precision;  // what system_precision = auto chose, and why
   std::string solver_reason;
   MemoryPlan memory;
+  // distributed_cholesky: the process grid and the largest share of A ("2×2 process grid of 4
+  // ranks, 64×64 blocks; A's share on rank 0: 1.2 GiB of 4.8 GiB"); empty otherwise.
+  std::string distribution;
   LinearSolverType solver() const { return options.linear_solver; }
   bool geodesic() const { return uses_geodesic_acceleration(options, options.linear_solver); }
 };

@@ -14,6 +14,7 @@
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/solver_options.h"
 #include "lmtrain/solve/termination.h"
+#include "lmtrain/train/batch_shares.h"
 
 namespace lmtrain {
 
@@ -89,6 +90,13 @@ struct Summary : TrainingProgress {
   std::size_t slice_samples = 0;       // as used at the end (after any halving)
   int slice_halvings = 0;              // run-time allocation failures answered by halving
   std::string slice_halving_cause;     // the last one's message
+  // distributed_cholesky: the process grid and A's shares (StepPlan::distribution); else empty.
+  std::string distribution;
+  // With several ranks: each rank's measured peak device bytes, in rank order.
+  std::vector<std::size_t> rank_peak_bytes;
+  // TrainerOptions::balance and each rank's share of a batch at the end, in rank order.
+  BatchBalance balance = BatchBalance::kEqual;
+  std::vector<double> batch_shares;
 
   bool geodesic_acceleration = false;  // as used (off with cg and the dual form)
 

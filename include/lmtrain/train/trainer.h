@@ -16,6 +16,7 @@
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/model_spec.h"
 #include "lmtrain/solve/lm_step.h"
+#include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/dataset.h"
 #include "lmtrain/train/fit_run.h"
 #include "lmtrain/train/summary.h"
@@ -66,6 +67,11 @@ class Trainer {
   std::vector<T> predict(const std::vector<T>& params, const std::vector<T>& x);
 
   const ModelSpec& model() const { return spec_; }
+  // The linear solver and the memory plan a fit on `samples` training samples would get on each
+  // of `ranks` ranks of this backend's kind, without training (lmtrain info --plan): what fit()
+  // resolves, with the budget of this backend's device.  Throws MemoryPlanError when nothing
+  // fits, as fit() would.
+  StepPlan plan(std::size_t samples, int ranks) const;
 
  private:
   ModelSpec spec_;

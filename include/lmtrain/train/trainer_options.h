@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "lmtrain/train/batch_shares.h"
+
 namespace lmtrain {
 
 struct TrainerOptions {
@@ -31,6 +33,11 @@ struct TrainerOptions {
   // the process ends at once (Python: KeyboardInterrupt at once).  A second signal does not wait.
   // ∞: wait for the step however long it runs; 0: the first signal ends the process.
   double stop_grace_s = 30.0;
+  // Each rank's share of a batch with several ranks (train/batch_shares.h): equal blocks, or
+  // blocks that follow each rank's measured forward-and-Jacobian throughput of the previous steps
+  // (heterogeneous ranks).  Measured shares change A only by the order of its sums, but that
+  // order then depends on timing: runs are no longer bit-reproducible.
+  BatchBalance balance = BatchBalance::kEqual;
 
   bool is_valid(std::string* error) const;
   void validate() const;

@@ -383,7 +383,8 @@ class LevenbergMarquardt:
         if fast_path is True and architecture is None:
             raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
                              "(Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, activations) and a "
-                             "built-in loss, on the CPU")
+                             "built-in loss, on the CPU (a model on CUDA takes the torch path: "
+                             "fast_path='auto' or False)")
         self._step: Any = None
         self._pending_state: Mapping[str, Any] | None = None
         if architecture is not None and not (model_bits == 64 and self.precision == "float32"):

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Unpacks NVIDIA's cuSOLVERMp and cuBLASMp (PyPI wheels nvidia-cusolvermp-cu13 and
+# nvidia-cublasmp-cu13: headers and libraries) into LMTRAIN_CUSOLVERMP_ROOT (default
+# /opt/lmtrain/nvidia-mp), where CMake looks for them to build the cuSOLVERMp module of
+# distributed_cholesky on GPU ranks (src/dist/cusolvermp/).  Only where the CUDA toolkit's nvcc
+# is (the wheels are for CUDA 13, the toolkit of /usr/local/cuda); idempotent.  Cost: two
+# downloads of 12.3 and 13.7 MB, 57 MB unpacked.  Nothing else of the wheels' dependencies is
+# installed: the module links the toolkit's cuBLAS, cuSOLVER and runtime, and loads NCCL at run
+# time (≥ 2.29 needed there: the nvidia-nccl-cu13 wheel).
+set -euo pipefail
+root=${LMTRAIN_CUSOLVERMP_ROOT:-/opt/lmtrain/nvidia-mp}
+cusolvermp=nvidia-cusolvermp-cu13==0.9.1.9318.post1
+cublasmp=nvidia-cublasmp-cu13==0.10.0.3695
+
+nvcc=$(command -v nvcc || true)
+[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+if [[ -z $nvcc ]]; then
+  echo "install-cusolvermp: no nvcc, so no CUDA build to use cuSOLVERMp: skipped"
+  exit 0
+fi
+if [[ -f $root/nvidia/cu13/include/cusolverMp.h && -f $root/nvidia/cublasmp/cu13/include/cublasmp.h ]]; then
+  echo "install-cusolvermp: present in $root"
+  exit 0
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# pip from a throw-away venv (Debian's python3 has no pip of its own; python3-venv does).
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" download --quiet --no-deps --only-binary=:all: --dest "$work/wheels" \
+  "$cusolvermp" "$cublasmp"
+mkdir -p "$root"
+for wheel in "$work"/wheels/*.whl; do
+  python3 -m zipfile -e "$wheel" "$root"
+done
+rm -rf "$root"/*.dist-info
+echo "install-cusolvermp: $cusolvermp and $cublasmp unpacked in $root"
