@@ -232,27 +232,7 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         raise ValueError(f"task = {task!r}: expected 'regression' or 'classification'")
     x, names = as_input_matrix(X, "X")
     request = _core.TrainingRequest()
-    if task == "classification":
-        codes, classes = as_class_indices(y, x.shape[0], "y")
-        if len(classes) < 2:
-            raise ValueError(f"y: classification needs at least 2 classes, got {len(classes)} "
-                             f"({list(classes)})")
-        targets: Any = codes
-        request.classes = len(classes)
-        request.class_names = [str(c) for c in classes]
-        options.setdefault("loss", "cross_entropy")
-    else:
-        targets = as_regression_targets(y, x.shape[0], "y")
-    x_val = y_val = None
-    if validation is not None:
-        if not isinstance(validation, (tuple, list)) or len(validation) != 2:
-            raise TypeError("validation: expected a pair (X_val, y_val)")
-        x_val, _ = as_input_matrix(validation[0], "validation X")
-        if task == "classification":
-            y_val, _ = as_class_indices(validation[1], x_val.shape[0], "validation y",
-                                        classes=classes)
-        else:
-            y_val = as_regression_targets(validation[1], x_val.shape[0], "validation y")
+    targets, x_val, y_val = _targets(task, x, y, validation, request, options)
     if not 0.0 <= validation_fraction < 1.0:
         raise ValueError(f"validation_fraction = {validation_fraction}: expected a fraction in "
                          "[0, 1)")
@@ -281,14 +261,7 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     request.checkpoint_every = int(checkpoint_every)
     request.resume = os.fspath(resume) if resume is not None else ""
     apply_options(request, options, "fit")
-    if request.resume and not os.path.isfile(request.resume):
-        raise FileNotFoundError(f"resume: no checkpoint file {request.resume}")
-    if request.checkpoint:
-        # Checked before training: the first checkpoint is written only after an epoch.
-        folder = os.path.dirname(os.path.abspath(request.checkpoint))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"checkpoint: no directory {folder} to write "
-                                    f"{request.checkpoint} in; create it first")
+    _check_files(request)
 
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
@@ -297,6 +270,48 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         if progress is not None:
             progress.close()
     return Model(file), summary
+
+
+def _targets(task: str, x: np.ndarray, y: ArrayLike,
+             validation: tuple[ArrayLike, ArrayLike] | None, request: Any,
+             options: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """y as the task's targets (class indices or a matrix, the classes set on `request`), and
+    the validation pair checked the same way."""
+    classes: Any = None
+    if task == "classification":
+        codes, classes = as_class_indices(y, x.shape[0], "y")
+        if len(classes) < 2:
+            raise ValueError(f"y: classification needs at least 2 classes, got {len(classes)} "
+                             f"({list(classes)})")
+        targets: Any = codes
+        request.classes = len(classes)
+        request.class_names = [str(c) for c in classes]
+        options.setdefault("loss", "cross_entropy")
+    else:
+        targets = as_regression_targets(y, x.shape[0], "y")
+    if validation is None:
+        return targets, None, None
+    if not isinstance(validation, (tuple, list)) or len(validation) != 2:
+        raise TypeError("validation: expected a pair (X_val, y_val)")
+    x_val, _ = as_input_matrix(validation[0], "validation X")
+    if task == "classification":
+        y_val, _ = as_class_indices(validation[1], x_val.shape[0], "validation y",
+                                    classes=classes)
+    else:
+        y_val = as_regression_targets(validation[1], x_val.shape[0], "validation y")
+    return targets, x_val, y_val
+
+
+def _check_files(request: Any) -> None:
+    """The resume file exists and the checkpoint's folder does, before any training: the first
+    checkpoint is written only after an epoch."""
+    if request.resume and not os.path.isfile(request.resume):
+        raise FileNotFoundError(f"resume: no checkpoint file {request.resume}")
+    if request.checkpoint:
+        folder = os.path.dirname(os.path.abspath(request.checkpoint))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"checkpoint: no directory {folder} to write "
+                                    f"{request.checkpoint} in; create it first")
 
 
 @atexit.register

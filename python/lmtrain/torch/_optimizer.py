@@ -105,6 +105,23 @@ def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
     return resolved
 
 
+def _process_group(distributed: bool | str, fast_path: bool | str) -> Any:
+    """torch.distributed when the step is to sum A and g over its ranks, else None."""
+    if not distributed:
+        return None
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        if distributed is True:
+            raise ValueError("distributed=True needs torch.distributed initialized (torchrun) "
+                             "with more than one rank")
+        return None
+    if fast_path is True:
+        raise ValueError("fast_path=True runs one process; with several ranks the torch path "
+                         "sums A and g over them (fast_path='auto' chooses it)")
+    return dist
+
+
 def relevance_groups(model: torch.nn.Module) -> tuple[list[int], list[str], list[int], int]:
     """ard's groups of the flat parameters (``lmtrain::ParameterGroups``): one per input of the
     first Linear or Conv2d (column i of its weight: the weights leaving input i), then one per
@@ -362,31 +379,12 @@ class LevenbergMarquardt:
             self.options.system_precision = "model"
         self._float64_system = self.precision == "float64" and model_bits == 32
 
-        self._dist: Any = None
+        self._dist: Any = _process_group(distributed, fast_path)
         self._shard = bool(shard)
-        if distributed:
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                self._dist = dist
-            elif distributed is True:
-                raise ValueError("distributed=True needs torch.distributed initialized (torchrun) "
-                                 "with more than one rank")
-        if self._dist is not None and fast_path is True:
-            raise ValueError("fast_path=True runs one process; with several ranks the torch path "
-                             "sums A and g over them (fast_path='auto' chooses it)")
-
-        self._native: NativePath | None = None
-        use_native = (self._dist is None and residual_fn is None and isinstance(loss, str)
-                      and fast_path in (True, "auto") and self.device.type == "cpu")
-        architecture = native_architecture(model) if use_native else None
-        if fast_path is True and architecture is None:
-            raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
-                             "(Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, activations) and a "
-                             "built-in loss, on the CPU (a model on CUDA takes the torch path: "
-                             "fast_path='auto' or False)")
         self._step: Any = None
         self._pending_state: Mapping[str, Any] | None = None
+        self._native: NativePath | None = None
+        architecture = self._fast_path_architecture(fast_path, loss, residual_fn)
         if architecture is not None and not (model_bits == 64 and self.precision == "float32"):
             self._native = NativePath(model, architecture, loss, self.options, self.precision)
             self.path = "native"
@@ -397,6 +395,20 @@ class LevenbergMarquardt:
                                            residual_fn, jacobian)
             self.path = self._lin.path = "autograd" if mode == "autograd" else f"torch.func {mode}"
         self.last_report: Any = None
+
+    def _fast_path_architecture(self, fast_path: bool | str, loss: Any,
+                                residual_fn: Any) -> dict[str, Any] | None:
+        """The native engine's architecture of the model when the fast path applies, else None
+        (fast_path=True where it cannot apply is an error)."""
+        use_native = (self._dist is None and residual_fn is None and isinstance(loss, str)
+                      and fast_path in (True, "auto") and self.device.type == "cpu")
+        architecture = native_architecture(self.model) if use_native else None
+        if fast_path is True and architecture is None:
+            raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
+                             "(Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, activations) and a "
+                             "built-in loss, on the CPU (a model on CUDA takes the torch path: "
+                             "fast_path='auto' or False)")
+        return architecture
 
     # ---- the flat parameter buffer --------------------------------------------------------------
     def _flat_buffer(self) -> torch.Tensor:
