@@ -145,13 +145,7 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
   for (std::size_t first = 0; first < batch; first += slice_samples_) {
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
-    JacobianRows<T> built;
-    {
-      // Mixed precision: the previous slice's widening (system queue) must have read slice_.
-      if constexpr (kWiden) backend_.order_after(system_.native_stream());
-      ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-      built = slice(params, first, count);
-    }
+    const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     const JacobianRows<S> j = in_system_precision(built, count);
     const S beta = first == 0 ? S(0) : S(1);
@@ -169,6 +163,15 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
       system_.copy(padded_a_.data() + i * ld_ + i, ne.a.data() + i * n + i, n - i);
   }
   return objective;
+}
+
+template <typename T, typename S>
+JacobianRows<T> NormalEquationsBuilder<T, S>::timed_slice(const T* params, std::size_t first,
+                                                          std::size_t count,
+                                                          PhaseClock& model_clock) {
+  if constexpr (kWiden) backend_.order_after(system_.native_stream());
+  ScopedDevicePhase phase(model_clock, Phase::kJacobian);
+  return slice(params, first, count);
 }
 
 template <typename T, typename S>
@@ -192,12 +195,7 @@ void NormalEquationsBuilder<T, S>::build_distributed(const T* params, std::size_
     }
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
-    JacobianRows<T> built;
-    {
-      if constexpr (kWiden) backend_.order_after(system_.native_stream());
-      ScopedDevicePhase phase(model_clock, Phase::kJacobian);
-      built = slice(params, first, count);
-    }
+    const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     const JacobianRows<S> j = in_system_precision(built, count);
     a.accumulate(j.data, rows, j.ld);

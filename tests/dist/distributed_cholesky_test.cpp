@@ -15,6 +15,7 @@
 #include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/fit_run.h"
 #include "lmtrain/train/predict.h"
+#include "mpi_test_main.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -355,19 +356,5 @@ int main(int argc, char** argv) {
   // MPI even with one rank: ScaLAPACK's BLACS runs on an MPI communicator.
   auto world = lmtrain::dist::make_mpi_communicator();
   lmtrain::testing::g_world = world.get();
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.starts_with("--expected-ranks=") && std::stoi(arg.substr(17)) != world->size()) {
-      std::fprintf(stderr, "rank %d: the world has %d ranks, but the test was launched with %s\n",
-                   world->rank(), world->size(), arg.c_str());
-      return 1;
-    }
-  }
-  if (!world->is_root()) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int result = RUN_ALL_TESTS();
-  const double failed = world->sum(result != 0 ? 1.0 : 0.0);
-  return failed > 0 ? 1 : 0;
+  return lmtrain::testing::run_tests_on_ranks(argc, argv, *world);
 }

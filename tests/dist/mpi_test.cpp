@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "lmtrain/dist/communicator.h"
+#include "mpi_test_main.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -288,22 +289,5 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = lmtrain::dist::make_communicator_from_environment();
   lmtrain::testing::g_world = world.get();
-  // The launch's rank count (tests/dist/CMakeLists.txt passes --expected-ranks=N with mpirun -np
-  // N): a launcher that started N separate one-rank jobs would otherwise pass every comparison.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.starts_with("--expected-ranks=") && std::stoi(arg.substr(17)) != world->size()) {
-      std::fprintf(stderr, "rank %d: the world has %d ranks, but the test was launched with %s\n",
-                   world->rank(), world->size(), arg.c_str());
-      return 1;
-    }
-  }
-  // Only rank 0 prints; every rank asserts (a failure anywhere fails the job).
-  if (!world->is_root()) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int result = RUN_ALL_TESTS();
-  const double failed = world->sum(result != 0 ? 1.0 : 0.0);
-  return failed > 0 ? 1 : 0;
+  return lmtrain::testing::run_tests_on_ranks(argc, argv, *world);
 }

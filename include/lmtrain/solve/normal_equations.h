@@ -116,6 +116,10 @@ class NormalEquationsBuilder {
   // Rows of units [first, first + count) from the source: into slice_ (row stride ld_) or its
   // own storage.
   JacobianRows<T> slice(const T* params, std::size_t first, std::size_t count);
+  // slice() timed as the Jacobian phase, ordered after the system queue's last read of slice_
+  // (mixed precision widens on that queue): how build()'s loops take each slice.
+  JacobianRows<T> timed_slice(const T* params, std::size_t first, std::size_t count,
+                              PhaseClock& model_clock);
   // The slice in S: the source's rows, or their widened copy (mixed precision).
   JacobianRows<S> in_system_precision(const JacobianRows<T>& rows, std::size_t count);
   LinearizationSource<T>& source_;

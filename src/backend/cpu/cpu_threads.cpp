@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "lmtrain/backend/cpu_threads.h"
@@ -169,10 +170,12 @@ std::size_t ThreadTuner::kind_of(double blas_work) {
 double ThreadTuner::Durations::median() const {
   const std::size_t n = std::min(count, kSamples);
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();
-  // A vector, not a copy of the array: GCC 12's -Warray-bounds misreads std::sort's insertion
-  // threshold (16) against a 5-element std::array under -fsanitize=address.
-  std::vector<double> v(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(n));
-  std::sort(v.begin(), v.end());
+  // An insertion sort of at most kSamples values, not std::sort: GCC 12's -Warray-bounds misreads
+  // std::sort's insertion threshold (16) against a 5-element array under -fsanitize=address, and
+  // a vector would allocate once per phase per step.
+  std::array<double, kSamples> v = recent;
+  for (std::size_t i = 1; i < n; ++i)
+    for (std::size_t k = i; k > 0 && v[k] < v[k - 1]; --k) std::swap(v[k], v[k - 1]);
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
