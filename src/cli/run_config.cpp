@@ -380,7 +380,7 @@ void parse_solver(Section& s, SolverOptions& o) {
   set_double(s, "ard_initial_scale", [&](double v) { o.ard_initial_scale = v; });
   set_double(s, "ard_max_factor", [&](double v) { o.ard_max_factor = v; });
   o.cg_max_iterations = s.count("cg_max_iterations", o.cg_max_iterations);
-  o.distributed_block_size = s.count("distributed_block_size", o.distributed_block_size, 1);
+  o.distributed_block_size = s.count("distributed_block_size", o.distributed_block_size, 0);
   // Absent or "auto": SolverOptions::geodesic_acceleration's auto (on except for softmax
   // classification); "auto" lets `--set` undo a config file's true or false.
   s.boolean_or_auto("geodesic_acceleration", &o.geodesic_acceleration);

@@ -30,4 +30,13 @@ std::size_t BlockCyclicLayout::local_count(std::size_t n, std::size_t nb, int pr
   return count;
 }
 
+std::size_t BlockCyclicLayout::block_size(std::size_t requested, std::size_t n,
+                                          const ProcessGrid& grid) {
+  if (requested > 0) return requested;
+  constexpr std::size_t kLargest = 256, kSmallest = 32, kBlocksPerProcess = 8;
+  const auto side = static_cast<std::size_t>(grid.rows > grid.cols ? grid.rows : grid.cols);
+  const std::size_t fit = n / (kBlocksPerProcess * side) / kSmallest * kSmallest;
+  return fit >= kLargest ? kLargest : (fit > kSmallest ? fit : kSmallest);
+}
+
 }  // namespace lmtrain::dist

@@ -83,7 +83,7 @@ std::unique_ptr<DistributedNormalMatrix<T>> make_distributed_normal_matrix(
     Communicator& comm, LinearAlgebra<T>& backend, std::size_t n, std::size_t nb) {
   if (const auto why = distributed_normal_matrix_unavailable(&comm, backend.device_kind()))
     throw Error("SolverOptions::linear_solver = distributed_cholesky: " + *why);
-  if (nb == 0) throw InvalidArgument("SolverOptions::distributed_block_size must be ≥ 1");
+  nb = BlockCyclicLayout::block_size(nb, n, ProcessGrid::for_ranks(comm.size(), comm.rank()));
 #ifdef LMTRAIN_HAVE_CUSOLVERMP
   if (backend.device_kind() == DeviceKind::kCuda)
     return make_cusolvermp_normal_matrix<T>(comm, backend, n, nb);

@@ -222,9 +222,9 @@ bool SolverOptions::is_valid(std::string* error) const {
   c.require(memory_fraction > 0 && memory_fraction <= 1, "memory_fraction", memory_fraction,
             "0 < memory_fraction ≤ 1");
   c.require(cg_forcing > 0 && cg_forcing < 1, "cg_forcing", cg_forcing, "0 < cg_forcing < 1");
-  c.require(distributed_block_size >= 1 && distributed_block_size <= 65536,
-            "distributed_block_size", static_cast<double>(distributed_block_size),
-            "1 ≤ distributed_block_size ≤ 65536");
+  c.require(distributed_block_size <= 65536, "distributed_block_size",
+            static_cast<double>(distributed_block_size),
+            "0 (auto) or 1 ≤ distributed_block_size ≤ 65536");
   c.require(geodesic_ratio > 0 && finite(geodesic_ratio), "geodesic_ratio", geodesic_ratio,
             "0 < geodesic_ratio < ∞");
   c.require(geodesic_step > 0 && geodesic_step <= 1, "geodesic_step", geodesic_step,

@@ -21,7 +21,8 @@ std::size_t budget_bytes(const SolverOptions& options, const StepProblem& p,
 
 // The layout A gets on `ranks` ranks.
 dist::BlockCyclicLayout grid_layout(const SolverOptions& options, std::size_t n, int ranks) {
-  return {n, options.distributed_block_size, dist::ProcessGrid::for_ranks(ranks, 0)};
+  const dist::ProcessGrid grid = dist::ProcessGrid::for_ranks(ranks, 0);
+  return {n, dist::BlockCyclicLayout::block_size(options.distributed_block_size, n, grid), grid};
 }
 
 // Bytes of every buffer the step's components allocate for one solver, by precision.

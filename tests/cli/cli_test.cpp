@@ -462,9 +462,12 @@ TEST(Cli, InfoPlanFollowsAutosOrderOverTheRanksWithoutTraining) {
   }
   EXPECT_NE(tight.output.find("auto → distributed_cholesky"), std::string::npos) << tight.output;
   EXPECT_NE(tight.output.find("2×2 process grid of 4 ranks"), std::string::npos) << tight.output;
-  const dist::BlockCyclicLayout layout{1601, 64, dist::ProcessGrid::for_ranks(4, 0)};
-  ASSERT_EQ(layout.largest_share(), 832u * 832u);
-  EXPECT_NE(tight.output.find("normal matrix " + format_bytes(832 * 832 * sizeof(double))),
+  // Auto blocks: 1601 / (8 · 2) = 100 → 96; process (0, 0) holds 9 of the 17 blocks a side.
+  const dist::ProcessGrid grid = dist::ProcessGrid::for_ranks(4, 0);
+  ASSERT_EQ(dist::BlockCyclicLayout::block_size(0, 1601, grid), 96u);
+  const dist::BlockCyclicLayout layout{1601, 96, grid};
+  ASSERT_EQ(layout.largest_share(), 833u * 833u);
+  EXPECT_NE(tight.output.find("normal matrix " + format_bytes(833 * 833 * sizeof(double))),
             std::string::npos)
       << tight.output;
 

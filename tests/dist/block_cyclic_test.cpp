@@ -59,5 +59,27 @@ TEST(BlockCyclicLayout, LargestShareIsProcessZeros) {
   EXPECT_EQ(l.largest_share(), largest);
 }
 
+TEST(BlockCyclicLayout, AutoBlockSizeIs256UnlessAProcessGetsFewerThanEightBlocks) {
+  const ProcessGrid two_by_two = ProcessGrid::for_ranks(4, 0), one_by_two = ProcessGrid::for_ranks(2, 0);
+  EXPECT_EQ(BlockCyclicLayout::block_size(64, 20000, two_by_two), 64u);  // asked for: kept
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 21141, two_by_two), 256u);
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 4096, two_by_two), 256u);  // 8 blocks per side of 2
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 4095, two_by_two), 224u);  // 4095 / 16 = 255 → 224
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 2101, one_by_two), 128u);  // 2101 / 16 = 131 → 128
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 91, two_by_two), 32u);     // never below 32
+  EXPECT_EQ(BlockCyclicLayout::block_size(0, 3001, ProcessGrid::for_ranks(1, 0)), 256u);
+  // Every process row and column of an auto layout gets at least 8 blocks until the 32 floor.
+  for (int ranks : {1, 2, 3, 4, 6, 8, 64})
+    for (std::size_t n : {1000u, 2101u, 5000u, 20000u, 100000u}) {
+      const ProcessGrid g = ProcessGrid::for_ranks(ranks, 0);
+      const std::size_t nb = BlockCyclicLayout::block_size(0, n, g);
+      EXPECT_EQ(nb % 32, 0u);
+      if (nb > 32) {
+        EXPECT_GE(n / nb, 8u * static_cast<std::size_t>(std::max(g.rows, g.cols)))
+            << n << " on " << ranks << " ranks: " << nb;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace lmtrain::dist

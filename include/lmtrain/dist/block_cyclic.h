@@ -38,6 +38,12 @@ struct BlockCyclicLayout {
   int col_owner(std::size_t j) const { return static_cast<int>((j / nb) % grid.cols); }
   std::size_t local_row(std::size_t i) const { return (i / nb / grid.rows) * nb + i % nb; }
   std::size_t local_col(std::size_t j) const { return (j / nb / grid.cols) * nb + j % nb; }
+  // The block size for a requested one (0: auto). Auto is 256, the best measured for pdpotrf on
+  // CPU ranks (bench/results/2026-11-25-2core-amd-epyc-distributed-potrf.md), unless that leaves a
+  // process row or column fewer than 8 blocks of A: then n / (8·max(Pr, Pc)) rounded down to a
+  // multiple of 32, at least 32, so that small matrices still deal evenly and the reduce-scatter's
+  // panels (nb·Pc columns) stay small beside a rank's share.
+  static std::size_t block_size(std::size_t requested, std::size_t n, const ProcessGrid& grid);
   // The most elements any rank of the grid holds: process (0, 0)'s share.
   std::size_t largest_share() const {
     return local_count(n, nb, 0, grid.rows) * local_count(n, nb, 0, grid.cols);

@@ -234,13 +234,13 @@ struct SolverOptions {
   double cg_forcing = 0.1;
   std::size_t cg_max_iterations = 0;
 
-  // distributed_cholesky: the side of the square blocks A is dealt over the process grid in.
-  // ScaLAPACK's factorization runs its BLAS-3 updates on blocks of this size. 256 by
-  // measurement: pdpotrf at n = 8 000 on a quiet 2-core EPYC took 4.09 / 3.25 / 2.96 s on 2 ranks
-  // with 64 / 128 / 256 blocks and 2.71 / 2.74 s on 4 ranks with 128 / 256
-  // (bench/results/2026-11-25-2core-amd-epyc-distributed-potrf.md); n/256 blocks per side still
-  // deal evenly over grids up to 8 × 8 at the sizes this solver is chosen for (n ≳ 20 000).
-  std::size_t distributed_block_size = 256;
+  // distributed_cholesky: the side of the square blocks A is dealt over the process grid in
+  // (0: auto, dist::BlockCyclicLayout::block_size). ScaLAPACK's factorization runs its BLAS-3
+  // updates on blocks of this size. Auto is 256 by measurement: pdpotrf at n = 8 000 on a quiet
+  // 2-core EPYC took 4.09 / 3.25 / 2.96 s on 2 ranks with 64 / 128 / 256 blocks, 2.71 / 2.74 s on
+  // 4 ranks with 128 / 256 (bench/results/2026-11-25-2core-amd-epyc-distributed-potrf.md);
+  // smaller where n leaves a process row or column fewer than 8 such blocks.
+  std::size_t distributed_block_size = 0;
 
   // True if every field is in range; otherwise false with `error` naming the field, its value and
   // the violated constraint.
