@@ -60,7 +60,8 @@ TEST(BlockCyclicLayout, LargestShareIsProcessZeros) {
 }
 
 TEST(BlockCyclicLayout, AutoBlockSizeIs256UnlessAProcessGetsFewerThanEightBlocks) {
-  const ProcessGrid two_by_two = ProcessGrid::for_ranks(4, 0), one_by_two = ProcessGrid::for_ranks(2, 0);
+  const ProcessGrid two_by_two = ProcessGrid::for_ranks(4, 0),
+                    one_by_two = ProcessGrid::for_ranks(2, 0);
   EXPECT_EQ(BlockCyclicLayout::block_size(64, 20000, two_by_two), 64u);  // asked for: kept
   EXPECT_EQ(BlockCyclicLayout::block_size(0, 21141, two_by_two), 256u);
   EXPECT_EQ(BlockCyclicLayout::block_size(0, 4096, two_by_two), 256u);  // 8 blocks per side of 2
