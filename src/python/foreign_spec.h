@@ -13,6 +13,7 @@
 #include "foreign_source.h"
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/backend/device.h"
+#include "lmtrain/backend/device_queue.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/solve/solver_options.h"
 
@@ -42,14 +43,29 @@ struct ForeignStepSpec {
   std::size_t input_groups = 0;
 };
 
+// The backend of `device` ("cpu", "cuda:N"), on the caller's `stream` when it gives one.
 template <typename T>
-inline std::unique_ptr<Backend<T>> backend_for(const ForeignStepSpec& spec) {
-  const DeviceChoice choice = choose_device(spec.device, 0);
+inline std::unique_ptr<Backend<T>> backend_on(const std::string& device, std::uintptr_t stream) {
+  const DeviceChoice choice = choose_device(device, 0);
   // On the caller's stream: ordered after the kernels that computed the slices and before those
   // that read the parameters, with no synchronization of the device (torch's current stream).
-  if (choice.kind == DeviceKind::kCuda && spec.stream != 0)
-    return make_cuda_backend_on_stream<T>(choice.index, reinterpret_cast<void*>(spec.stream));
+  if (choice.kind == DeviceKind::kCuda && stream != 0)
+    return make_cuda_backend_on_stream<T>(choice.index, reinterpret_cast<void*>(stream));
   return make_backend<T>(choice);
+}
+
+template <typename T>
+inline std::unique_ptr<Backend<T>> backend_for(const ForeignStepSpec& spec) {
+  return backend_on<T>(spec.device, spec.stream);
+}
+
+// Whether an array handed over by DLPack lives where `backend` computes (a CUDA array on its
+// device, or host memory for the CPU backend): its pointer is then the backend's to use.
+template <typename Array>
+inline bool on_backend_device(const Array& a, const DeviceQueue& backend) {
+  const bool cuda = backend.device_kind() == DeviceKind::kCuda;
+  return a.device_type() == (cuda ? nanobind::device::cuda::value : nanobind::device::cpu::value) &&
+         (!cuda || a.device_id() == backend.device_index());
 }
 
 template <typename T>

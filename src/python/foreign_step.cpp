@@ -156,11 +156,7 @@ class ForeignStep {
   }
 
  private:
-  bool on_device(const Vector& v) const {
-    const bool cuda = backend_->device_kind() == DeviceKind::kCuda;
-    return v.device_type() == (cuda ? nb::device::cuda::value : nb::device::cpu::value) &&
-           (!cuda || v.device_id() == backend_->device_index());
-  }
+  bool on_device(const Vector& v) const { return on_backend_device(v, *backend_); }
   // The step, rebuilt on a halved slice when an allocation fails (one rank).
   StepReport run(T* params, std::size_t units, PhaseTimes& times) {
     for (;;) {

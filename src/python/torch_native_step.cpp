@@ -4,6 +4,8 @@
 // (python/lmtrain/torch/_native.py) translates the module into the model file's architecture and
 // its parameters into the flat order of the library (each layer's weight, PyTorch's (out, in)
 // order, then its bias), and writes the parameters back after each step.
+// On a CUDA device the step runs on the CUDA backend, queued on torch's current stream: the
+// parameters, x and y are the caller's device tensors (DLPack, no host copy).
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -23,6 +25,7 @@
 #include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/step_planner.h"
+#include "foreign_spec.h"
 #include "module.h"
 #include "python_fit.h"
 #include "schedule_state.h"
@@ -34,20 +37,28 @@ namespace nb = nanobind;
 
 namespace {
 
+// Host arrays (the fit run's data sets, which the library copies into its own batches).
 template <typename T>
 using Vector = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 template <typename T>
 using Matrix = nb::ndarray<nb::ro, T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+// Arrays on the step's device (host memory for the CPU backend, device memory for CUDA).
+template <typename T>
+using DeviceVector = nb::ndarray<T, nb::ndim<1>, nb::c_contig>;
+template <typename T>
+using DeviceMatrix = nb::ndarray<nb::ro, T, nb::ndim<2>, nb::c_contig>;
 
 template <typename T>
 class NativeStep {
  public:
   // `architecture`: the model file's JSON; `max_batch`: the most samples a step linearizes.
   // `float64_system`: A, g and the solve in float64 (mixed precision for a float32 model).
+  // `device`: "cpu" or "cuda:N"; `stream`: cuda, the caller's stream to queue on (0: its own).
   NativeStep(const std::string& architecture, const LossOptions& loss, SolverOptions options,
-             std::size_t max_batch, bool float64_system)
+             std::size_t max_batch, bool float64_system, const std::string& device,
+             std::uintptr_t stream)
       : spec_(io::model_spec_from_json(nlohmann::json::parse(architecture))),
-        backend_(make_cpu_backend<T>()),
+        backend_(backend_on<T>(device, stream)),
         model_(spec_, *backend_),
         loss_(loss, spec_.outputs(), *backend_),
         max_batch_(max_batch) {
@@ -73,11 +84,17 @@ class NativeStep {
   std::size_t parameters() const { return model_.num_params(); }
 
   // One step on (x, y) from `params`, which it updates in place.
-  FrontEndStepReport step(Vector<T> params, const Matrix<T>& x, const Matrix<T>& y) {
+  FrontEndStepReport step(DeviceVector<T> params, const DeviceMatrix<T>& x,
+                          const DeviceMatrix<T>& y) {
     const std::size_t n = model_.num_params(), batch = x.shape(0);
     if (params.shape(0) != n)
       throw nb::value_error(
           fmt::format("params has {} values; the network has {} parameters", params.shape(0), n)
+              .c_str());
+    if (!on_backend_device(params, *backend_) || !on_backend_device(x, *backend_) ||
+        !on_backend_device(y, *backend_))
+      throw nb::value_error(
+          fmt::format("params, x and y must be on {}, where this step runs", backend_->name())
               .c_str());
     if (x.shape(1) != spec_.inputs() || y.shape(1) != spec_.outputs() || y.shape(0) != batch ||
         batch == 0 || batch > max_batch_)
@@ -90,11 +107,12 @@ class NativeStep {
     PhaseTimes times;
     {
       nb::gil_scoped_release unlocked;
-      backend_->copy_from_host(params.data(), params_.data(), n);
-      backend_->copy_from_host(x.data(), x_.data(), batch * spec_.inputs());
-      backend_->copy_from_host(y.data(), y_.data(), batch * spec_.outputs());
+      // Copies on the step's device (and stream): the caller's tensors stay theirs.
+      backend_->copy(params.data(), params_.data(), n);
+      backend_->copy(x.data(), x_.data(), batch * spec_.inputs());
+      backend_->copy(y.data(), y_.data(), batch * spec_.outputs());
       static_cast<StepReport&>(report) = run(batch, times);
-      backend_->copy_to_host(params_.data(), params.data(), n);
+      backend_->copy(params_.data(), params.data(), n);
     }
     report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
     report.loss_after = loss_.reported(report.objective_after - report.penalty_after, batch);
@@ -151,9 +169,10 @@ void bind_native_step(nb::module_& m, const char* name) {
   nb::class_<N>(m, name,
                 "The library's own LM step (structural Jacobians) on parameters held by the "
                 "caller: lmtrain.torch's fast path for an nn.Sequential.")
-      .def(nb::init<const std::string&, const LossOptions&, SolverOptions, std::size_t, bool>(),
+      .def(nb::init<const std::string&, const LossOptions&, SolverOptions, std::size_t, bool,
+                    const std::string&, std::uintptr_t>(),
            nb::arg("architecture"), nb::arg("loss"), nb::arg("options"), nb::arg("max_batch"),
-           nb::arg("float64_system"))
+           nb::arg("float64_system"), nb::arg("device") = "cpu", nb::arg("stream") = 0)
       .def_prop_ro("parameters", &N::parameters)
       .def_prop_ro("linear_solver", &N::solver)
       .def_prop_ro("memory_plan", &N::plan)
@@ -185,9 +204,10 @@ template <typename T>
 Summary native_fit(const std::string& architecture, const LossOptions& loss, SolverOptions options,
                    bool float64_system, const ForeignFitRequest& request, const Matrix<T>& x,
                    const Matrix<T>& y, std::optional<Matrix<T>> x_validation,
-                   std::optional<Matrix<T>> y_validation, Vector<T> params, nb::object on_epoch) {
+                   std::optional<Matrix<T>> y_validation, Vector<T> params, nb::object on_epoch,
+                   const std::string& device, std::uintptr_t stream) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(architecture));
-  auto backend = make_cpu_backend<T>();
+  auto backend = backend_on<T>(device, stream);
   if (float64_system) options.system_precision = SystemPrecision::kFloat64;
   const Dataset<T> train = dataset_of(x, y);
   std::optional<Dataset<T>> validation;
@@ -232,11 +252,13 @@ void bind_torch_native_step(nb::module_& m) {
   m.def("native_fit32", &native_fit<float>, nb::arg("architecture"), nb::arg("loss"),
         nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
         nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
-        nb::arg("params"), nb::arg("on_epoch").none(), doc);
+        nb::arg("params"), nb::arg("on_epoch").none(), nb::arg("device") = "cpu",
+        nb::arg("stream") = 0, doc);
   m.def("native_fit64", &native_fit<double>, nb::arg("architecture"), nb::arg("loss"),
         nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
         nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
-        nb::arg("params"), nb::arg("on_epoch").none(), doc);
+        nb::arg("params"), nb::arg("on_epoch").none(), nb::arg("device") = "cpu",
+        nb::arg("stream") = 0, doc);
 }
 
 }  // namespace lmtrain::python

@@ -4,7 +4,10 @@ The module becomes the model file's architecture (``{"input_shape": [n], "layers
 its parameters the library's flat vector, which is the concatenation of
 ``model.named_parameters()`` in order (a Linear's weight, (out, in) row-major, then its bias).
 Each step runs entirely in C++ (``_core.NativeStep``: structural Jacobians, SYRK, damping loop)
-on that vector, and the result is written back into the module's parameters.
+on that vector, and the result is written back into the module's parameters.  On a CUDA device
+the vector, x and y are device tensors handed over by DLPack, and the step runs on the library's
+CUDA backend queued on torch's current stream; ``fit`` hands the data over as host arrays, which
+the library's trainer copies to the device batch by batch.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
 import torch
 
 from .. import _core
@@ -112,7 +114,7 @@ class NativePath:
         self.model = model
         self.params = list(model.parameters())
         self.dtype = self.params[0].dtype
-        self.np_dtype = np.float64 if self.dtype == torch.float64 else np.float32
+        self.device = self.params[0].device
         self.architecture = architecture
         self._input_shape: list[int] | None = None
         self.loss_options = _core.LossOptions()
@@ -133,7 +135,7 @@ class NativePath:
             cls = _core.NativeStep64 if self.dtype == torch.float64 else _core.NativeStep32
             architecture = dict(self.architecture, input_shape=input_shape)
             self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
-                             self.float64_system)
+                             self.float64_system, *self._device_and_stream())
             self._max_batch, self._input_shape = batch, input_shape
             if self._state is not None:
                 self._step.set_state(*self._state)
@@ -171,24 +173,38 @@ class NativePath:
         if self._step is not None:
             self._step.set_state(lam, nu, floor, skip, backoff)
 
+    def _device_and_stream(self) -> tuple[str, int]:
+        """The library's device string and, on CUDA, torch's current stream to queue on (after
+        the kernels that wrote the inputs, before those that read the parameters)."""
+        if self.device.type != "cuda":
+            return "cpu", 0
+        return (f"cuda:{self.device.index or 0}",
+                torch.cuda.current_stream(self.device).cuda_stream)
+
     def fit(self, x: Any, y: Any, x_validation: Any, y_validation: Any, request: Any,
             on_epoch: Any) -> Any:
         """The library's Trainer on the module's parameters (trained in place) over (x, y);
-        returns the Summary."""
+        returns the Summary.  The data sets are host arrays (the trainer copies each batch to
+        the device); the parameters come back to the module's device at the end."""
         xs, ys, input_shape = self._arrays(x, y)
         xv = yv = None
         if x_validation is not None:
             xv, yv, _ = self._arrays(x_validation, y_validation)
         architecture = dict(self.architecture, input_shape=input_shape)
-        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
-            self.np_dtype)
+        flat = self._flat().cpu()
         fit = _core.native_fit64 if self.dtype == torch.float64 else _core.native_fit32
         summary = fit(json.dumps(architecture), self.loss_options, self.options,
-                      self.float64_system, request, xs, ys, xv, yv, flat, on_epoch)
+                      self.float64_system, request, *(a.cpu() for a in (xs, ys)),
+                      None if xv is None else xv.cpu(), None if yv is None else yv.cpu(), flat,
+                      on_epoch, *self._device_and_stream())
         self._write_back(flat)
         return summary
 
-    def _arrays(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _flat(self) -> torch.Tensor:
+        """The parameters in the library's flat order, a new contiguous tensor on their device."""
+        return torch.cat([p.detach().reshape(-1) for p in self.params]).to(self.dtype)
+
+    def _arrays(self, x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
         from ._losses import Loss
 
         images = self.architecture["input_shape"] is None
@@ -201,24 +217,23 @@ class NativePath:
         if targets.shape != (x.shape[0], self.outputs):
             raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, "
                              f"{self.outputs})")
-        xs = x.detach().to(self.dtype).reshape(x.shape[0], -1).contiguous().numpy()
-        ys = targets.detach().contiguous().numpy()
-        if not (np.isfinite(xs).all() and np.isfinite(ys).all()):
+        xs = x.detach().to(self.device, self.dtype).reshape(x.shape[0], -1).contiguous()
+        ys = targets.detach().to(self.device).contiguous()
+        if not (bool(torch.isfinite(xs).all()) and bool(torch.isfinite(ys).all())):
             raise ValueError("x or y holds NaN or inf; parameters are unchanged")
         return xs, ys, input_shape
 
-    def _write_back(self, flat: np.ndarray) -> None:
+    def _write_back(self, flat: torch.Tensor) -> None:
         with torch.no_grad():
             offset = 0
             for p in self.params:
                 k = p.numel()
-                p.copy_(torch.from_numpy(flat[offset:offset + k]).view_as(p))
+                p.copy_(flat[offset:offset + k].view_as(p))
                 offset += k
 
     def step(self, x: Any, y: Any) -> Any:
         xs, ys, input_shape = self._arrays(x, y)
-        flat = np.concatenate([p.detach().reshape(-1).numpy() for p in self.params]).astype(
-            self.np_dtype)
+        flat = self._flat()
         report = self._engine(x.shape[0], input_shape).step(flat, xs, ys)
         self._write_back(flat)
         return report

@@ -401,13 +401,13 @@ class LevenbergMarquardt:
         """The native engine's architecture of the model when the fast path applies, else None
         (fast_path=True where it cannot apply is an error)."""
         use_native = (self._dist is None and residual_fn is None and isinstance(loss, str)
-                      and fast_path in (True, "auto") and self.device.type == "cpu")
+                      and fast_path in (True, "auto"))
         architecture = native_architecture(self.model) if use_native else None
         if fast_path is True and architecture is None:
             raise ValueError("fast_path=True needs an nn.Sequential of layers lmtrain implements "
                              "(Linear, Conv2d, MaxPool2d, AvgPool2d, Flatten, activations) and a "
-                             "built-in loss, on the CPU (a model on CUDA takes the torch path: "
-                             "fast_path='auto' or False)")
+                             "built-in loss, on one process (under torch.distributed the "
+                             "torch path runs: fast_path='auto' or False)")
         return architecture
 
     # ---- the flat parameter buffer --------------------------------------------------------------
