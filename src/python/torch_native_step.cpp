@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 
+#include "foreign_spec.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/model_file.h"
@@ -25,7 +26,6 @@
 #include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/step_planner.h"
-#include "foreign_spec.h"
 #include "module.h"
 #include "python_fit.h"
 #include "schedule_state.h"
