@@ -13,6 +13,10 @@
 #             sets it): the GPU machine has no MPI, and the multi-rank checks need a launcher
 #   data/     the first 1 200 training images and labels of Fashion-MNIST (Debian's
 #             dataset-fashion-mnist, absent there), for the conv-net check
+#   python/   lmtrain's static libraries (archives/) and the third-party headers the Python
+#             extension's sources include (include/: fmt, nlohmann), from which gpu-run.sh's torch
+#             stage builds lmtrain._core for the machine's own Python and PyTorch
+#             (scripts/gpu-python/CMakeLists.txt says why it is built there)
 #
 # Not NCCL: libnccl.so.2 is 218 MB of already-compressed GPU code (xz gains 3%), more than the
 # device tool carries (64 MiB).  lmtrain loads it only when a rank uses NCCL
@@ -44,7 +48,7 @@ binaries=(
 )
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/data" "$stage/python/archives" "$stage/python/include"
 for b in "${binaries[@]}"; do
   [[ -x $b ]] || { echo "gpu-bundle: $b was not built" >&2; exit 2; }
   cp "$b" "$stage/bin/"
@@ -90,6 +94,21 @@ ldd "${binaries[@]}" "${extra_elves[@]}" | awk '/=> \//{print $3}' | sort -u |
   grep -Ev '^/usr/local/cuda|/(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
+# ---- the Python extension's kit (gpu-run.sh's torch stage) -----------------------------------
+# The archives the command-line tool links (compiled with -fPIC), the headers of fmt and
+# nlohmann-json, and the shared libraries the archives need beyond the binaries' (those copied
+# above usually cover them; the loop adds any that are missing).
+for a in src/liblmtrain.a src/io/liblmtrain_io.a src/backend/cuda/liblmtrain_cuda.a; do
+  [[ -f $build/$a ]] || { echo "gpu-bundle: $build/$a was not built" >&2; exit 2; }
+  cp "$build/$a" "$stage/python/archives/"
+done
+cp -r /usr/include/fmt /usr/include/nlohmann "$stage/python/include/"
+for name in fmt lapacke openblas gomp mpi_cxx mpi scalapack-openmpi z; do
+  compgen -G "$stage/lib/lib$name.so*" > /dev/null && continue
+  lib=$(ldconfig -p | awk -v n="lib$name.so." 'index($1, n) == 1 {print $NF; exit}')
+  [[ -n $lib ]] && cp -L "$lib" "$stage/lib/"
+done
+
 # ---- Fashion-MNIST subset for the conv-net check (W4) -----------------------------------------
 fashion=/usr/share/datasets/fashion-mnist
 if [[ -f $fashion/train-images-idx3-ubyte.gz ]]; then
@@ -121,4 +140,4 @@ tar -cJf "$out/bundle.tar.xz.tmp" -C "$stage" .
 mv "$out/bundle.tar.xz.tmp" "$out/bundle.tar.xz"
 echo "gpu-bundle: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1); $(ls "$stage/lib" | wc -l)" \
      "libraries, $(find "$stage/openmpi" -name '*.so' 2>/dev/null | wc -l) OpenMPI/PMIx plugins," \
-     "$(ls "$stage/data" | wc -l) data files)"
+     "$(ls "$stage/data" | wc -l) data files, the Python extension's kit)"

@@ -6,7 +6,8 @@
 #   summary.txt      one line per check (PASS / FAIL / SKIP and why), the verdict last
 #   environment.txt  nvidia-smi, the devices lmtrain sees, the NCCL runtime it loads and its
 #                    version, the full ldd of every binary, compute-sanitizer's and mpirun's versions
-#   tests.log        the CUDA backend suite (fp64 CPU references), mixed precision on CUDA, NCCL
+#   tests.log        the CUDA backend suite (fp64 CPU references), mixed precision on CUDA, NCCL;
+#                    lmtrain._core built for the machine's Python and tests/python/test_torch_cuda.py
 #   sanitizer.log    compute-sanitizer memcheck, racecheck and synccheck on the CUDA suite
 #   fits.log         `lmtrain fit` on the GPU against the same configuration on the CPU
 #   ranks.log        mpirun -np 2 (bundled OpenMPI): CPU ranks, 2 ranks on one GPU through the host
@@ -30,7 +31,7 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,tests,fits,ranks,sanitizers,bench] [--skip-bench]
+# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,fits,ranks,sanitizers,bench] [--skip-bench]
 #   Stages run in that order; each check has its own timeout, and a check that would start after
 #   LMTRAIN_GPU_RUN_SECONDS (default 540) is skipped, so $OUT comes back within the device tool's
 #   10 minutes.  One call cannot hold everything on a slow machine: split it, e.g.
@@ -43,7 +44,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-stages=env,tests,fits,ranks,sanitizers,bench
+stages=env,tests,torch,fits,ranks,sanitizers,bench
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stages) stages=${2:?--stages needs a list}; shift 2 ;;
@@ -171,6 +172,42 @@ if wants tests; then
   suite "CUDA backend suite" 300 "$bin/lmtrain_cuda_tests" --gtest_color=no
   suite "mixed precision on CUDA" 120 "$bin/lmtrain_tests" --gtest_color=no --gtest_filter='*MixedPrecisionOn*cuda*'
   suite "NCCL communicator (1 rank)" 120 "$bin/lmtrain_nccl_tests" --gtest_color=no --gtest_filter='NcclOneRank*'
+fi
+
+# ---- torch: lmtrain.torch on CUDA tensors, with an extension built for this machine's Python ---
+# The bundle's python/ kit (gpu-bundle.sh) and this checkout's src/python and python/lmtrain make
+# lmtrain._core for the machine's python3 (the one holding PyTorch; scripts/gpu-python says why it
+# is built here), then pytest runs the tests marked cuda: slices against autograd, steps and fits
+# on cuda:0 against the same on the CPU, the torch path and the native fast path.  With a device a
+# skipped test is a failure, as in the suites above.
+if wants torch; then
+  py=$(command -v python3 || true)
+  pkg=$work/pkg
+  if [[ -z $py ]] || ! "$py" -c 'import torch, nanobind, pytest' 2>/dev/null; then
+    report "torch: lmtrain._core built" SKIP 0 "no python3 with torch, nanobind and pytest"
+  elif [[ ! -d $dir/python/archives ]]; then
+    report "torch: lmtrain._core built" FAIL 0 "the bundle has no python/ kit (rebuild it)"
+  else
+    check "torch: lmtrain._core built" tests.log 300 bash -c "
+      cmake -S '$root/scripts/gpu-python' -B '$work/pyext' -DLMTRAIN_BUNDLE='$dir' \
+        -DPython_EXECUTABLE='$py' -DCMAKE_BUILD_TYPE=Release &&
+      cmake --build '$work/pyext' -j$cores &&
+      mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/_core*.so '$pkg/lmtrain/' &&
+      PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())'"
+    if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
+      pytest_cuda() {
+        PYTHONPATH="$pkg" "$py" -m pytest -q -p no:cacheprovider -rs -m cuda \
+          "$root/tests/python/test_torch_cuda.py" > "$work/pytest.log" 2>&1
+        local rc=$?
+        cat "$work/pytest.log"
+        ((rc == 0)) && grep -q ' skipped' "$work/pytest.log" && { echo "(tests were skipped with a device present)"; return 1; }
+        return $rc
+      }
+      export -f pytest_cuda
+      export pkg py root work
+      gpu_check "torch: test_torch_cuda.py" tests.log 300 bash -c pytest_cuda
+    fi
+  fi
 fi
 
 # ---- fits: the GPU against the CPU, configuration by configuration ------------------------
