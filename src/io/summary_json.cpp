@@ -38,6 +38,22 @@ std::optional<TerminationReason> parse_termination(std::string_view name) {
   return std::nullopt;
 }
 
+// Residual blocks in the source's order: an array of {"name", "loss"} (a JSON object would sort
+// them by name).
+nlohmann::json blocks_to_json(const std::vector<BlockLoss>& blocks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const BlockLoss& b : blocks) out.push_back({{"name", b.name}, {"loss", number(b.loss)}});
+  return out;
+}
+// Absent in files written before residual blocks existed: none.
+std::vector<BlockLoss> blocks_from_json(const nlohmann::json& j, const char* field) {
+  std::vector<BlockLoss> out;
+  if (!j.contains(field)) return out;
+  for (const auto& b : j.at(field))
+    out.push_back({b.at("name").get<std::string>(), number(b.at("loss"))});
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json epoch_to_json(const EpochRecord& e) {
@@ -50,7 +66,8 @@ nlohmann::json epoch_to_json(const EpochRecord& e) {
           {"invalid", e.invalid},
           {"gradient_max_norm", e.gradient_max_norm},
           {"step_norm", e.step_norm},
-          {"seconds", e.seconds}};
+          {"seconds", e.seconds},
+          {"block_losses", blocks_to_json(e.block_losses)}};
 }
 
 EpochRecord epoch_from_json(const nlohmann::json& j) {
@@ -65,6 +82,7 @@ EpochRecord epoch_from_json(const nlohmann::json& j) {
   e.gradient_max_norm = j.at("gradient_max_norm").get<double>();
   e.step_norm = j.at("step_norm").get<double>();
   e.seconds = j.at("seconds").get<double>();
+  e.block_losses = blocks_from_json(j, "block_losses");
   return e;
 }
 
@@ -86,7 +104,8 @@ nlohmann::json progress_to_json(const TrainingProgress& m) {
           {"geodesic_applied", m.geodesic_applied},
           {"geodesic_refused", m.geodesic_refused},
           {"geodesic_skipped", m.geodesic_skipped},
-          {"history", history}};
+          {"history", history},
+          {"final_block_losses", blocks_to_json(m.final_block_losses)}};
 }
 
 void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
@@ -107,6 +126,7 @@ void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
   sum.geodesic_skipped = m.value("geodesic_skipped", 0);  // absent before GeodesicBackoff
   sum.history.clear();
   for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
+  sum.final_block_losses = blocks_from_json(m, "final_block_losses");
 }
 
 nlohmann::json summary_to_json(const Summary& s) {
