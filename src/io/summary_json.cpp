@@ -57,17 +57,19 @@ std::vector<BlockLoss> blocks_from_json(const nlohmann::json& j, const char* fie
 }  // namespace
 
 nlohmann::json epoch_to_json(const EpochRecord& e) {
-  return {{"epoch", e.epoch},
-          {"training_loss", number(e.training_loss)},
-          {"validation_loss", number(e.validation_loss)},
-          {"lambda", e.lambda},
-          {"accepted", e.accepted},
-          {"rejected", e.rejected},
-          {"invalid", e.invalid},
-          {"gradient_max_norm", e.gradient_max_norm},
-          {"step_norm", e.step_norm},
-          {"seconds", e.seconds},
-          {"block_losses", blocks_to_json(e.block_losses)}};
+  nlohmann::json j = {{"epoch", e.epoch},
+                      {"training_loss", number(e.training_loss)},
+                      {"validation_loss", number(e.validation_loss)},
+                      {"lambda", e.lambda},
+                      {"accepted", e.accepted},
+                      {"rejected", e.rejected},
+                      {"invalid", e.invalid},
+                      {"gradient_max_norm", e.gradient_max_norm},
+                      {"step_norm", e.step_norm},
+                      {"seconds", e.seconds}};
+  // Only where the source declared blocks: the native network's files stay as they were.
+  if (!e.block_losses.empty()) j["block_losses"] = blocks_to_json(e.block_losses);
+  return j;
 }
 
 EpochRecord epoch_from_json(const nlohmann::json& j) {
@@ -89,23 +91,24 @@ EpochRecord epoch_from_json(const nlohmann::json& j) {
 nlohmann::json progress_to_json(const TrainingProgress& m) {
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : m.history) history.push_back(epoch_to_json(e));
-  return {{"initial_loss", number(m.initial_loss)},
-          {"final_loss", number(m.final_loss)},
-          {"initial_validation_loss", number(m.initial_validation_loss)},
-          {"final_validation_loss", number(m.final_validation_loss)},
-          {"best_validation_loss", number(m.best_validation_loss)},
-          {"best_epoch", m.best_epoch},
-          {"epochs", m.epochs},
-          {"steps", m.steps},
-          {"accepted_steps", m.accepted_steps},
-          {"rejected_steps", m.rejected_steps},
-          {"invalid_steps", m.invalid_steps},
-          {"abandoned_steps", m.abandoned_steps},
-          {"geodesic_applied", m.geodesic_applied},
-          {"geodesic_refused", m.geodesic_refused},
-          {"geodesic_skipped", m.geodesic_skipped},
-          {"history", history},
-          {"final_block_losses", blocks_to_json(m.final_block_losses)}};
+  nlohmann::json j = {{"initial_loss", number(m.initial_loss)},
+                      {"final_loss", number(m.final_loss)},
+                      {"initial_validation_loss", number(m.initial_validation_loss)},
+                      {"final_validation_loss", number(m.final_validation_loss)},
+                      {"best_validation_loss", number(m.best_validation_loss)},
+                      {"best_epoch", m.best_epoch},
+                      {"epochs", m.epochs},
+                      {"steps", m.steps},
+                      {"accepted_steps", m.accepted_steps},
+                      {"rejected_steps", m.rejected_steps},
+                      {"invalid_steps", m.invalid_steps},
+                      {"abandoned_steps", m.abandoned_steps},
+                      {"geodesic_applied", m.geodesic_applied},
+                      {"geodesic_refused", m.geodesic_refused},
+                      {"geodesic_skipped", m.geodesic_skipped},
+                      {"history", history}};
+  if (!m.final_block_losses.empty()) j["final_block_losses"] = blocks_to_json(m.final_block_losses);
+  return j;
 }
 
 void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
