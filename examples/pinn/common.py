@@ -79,7 +79,9 @@ def grow_points(problem: pinn.Problem, name: str, start: int, most: int,
 class Run:
     """What a training run did: the final relative L2 error, the training seconds, the time it
     first fell below 1e-3 (None if never), the held-out ratios, each block's mean squared
-    residual, the summed phase seconds and the history (step, seconds, loss, error)."""
+    residual at the final parameters (measured after the last step, on its points; the step
+    reports give them before each step), the summed phase seconds and the history (step,
+    seconds, loss, error)."""
 
     error: float
     seconds: float
@@ -137,8 +139,10 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         if first_below is None and e <= 1e-3:
             first_below = clock
         if verbose and (step % log_every == 0 or step == 1):
+            # Each condition's mean |F|², as the library's step reports it (before the step).
+            blocks = "  ".join(f"{k} {v:.2e}" for k, v in report.block_losses.items())
             print(f"  step {step:5d}  {clock:7.1f} s  mean r² {report.loss_after:.3e}  "
-                  f"λ {report.lambda_:.1e}  rel L2 {e:.3e}", flush=True)
+                  f"λ {report.lambda_:.1e}  rel L2 {e:.3e}  [{blocks}]", flush=True)
         if report.termination and not resample_every:
             termination = report.termination
             break

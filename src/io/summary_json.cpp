@@ -38,19 +38,38 @@ std::optional<TerminationReason> parse_termination(std::string_view name) {
   return std::nullopt;
 }
 
+// Residual blocks in the source's order: an array of {"name", "loss"} (a JSON object would sort
+// them by name).
+nlohmann::json blocks_to_json(const std::vector<BlockLoss>& blocks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const BlockLoss& b : blocks) out.push_back({{"name", b.name}, {"loss", number(b.loss)}});
+  return out;
+}
+// Absent in files written before residual blocks existed: none.
+std::vector<BlockLoss> blocks_from_json(const nlohmann::json& j, const char* field) {
+  std::vector<BlockLoss> out;
+  if (!j.contains(field)) return out;
+  for (const auto& b : j.at(field))
+    out.push_back({b.at("name").get<std::string>(), number(b.at("loss"))});
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json epoch_to_json(const EpochRecord& e) {
-  return {{"epoch", e.epoch},
-          {"training_loss", number(e.training_loss)},
-          {"validation_loss", number(e.validation_loss)},
-          {"lambda", e.lambda},
-          {"accepted", e.accepted},
-          {"rejected", e.rejected},
-          {"invalid", e.invalid},
-          {"gradient_max_norm", e.gradient_max_norm},
-          {"step_norm", e.step_norm},
-          {"seconds", e.seconds}};
+  nlohmann::json j = {{"epoch", e.epoch},
+                      {"training_loss", number(e.training_loss)},
+                      {"validation_loss", number(e.validation_loss)},
+                      {"lambda", e.lambda},
+                      {"accepted", e.accepted},
+                      {"rejected", e.rejected},
+                      {"invalid", e.invalid},
+                      {"gradient_max_norm", e.gradient_max_norm},
+                      {"step_norm", e.step_norm},
+                      {"seconds", e.seconds}};
+  // Only where the source declared blocks: the native network's files stay as they were.
+  if (!e.block_losses.empty()) j["block_losses"] = blocks_to_json(e.block_losses);
+  return j;
 }
 
 EpochRecord epoch_from_json(const nlohmann::json& j) {
@@ -65,28 +84,31 @@ EpochRecord epoch_from_json(const nlohmann::json& j) {
   e.gradient_max_norm = j.at("gradient_max_norm").get<double>();
   e.step_norm = j.at("step_norm").get<double>();
   e.seconds = j.at("seconds").get<double>();
+  e.block_losses = blocks_from_json(j, "block_losses");
   return e;
 }
 
 nlohmann::json progress_to_json(const TrainingProgress& m) {
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : m.history) history.push_back(epoch_to_json(e));
-  return {{"initial_loss", number(m.initial_loss)},
-          {"final_loss", number(m.final_loss)},
-          {"initial_validation_loss", number(m.initial_validation_loss)},
-          {"final_validation_loss", number(m.final_validation_loss)},
-          {"best_validation_loss", number(m.best_validation_loss)},
-          {"best_epoch", m.best_epoch},
-          {"epochs", m.epochs},
-          {"steps", m.steps},
-          {"accepted_steps", m.accepted_steps},
-          {"rejected_steps", m.rejected_steps},
-          {"invalid_steps", m.invalid_steps},
-          {"abandoned_steps", m.abandoned_steps},
-          {"geodesic_applied", m.geodesic_applied},
-          {"geodesic_refused", m.geodesic_refused},
-          {"geodesic_skipped", m.geodesic_skipped},
-          {"history", history}};
+  nlohmann::json j = {{"initial_loss", number(m.initial_loss)},
+                      {"final_loss", number(m.final_loss)},
+                      {"initial_validation_loss", number(m.initial_validation_loss)},
+                      {"final_validation_loss", number(m.final_validation_loss)},
+                      {"best_validation_loss", number(m.best_validation_loss)},
+                      {"best_epoch", m.best_epoch},
+                      {"epochs", m.epochs},
+                      {"steps", m.steps},
+                      {"accepted_steps", m.accepted_steps},
+                      {"rejected_steps", m.rejected_steps},
+                      {"invalid_steps", m.invalid_steps},
+                      {"abandoned_steps", m.abandoned_steps},
+                      {"geodesic_applied", m.geodesic_applied},
+                      {"geodesic_refused", m.geodesic_refused},
+                      {"geodesic_skipped", m.geodesic_skipped},
+                      {"history", history}};
+  if (!m.final_block_losses.empty()) j["final_block_losses"] = blocks_to_json(m.final_block_losses);
+  return j;
 }
 
 void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
@@ -107,6 +129,7 @@ void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
   sum.geodesic_skipped = m.value("geodesic_skipped", 0);  // absent before GeodesicBackoff
   sum.history.clear();
   for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
+  sum.final_block_losses = blocks_from_json(m, "final_block_losses");
 }
 
 nlohmann::json summary_to_json(const Summary& s) {

@@ -1,9 +1,13 @@
 #include "foreign_source.h"
 
 #include <fmt/format.h>
+#include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace lmtrain::python {
 
@@ -86,14 +90,17 @@ double ForeignSource<T>::linearize(const T* params, const T*, const T*, std::siz
       try {
         const nb::object out = callbacks_.attr("linearize")(view(params, shape_.params));
         const nb::tuple pair = nb::cast<nb::tuple>(out);
-        if (pair.size() != 2)
-          raise(PyExc_ValueError, "linearize() must return (objective, residuals)");
+        if (pair.size() != 2 && pair.size() != 3)
+          raise(PyExc_ValueError,
+                "linearize() must return (objective, residuals) or (objective, residuals, "
+                "blocks)");
         const double f = nb::cast<double>(pair[0]);
         residuals_array_ = checked_vector(pair[1], m, "linearize()'s residuals");
         residuals_ = static_cast<const T*>(residuals_array_.data());
+        blocks_ = pair.size() == 3 ? checked_blocks(pair[2], m) : std::vector<ResidualBlock>();
         return f;
       } catch (nb::cast_error&) {
-        raise(PyExc_TypeError, "linearize() must return (float, tensor)");
+        raise(PyExc_TypeError, "linearize() must return (float, tensor[, blocks])");
       }
     } catch (nb::python_error& e) {
       fail(e);
@@ -102,7 +109,46 @@ double ForeignSource<T>::linearize(const T* params, const T*, const T*, std::siz
   nan_residuals_.reserve(backend_.memory(), std::max<std::size_t>(m, 1));
   backend_.fill(nan_residuals_.data(), m, static_cast<T>(nan()));
   residuals_ = nan_residuals_.data();
+  // The blocks seen last, with NaN losses (NaN · 0 rows): the same count as on the other ranks,
+  // whose step sums them with this one's.
+  for (ResidualBlock& b : blocks_) b = {b.name, 0, 0, nan()};
   return nan();
+}
+
+template <typename T>
+std::vector<ResidualBlock> ForeignSource<T>::residual_blocks() const {
+  if (batch_ > 0) return blocks_;
+  // An empty shard (clear_batch): the blocks by name, with no rows on this rank.
+  std::vector<ResidualBlock> none;
+  for (const ResidualBlock& b : blocks_) none.push_back({b.name, 0, 0, b.scale});
+  return none;
+}
+
+template <typename T>
+std::vector<ResidualBlock> ForeignSource<T>::checked_blocks(nb::handle value, std::size_t m) {
+  std::vector<ResidualBlock> out;
+  for (nb::handle item : value) {
+    ResidualBlock b;
+    try {
+      const nb::tuple t = nb::cast<nb::tuple>(item);
+      if (t.size() != 4) throw nb::cast_error();
+      b = {nb::cast<std::string>(t[0]), nb::cast<std::size_t>(t[1]), nb::cast<std::size_t>(t[2]),
+           nb::cast<double>(t[3])};
+    } catch (nb::cast_error&) {
+      raise(PyExc_TypeError,
+            fmt::format("linearize()'s block {} is {}; expected a tuple (name, first_row, rows, "
+                        "scale): str, int ≥ 0, int ≥ 0, float",
+                        out.size(), nb::repr(item).c_str()));
+    }
+    if (b.first_row > m || b.rows > m - b.first_row || !std::isfinite(b.scale))
+      raise(PyExc_ValueError,
+            fmt::format("linearize()'s block \"{}\" covers rows [{}, {}) with scale {} but the "
+                        "residual vector has {} rows; a block must lie inside it with a finite "
+                        "scale",
+                        b.name, b.first_row, b.first_row + b.rows, b.scale, m));
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 template <typename T>

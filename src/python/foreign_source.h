@@ -2,7 +2,9 @@
 // torch path, DESIGN.md §9): the LM step stays the library's — damping, acceptance, the linear
 // solvers, mixed precision, penalties, geodesic acceleration, termination and the memory plan —
 // and only asks Python for numbers, through an object with the methods
-//   linearize(theta) -> (F, r)            F at θ and the residual vector r (m values)
+//   linearize(theta) -> (F, r)            F at θ and the residual vector r (m values), or
+//                       (F, r, blocks)    … and the batch's residual blocks, a sequence of
+//                                         (name, first_row, rows, scale) (ResidualBlock)
 //   jacobian(theta, first, count) -> J    rows of units [first, first + count): count·R × n
 //   objective(theta) -> F                 F at a trial point
 //   residuals_at(theta) -> r              r at a point θ ± hv (geodesic acceleration)
@@ -27,6 +29,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lmtrain/solve/linearization_source.h"
 
@@ -57,6 +60,8 @@ class ForeignSource final : public LinearizationSource<T> {
   std::size_t batch() const override { return batch_; }
   void clear_batch() override { batch_ = 0; }
   const T* residuals() const override { return residuals_; }
+  // What the last linearize returned (read by the step without the GIL: plain C++ data).
+  std::vector<ResidualBlock> residual_blocks() const override;
   JacobianRows<T> jacobian_slice(const T* params, std::size_t first, std::size_t count, T* scratch,
                                  std::size_t scratch_ld) override;
   double objective(const T* params) override;
@@ -88,6 +93,8 @@ class ForeignSource final : public LinearizationSource<T> {
   nanobind::object view(const T* data, std::size_t n) const;
   // A 1-D array of `n` T on the backend's device, or a message saying what it is instead.
   nanobind::ndarray<> checked_vector(nanobind::handle value, std::size_t n, const char* what) const;
+  // linearize()'s blocks: each (name, first_row, rows, scale) inside the m residual rows.
+  static std::vector<ResidualBlock> checked_blocks(nanobind::handle value, std::size_t m);
   double nan() const { return std::numeric_limits<double>::quiet_NaN(); }
 
   nanobind::object callbacks_;
@@ -96,6 +103,7 @@ class ForeignSource final : public LinearizationSource<T> {
   bool has_transpose_product_ = false;
   std::size_t batch_ = 0;
   const T* residuals_ = nullptr;
+  std::vector<ResidualBlock> blocks_;  // of the current batch (empty: none declared)
   nanobind::ndarray<> residuals_array_, slice_array_;  // what Python lent, kept alive
   DeviceBuffer<T> nan_residuals_, zero_slice_;         // what a failed source hands out
   bool failed_ = false;

@@ -20,6 +20,12 @@ std::map<std::string, double> phase_seconds(const PhaseTimes& times) {
   return out;
 }
 
+nb::typed<nb::dict, nb::str, float> block_loss_dict(const std::vector<BlockLoss>& blocks) {
+  nb::dict out;
+  for (const BlockLoss& b : blocks) out[nb::str(b.name.c_str())] = b.loss;
+  return nb::typed<nb::dict, nb::str, float>(out);
+}
+
 void bind_step_report(nb::module_& m) {
   nb::enum_<TerminationReason> reason(
       m, "TerminationReason",
@@ -61,6 +67,11 @@ void bind_step_report(nb::module_& m) {
       .def_ro("termination", &R::termination,
               "Why training should stop after this step (falsy when it need not).")
       .def_ro("message", &R::message)
+      .def_prop_ro(
+          "block_losses", [](const R& r) { return block_loss_dict(r.block_losses); },
+          "Each residual block's loss at the step's linearization point (before its update), "
+          "in the residual function's order and convention ({} without blocks; "
+          "lmtrain.torch.pinn.Problem: each condition's mean |F|²).")
       .def_ro("loss", &R::loss, "The reported loss (PyTorch's mean reduction) before the step.")
       .def_ro("loss_after", &R::loss_after)
       .def_ro("path", &R::path, "How the Jacobian was computed.")

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lmtrain/core/timer.h"
 #include "lmtrain/solve/lm_step.h"
@@ -21,6 +22,10 @@ struct FrontEndStepReport : StepReport {
   std::size_t slice_size = 0;  // units (samples, or residual rows) per Jacobian slice
   std::map<std::string, double> phase_seconds;
 };
+
+// Block losses as a dict in the source's order (Python's dicts keep it): {name: loss}.
+nanobind::typed<nanobind::dict, nanobind::str, float> block_loss_dict(
+    const std::vector<BlockLoss>& blocks);
 
 // "forward", "jacobian", "normal_equations", "factorization", "trial_evaluation", "geodesic",
 // "validation", "communication", "other".

@@ -12,6 +12,7 @@
 
 #include "lmtrain/io/summary_json.h"
 #include "module.h"
+#include "step_report.h"
 
 namespace lmtrain::python {
 
@@ -41,6 +42,10 @@ void bind_records(nb::module_& m) {
       .def_ro("gradient_max_norm", &E::gradient_max_norm, "‖Jᵀr‖∞ of the epoch's last step.")
       .def_ro("step_norm", &E::step_norm, "‖δ‖₂ of the epoch's last accepted step.")
       .def_ro("seconds", &E::seconds, "Wall-clock seconds since training started.")
+      .def_prop_ro(
+          "block_losses", [](const E& e) { return block_loss_dict(e.block_losses); },
+          "Each residual block's loss of the epoch's last step, at its linearization point "
+          "(StepReport.block_losses; {} without blocks).")
       .def("__repr__", [](const E& e) {
         return "EpochRecord(epoch=" + std::to_string(e.epoch) +
                ", training_loss=" + std::to_string(e.training_loss) + ")";
@@ -133,6 +138,10 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("converged", &S::converged)
       .def_prop_ro("message", field(&S::message))
       .def_prop_ro("history", tuple_field(&S::history))
+      .def_prop_ro(
+          "block_losses", [](const S& s) { return block_loss_dict(s.final_block_losses); },
+          "Each residual block's loss of the run's last step, at its linearization point "
+          "(StepReport.block_losses; {} without blocks).")
       .def_prop_ro(
           "times", [](const S& s) { return phase_times(s.times); },
           "Seconds per phase of the step, keyed by the report's names.")

@@ -10,6 +10,13 @@ double Collectives<S>::sum(double local) {
 }
 
 template <typename S>
+void Collectives<S>::sum_host(double* host_values, std::size_t n) {
+  if (!active() || n == 0) return;
+  ScopedPhase timer(*times_, Phase::kCommunication);
+  comm_->allreduce_sum(host_values, n);
+}
+
+template <typename S>
 void Collectives<S>::sum_device(S* device_data, std::size_t n) {
   if (!active()) return;
   if (on_device()) {

@@ -104,6 +104,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
                                              PhaseTimes& times) {
   StepReport report;
   double f0 = linearize(params, x, y, batch);
+  report.block_losses = block_losses();
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_.lambda();
   if (non_finite_system(f0, report)) return report;
@@ -168,6 +169,31 @@ double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, cons
     system_.unpack_upper(n, packed_.data(), ne_.a.data());
   }
   return f0;
+}
+
+template <typename T, typename S>
+std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses() {
+  const std::vector<ResidualBlock> blocks = source_.residual_blocks();
+  if (blocks.empty()) return {};
+  const std::size_t m = source_.batch() * source_.residuals_per_sample();
+  std::vector<double> sums(blocks.size(), 0.0);
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    const ResidualBlock& b = blocks[k];
+    if (b.first_row > m || b.rows > m - b.first_row)
+      throw InvalidArgument(fmt::format(
+          "the linearization source declares residual block \"{}\" as rows [{}, {}) but its "
+          "batch has {} residual rows; a block must lie inside the batch's residual vector",
+          b.name, b.first_row, b.first_row + b.rows, m));
+    // Σ r² on the device where r lives: only the block's sum comes back to the host.
+    const T* r = source_.residuals() + b.first_row;
+    if (b.rows > 0) sums[k] = backend_.dot(b.rows, r, r);
+  }
+  collectives_.sum_host(sums.data(), sums.size());
+  std::vector<BlockLoss> out;
+  out.reserve(blocks.size());
+  for (std::size_t k = 0; k < blocks.size(); ++k)
+    out.push_back({blocks[k].name, blocks[k].scale * sums[k]});
+  return out;
 }
 
 template <typename T, typename S>

@@ -338,6 +338,7 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   record.invalid += rep.invalid;
   record.gradient_max_norm = rep.gradient_max_norm;
   if (rep.accepted) record.step_norm = rep.step_norm;
+  if (!rep.block_losses.empty()) record.block_losses = rep.block_losses;
   if (rep.effective_parameters > 0) summary_.effective_parameters = rep.effective_parameters;
   if (rep.termination != TerminationReason::kNone) {
     summary_.termination = rep.termination;

@@ -18,6 +18,7 @@ void TrainingProgress::count(const StepReport& step) {
   geodesic_applied += step.geodesic_applied;
   geodesic_refused += step.geodesic_refused;
   geodesic_skipped += step.geodesic_skipped;
+  if (!step.block_losses.empty()) final_block_losses = step.block_losses;
 }
 
 void Summary::name_input_groups(const ModelSpec& spec, const std::vector<std::string>& columns) {
@@ -55,6 +56,14 @@ void precision_warnings(const Summary& s, Line&& line) {
                      "A's small eigenvalues, which float32 rounding swamps; precision "
                      "= \"auto\" or \"mixed\" solves in float64",
                      to_string(s.regularization)));
+}
+
+// The residual blocks' losses of the last step, one line each.
+void block_lines(const Summary& s, std::string& out) {
+  if (s.final_block_losses.empty()) return;
+  out += "Residual blocks (last step, before its update)\n";
+  for (const BlockLoss& b : s.final_block_losses)
+    out += fmt::format("  {:<32}{:.6e}\n", b.name, b.loss);
 }
 
 }  // namespace
@@ -137,6 +146,7 @@ std::string Summary::full_report() const {
     line("Best validation loss", fmt::format("{:.6e} (epoch {}){}", best_validation_loss,
                                              best_epoch, restored_best ? ", restored" : ""));
   }
+  block_lines(*this, s);
   line("Epochs", fmt::format("{}", epochs));
   line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)", steps,
                                accepted_steps, abandoned_steps));

@@ -3,6 +3,7 @@
 // Registered for 1, 2, 3 and 4 ranks (tests/dist/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
@@ -11,6 +12,7 @@
 
 #include "lmtrain/dist/communicator.h"
 #include "mpi_test_main.h"
+#include "support/block_source.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -216,6 +218,43 @@ TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
 // The host all-gather the CLI reports each rank's device with, and the node-local rank that
 // picks the device: every rank of this single-node launch is on one node, so the local ranks are
 // the world ranks (MPI_Comm_split_type keys on the world rank), and mpirun's own variable agrees.
+TEST(Ranks, ResidualBlockLossesAreSummedOverTheRanks) {
+  // A batch of 96 samples sharded over the ranks, with blocks over global rows [0, 40) and
+  // [40, 96): each rank declares its own rows of each (none, where its shard has none), and
+  // every rank's report carries the whole batch's sums — the residuals of one rank's engine on
+  // the whole batch in double, summed here.  Scale ½: the blocks add up to the objective.
+  constexpr std::size_t kBatch = 96, kSplit = 40;
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  const auto data = wave<double>(kBatch, 3);
+  Problem<double> whole(spec, LossOptions{}, data.x, data.y, kBatch);
+  const std::vector<double> theta = whole.model->initial_parameters(Init::kTorch, 11);
+  const std::vector<double> r = whole.residuals(theta);
+  double left = 0, right = 0;
+  for (std::size_t i = 0; i < kBatch; ++i) (i < kSplit ? left : right) += 0.5 * r[i] * r[i];
+
+  const auto ranks = static_cast<std::size_t>(g_world->size());
+  const auto rank = static_cast<std::size_t>(g_world->rank());
+  const std::size_t lo = kBatch * rank / ranks, hi = kBatch * (rank + 1) / ranks;
+  const std::vector<double> xs(data.x.begin() + lo, data.x.begin() + hi),
+      ys(data.y.begin() + lo, data.y.begin() + hi);
+  Problem<double> shard(spec, LossOptions{}, xs, ys, hi - lo);
+  shard.set_params(theta);
+  const std::size_t split = std::clamp(kSplit, lo, hi) - lo;  // this shard's rows below kSplit
+  BlockSource<double> source(*shard.source,
+                             {{"left", 0, split, 0.5}, {"right", split, hi - lo - split, 0.5}});
+  auto step = make_lm_step<double>(SolverOptions{}, LinearSolverType::kCholesky, source, 16,
+                                   hi - lo, g_world);
+  PhaseTimes times;
+  const StepReport report =
+      step->step(shard.params.data(), shard.x.data(), shard.y.data(), hi - lo, times);
+  ASSERT_EQ(report.block_losses.size(), 2u);
+  EXPECT_EQ(report.block_losses[0].name, "left");
+  EXPECT_NEAR(report.block_losses[0].loss, left, 1e-12 * left);
+  EXPECT_NEAR(report.block_losses[1].loss, right, 1e-12 * right);
+  EXPECT_NEAR(report.block_losses[0].loss + report.block_losses[1].loss, report.objective_before,
+              1e-12 * report.objective_before);
+}
+
 TEST(Communicator, AllGatherStringsInRankOrderOnEveryRank) {
   const int rank = g_world->rank();
   // Lengths differ per rank (rank 0's is empty) so the padding is exercised.

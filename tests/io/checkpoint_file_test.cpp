@@ -37,6 +37,7 @@ TrainingState<T> random_state(std::uint64_t seed) {
   s.validation_failures = count();
   s.partial_epoch.accepted = count();
   s.partial_epoch.training_loss = rng.uniform(0, 1);
+  s.partial_epoch.block_losses = {{"pde", rng.uniform(0, 1)}, {"boundary", rng.uniform(0, 1)}};
   TrainingProgress& p = s.progress;
   p.initial_loss = rng.uniform(0, 1);
   p.final_loss = rng.uniform(0, 1);
@@ -53,6 +54,8 @@ TrainingState<T> random_state(std::uint64_t seed) {
   e.training_loss = rng.uniform(0, 1);
   e.lambda = rng.uniform(0, 1);
   p.history = {e, e};
+  p.history[1].block_losses = {{"pde", rng.uniform(0, 1)}};
+  p.final_block_losses = {{"pde", rng.uniform(0, 1)}, {"boundary", rng.uniform(0, 1)}};
   return s;
 }
 
@@ -91,6 +94,10 @@ void expect_round_trip(const std::string& path) {
   EXPECT_EQ(a.history[1].epoch, b.history[1].epoch);
   EXPECT_EQ(a.history[1].training_loss, b.history[1].training_loss);
   EXPECT_EQ(a.history[1].lambda, b.history[1].lambda);
+  EXPECT_EQ(a.history[1].block_losses, b.history[1].block_losses);
+  EXPECT_EQ(r.partial_epoch.block_losses, s.partial_epoch.block_losses);
+  EXPECT_EQ(a.final_block_losses, b.final_block_losses);
+  EXPECT_FALSE(a.final_block_losses.empty());
   try {
     read_checkpoint<T>(path, {{"architecture", "1-10-1 tanh"}, {"seed", 8}});
     ADD_FAILURE() << "a changed seed was accepted";

@@ -1,7 +1,7 @@
 // summary.json and the pickled lmtrain.Summary: a Summary of a real training run (ard, with
 // validation, so every kind of field is filled) survives the trip through JSON with every field —
 // the full report, which prints them all, is the same text — and a damaged document is an error
-// naming what is wrong.
+// naming what is wrong.  Residual blocks keep their order and a NaN.
 #include "lmtrain/io/summary_json.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,10 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   s.rank_peak_bytes = {123456789, 98765432};
   s.balance = BatchBalance::kMeasured;
   s.batch_shares = {0.375, 0.625};
+  // Residual blocks (a physics-informed source's), which the network's source does not declare;
+  // NaN (a failed linearization's) travels as null.
+  s.final_block_losses = {{"pde", 1.25e-3}, {"initial", 3.5e-7}, {"boundary", std::nan("")}};
+  s.history.back().block_losses = s.final_block_losses;
   ASSERT_FALSE(s.penalty_groups.empty());
   ASSERT_FALSE(s.history.empty());
   ASSERT_TRUE(std::isnan(s.history.front().validation_loss) == false);
@@ -68,6 +72,17 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_DOUBLE_EQ(back.history.back().training_loss, s.history.back().training_loss);
   EXPECT_EQ(back.penalty_groups.size(), s.penalty_groups.size());
   EXPECT_DOUBLE_EQ(back.penalty_groups[1].weight_decay, s.penalty_groups[1].weight_decay);
+  for (const auto* blocks : {&back.final_block_losses, &back.history.back().block_losses}) {
+    ASSERT_EQ(blocks->size(), 3u);
+    EXPECT_EQ((*blocks)[0], s.final_block_losses[0]);  // in the source's order, not sorted
+    EXPECT_EQ((*blocks)[1], s.final_block_losses[1]);
+    EXPECT_EQ((*blocks)[2].name, "boundary");
+    EXPECT_TRUE(std::isnan((*blocks)[2].loss));
+  }
+  EXPECT_TRUE(back.history.front().block_losses.empty());
+  EXPECT_NE(s.full_report().find("  initial                         3.500000e-07\n"),
+            std::string::npos)
+      << s.full_report();
 }
 
 TEST(SummaryJson, ADamagedDocumentNamesWhatIsWrong) {
@@ -85,6 +100,13 @@ TEST(SummaryJson, ADamagedDocumentNamesWhatIsWrong) {
   EXPECT_THROW(summary_from_json(j), InvalidArgument);
   j.erase("balance");  // a summary written before issue 30: equal shares
   EXPECT_EQ(summary_from_json(j).balance, BatchBalance::kEqual);
+  // Written before residual blocks (issue 29): none.
+  j["progress"].erase("final_block_losses");
+  for (auto& e : j["progress"]["history"]) e.erase("block_losses");
+  EXPECT_TRUE(summary_from_json(j).final_block_losses.empty());
+  j["progress"]["final_block_losses"] = {{{"name", "pde"}}};  // no loss
+  EXPECT_THROW(summary_from_json(j), InvalidArgument);
+  j["progress"].erase("final_block_losses");
   j.erase("model");
   EXPECT_THROW(summary_from_json(j), InvalidArgument);
 }

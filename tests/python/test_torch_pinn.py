@@ -246,6 +246,89 @@ def test_block_losses_add_up_to_the_objective() -> None:
     assert losses["boundary"] == pytest.approx(float((u ** 2).mean()), rel=1e-13)
 
 
+def _reference_block_losses(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """Each Burgers condition's mean F² from the autograd reference's weighted residuals
+    (Σ r² / w² over the block's rows), at the model's current parameters."""
+    r = _burgers_autograd(x, (40, 9, 7))(model).detach()
+    return {"pde": float((r[:40] ** 2).sum()), "initial": float((r[40:49] ** 2).sum()) / 9.0,
+            "boundary": float((r[49:] ** 2).sum()) / 0.25}
+
+
+def test_the_step_reports_each_conditions_loss_before_its_update() -> None:
+    problem, model = _burgers_problem(seed=7), _network(2, 1, seed=15)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for _ in range(2):  # the second step starts from the first one's parameters
+        expected = _reference_block_losses(model, problem.points)
+        with torch.no_grad():
+            own = problem.block_losses(problem(model, problem.points))
+        report = optimizer.step(problem.points)
+        assert report.accepted
+        assert list(report.block_losses) == ["pde", "initial", "boundary"]  # the problem's order
+        for name, value in report.block_losses.items():
+            assert value == pytest.approx(expected[name], rel=1e-12), name
+            assert value == pytest.approx(own[name], rel=1e-12), name
+        # ½ Σ w²·loss is the objective F = ½‖r‖² before the step.
+        weights = {c.name: c.weight for c in problem.conditions}
+        assert 0.5 * sum(weights[k] ** 2 * v for k, v in report.block_losses.items()) == \
+            pytest.approx(report.objective, rel=1e-12)
+    # A residual_fn without residual_blocks(): no blocks.
+    plain = lt.LevenbergMarquardt(_network(2, 1, seed=15), residual_fn=lambda m, x, y: problem(
+        m, x))
+    assert plain.step(problem.points).block_losses == {}
+
+
+def test_fit_keeps_the_block_losses_in_its_history_and_summary() -> None:
+    import json
+    import pickle
+
+    problem = _burgers_problem(seed=7)
+    model, replay = _network(2, 1, seed=15), _network(2, 1, seed=15)
+    at_start = _reference_block_losses(model, problem.points)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    history = optimizer.fit((problem.points, None), epochs=2, shuffle=False)
+    summary = optimizer.summary
+    assert [e["epoch"] for e in history] == [1, 2]
+    # One full-batch step per epoch: epoch 1's blocks are those at the start ...
+    for name, value in history[0]["block_losses"].items():
+        assert value == pytest.approx(at_start[name], rel=1e-12), name
+    # ... and epoch 2's those a second step() reports on the same model.
+    steps = lt.LevenbergMarquardt(replay, residual_fn=problem)
+    steps.step(problem.points)
+    second = steps.step(problem.points).block_losses
+    assert history[1]["block_losses"] == pytest.approx(second, rel=1e-12)
+    assert summary.block_losses == history[1]["block_losses"]
+    assert summary.history[1].block_losses == summary.block_losses
+    report = summary.full_report()
+    assert "Residual blocks (last step, before its update)" in report
+    for name, value in summary.block_losses.items():
+        assert f"  {name:<32}{value:.6e}\n" in report
+    # summary.json and the pickle (through it) carry them, in order.
+    stored = json.loads(summary.to_json())["progress"]["final_block_losses"]
+    assert [(b["name"], b["loss"]) for b in stored] == list(summary.block_losses.items())
+    back = pickle.loads(pickle.dumps(summary))
+    assert back.block_losses == summary.block_losses
+    assert back.history[0].block_losses == summary.history[0].block_losses
+    assert back.full_report() == report
+
+
+def test_bad_blocks_from_a_residual_fn_are_refused_by_name() -> None:
+    problem = _burgers_problem(seed=7)
+
+    class Shifted:
+        def __call__(self, model, x, y=None):
+            return problem(model, x)
+
+        def residual_blocks(self):
+            return [("pde", 0, 40, 1.0), ("boundary", 50, 7, 4.0)]  # past the 56 rows
+
+    model = _network(2, 1, seed=15)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=Shifted())
+    with pytest.raises(ValueError, match=r'block "boundary" covers rows \[50, 57\).*56 rows'):
+        optimizer.step(problem.points)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
 def test_resampling_is_seeded_and_keeps_the_layout() -> None:
     a, b = _burgers_problem(seed=4), _burgers_problem(seed=4)
     torch.testing.assert_close(a.points, b.points, rtol=0, atol=0)

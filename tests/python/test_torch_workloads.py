@@ -70,3 +70,7 @@ def test_poisson_pinn_example_meets_its_bound() -> None:
     assert error <= 1e-6
     assert history[-1]["loss"] < 1e-8
     assert math.isfinite(history[0]["loss"]) and history[-1]["loss"] < history[0]["loss"] * 1e-6
+    # Its residual_fn names two blocks: the library reports both in every epoch's record.
+    first, last = history[0]["block_losses"], history[-1]["block_losses"]
+    assert list(first) == list(last) == ["interior", "boundary"]
+    assert all(0 <= last[k] < first[k] for k in first)

@@ -3,7 +3,8 @@
 // differences of an independent forward pass, δ = (JᵀJ + λI)⁻¹Jᵀr by LAPACK (dposv), and, with
 // geodesic acceleration, r_vv by the same central-difference formula along v = −δ and its
 // correction a' = (JᵀJ + λI)⁻¹Jᵀr_vv, applied when 2‖a'‖ ≤ α‖δ‖.  CUDA cases skip, saying so,
-// without a device.
+// without a device.  A source's residual blocks: the report's block losses against the block
+// sums of the same host reference's residuals at the step's starting point.
 #include "lmtrain/solve/lm_step.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "lmtrain/backend/cuda_backend.h"
+#include "support/block_source.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -180,6 +182,105 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"cuda", Precision::kFloat64, false}, Case{"cuda", Precision::kFloat32, true},
         Case{"cuda", Precision::kMixed, true}, Case{"cuda", Precision::kFloat64, true}),
     [](const auto& param_info) { return name(param_info.param); });
+
+// Σ r² over each block's rows of the host reference's residuals, times its scale.
+std::vector<double> reference_block_losses(const std::vector<ResidualBlock>& blocks,
+                                           const std::vector<double>& r) {
+  std::vector<double> out;
+  for (const ResidualBlock& b : blocks) {
+    double sum = 0;
+    for (std::size_t i = b.first_row; i < b.first_row + b.rows; ++i) sum += r[i] * r[i];
+    out.push_back(b.scale * sum);
+  }
+  return out;
+}
+
+// Two steps on a source with blocks; each report's block losses against the host reference's
+// residuals at the parameters that step started from.
+template <typename T>
+void check_block_losses(const Case& c) {
+  Rng rng(23);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng);
+  std::vector<double> y(kBatch);
+  for (std::size_t b = 0; b < kBatch; ++b) y[b] = std::tanh(x[b * kIn] - x[b * kIn + 1]);
+  Problem<T> p(backend_on<T>(c.device), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
+               LossOptions{}, x, y, kBatch);
+  p.set_params(random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6));
+  // Uneven blocks over all 48 rows, scale ½ (each block's part of F = ½‖r‖²), and a scaled one
+  // (a PINN's 1/w²) and an empty one beside them.
+  const std::vector<ResidualBlock> halves = {
+      {"interior", 0, 29, 0.5}, {"boundary", 29, 0, 0.5}, {"initial", 29, 19, 0.5}};
+  const std::vector<ResidualBlock> scaled = {{"interior", 0, 29, 0.25}, {"tail", 40, 8, 1e3}};
+  for (const bool covers_all : {true, false}) {
+    const std::vector<ResidualBlock>& blocks = covers_all ? halves : scaled;
+    BlockSource<T> source(*p.source, blocks);
+    SolverOptions o;
+    if (c.precision == Precision::kMixed) o.system_precision = SystemPrecision::kFloat64;
+    auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, source, 16, kBatch);
+    for (int k = 0; k < 2; ++k) {
+      const std::vector<double> theta = p.download(p.params.data(), p.model->num_params());
+      const std::vector<double> expected = reference_block_losses(blocks, residuals(theta, x, y));
+      PhaseTimes times;
+      const StepReport report = step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times);
+      ASSERT_TRUE(report.accepted) << "the second step must start from other parameters";
+      ASSERT_EQ(report.block_losses.size(), blocks.size());
+      double sum = 0;
+      for (std::size_t b = 0; b < blocks.size(); ++b) {
+        EXPECT_EQ(report.block_losses[b].name, blocks[b].name);
+        // The residuals in T against the host's double: float32 rounds r to ~1e-7 relative.
+        const double tolerance = c.precision == Precision::kFloat64 ? 1e-12 : 1e-4;
+        EXPECT_NEAR(report.block_losses[b].loss, expected[b], tolerance * expected[b] + 1e-300)
+            << blocks[b].name << " at step " << k;
+        sum += report.block_losses[b].loss;
+      }
+      if (covers_all) {  // an empty block is 0; ½ Σ over all rows is the objective (no penalty)
+        EXPECT_EQ(report.block_losses[1].loss, 0.0);
+        EXPECT_NEAR(sum, report.objective_before,
+                    (c.precision == Precision::kFloat64 ? 1e-12 : 1e-4) * sum);
+      }
+    }
+  }
+}
+
+class ResidualBlocksOn : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ResidualBlocksOn, LossesAreTheBlockSumsBeforeTheUpdate) {
+  const Case c = GetParam();
+  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA device visible";
+  if (c.precision == Precision::kFloat64)
+    check_block_losses<double>(c);
+  else
+    check_block_losses<float>(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(DevicesAndPrecisions, ResidualBlocksOn,
+                         ::testing::Values(Case{"cpu", Precision::kFloat32, false},
+                                           Case{"cpu", Precision::kMixed, false},
+                                           Case{"cpu", Precision::kFloat64, false},
+                                           Case{"cuda", Precision::kMixed, false},
+                                           Case{"cuda", Precision::kFloat64, false}),
+                         [](const auto& param_info) { return name(param_info.param); });
+
+TEST(ResidualBlocks, ABlockOutsideTheBatchIsRefusedByName) {
+  Rng rng(5);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng), y(kBatch, 0.5);
+  Problem<double> p(ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh), LossOptions{}, x, y,
+                    kBatch);
+  p.set_params(random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6));
+  BlockSource<double> source(*p.source, {{"pde", 0, 40, 1.0}, {"boundary", 40, 9, 1.0}});
+  auto step =
+      make_lm_step<double>(SolverOptions{}, LinearSolverType::kCholesky, source, 16, kBatch);
+  PhaseTimes times;
+  try {
+    step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times);
+    FAIL() << "a block past the batch's 48 rows must be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"boundary\" as rows [40, 49)"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("48 residual rows"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace lmtrain::testing

@@ -37,6 +37,8 @@ class Collectives {
 
   // Σ over the ranks of a host scalar.
   double sum(double local);
+  // In-place sums of n host values (a few figures of a report).
+  void sum_host(double* host_values, std::size_t n);
   // In-place sums of n values of a device buffer.
   void sum_device(S* device_data, std::size_t n);
   // Rank 0's n device values to every rank, in place.

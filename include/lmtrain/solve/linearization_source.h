@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lmtrain/backend/linear_algebra.h"
 #include "lmtrain/core/parameter_groups.h"
@@ -34,6 +35,25 @@ struct SourceFootprint {
   std::size_t fixed_bytes = 0;             // independent of the slice (activations, residuals)
   std::size_t bytes_per_slice_sample = 0;  // per unit of a slice (seed rows, Jacobian blocks)
   std::string measured;                    // how the figures were obtained, for the Summary
+};
+
+// A named block of the current batch's residual rows: a condition of a physics-informed problem
+// (the PDE in the interior, an initial or a boundary condition), whose loss the step reports on
+// its own.  Its loss is scale · Σ r_i² over rows [first_row, first_row + rows) of r: scale = ½
+// gives the block's part of the objective F = ½‖r‖²; a PINN whose rows are w·F(point)/√N
+// declares scale = 1/w² and reports the condition's mean |F|² over its N points.
+struct ResidualBlock {
+  std::string name;
+  std::size_t first_row = 0;
+  std::size_t rows = 0;
+  double scale = 1.0;
+};
+
+// A block's loss as the step reports it (ResidualBlock's convention).
+struct BlockLoss {
+  std::string name;
+  double loss = 0;
+  bool operator==(const BlockLoss&) const = default;
 };
 
 template <typename T>
@@ -72,6 +92,11 @@ class LinearizationSource {
   // (row stride scratch_ld ≥ n; columns ≥ n of it are left alone) or the source's own storage.
   virtual JacobianRows<T> jacobian_slice(const T* params, std::size_t first, std::size_t count,
                                          T* scratch, std::size_t scratch_ld) = 0;
+  // The named blocks of the current batch's residual rows, valid after linearize (empty: none,
+  // and the step then spends nothing on them).  With several ranks every rank's source declares
+  // the same blocks in the same order (its own rows of each; rows = 0 where its shard has
+  // none): the step sums their losses over the ranks in one all-reduce.
+  virtual std::vector<ResidualBlock> residual_blocks() const { return {}; }
   // F at other parameters on the current batch (a trial point).
   virtual double objective(const T* params) = 0;
   // Residuals of the current batch at other parameters into r (batch·R values).  The

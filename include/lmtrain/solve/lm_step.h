@@ -63,6 +63,10 @@ struct StepReport {
                                     // aᵢ/(aᵢ + ρ); ard: Σ γ_g; else 0)
   TerminationReason termination = TerminationReason::kNone;
   std::string message;  // why, when termination is set
+  // The loss of each block the source declares (LinearizationSource::residual_blocks, in its
+  // order and convention) at the step's linearization point — before the step's update, like
+  // objective_before —, summed over the ranks.  Empty when the source declares none.
+  std::vector<BlockLoss> block_losses;
 };
 
 // What the step carries from one step to the next: λ's schedule, where the geodesic backoff
@@ -141,6 +145,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
   // F, A (or J) and g of the batch, summed over the ranks.
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);
+  // The losses of the source's residual blocks at the linearization point, summed over the
+  // ranks (one all-reduce of a value per block; nothing at all without blocks).
+  std::vector<BlockLoss> block_losses();
   // D and the solver's preparation, once per step; false when the solver cannot be prepared.
   bool prepare();
   // δ for λ on every rank (rank 0 solves a dense system and broadcasts); false when invalid.

@@ -29,6 +29,11 @@ struct EpochRecord {
   double gradient_max_norm = 0;  // of the epoch's last step
   double step_norm = 0;          // of the epoch's last accepted step
   double seconds = 0;            // wall clock since training started
+  // Each residual block's loss (StepReport::block_losses) of the epoch's last step: on that
+  // step's batch at its linearization point, before its update (the training loss above is
+  // measured after the epoch on every sample, with no blocks).  Empty when the source declares
+  // none.
+  std::vector<BlockLoss> block_losses;
 };
 
 // A run's counters and losses so far: what a checkpoint carries and a resumed run continues,
@@ -50,8 +55,12 @@ struct TrainingProgress {
   int geodesic_refused = 0;  // attempts whose correction failed the ratio test
   int geodesic_skipped = 0;  // attempts that did not compute it (after refusals: GeodesicBackoff)
   std::vector<EpochRecord> history;
+  // The block losses of the run's last step (StepReport::block_losses; empty without blocks).
+  // They describe the parameters that step started from, also when the best validation model
+  // is restored afterwards.
+  std::vector<BlockLoss> final_block_losses;
 
-  // Counts one step's attempts.
+  // Counts one step's attempts (and keeps its block losses).
   void count(const StepReport& step);
 };
 

@@ -7,6 +7,12 @@ ratio test, the solvers, penalties and termination are the library's.
 
 Units: a built-in loss linearizes samples (R residual rows each); a ``residual_fn`` linearizes its
 residual rows (R = 1), whose count it learns by evaluating the function once per step.
+
+Residual blocks: a ``residual_fn`` with a ``residual_blocks()`` method (lmtrain.torch.pinn's
+``Problem``) names blocks of its rows, ``[(name, first_row, rows, scale), …]`` with loss
+scale·Σ r² over the block; ``linearize`` hands them to the library with r, whose step reports
+each block's loss (``StepReport.block_losses``, the fit's history and Summary).  A residual_fn
+without the method costs nothing more.
 """
 
 from __future__ import annotations
@@ -107,12 +113,14 @@ class TorchLinearization:
         return self.loss.residuals_per_sample(self.outputs)
 
     # ---- what ForeignStep calls -----------------------------------------------------------------
-    def linearize(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
-        """F and r at θ, the model's own parameters (θ aliases them)."""
+    def linearize(self, theta: torch.Tensor) -> tuple[Any, ...]:
+        """F and r at θ, the model's own parameters (θ aliases them), and the residual_fn's
+        blocks when it declares them (``residual_blocks()``)."""
         if self._pending is not None:
             f, r = self._pending
             self._pending = None
-            return f, r
+            blocks = getattr(self.residual_fn, "residual_blocks", None)
+            return (f, r) if blocks is None else (f, r, blocks())
         if self.residual_fn is not None:  # a second linearization on the same batch
             self.set_batch(self._x, self._y)
             return self.linearize(theta)

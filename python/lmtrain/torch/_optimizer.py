@@ -669,7 +669,7 @@ class LevenbergMarquardt:
         key = lin.draw_key
         pending = lin._pending
         theta = self._theta_now()
-        f, r = lin.linearize(theta)
+        f, r = lin.linearize(theta)[:2]
 
         def probe() -> None:
             lin.jacobian(theta, 0, count)
@@ -707,10 +707,11 @@ class LevenbergMarquardt:
             max_time_seconds: float = 0.0, max_validation_failures: int = 6,
             restore_best: bool = True, shuffle: bool = True, seed: int = 0,
             verbose: bool = False, checkpoint: str | None = None, checkpoint_every: int = 1,
-            resume: str | None = None) -> list[dict[str, float]]:
+            resume: str | None = None) -> list[dict[str, Any]]:
         """Trains for up to ``epochs`` passes over ``data`` with the library's fit run (the one
-        ``lmtrain fit`` runs) and returns one record per epoch; ``self.summary`` is the
-        library's Summary (``summary.full_report()`` is lmtrain fit's report).
+        ``lmtrain fit`` runs) and returns one record per epoch (with ``block_losses`` when the
+        residual_fn declares residual blocks); ``self.summary`` is the library's Summary
+        (``summary.full_report()`` is lmtrain fit's report).
 
         ``data`` is a tuple (x, y) of tensors — split into ``batch_size`` batches (full batch by
         default), the rows reshuffled every epoch when ``shuffle`` with the library's RNG seeded
@@ -768,7 +769,10 @@ class LevenbergMarquardt:
         self.summary = summary
         history: list[dict[str, Any]] = [
             {"epoch": e.epoch, "loss": e.training_loss, "validation_loss": e.validation_loss,
-             "lambda": e.lambda_, "seconds": e.seconds} for e in summary.history]
+             "lambda": e.lambda_, "seconds": e.seconds,
+             # a residual_fn with residual_blocks(): the epoch's last step's, before its update
+             **({"block_losses": e.block_losses} if e.block_losses else {})}
+            for e in summary.history]
         if history:
             history[-1]["termination"] = str(summary.termination)
         return history

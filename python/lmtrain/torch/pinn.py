@@ -32,7 +32,9 @@ r = w_c·F(point)/√N_c (k rows per point when F returns k values), so the obje
 F = ½‖r‖² = ½ Σ_c w_c²·mean_c(F²), the usual weighted PINN loss, independent of how many points
 a condition has.  ``problem.blocks`` lists (name, slice of residual rows);
 ``problem.block_losses(r)`` gives each condition's mean F² (its weight and point count divided
-out) from a residual vector.
+out) from a residual vector.  The optimizer's step reports the same figures at the step's
+linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
+``Summary.block_losses`` after ``fit``), computed by the library from ``residual_blocks()``.
 
 **Jacobian.** lmtrain.torch calls ``problem.jacobian_slice(model, params, x, y, start, stop)``
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
@@ -499,6 +501,13 @@ class Problem:
             out.append((condition.name, slice(start, start + n * k)))
             start += n * k
         return out
+
+    def residual_blocks(self) -> list[tuple[str, int, int, float]]:
+        """The blocks for lmtrain's step report: (condition name, first row, rows, 1/w²), so that
+        the library's block loss 1/w²·Σ r² is the condition's mean |F|² (``block_losses``'
+        figure).  lmtrain.torch asks for them at every linearization."""
+        return [(name, rows.start, rows.stop - rows.start, 1.0 / condition.weight ** 2)
+                for (name, rows), condition in zip(self.blocks, self.conditions)]
 
     def block_losses(self, r: torch.Tensor) -> dict[str, float]:
         """Each condition's mean squared residual, mean over its points of |F|² (its weight and
