@@ -466,6 +466,16 @@ if wants sanitizers; then
         --gtest_filter="$filter"
     fi
   done
+  # One lmtrain.torch step by each path under memcheck, with the extension the torch stage built:
+  # lmtrain's own kernels are checked (kernel names holding "lmtrain"), not PyTorch's; API errors
+  # of any caller are reported all the same.
+  if compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null && [[ -n $sanitizer ]]; then
+    gpu_check "compute-sanitizer: a torch step" sanitizer.log 240 env PYTHONPATH="$pkg" \
+      "$sanitizer" --tool memcheck --kernel-name kns=lmtrain --error-exitcode 99 \
+      "$py" "$root/scripts/gpu-python/one_torch_step.py"
+  else
+    report "compute-sanitizer: a torch step" SKIP 0 "no extension from the torch stage"
+  fi
 fi
 
 # ---- bench: the benchmark drivers with the device roofline --------------------------------

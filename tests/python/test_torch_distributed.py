@@ -15,8 +15,8 @@ from torch_support import torch
 WORKER = Path(__file__).resolve().with_name("torch_distributed_worker.py")
 
 
-def _run(tmp_path: Path, ranks: int, mode: str = "train") -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def _run(tmp_path: Path, ranks: int, mode: str = "train", device: str = "cpu") -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", LMTRAIN_TEST_DEVICE=device)
     if ranks == 1:
         command = [sys.executable, str(WORKER), str(tmp_path), mode]
     else:
