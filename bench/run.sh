@@ -150,7 +150,9 @@ if [ "$install" = 1 ]; then
   log "installing the peers (bench/peers/install.sh)"
   "$bench/peers/install.sh" > "$raw/install.log" 2>&1 || log "install.sh failed (see $raw/install.log); the peers it could not install are reported as failed"
 fi
-python_peer="$bench/peers/.venv/bin/python"
+# The Python of the PyTorch peers and of lmtrain.torch's rows: the peers' venv, or one given (a
+# lent GPU machine's own Python with torch: scripts/gpu-run.sh's peers stage).
+python_peer="${LMTRAIN_PEERS_PYTHON:-$bench/peers/.venv/bin/python}"
 
 [ -n "$build" ] || build="$root/build/bench-$device"
 build="$(mkdir -p "$build" && cd "$build" && pwd)"
@@ -190,7 +192,7 @@ run() {
   local t0=$(date +%s.%N)
   timeout "$run_timeout" "$@" > "$base.jsonl" 2> "$base.log"
   local rc=$?
-  local dt=$(echo "$(date +%s.%N) - $t0" | bc)
+  local dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.3f", b - a}')
   if [ $rc -eq 124 ]; then
     echo "{\"type\":\"error\",\"tool\":\"$tool\",\"error\":\"timed out after $run_timeout s\"}" >> "$base.jsonl"
   fi

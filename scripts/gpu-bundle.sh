@@ -16,7 +16,9 @@
 #   python/   lmtrain's static libraries (archives/) and the third-party headers the Python
 #             extension's sources include (include/: fmt, nlohmann), from which gpu-run.sh's torch
 #             stage builds lmtrain._core for the machine's own Python and PyTorch
-#             (scripts/gpu-python/CMakeLists.txt says why it is built there)
+#             (scripts/gpu-python/CMakeLists.txt says why it is built there); wheels/ holds
+#             torch-levenberg-marquardt (pure Python, the version bench/peers/install.sh pins),
+#             the peer that gpu-run.sh's peers stage runs beside lmtrain on the same GPU
 #
 # Not NCCL: libnccl.so.2 is 218 MB of already-compressed GPU code (xz gains 3%), more than the
 # device tool carries (64 MiB).  lmtrain loads it only when a rank uses NCCL
@@ -108,6 +110,19 @@ for name in fmt lapacke openblas gomp mpi_cxx mpi scalapack-openmpi z; do
   lib=$(ldconfig -p | awk -v n="lib$name.so." 'index($1, n) == 1 {print $NF; exit}')
   [[ -n $lib ]] && cp -L "$lib" "$stage/lib/"
 done
+
+# torch-levenberg-marquardt's wheel for the peers stage (its dependencies — torch, lightning,
+# torchmetrics — are on the device machines already).
+tlm=$(awk -F= '/^TLM_VERSION=/ {print $2}' "$root/bench/peers/install.sh")
+mkdir -p "$stage/python/wheels"
+pip_python=$root/bench/peers/.venv/bin/python
+[[ -x $pip_python ]] || { python3 -m venv "$stage/pipvenv" && pip_python=$stage/pipvenv/bin/python; }
+if ! "$pip_python" -m pip download --quiet --no-deps --only-binary=:all: \
+     --dest "$stage/python/wheels" "torch-levenberg-marquardt==$tlm"; then
+  echo "gpu-bundle: warning: could not download torch-levenberg-marquardt $tlm; the peers stage" \
+       "will be skipped" >&2
+fi
+rm -rf "$stage/pipvenv"
 
 # ---- Fashion-MNIST subset for the conv-net check (W4) -----------------------------------------
 fashion=/usr/share/datasets/fashion-mnist

@@ -12,7 +12,8 @@
 #   fits.log         `lmtrain fit` on the GPU against the same configuration on the CPU
 #   ranks.log        mpirun -np 2 (bundled OpenMPI): CPU ranks, 2 ranks on one GPU through the host
 #                    communicator, NCCL across 2 GPUs when there are 2, NCCL with one rank
-#   bench.jsonl, bench.log   the W1/W2/W3 benchmark drivers with the device roofline
+#   bench.jsonl, bench.log   the W1/W2/W3 benchmark drivers with the device roofline; the peers
+#                    stage's `bench/run.sh W1 W2 --device cuda` against torch-levenberg-marquardt
 #
 # The fits compare final training losses (and initial ones, which only the forward pass and the
 # loss decide) between `device = "cuda"` and `device = "cpu"` runs of one configuration, the CPU
@@ -31,7 +32,9 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,fits,ranks,sanitizers,bench] [--skip-bench]
+# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,fits,ranks,sanitizers,bench,peers]
+#                                [--skip-bench]
+#   (peers needs the torch stage's extension in the same call: --stages env,torch,peers)
 #   Stages run in that order; each check has its own timeout, and a check that would start after
 #   LMTRAIN_GPU_RUN_SECONDS (default 540) is skipped, so $OUT comes back within the device tool's
 #   10 minutes.  One call cannot hold everything on a slow machine: split it, e.g.
@@ -44,11 +47,11 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-stages=env,tests,torch,fits,ranks,sanitizers,bench
+stages=env,tests,torch,fits,ranks,sanitizers,bench,peers
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stages) stages=${2:?--stages needs a list}; shift 2 ;;
-    --skip-bench) stages=${stages//bench/}; shift ;;
+    --skip-bench) stages=${stages//bench/}; stages=${stages//peers/}; shift ;;
     *) echo "gpu-run: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -487,6 +490,33 @@ if wants bench; then
     # shellcheck disable=SC2086  # the arguments are words on purpose
     gpu_check "bench $args" bench.log 150 bash -c "\"$bin/lmtrain_workloads\" $args --device cuda >> \"$out/bench.jsonl\""
   done
+fi
+
+# ---- peers: bench/run.sh W1 W2 on the GPU, lmtrain beside torch-levenberg-marquardt ---------
+# The standing rule's comparison on one device: lmtrain_workloads (the bundle's), lmtrain.torch
+# (the torch stage's extension) and the peer from the bundle's wheel, all on cuda, 3 repetitions
+# interleaved; the report (bench/report.py's Markdown) is appended to bench.log.
+if wants peers; then
+  wheel=$(compgen -G "$dir/python/wheels/torch_levenberg_marquardt-*.whl" | head -1)
+  if [[ -z $wheel ]]; then
+    report "peers: bench/run.sh W1 W2" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
+  elif ! compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
+    report "peers: bench/run.sh W1 W2" SKIP 0 "no extension from the torch stage in this call"
+  else
+    mkdir -p "$work/site" "$work/benchbuild/bench"
+    ln -sf "$bin/lmtrain_workloads" "$work/benchbuild/bench/lmtrain_workloads"
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$wheel" \
+      >> "$out/bench.log" 2>&1
+    peers_bench() {
+      LMTRAIN_PEERS_PYTHON="$py" PYTHONPATH="$work/site:$pkg" bash "$root/bench/run.sh" W1 W2 \
+        --device cuda --repeats 3 --no-install --no-build --build-dir "$work/benchbuild" \
+        --tag gpu-peers || return $?
+      cat "$(ls -t "$root"/bench/results/*-gpu-peers*.md | head -1)"
+    }
+    export -f peers_bench
+    export py work pkg root
+    gpu_check "peers: bench/run.sh W1 W2" bench.log 400 bash -c peers_bench
+  fi
 fi
 
 # ---- the device tool brings back at most 8 files of at most 16 MiB ------------------------
