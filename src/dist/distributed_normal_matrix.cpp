@@ -27,11 +27,22 @@ std::optional<std::string> cusolvermp_unavailable();
 #endif
 
 template <typename T>
-std::size_t DistributedNormalMatrix<T>::elements(const BlockCyclicLayout& layout) {
+std::size_t DistributedNormalMatrix<T>::panel_block_columns(const BlockCyclicLayout& layout,
+                                                            DeviceKind device) {
+  const auto columns = static_cast<std::size_t>(layout.grid.cols);
+  if (device == DeviceKind::kCuda) return columns;
+  // 2·nb·k·n ≤ share / 4.
+  const std::size_t fit =
+      layout.largest_share() / (8 * layout.nb * std::max<std::size_t>(layout.n, 1));
+  return std::clamp<std::size_t>(fit, 1, columns);
+}
+
+template <typename T>
+std::size_t DistributedNormalMatrix<T>::elements(const BlockCyclicLayout& layout,
+                                                 DeviceKind device) {
   const std::size_t share = layout.largest_share();
   const std::size_t rows = BlockCyclicLayout::local_count(layout.n, layout.nb, 0, layout.grid.rows);
-  const std::size_t width =
-      std::min(layout.n, layout.nb * static_cast<std::size_t>(layout.grid.cols));
+  const std::size_t width = std::min(layout.n, layout.nb * panel_block_columns(layout, device));
   // A and its factor; the panel and its packed copy; the received part; b's share; an n-vector.
   return 2 * share + 2 * width * layout.n + std::max<std::size_t>(layout.nb * rows, 1) +
          std::max<std::size_t>(rows, 1) + layout.n;

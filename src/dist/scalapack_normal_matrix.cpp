@@ -93,7 +93,8 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
     descinit_(desc_a_, &ni, &ni, &nbi, &nbi, &zero, &zero, &context_, &lld, &info);
     if (info == 0) descinit_(desc_b_, &ni, &one, &nbi, &nbi, &zero, &zero, &context_, &lld, &info);
     if (info != 0) throw Error(fmt::format("ScaLAPACK descinit failed (info {})", info));
-    const std::size_t width = std::min(n, nb * static_cast<std::size_t>(l.grid.cols));
+    panel_columns_ = DistributedNormalMatrix<T>::panel_block_columns(l, DeviceKind::kCpu);
+    const std::size_t width = std::min(n, nb * panel_columns_);
     a_ = backend.allocate(l.local_elements());
     factor_ = backend.allocate(l.local_elements());
     panel_ = backend.allocate(width * n);
@@ -127,7 +128,7 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
 
   void accumulate(const T* j, std::size_t m, std::size_t ld) override {
     const BlockCyclicLayout& l = this->layout_;
-    const std::size_t width = l.nb * static_cast<std::size_t>(l.grid.cols);
+    const std::size_t width = l.nb * panel_columns_;
     for (std::size_t c0 = 0; c0 < l.n; c0 += width) {
       const std::size_t c1 = std::min(l.n, c0 + width), w = c1 - c0;
       // Panel P (w × c1, row-major) = J[:, c0:c1]ᵀ·J[:, 0:c1]: row jj of P is column c0 + jj of
@@ -197,8 +198,17 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
     const auto rows = static_cast<std::size_t>(l.grid.rows);
     return ((li / l.nb) * rows + static_cast<std::size_t>(l.grid.row)) * l.nb + li % l.nb;
   }
-  // The panel's columns [c0, c1) in rank order: for rank (pr, pc) its block column c0 + pc·nb,
-  // each column's rows of process row pr below c1, in local order (column-major, as stored).
+  // The first column of the panel's block column [c0, c1) that process column pc owns, or c1
+  // when it owns none there: a panel spans at most Pc block columns, each of another owner.
+  std::size_t owned_block_column(std::size_t c0, std::size_t c1, int pc) const {
+    const BlockCyclicLayout& l = this->layout_;
+    for (std::size_t j0 = c0; j0 < c1; j0 += l.nb)
+      if (l.col_owner(j0) == pc) return j0;
+    return c1;
+  }
+  // The panel's columns [c0, c1) in rank order: for rank (pr, pc) its block column of the panel
+  // (none: nothing), each column's rows of process row pr below c1, in local order (column-major,
+  // as stored).
   void pack(std::size_t c0, std::size_t c1) {
     const BlockCyclicLayout& l = this->layout_;
     const T* panel = panel_.data();
@@ -207,7 +217,7 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
     for (int pr = 0; pr < l.grid.rows; ++pr)
       for (int pc = 0; pc < l.grid.cols; ++pc) {
         const std::size_t start = pos;
-        const std::size_t j0 = c0 + static_cast<std::size_t>(pc) * l.nb;
+        const std::size_t j0 = owned_block_column(c0, c1, pc);
         for (std::size_t col = j0; col < std::min(c1, j0 + l.nb); ++col) {
           const T* column = panel + (col - c0) * c1;
           for (std::size_t i0 = static_cast<std::size_t>(pr) * l.nb; i0 < c1;
@@ -222,7 +232,7 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
   }
   void unpack(std::size_t c0, std::size_t c1) {
     const BlockCyclicLayout& l = this->layout_;
-    const std::size_t j0 = c0 + static_cast<std::size_t>(l.grid.col) * l.nb;
+    const std::size_t j0 = owned_block_column(c0, c1, l.grid.col);
     const std::size_t rows = BlockCyclicLayout::local_count(c1, l.nb, l.grid.row, l.grid.rows);
     const T* in = recv_.data();
     for (std::size_t col = j0; col < std::min(c1, j0 + l.nb); ++col) {
@@ -237,6 +247,7 @@ class ScalapackNormalMatrix final : public DistributedNormalMatrix<T> {
   int desc_a_[9] = {}, desc_b_[9] = {};
   DeviceBuffer<T> a_, factor_, panel_, send_, recv_, rhs_, vector_;
   std::vector<std::size_t> counts_;
+  std::size_t panel_columns_ = 1;  // block columns per reduce-scatter (panel_block_columns)
 };
 
 }  // namespace

@@ -33,10 +33,10 @@ bool DistributedCholeskySolver<T>::solve_again(const T* rhs, T* x) {
 
 template <typename T>
 std::size_t DistributedCholeskySolver<T>::workspace_elements(std::size_t n, std::size_t nb,
-                                                             int ranks) {
+                                                             int ranks, DeviceKind device) {
   const dist::ProcessGrid grid = dist::ProcessGrid::for_ranks(ranks, 0);
   const dist::BlockCyclicLayout layout{n, dist::BlockCyclicLayout::block_size(nb, n, grid), grid};
-  return dist::DistributedNormalMatrix<T>::elements(layout);
+  return dist::DistributedNormalMatrix<T>::elements(layout, device);
 }
 
 template class DistributedCholeskySolver<float>;

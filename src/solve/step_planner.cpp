@@ -45,7 +45,8 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   std::size_t system_elements =
       Builder::system_elements(n, m, stored, ld, !distributed) +
       (distributed ? DistributedCholeskySolver<S>::workspace_elements(
-                         n, options.distributed_block_size, p.ranks) +
+                         n, options.distributed_block_size, p.ranks,
+                         source.model_backend().device_kind()) +
                          n  // A's diagonal on every rank
                    : LinearSolver<S>::workspace_elements(solver, n, m)) +
       Damping<S>::system_elements(n) + Penalty<T, S>::system_elements(options, n) +

@@ -107,5 +107,26 @@ TEST(DistributedPlan, AnExplicitChoiceThatCannotShardFallsBackWithTheReason) {
   EXPECT_TRUE(sharded.geodesic());  // the correction reuses the distributed factor
 }
 
+TEST(DistributedPlan, CpuRanksNarrowThePanelsOnAWideGridGpuRanksKeepARowOfBlocks) {
+  using M = dist::DistributedNormalMatrix<double>;
+  // n = 100 000 on 64 ranks (8 × 8), 256-blocks: a row of 8 block columns would be
+  // 2·256·8·n values, more than the share (12 544² here); one block column (the floor) a third.
+  const dist::BlockCyclicLayout wide{100000, 256, dist::ProcessGrid::for_ranks(64, 0)};
+  EXPECT_EQ(M::panel_block_columns(wide, DeviceKind::kCpu), 1u);
+  EXPECT_EQ(M::panel_block_columns(wide, DeviceKind::kCuda), 8u);
+  const std::size_t share = wide.largest_share();
+  EXPECT_LT(2 * 256 * std::size_t{100000}, share / 2);
+  EXPECT_GT(2 * 256 * 8 * std::size_t{100000}, share);
+  // The plan counts the panels each kind allocates: 7 block columns fewer on the CPU.
+  EXPECT_EQ(M::elements(wide, DeviceKind::kCuda) - M::elements(wide, DeviceKind::kCpu),
+            2 * 7 * 256 * std::size_t{100000});
+  // n = 21 141 on 4 ranks (2 × 2): both block columns of a process row fit, as on a GPU.
+  const dist::BlockCyclicLayout square{21141, 256, dist::ProcessGrid::for_ranks(4, 0)};
+  EXPECT_EQ(M::panel_block_columns(square, DeviceKind::kCpu), 2u);
+  // One rank: one process column, one block column per panel.
+  const dist::BlockCyclicLayout one{3001, 64, dist::ProcessGrid::for_ranks(1, 0)};
+  EXPECT_EQ(M::panel_block_columns(one, DeviceKind::kCpu), 1u);
+}
+
 }  // namespace
 }  // namespace lmtrain

@@ -47,9 +47,17 @@ class DistributedNormalMatrix {
   // x afterwards.  x may alias rhs.
   virtual void solve(const T* rhs, T* x) = 0;
 
-  // Elements of T a rank of `layout` allocates (its share of A, the factor's share, the panel
-  // buffers, the right-hand side's share and an n-vector), for the memory plan.
-  static std::size_t elements(const BlockCyclicLayout& layout);
+  // Block columns of A per reduce-scatter panel on `device`'s ranks.  A slice costs n/(nb·k)
+  // collectives, and each panel 2·nb·k·n values (the GEMM's panel and its packed copy).  MPI's
+  // reduce-scatter takes a count per rank, so CPU ranks narrow the panel below a process row's
+  // Pc block columns (the ranks of the columns left out receive nothing) until the two copies
+  // fit in a quarter of a rank's share of A, down to one block column: on a wide grid the panels
+  // would otherwise outgrow the shares (docs/design.md).  NCCL's takes equal segments, so GPU
+  // ranks keep k = Pc, where no rank receives padding.
+  static std::size_t panel_block_columns(const BlockCyclicLayout& layout, DeviceKind device);
+  // Elements of T a rank of `layout` allocates on `device` (its share of A, the factor's share,
+  // the panel buffers, the right-hand side's share and an n-vector), for the memory plan.
+  static std::size_t elements(const BlockCyclicLayout& layout, DeviceKind device);
   // The share of A alone on the rank that holds the most.
   static std::size_t share_elements(const BlockCyclicLayout& layout) {
     return layout.largest_share();

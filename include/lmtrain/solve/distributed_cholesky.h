@@ -21,8 +21,9 @@ class DistributedCholeskySolver final : public LinearSolver<T> {
   bool solve_again(const T* rhs, T* x) override;
 
   // Elements of T the solver's matrix allocates on the rank that holds the most (A's share
-  // included): n parameters in blocks of nb on `ranks` ranks.
-  static std::size_t workspace_elements(std::size_t n, std::size_t nb, int ranks);
+  // included): n parameters in blocks of nb on `ranks` ranks of `device` (its panel width).
+  static std::size_t workspace_elements(std::size_t n, std::size_t nb, int ranks,
+                                        DeviceKind device);
 
  private:
   dist::DistributedNormalMatrix<T>& a_;
