@@ -105,15 +105,21 @@ class NativeStep {
                                 .c_str());
     FrontEndStepReport report;
     PhaseTimes times;
+    bool finite = true;
     {
       nb::gil_scoped_release unlocked;
       // Copies on the step's device (and stream): the caller's tensors stay theirs.
       backend_->copy(params.data(), params_.data(), n);
       backend_->copy(x.data(), x_.data(), batch * spec_.inputs());
       backend_->copy(y.data(), y_.data(), batch * spec_.outputs());
-      static_cast<StepReport&>(report) = run(batch, times);
-      backend_->copy(params_.data(), params.data(), n);
+      finite = backend_->all_finite(batch * spec_.inputs(), x_.data()) &&
+               backend_->all_finite(batch * spec_.outputs(), y_.data());
+      if (finite) {
+        static_cast<StepReport&>(report) = run(batch, times);
+        backend_->copy(params_.data(), params.data(), n);
+      }
     }
+    if (!finite) throw nb::value_error("x or y holds NaN or inf; parameters are unchanged");
     report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
     report.loss_after = loss_.reported(report.objective_after - report.penalty_after, batch);
     report.path = "native";

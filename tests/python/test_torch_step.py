@@ -253,6 +253,34 @@ def test_residual_fn_of_the_wrong_shape_or_not_finite() -> None:
     _unchanged(model, before)
 
 
+@pytest.mark.parametrize("where", ["x", "y"])
+def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
+    # NativeStep checks its own copies of x and y before the step: a NaN in x or an inf in y is a
+    # ValueError, the parameters stay bit for bit, and the next finite step works from them.
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 1)).double()
+    x = torch.rand(40, 2, dtype=torch.float64)
+    y = torch.sin(x[:, :1])
+    opt = lt.LevenbergMarquardt(model)
+    assert opt.path == "native"
+    opt.step(x, y)
+    before = flat_parameters(model)
+    bad_x, bad_y = x.clone(), y.clone()
+    if where == "x":
+        bad_x[7, 1] = float("nan")
+    else:
+        bad_y[30, 0] = float("inf")
+    with pytest.raises(ValueError, match="NaN or inf; parameters are unchanged"):
+        opt.step(bad_x, bad_y)
+    _unchanged(model, before)
+    with torch.no_grad():
+        mse = float(((model(x) - y) ** 2).mean())
+    report = opt.step(x, y)  # from the kept parameters: its starting loss is theirs
+    assert report.loss == pytest.approx(mse, rel=1e-12)
+    assert report.loss_after <= report.loss
+
+
 def test_buffers_that_change_in_forward() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),
