@@ -41,10 +41,19 @@ TEST(MemoryPlan, FitsTheDeviceItMeasured) {
 TEST(MemoryPlan, AllocationFailureHalvesTheSliceAndTrainingGoesOn) {
   // A budget twice the device's memory: the plan's slice does not fit, the allocation fails,
   // and the trainer halves the slice until it does.  The run must equal one planned with that
-  // slice from the start (the halving happens before the first step).
+  // slice from the start (the halving happens before the first step).  The device's size lies
+  // between what the planned slice and half of it take (both measured without a limit): the
+  // slice the CPU backend prefers grows with its threads (one thread plans a cache-sized slice
+  // that fits kLimit), and the test must not depend on OMP_NUM_THREADS.
   SolverOptions solver;
   solver.memory_budget_bytes = 2 * kLimit;
-  const Result halved = train(solver, kLimit);
+  const Result planned = train(solver, 0);
+  ASSERT_GE(planned.summary.slice_samples, 2u);
+  SolverOptions half = solver;
+  half.max_slice_samples = planned.summary.slice_samples / 2;
+  const std::size_t half_peak = train(half, 0).summary.peak_device_bytes;
+  ASSERT_LT(half_peak, planned.summary.peak_device_bytes);
+  const Result halved = train(solver, (half_peak + planned.summary.peak_device_bytes) / 2);
   ASSERT_GE(halved.summary.slice_halvings, 1);
   EXPECT_NE(halved.summary.full_report().find("halved"), std::string::npos);
   EXPECT_NE(halved.summary.slice_halving_cause.find("exceeds the backend's limit"),
