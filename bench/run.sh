@@ -38,6 +38,9 @@
 #   --build-dir where lmtrain_workloads and fann_train are configured and built (default
 #               build/bench-<device>)
 #   --no-build  use the binaries already in the build directory as they are
+#   LMTRAIN_PEERS_PYTHON (environment): the Python of the PyTorch peers and of lmtrain.torch's rows
+#               instead of bench/peers/.venv's (a machine's own Python with torch, as
+#               scripts/gpu-run.sh's peers stage passes with --no-install)
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -194,8 +194,8 @@ if wants torch; then
     check "torch: lmtrain._core built" tests.log 300 bash -c "
       cmake -S '$root/scripts/gpu-python' -B '$work/pyext' -DLMTRAIN_BUNDLE='$dir' \
         -DPython_EXECUTABLE='$py' -DCMAKE_BUILD_TYPE=Release &&
-      cmake --build '$work/pyext' -j$cores &&
-      mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/_core*.so '$pkg/lmtrain/' &&
+      cmake --build '$work/pyext' --target _core -j$cores &&
+      mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/python/_core*.so '$pkg/lmtrain/' &&
       PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())'"
     if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
       pytest_cuda() {

@@ -68,6 +68,7 @@ class NativeStep {
     StepProblem problem;
     problem.batch = problem.local_batch = max_batch;
     problem.loss = loss.kind;
+    // The module's parameters, the flat vector the step updates in place, x and y.
     problem.caller_bytes =
         (2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs())) * sizeof(T);
     engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
@@ -76,9 +77,6 @@ class NativeStep {
     solver_ = std::string(to_string(planner_->plan().solver()));
     plan_ = planner_->plan().memory.describe();
     step_ = planner_->build();
-    params_ = backend_->allocate(model_.num_params());
-    x_ = backend_->allocate(max_batch * spec_.inputs());
-    y_ = backend_->allocate(max_batch * spec_.outputs());
   }
 
   std::size_t parameters() const { return model_.num_params(); }
@@ -108,16 +106,12 @@ class NativeStep {
     bool finite = true;
     {
       nb::gil_scoped_release unlocked;
-      // Copies on the step's device (and stream): the caller's tensors stay theirs.
-      backend_->copy(params.data(), params_.data(), n);
-      backend_->copy(x.data(), x_.data(), batch * spec_.inputs());
-      backend_->copy(y.data(), y_.data(), batch * spec_.outputs());
-      finite = backend_->all_finite(batch * spec_.inputs(), x_.data()) &&
-               backend_->all_finite(batch * spec_.outputs(), y_.data());
-      if (finite) {
-        static_cast<StepReport&>(report) = run(batch, times);
-        backend_->copy(params_.data(), params.data(), n);
-      }
+      // The caller's tensors, on the step's device, are the step's own: params is updated in
+      // place (only when a trial is accepted), x and y are read where they are.
+      finite = backend_->all_finite(batch * spec_.inputs(), x.data()) &&
+               backend_->all_finite(batch * spec_.outputs(), y.data());
+      if (finite)
+        static_cast<StepReport&>(report) = run(params.data(), x.data(), y.data(), batch, times);
     }
     if (!finite) throw nb::value_error("x or y holds NaN or inf; parameters are unchanged");
     report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
@@ -146,11 +140,11 @@ class NativeStep {
 
  private:
   // The step, rebuilt on a halved slice when an allocation fails.
-  StepReport run(std::size_t batch, PhaseTimes& times) {
+  StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times) {
     for (;;) {
       const StepperState before = step_->state();
       try {
-        return step_->step(params_.data(), x_.data(), y_.data(), batch, times);
+        return step_->step(params, x, y, batch, times);
       } catch (const OutOfMemory& e) {
         step_ = planner_->rebuild_after(std::move(step_), e, before);
       }
@@ -165,7 +159,6 @@ class NativeStep {
   std::unique_ptr<EngineSource<T>> source_;
   std::unique_ptr<StepPlanner<T>> planner_;
   std::unique_ptr<LmStepper<T>> step_;
-  DeviceBuffer<T> params_, x_, y_;
   std::string solver_, plan_;
 };
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_torch_distributed import _load, _run
-from torch_support import flat_parameters, lt, reference_jacobian, torch
+from torch_support import (flat_parameters, load_distributed_worker, lt, reference_jacobian,
+                           run_distributed_worker, torch)
 
 from lmtrain import _core
 from lmtrain.torch._jacobian import PerSampleJacobian
@@ -102,11 +102,11 @@ def test_two_ranks_on_cuda_equal_one_process(tmp_path: Path) -> None:
     # torchrun --nproc_per_node 2 with the model on CUDA: NCCL when there are two devices (A and g
     # summed on device buffers), else gloo on CUDA tensors sharing cuda:0 — against one process
     # on cuda:0, float64 (torch_distributed_worker.py with LMTRAIN_TEST_DEVICE=cuda).
-    _run(tmp_path, 1, "train", device="cuda")
-    _run(tmp_path, 2, "train", device="cuda")
-    one, one_reports = _load(tmp_path, 1, 0)
-    rank0, _ = _load(tmp_path, 2, 0)
-    rank1, _ = _load(tmp_path, 2, 1)
+    run_distributed_worker(tmp_path, 1, "train", device="cuda")
+    run_distributed_worker(tmp_path, 2, "train", device="cuda")
+    one, one_reports = load_distributed_worker(tmp_path, 1, 0)
+    rank0, _ = load_distributed_worker(tmp_path, 2, 0)
+    rank1, _ = load_distributed_worker(tmp_path, 2, 1)
     torch.testing.assert_close(rank0, rank1, rtol=0, atol=0)  # every rank the same parameters
     torch.testing.assert_close(rank0, one, rtol=0, atol=1e-10)
     assert one_reports["reports"][-1][1] < one_reports["reports"][0][0]

@@ -255,8 +255,9 @@ def test_residual_fn_of_the_wrong_shape_or_not_finite() -> None:
 
 @pytest.mark.parametrize("where", ["x", "y"])
 def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
-    # NativeStep checks its own copies of x and y before the step: a NaN in x or an inf in y is a
-    # ValueError, the parameters stay bit for bit, and the next finite step works from them.
+    # NativeStep checks its own copies of x and y before the step, and fit()'s trainer its data
+    # sets: a NaN in x or an inf in y is a ValueError, the parameters stay bit for bit, and the
+    # next finite step works from them.
     torch.manual_seed(4)
     model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
                                 torch.nn.Linear(8, 1)).double()
@@ -273,6 +274,11 @@ def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) 
         bad_y[30, 0] = float("inf")
     with pytest.raises(ValueError, match="NaN or inf; parameters are unchanged"):
         opt.step(bad_x, bad_y)
+    _unchanged(model, before)
+    # fit(): the library's trainer validates its data sets and names the sample.
+    sample = 7 if where == "x" else 30
+    with pytest.raises(ValueError, match=f"sample {sample} column .*non-finite"):
+        opt.fit((bad_x, bad_y), epochs=1, shuffle=False)
     _unchanged(model, before)
     with torch.no_grad():
         mse = float(((model(x) - y) ** 2).mean())

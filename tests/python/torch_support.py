@@ -4,7 +4,11 @@ Jacobians from torch.autograd.functional.jacobian."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,4 +45,29 @@ def reference_jacobian(model: torch.nn.Module, residuals) -> torch.Tensor:
     return torch.autograd.functional.jacobian(of_flat, theta)
 
 
-__all__ = ["flat_parameters", "lt", "reference_jacobian", "torch"]
+__all__ = ["flat_parameters", "load_distributed_worker", "lt", "reference_jacobian",
+           "run_distributed_worker", "torch"]
+
+
+# torch_distributed_worker.py, alone (1 rank) or under torchrun (test_torch_distributed.py, and
+# test_torch_cuda.py with device="cuda"): it saves params-R-r.pt and reports-R-r.json.
+WORKER = Path(__file__).resolve().with_name("torch_distributed_worker.py")
+
+
+def run_distributed_worker(tmp_path: Path, ranks: int, mode: str = "train",
+                           device: str = "cpu") -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", LMTRAIN_TEST_DEVICE=device)
+    if ranks == 1:
+        command = [sys.executable, str(WORKER), str(tmp_path), mode]
+    else:
+        # torchrun; --standalone: a local rendezvous on a free port.
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc_per_node", str(ranks), str(WORKER), str(tmp_path), mode]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def load_distributed_worker(tmp_path: Path, ranks: int, rank: int):
+    params = torch.load(tmp_path / f"params-{ranks}-{rank}.pt")
+    reports = json.loads((tmp_path / f"reports-{ranks}-{rank}.json").read_text())
+    return params, reports

@@ -196,28 +196,29 @@ class NativePath:
     def fit(self, x: Any, y: Any, x_validation: Any, y_validation: Any, request: Any,
             on_epoch: Any) -> Any:
         """The library's Trainer on the module's parameters (trained in place) over (x, y);
-        returns the Summary.  The data sets are host arrays (the trainer copies each batch to
-        the device); the parameters come back to the module's device at the end."""
-        xs, ys, input_shape = self._arrays(x, y)
+        returns the Summary.  The data sets are host arrays (the trainer validates them and
+        copies each batch to the device); the parameters come back to the module's device at
+        the end."""
+        cpu = torch.device("cpu")
+        xs, ys, input_shape = self._arrays(x, y, cpu)
         xv = yv = None
         if x_validation is not None:
-            xv, yv, _ = self._arrays(x_validation, y_validation)
+            xv, yv, _ = self._arrays(x_validation, y_validation, cpu)
         architecture = dict(self.architecture, input_shape=input_shape)
-        flat = self._flat().cpu()
+        flat = self._gather().cpu()  # the buffer itself on the CPU, a copy on CUDA
         fit = _core.native_fit64 if self.dtype == torch.float64 else _core.native_fit32
         summary = fit(json.dumps(architecture), self.loss_options, self.options,
-                      self.float64_system, request, *(a.cpu() for a in (xs, ys)),
-                      None if xv is None else xv.cpu(), None if yv is None else yv.cpu(), flat,
-                      on_epoch, *self._device_and_stream())
-        self._write_back(flat)
+                      self.float64_system, request, xs, ys, xv, yv, flat, on_epoch,
+                      *self._device_and_stream())
+        self._buffer.copy_(flat)
+        self._scatter()
         return summary
 
-    def _flat(self) -> torch.Tensor:
-        """The parameters in the library's flat order, a new contiguous tensor on their device."""
-        return torch.cat([p.detach().reshape(-1) for p in self.params]).to(self.dtype)
-
     def _arrays(self, x: Any, y: Any,
-                check_finite: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+                device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """x flattened per sample and the loss's targets, contiguous, in the model's dtype on
+        `device`.  Their values are the library's to check (NativeStep, the trainer's data
+        sets): a NaN or inf is refused there with the parameters unchanged."""
         images = self.architecture["input_shape"] is None
         if not isinstance(x, torch.Tensor) or x.dim() != (4 if images else 2):
             raise ValueError("the fast path takes x as one batch × channels × height × width "
@@ -228,27 +229,23 @@ class NativePath:
         if targets.shape != (x.shape[0], self.outputs):
             raise ValueError(f"y has shape {tuple(y.shape)}; expected ({x.shape[0]}, "
                              f"{self.outputs})")
-        xs = x.detach().to(self.device, self.dtype).reshape(x.shape[0], -1).contiguous()
-        ys = targets.detach().to(self.device).contiguous()
-        # step() leaves the check to NativeStep, on its own copies (no device synchronization).
-        if check_finite and not (bool(torch.isfinite(xs).all()) and
-                                 bool(torch.isfinite(ys).all())):
-            raise ValueError("x or y holds NaN or inf; parameters are unchanged")
+        xs = x.detach().to(device, self.dtype).reshape(x.shape[0], -1).contiguous()
+        ys = targets.detach().to(device).contiguous()
         return xs, ys, input_shape
 
-    def _write_back(self, flat: torch.Tensor) -> None:
+    def _gather(self) -> torch.Tensor:
+        """The parameters in the library's flat order, in the kept buffer (one torch.cat)."""
         with torch.no_grad():
-            offset = 0
-            for p in self.params:
-                k = p.numel()
-                p.copy_(flat[offset:offset + k].view_as(p))
-                offset += k
+            return torch.cat([p.detach().reshape(-1) for p in self.params], out=self._buffer)
 
-    def step(self, x: Any, y: Any) -> Any:
-        xs, ys, input_shape = self._arrays(x, y, check_finite=False)
+    def _scatter(self) -> None:
+        """The buffer back into the parameters, through the views made once."""
         with torch.no_grad():
-            torch.cat([p.detach().reshape(-1) for p in self.params], out=self._buffer)
-            report = self._engine(x.shape[0], input_shape).step(self._buffer, xs, ys)
             for p, v in zip(self.params, self._buffer_views):
                 p.copy_(v)
+
+    def step(self, x: Any, y: Any) -> Any:
+        xs, ys, input_shape = self._arrays(x, y, self.device)
+        report = self._engine(x.shape[0], input_shape).step(self._gather(), xs, ys)
+        self._scatter()
         return report
