@@ -79,9 +79,12 @@ def test_sigint_from_a_thread_stops_within_a_step_and_keeps_the_checkpoint(
           f"an epoch (4 LM steps) takes {epoch * 1e3:.1f} ms")
     # Within the step under way (plus the checkpoint write), not after the run's 10⁵ epochs.
     assert latency < 10 * epoch + 1.0
-    # At most the epoch under way ends after the signal (the thread polls every 5 ms, and an
-    # epoch can be shorter than that, so count from the signal, not from the 3 awaited).
-    assert len(epochs) <= epochs_when_sent[0] + 2
+    # Python runs its SIGINT handler in the main thread at its next bytecode — here the epoch
+    # callback — so epochs of ~1.4 ms may still end while the signal is delivered and the GIL
+    # changes hands (CI once saw 3 within 4 ms).  Past 25 ms of the signal at most the epoch
+    # under way may end; a run that ignored the flag would go on ending epochs every ~1.4 ms.
+    late = [t for t in epochs if t > sent[0] + 0.025]
+    assert len(late) <= 1, f"{len(late)} epochs ended more than 25 ms after SIGINT"
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.safetensors"]  # no temporary
     # The checkpoint resumes where the run stopped: its history goes on from there.
     monkeypatch.undo()
