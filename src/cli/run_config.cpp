@@ -362,6 +362,8 @@ void parse_solver(Section& s, SolverOptions& o) {
   set_double(s, "lambda_max", [&](double v) { o.lambda_max = v; });
   set_double(s, "lambda_increase", [&](double v) { o.lambda_increase = v; });
   set_double(s, "lambda_decrease", [&](double v) { o.lambda_decrease = v; });
+  o.damping_per_sample = s.boolean("damping_per_sample").value_or(o.damping_per_sample);
+  o.restart_lambda_at_max = s.boolean("restart_lambda_at_max").value_or(o.restart_lambda_at_max);
   set_double(s, "marquardt_min", [&](double v) { o.marquardt_min = v; });
   set_double(s, "marquardt_max", [&](double v) { o.marquardt_max = v; });
   set_double(s, "learning_rate", [&](double v) { o.learning_rate = v; });

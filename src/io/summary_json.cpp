@@ -163,6 +163,7 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"linear_solver_reason", s.linear_solver_reason},
           {"damping", to_string(s.damping)},
           {"damping_matrix", to_string(s.damping_matrix)},
+          {"damping_per_sample", s.damping_per_sample},
           {"memory_budget_given", s.memory_budget_given},
           {"max_slice_samples_given", s.max_slice_samples_given},
           {"memory_plan", s.memory_plan},
@@ -214,6 +215,7 @@ Summary summary_from_json(const nlohmann::json& j) {
     s.linear_solver_reason = j.at("linear_solver_reason").get<std::string>();
     s.damping = enum_from(j, "damping", &parse_damping);
     s.damping_matrix = enum_from(j, "damping_matrix", &parse_damping_matrix);
+    s.damping_per_sample = j.value("damping_per_sample", false);  // absent before issue 35
     s.memory_budget_given = j.at("memory_budget_given").get<std::size_t>();
     s.max_slice_samples_given = j.at("max_slice_samples_given").get<std::size_t>();
     s.memory_plan = j.at("memory_plan").get<std::string>();

@@ -102,9 +102,15 @@ void bind_solver_options(nb::module_& m) {
       .field("lambda_initial", &S::lambda_initial, "float", "Initial λ.")
       .field("lambda_min", &S::lambda_min, "float", "Lower clamp of λ.")
       .field("lambda_max", &S::lambda_max, "float",
-             "Upper clamp of λ; a rejection at lambda_max ends training.")
+             "Upper clamp of λ; a rejection at lambda_max (multiplicative: one raising λ to it) "
+             "ends training.")
       .field("lambda_increase", &S::lambda_increase, "float", "multiplicative: λ ← λ·increase.")
       .field("lambda_decrease", &S::lambda_decrease, "float", "multiplicative: λ ← λ·decrease.")
+      .field("damping_per_sample", &S::damping_per_sample, "bool",
+             "λ per sample: (JᵀJ/B + λD)δ = Jᵀr/B with B the step's samples, as cuPyLMA and "
+             "torch-levenberg-marquardt damp.")
+      .field("restart_lambda_at_max", &S::restart_lambda_at_max, "bool",
+             "After a step ends at lambda_max, start the next from lambda_initial (cuPyLMA).")
       .field("marquardt_min", &S::marquardt_min, "float", "Lower clamp of Marquardt's D.")
       .field("marquardt_max", &S::marquardt_max, "float", "Upper clamp of Marquardt's D.")
       .field("learning_rate", &S::learning_rate, "float", "θ ← θ − learning_rate·δ.")

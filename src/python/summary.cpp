@@ -111,6 +111,7 @@ void bind_summary(nb::module_& m) {
                    [](const S& s) { return std::string(to_string(s.linear_solver_used)); })
       .def_prop_ro("linear_solver_reason", field(&S::linear_solver_reason))
       .def_prop_ro("damping", [](const S& s) { return std::string(to_string(s.damping)); })
+      .def_prop_ro("damping_per_sample", field(&S::damping_per_sample))
       .def_prop_ro("regularization",
                    [](const S& s) { return std::string(to_string(s.regularization)); })
       .def_prop_ro("memory_plan", field(&S::memory_plan))

@@ -14,10 +14,11 @@ class MultiplicativeDamping final : public DampingStrategy {
     decay_floor();
     lambda_ = clamp(lambda_ * options_.lambda_decrease);
   }
+  // The peers' test (cuPyLMA's lma.py, torch-levenberg-marquardt's stop_attempts): λ is raised
+  // first, and a λ that has reached lambda_max ends the step without an attempt there.
   bool reject() override {
-    if (lambda_ >= options_.lambda_max) return false;
     lambda_ = clamp(lambda_ * options_.lambda_increase);
-    return true;
+    return lambda_ < options_.lambda_max || stopped_at_max();
   }
 };
 
@@ -38,7 +39,7 @@ class NielsenDamping final : public DampingStrategy {
   // on W1 full batch (mixed, 200 epochs, 2.3e-7 → 1.4e-7), float32 W1 unchanged (20 seeds).
   static constexpr double kLargestDecrease = 0.7;
   bool reject() override {
-    if (lambda_ >= options_.lambda_max) return false;
+    if (lambda_ >= options_.lambda_max) return stopped_at_max();
     lambda_ = clamp(lambda_ * nu_);
     nu_ = std::min(nu_ * 2.0, 0x1.0p60);
     return true;
@@ -75,8 +76,13 @@ void DampingStrategy::decay_floor() {
   floor_ *= kFloorDecay;
 }
 
+bool DampingStrategy::stopped_at_max() {
+  if (options_.restart_lambda_at_max) set_state({options_.lambda_initial, 2, 0});
+  return false;
+}
+
 bool DampingStrategy::invalid() {
-  if (lambda_ >= options_.lambda_max) return false;
+  if (lambda_ >= options_.lambda_max) return stopped_at_max();
   lambda_ = clamp(lambda_ * invalid_nu_);
   invalid_nu_ = std::min(invalid_nu_ * 2.0, 0x1.0p60);
   floor_ = std::max(floor_, lambda_ / scale_);
@@ -100,7 +106,8 @@ Damping<S>::Damping(const SolverOptions& options, LinearAlgebra<S>& system, std:
       tmp_(system.allocate(n)) {}
 
 template <typename S>
-void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives) {
+void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives,
+                         double lambda_unit) {
   const auto lo = static_cast<S>(options_.marquardt_min),
              hi = static_cast<S>(options_.marquardt_max);
   double scale = 1;
@@ -125,7 +132,7 @@ void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectiv
     }
     system_.clamp(n_, d_.data(), lo, hi, d_.data());
   }
-  schedule_->begin_step(scale);
+  schedule_->begin_step(scale / lambda_unit);
 }
 
 template <typename S>

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -119,7 +120,8 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
   const bool prepared = prepare();
   while (report.attempts < options_.max_attempts) {
     ++report.attempts;
-    const double lambda = report.lambda = damping_.lambda();
+    report.lambda = damping_.lambda();
+    const double lambda = report.lambda * lambda_unit_;  // λ of the system (A + λD)δ = g
     if (!solve(prepared, lambda, report)) {
       ++report.invalid;
       if (lambda_above_max(damping_.invalid(), report)) return report;
@@ -160,8 +162,13 @@ double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, cons
   // A's blocks were summed as they were built; its diagonal is gathered on every rank (one rank
   // of an MPI launch too).
   if (distributed_) distributed_->diagonal(ne_.a_diagonal.data());
+  // SolverOptions::damping_per_sample: λ multiplies the step's samples over all ranks, summed
+  // with F in the same all-reduce.
+  double totals[2] = {f0, static_cast<double>(batch)};
+  collectives_.sum_host(totals, options_.damping_per_sample ? 2 : 1);
+  lambda_unit_ = options_.damping_per_sample ? std::max(totals[1], 1.0) : 1.0;
   if (!collectives_.active()) return f0;
-  f0 = ne_.objective = collectives_.sum(f0);
+  f0 = ne_.objective = totals[0];
   collectives_.sum_device(ne_.g.data(), n);
   if (!distributed_ && !ne_.jacobian_stored) {
     system_.pack_upper(n, ne_.a.data(), packed_.data());
@@ -199,7 +206,7 @@ std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses() {
 template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::prepare() {
   ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
-  damping_.prepare(ne_, collectives_);
+  damping_.prepare(ne_, collectives_, lambda_unit_);
   // Dense solvers run on rank 0 only (the others receive δ); CG is collective.
   return solves_here() ? solver_->prepare(ne_, damping_.matrix()) : true;
 }

@@ -143,6 +143,7 @@ void FitRun<T>::describe_problem(const FitDescription& d) {
   s.linear_solver_given = sopt_.linear_solver;
   s.damping = sopt_.damping;
   s.damping_matrix = sopt_.damping_matrix;
+  s.damping_per_sample = sopt_.damping_per_sample;
   s.memory_budget_given = sopt_.memory_budget_bytes;
   s.max_slice_samples_given = sopt_.max_slice_samples;
   s.regularization = sopt_.regularization;

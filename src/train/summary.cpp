@@ -111,7 +111,9 @@ std::string Summary::full_report() const {
   given_used("Linear solver", std::string(to_string(linear_solver_given)),
              std::string(to_string(linear_solver_used)));
   if (!linear_solver_reason.empty()) line("  because", linear_solver_reason);
-  given_used("Damping", std::string(to_string(damping)), std::string(to_string(damping)));
+  const std::string schedule =
+      fmt::format("{}{}", to_string(damping), damping_per_sample ? ", λ per sample" : "");
+  given_used("Damping", schedule, schedule);
   given_used("Damping matrix", std::string(to_string(damping_matrix)),
              std::string(to_string(damping_matrix)));
   given_used("Slice (samples)",

@@ -62,6 +62,106 @@ def test_curve_fitting_in_cupylmas_call_shape() -> None:
     assert opt.options.damping == "multiplicative" and opt.options.lambda_increase == 10.0
 
 
+def _cupylma_reference(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int,
+                       start: float = 1e-3, up: float = 10.0, down: float = 0.1,
+                       lowest: float = 1e-10, highest: float = 1e10,
+                       attempts: int = 10) -> tuple[torch.Tensor, list[float], list[bool]]:
+    """cuPyLMA's published algorithm in float64, written here from its description (README and
+    the paper: the normal equations of the step's B samples divided by B, λ per sample on the
+    identity, ×up on a failed attempt, ×down — not below DAMPING_MIN — on the first trial that
+    lowers the mean squared residual, at most UPDATE_ATTEMPTS attempts, `terminated` once a raise
+    reaches DAMPING_MAX, which restarts λ): parameters after `steps` steps, the returned losses
+    and terminated flags.  J by torch.func.jacrev of the flat parameters."""
+    names = [n for n, _ in model.named_parameters()]
+    shapes = [p.shape for p in model.parameters()]
+    theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+
+    def residuals(flat: torch.Tensor) -> torch.Tensor:
+        params, offset = {}, 0
+        for name, shape in zip(names, shapes):
+            k = shape.numel()
+            params[name] = flat[offset:offset + k].reshape(shape)
+            offset += k
+        return (torch.func.functional_call(model, params, (x,)) - y).reshape(-1)
+
+    lam, losses, flags = start, [], []
+    for _ in range(steps):
+        r = residuals(theta)
+        j = torch.func.jacrev(residuals)(theta)
+        b = x.shape[0]
+        a, g = j.T @ j / b, j.T @ r / b
+        loss, terminated = float((r ** 2).mean()), False
+        for _ in range(attempts):
+            u = torch.linalg.solve(a + lam * torch.eye(len(theta), dtype=a.dtype), g)
+            new = float((residuals(theta - u) ** 2).mean())
+            if new < loss:
+                theta, loss, lam = theta - u, new, max(lam * down, lowest)
+                break
+            lam *= up
+            if lam >= highest:
+                lam, terminated = start, True
+                break
+        losses.append(loss)
+        flags.append(terminated)
+    return theta, losses, flags
+
+
+def test_five_steps_are_cupylmas_algorithm() -> None:
+    # cuPyLMA's call shape (a Module of its own, MSELoss, slices of the batch) in float64: the
+    # parameters after 5 steps equal the reference written from cuPyLMA's algorithm to 1e-9 (the
+    # two solves differ by LU against Cholesky rounding, ~1e-15 amplified by cond(JᵀJ/B + λI)).
+    # Without λ per sample (lmtrain's λ on JᵀJ) the same λ₀ damps 2 000 times less: far away.
+    torch.manual_seed(3)
+    x = torch.linspace(-1, 1, 2000, dtype=torch.float64).unsqueeze(1)
+    y = torch.sinc(10 * x)
+    model = DNN(12).double()
+    start = [p.detach().clone() for p in model.parameters()]
+    expected, expected_losses, expected_flags = _cupylma_reference(model, x, y, 5)
+
+    lma = cuPyLMA.LMA(model, [torch.device("cpu")], torch.nn.MSELoss(),
+                      lambda a, b: torch.flatten(a - b), dtype=torch.float64)
+    results = [lma.step(x, y, 500) for _ in range(5)]
+    got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    moved = float((expected - torch.cat([p.reshape(-1) for p in start])).abs().max())
+    assert moved > 0.1, "five steps that move the parameters"
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-9)
+    assert [loss for loss, _ in results] == pytest.approx(expected_losses, rel=1e-9)
+    assert [t for _, t in results] == expected_flags
+    assert lma.optimizer.last_report.slice_size == 500
+    assert not lma.optimizer.options.geodesic_acceleration
+
+    with torch.no_grad():
+        for p, p0 in zip(model.parameters(), start):
+            p.copy_(p0)
+    own = cuPyLMA.LMA(model, ["cpu"], torch.nn.MSELoss(), lambda a, b: torch.flatten(a - b),
+                      dtype=torch.float64, damping_per_sample=False)
+    for _ in range(5):
+        own.step(x, y, 500)
+    elsewhere = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    assert float((elsewhere - expected).abs().max()) > 1e-3
+
+
+def test_a_raise_to_damping_max_terminates_and_restarts_lambda(monkeypatch) -> None:
+    # At an exact minimum no trial lowers the loss: λ = 1e-3 and 1e-2 are tried, the raise to
+    # DAMPING_MAX = 0.1 ends the step with terminated, and the next step starts at 1e-3 again.
+    monkeypatch.setattr(configuration, "DAMPING_MAX", 0.1)
+    x = torch.linspace(-1, 1, 50, dtype=torch.float64).unsqueeze(1)
+    y = 2 * x + 1
+    model = torch.nn.Linear(1, 1).double()
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+        model.bias.fill_(1.0)
+    lma = cuPyLMA.LMA(model, ["cpu"], torch.nn.MSELoss(), lambda a, b: torch.flatten(a - b))
+    for _ in range(2):
+        loss, terminated = lma.step(x, y)
+        assert terminated and loss == 0.0
+        report = lma.optimizer.last_report
+        assert report.attempts == 2 and not report.accepted
+        assert lma.optimizer.state_dict()["lambda"] == 1e-3
+    _, _, flags = _cupylma_reference(model, x, y, 1, highest=0.1)
+    assert flags == [True]
+
+
 def test_a_per_sample_residual_fn_of_outputs_and_its_jacobian() -> None:
     # A weighted residual per sample (not MSELoss's): its rows are checked to be per sample and
     # differentiated per sample; the normal equations equal autograd's J of the whole batch.

@@ -172,6 +172,32 @@ TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
   }
 }
 
+// SolverOptions::damping_per_sample: λ is per sample, the system (JᵀJ + λ·B·I)δ = Jᵀr with B the
+// batch's samples.  λ = kLambda / B per sample must give the reference step at kLambda, and the
+// report keeps λ per sample.
+TEST(DampingPerSample, IsTheReferenceStepAtLambdaTimesTheBatch) {
+  Rng rng(29);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng);
+  std::vector<double> y(kBatch);
+  for (std::size_t b = 0; b < kBatch; ++b) y[b] = std::cos(x[b * kIn] + 2 * x[b * kIn + 1]);
+  const std::vector<double> theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
+  SolverOptions o;
+  o.lambda_initial = o.lambda_min = kLambda / kBatch;  // 0.0625: B·λ = kLambda exactly
+  o.damping_per_sample = true;
+  o.geodesic_acceleration = false;
+  StepReport report;
+  const std::vector<double> got = library_step<double>("cpu", theta, x, y, o, &report);
+  ASSERT_TRUE(report.accepted);
+  EXPECT_EQ(report.attempts, 1);
+  EXPECT_EQ(report.lambda, kLambda / kBatch);
+  const std::vector<double> expected = reference_step(theta, x, y, false, o);
+  EXPECT_LE(relative_error(got, expected), 1e-7);
+  // Without it the same λ damps 48 times less: a step far from the reference's.
+  o.damping_per_sample = false;
+  const std::vector<double> undamped = library_step<double>("cpu", theta, x, y, o, &report);
+  EXPECT_GT(relative_error(undamped, expected), 1e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     DevicesAndPrecisions, LmStepOn,
     ::testing::Values(

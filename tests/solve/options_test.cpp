@@ -116,11 +116,41 @@ TEST(Damping, MultiplicativeClampsAndReportsTheCeiling) {
   EXPECT_DOUBLE_EQ(d->lambda(), 1e-10);  // clamped at lambda_min
   d->accept(1.0);
   EXPECT_DOUBLE_EQ(d->lambda(), 1e-10);
-  EXPECT_TRUE(d->reject());
-  EXPECT_TRUE(d->reject());
-  EXPECT_TRUE(d->reject());
+  EXPECT_TRUE(d->reject());   // 1e-9
+  EXPECT_TRUE(d->reject());   // 1e-8
+  EXPECT_FALSE(d->reject());  // the raise reaches lambda_max: the peers stop without trying it
   EXPECT_DOUBLE_EQ(d->lambda(), 1e-7);
-  EXPECT_FALSE(d->reject());  // already at lambda_max
+  EXPECT_FALSE(d->reject());  // and it stays there
+  EXPECT_DOUBLE_EQ(d->lambda(), 1e-7);
+}
+
+// cuPyLMA's rule (SolverOptions::restart_lambda_at_max): once a step ends at lambda_max, the next
+// starts from lambda_initial again, ν and the floor forgotten.  Nielsen ends a step when λ is
+// already at lambda_max; multiplicative when a raise reaches it.
+TEST(Damping, RestartAtLambdaMaxStartsTheScheduleAgain) {
+  for (const DampingType type : {DampingType::kMultiplicative, DampingType::kNielsen}) {
+    SolverOptions o;
+    o.damping = type;
+    o.lambda_initial = 1e-3;
+    o.lambda_max = 1.0;
+    o.restart_lambda_at_max = true;
+    auto d = DampingStrategy::create(o);
+    d->begin_step(10.0);
+    EXPECT_TRUE(d->invalid());  // a floor of 2e-4 relative to A's scale
+    int raises = 0;
+    while (d->reject()) ++raises;
+    // multiplicative 2e-2, 2e-1 (then 2 → 1: stop); nielsen ×2, ×4, ×8, ×16: 4e-3 … 1 (then stop)
+    EXPECT_EQ(raises, type == DampingType::kMultiplicative ? 2 : 4);
+    EXPECT_DOUBLE_EQ(d->lambda(), 1e-3);
+    const DampingStrategy::State s = d->state();
+    EXPECT_EQ(s.nu, 2.0);
+    EXPECT_EQ(s.floor, 0.0);
+    o.restart_lambda_at_max = false;  // without it λ stays at the ceiling
+    auto kept = DampingStrategy::create(o);
+    while (kept->reject()) {
+    }
+    EXPECT_DOUBLE_EQ(kept->lambda(), 1.0);
+  }
 }
 
 // An invalid attempt raises λ by ν = 2 (4, 8, … while the same step keeps failing) and makes the

@@ -32,8 +32,9 @@ class DampingStrategy {
   void begin_step(double scale);
   // After an accepted step with gain ratio rho = actual / predicted reduction.
   virtual void accept(double rho) = 0;
-  // After a rejected attempt (the trial did not lower F).  Returns false when λ was already at
-  // lambda_max, i.e. it cannot grow any further (a termination criterion).
+  // After a rejected attempt (the trial did not lower F).  Returns false when the step must end
+  // at lambda_max (a termination criterion): nielsen when λ was already there, multiplicative when
+  // the raise reached it (SolverOptions::DampingType).
   virtual bool reject() = 0;
   // After an invalid attempt (failed factorization, non-finite δ).  Returns false at lambda_max.
   bool invalid();
@@ -57,6 +58,9 @@ class DampingStrategy {
   // λ clamped to [lambda_min, lambda_max] and kept at or above the floor.
   double clamp(double l) const;
   void decay_floor();
+  // A step that ends at lambda_max: false, after restarting the schedule from lambda_initial
+  // (ν = 2, no floor) when SolverOptions::restart_lambda_at_max asks for it.
+  bool stopped_at_max();
   SolverOptions options_;
   double lambda_;
   double floor_ = 0;       // relative to scale_
@@ -76,8 +80,9 @@ class Damping {
   static std::size_t system_elements(std::size_t n) { return 2 * n; }
 
   // Once per step, after A (or the stored J) and any penalty are final: D, and the scale of the
-  // invalid-attempt floor (max A_ii; 1 when A is not formed).
-  void prepare(const NormalEquations<S>& ne, Collectives<S>& collectives);
+  // invalid-attempt floor (max A_ii; 1 when A is not formed), divided by `lambda_unit`, what the
+  // step multiplies λ by (SolverOptions::damping_per_sample), so the floor is in λ's own units.
+  void prepare(const NormalEquations<S>& ne, Collectives<S>& collectives, double lambda_unit = 1);
   // D on the device, or nullptr for D = I.  Valid until the next prepare().
   const S* matrix() const { return marquardt_ ? d_.data() : nullptr; }
   // δᵀDδ.

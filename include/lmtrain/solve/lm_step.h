@@ -196,6 +196,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::unique_ptr<dist::DistributedNormalMatrix<S>> distributed_;
   std::unique_ptr<LinearSolver<S>> solver_;
   Damping<S> damping_;
+  // What λ is multiplied by in the system: 1, or the step's samples over all ranks
+  // (SolverOptions::damping_per_sample).  Set by linearize().
+  double lambda_unit_ = 1;
   std::unique_ptr<Penalty<T, S>> penalty_;
   std::unique_ptr<GeodesicAcceleration<T, S>> geodesic_;  // null when off (see solver_options.h)
   GeodesicBackoff backoff_;                               // which attempts compute the correction

@@ -39,8 +39,12 @@ enum class LinearSolverType {
 };
 
 enum class DampingType {
-  // λ ← λ·decrease on success, λ·increase on failure (cuPyLMA, torch-levenberg-marquardt,
-  // MATLAB trainlm defaults: λ₀ = 1e-3, ×10 up, ×0.1 down).  Kept for comparisons with them.
+  // λ ← λ·decrease on success, λ·increase on a rejected trial (cuPyLMA, torch-levenberg-
+  // marquardt, MATLAB trainlm defaults: λ₀ = 1e-3, ×10 up, ×0.1 down), and the peers' stop: a
+  // rejection that raises λ to lambda_max ends the step (and training) without an attempt there.
+  // Kept for comparisons with them (lmtrain.torch.LMA runs it as cuPyLMA does, with
+  // damping_per_sample and restart_lambda_at_max).  An invalid attempt (failed factorization) is
+  // handled as under nielsen (DampingStrategy::invalid), not as a rejection.
   kMultiplicative,
   // Nielsen (1999), as in Madsen, Nielsen & Tingleff, "Methods for non-linear least squares
   // problems" (2004) §3.2: on success λ ← λ·max(c, 1 − (2ρ − 1)³), ν ← 2; on failure λ ← λ·ν,
@@ -136,14 +140,27 @@ struct SolverOptions {
   DampingType damping = DampingType::kNielsen;
   DampingMatrix damping_matrix = DampingMatrix::kIdentity;
 
-  // Initial λ and its clamp.  λ is kept in [lambda_min, lambda_max]; a rejection with λ already
-  // at lambda_max ends training (MATLAB trainlm's mu_max criterion).
+  // Initial λ and its clamp.  λ is kept in [lambda_min, lambda_max]; nielsen: a rejection with λ
+  // already at lambda_max ends training (MATLAB trainlm's mu_max criterion); multiplicative: a
+  // rejection that raises λ to lambda_max does (cuPyLMA's and torch-levenberg-marquardt's test).
   double lambda_initial = 1e-3;
   double lambda_min = 1e-10;
   double lambda_max = 1e10;
   // Multiplicative damping factors (increase > 1 > decrease > 0).
   double lambda_increase = 10.0;
   double lambda_decrease = 0.1;
+  // λ per sample: the system solved is (JᵀJ/B + λD)δ = Jᵀr/B, i.e. (JᵀJ + λ·B·D)δ = Jᵀr, with B
+  // the samples (units) of the step's batch over all ranks — the normalization of cuPyLMA
+  // (cupylma/lma.py, "Normalization") and torch-levenberg-marquardt (training.py), whose
+  // λ₀ = 1e-3 therefore damps B times more than lmtrain's λ₀ on JᵀJ (on W7, B = 100 000).  λ,
+  // its bounds, the reports and the checkpoints stay per sample; the gain ratio, the floor of
+  // invalid attempts and every solver see λ·B.
+  bool damping_per_sample = false;
+  // After a step ends at lambda_max (termination lambda_above_max), the next step starts again
+  // from lambda_initial: cuPyLMA's rule (and torch-levenberg-marquardt's auto_reset).  It matters
+  // to a caller that steps on after that termination (lmtrain.torch.LMA returns it as cuPyLMA's
+  // `terminated` flag and the script's loop goes on); `lmtrain fit` ends training there.
+  bool restart_lambda_at_max = false;
 
   // Bounds of the Marquardt diagonal: D_ii = clamp(A_ii, marquardt_min, marquardt_max).
   double marquardt_min = 1e-6;

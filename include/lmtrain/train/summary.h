@@ -91,6 +91,7 @@ struct Summary : TrainingProgress {
   std::string linear_solver_reason;
   DampingType damping = DampingType::kMultiplicative;
   DampingMatrix damping_matrix = DampingMatrix::kIdentity;
+  bool damping_per_sample = false;      // SolverOptions::damping_per_sample: λ multiplies B·D
   std::size_t memory_budget_given = 0;  // 0: automatic
   std::size_t max_slice_samples_given = 0;
   std::string memory_plan;

@@ -92,7 +92,17 @@ class _BatchResiduals:
 
 
 class LMA:
-    """cuPyLMA's optimizer on lmtrain's engine.
+    """cuPyLMA's optimizer on lmtrain's engine, with cuPyLMA's algorithm by default.
+
+    cuPyLMA (``cupylma/lma.py``) solves (JᵀJ/B + λI)δ = Jᵀr/B over the step's B samples — λ is
+    per sample —, lowers λ by ``damping_down`` (not below ``DAMPING_MIN``) when the trial lowers
+    the loss, raises it by ``damping_up`` otherwise, gives the step up after ``UPDATE_ATTEMPTS``
+    attempts, and reports ``terminated`` when a raise reaches ``DAMPING_MAX``, starting the next
+    step from ``damping_start`` again.  ``schedule="cupylma"`` (the default) is exactly that on
+    the library's step (multiplicative damping, ``damping_per_sample``,
+    ``restart_lambda_at_max``, no geodesic acceleration).  ``schedule="lmtrain"`` is lmtrain's own:
+    Nielsen's gain-ratio damping with geodesic acceleration, λ on JᵀJ (docs/torch.md has what it
+    gains on W7).
 
     Parameters
     ----------
@@ -111,12 +121,16 @@ class LMA:
     learning_rate : ignored
         cuPyLMA stores it but applies the whole update; so does lmtrain (learning_rate 1).
     damping_start, damping_up, damping_down : float
-        λ₀ and the factors of multiplicative damping (cuPyLMA's schedule).
-    dtype : numpy or torch dtype
-        The system's precision: float32, or float64 (mixed precision for a float32 model).
+        λ₀ and the factors of multiplicative damping (cuPyLMA's schedule).  With
+        ``schedule="lmtrain"``, ``damping_start`` is λ₀ on JᵀJ and the factors are unused.
+    dtype : numpy or torch dtype, optional
+        The system's precision: float32 (a float32 system, as cuPyLMA's default) or float64
+        (mixed precision for a float32 model).  Unset: lmtrain's ``precision="auto"``.
+    schedule : str
+        ``"cupylma"`` (default) or ``"lmtrain"``, as above.
     **options
-        Any other option of ``lmtrain.torch.LevenbergMarquardt`` (``damping="nielsen"``,
-        ``geodesic_acceleration``, ``linear_solver``, …).
+        Any other option of ``lmtrain.torch.LevenbergMarquardt`` (``linear_solver``,
+        ``geodesic_acceleration``, …); they override the schedule's.
     """
 
     def __init__(self, model: torch.nn.Module, devices: Sequence[torch.device],
@@ -124,7 +138,7 @@ class LMA:
                  residual_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  solver: Any = None, learning_rate: float = 0.1, damping_start: float = 1e-3,
                  damping_up: float = 10.0, damping_down: float = 0.1, dtype: Any = None,
-                 **options: Any) -> None:
+                 schedule: str = "cupylma", **options: Any) -> None:
         devices = [torch.device(d) for d in devices]
         if len(devices) != 1:
             raise NotImplementedError(
@@ -141,16 +155,12 @@ class LMA:
         if solver is not None:
             warnings.warn("LMA(solver=...) is cuPyLMA's dense solver; lmtrain solves with "
                           "linear_solver= (cholesky by default) and ignores it", stacklevel=2)
-        self._options = dict(damping="multiplicative", lambda_initial=damping_start,
-                             lambda_increase=damping_up, lambda_decrease=damping_down,
-                             lambda_max=configuration.DAMPING_MAX,
-                             lambda_min=configuration.DAMPING_MIN,
-                             max_attempts=configuration.UPDATE_ATTEMPTS,
-                             jacobian=configuration.jacobian())
+        self._options = _schedule_options(schedule, damping_start, damping_up, damping_down)
         self._options.update(options)
         self._precision = _precision(dtype, next(model.parameters()).dtype)
         self._optimizer: LevenbergMarquardt | None = None
         self._slice: int | None = None
+        self._kind_of_residuals: str | int | None = None
 
     @property
     def optimizer(self) -> LevenbergMarquardt | None:
@@ -159,22 +169,37 @@ class LMA:
 
     def step(self, h_inputs: torch.Tensor, h_targets: torch.Tensor,
              slice_size: int | None = None) -> tuple[float, bool]:
-        """One LM step on (inputs, targets); returns (loss_fn after the step, terminated):
-        terminated when λ reached its maximum (cuPyLMA's criterion) or the step met one of
-        lmtrain's stops."""
+        """One LM step on (inputs, targets); returns (loss, terminated) as cuPyLMA does: the
+        loss of ``loss_fn`` after the step (before it, when every attempt failed), and
+        terminated when a raise of λ reached ``DAMPING_MAX`` (or one of lmtrain's stops held)."""
         device = self.devices[0]
         x, y = h_inputs.to(device), h_targets.to(device)
         if self._optimizer is None or slice_size != self._slice:
             self._make_optimizer(x, y, slice_size)
         report = self._optimizer.step(x, y)
+        return self._loss_after(report, x, y, slice_size), bool(report.termination)
+
+    def _loss_after(self, report: Any, x: torch.Tensor, y: torch.Tensor,
+                    slice_size: int | None) -> float:
+        """cuPyLMA's returned loss: loss_fn over the batch's slices, weighted by their rows.
+        For MSELoss with r = outputs − targets that is the step's own reported loss (the mean of
+        r², computed by the library in the trial it accepted, or before the step)."""
+        if self._kind_of_residuals == "mse":
+            return float(report.loss_after)
+        rows = int(x.shape[0])
+        size = rows if slice_size is None or slice_size > rows else int(slice_size)
+        total = 0.0
         with torch.no_grad():
-            loss = float(self.loss_fn(self.model(x), y))
-        return loss, bool(report.termination)
+            for start in range(0, rows, size):
+                stop = min(start + size, rows)
+                part = float(self.loss_fn(self.model(x[start:stop]), y[start:stop]))
+                total += part * (stop - start)
+        return total / rows
 
     def _make_optimizer(self, x: torch.Tensor, y: torch.Tensor, slice_size: int | None) -> None:
         state = self._optimizer.state_dict() if self._optimizer is not None else None
         options = dict(self._options)
-        kind = self._kind(x, y)
+        kind = self._kind_of_residuals = self._kind(x, y)
         if kind == "mse":
             loss: Any = "mse"
         elif isinstance(kind, int):
@@ -210,12 +235,30 @@ class LMA:
         return None
 
 
+def _schedule_options(schedule: str, damping_start: float, damping_up: float,
+                      damping_down: float) -> dict[str, Any]:
+    """The library's options of ``LMA(schedule=...)``; cuPyLMA's configuration supplies the
+    bounds and the attempts per step either way."""
+    common = dict(lambda_initial=damping_start, lambda_max=configuration.DAMPING_MAX,
+                  lambda_min=configuration.DAMPING_MIN,
+                  max_attempts=configuration.UPDATE_ATTEMPTS, jacobian=configuration.jacobian())
+    if schedule == "cupylma":
+        return dict(common, damping="multiplicative", lambda_increase=damping_up,
+                    lambda_decrease=damping_down, damping_per_sample=True,
+                    restart_lambda_at_max=True, geodesic_acceleration=False)
+    if schedule == "lmtrain":
+        return dict(common, damping="nielsen")
+    raise ValueError(f"schedule = {schedule!r}: expected 'cupylma' (cuPyLMA's algorithm) or "
+                     "'lmtrain' (Nielsen damping with geodesic acceleration)")
+
+
 def _precision(dtype: Any, model_dtype: torch.dtype) -> str | None:
+    """LevenbergMarquardt's precision for cuPyLMA's ``dtype``: None (auto) when unset."""
     if dtype is None:
         return None
     name = getattr(dtype, "__name__", str(dtype))
     if "float64" in name or dtype is torch.float64:
         return "float64"
     if "float32" in name or dtype is torch.float32:
-        return None if model_dtype == torch.float32 else "float64"
+        return "float32" if model_dtype == torch.float32 else "float64"
     raise ValueError(f"dtype = {dtype!r}: expected float32 or float64")
