@@ -57,7 +57,9 @@ std::unique_ptr<Backend<T>> make_cuda_backend(int device, std::size_t memory_lim
 // that the step is ordered after the kernels that computed its Jacobian slices and before those
 // that read the parameters it updates, with no synchronization of the device and no context or
 // stream of lmtrain's own).  The backend never destroys `stream`; its destructor waits for the
-// stream's work, not the device's.  Memory limit as make_cuda_backend(device).
+// stream's work, not the device's.  Memory limit as make_cuda_backend(device).  `stream` may be
+// cudaStreamLegacy ((void*)1), the legacy default stream: PyTorch's default stream, whose
+// `cuda_stream` reads 0 — a value this function refuses, as it could mean "none".
 template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int device, void* stream);
 

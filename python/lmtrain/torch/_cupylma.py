@@ -109,8 +109,11 @@ class LMA:
     model : torch.nn.Module
         On ``devices[0]``.
     devices : list of torch.device
-        One device: lmtrain trains one process per device; for several GPUs run one process
-        per device under torchrun and give each its own (the ranks sum A and g).
+        The devices this process drives, as cuPyLMA's: the batch is split over them, each
+        computes its shard's Jacobian slices on a replica of the model, and the library sums the
+        devices' A and g (NCCL on distinct GPUs) and keeps every replica the same
+        (``LevenbergMarquardt(devices=…)``).  A device may repeat.  Under torchrun, give each
+        process its own device instead.
     loss_fn : callable
         ``loss_fn(outputs, targets)``, the loss ``step`` returns (e.g. ``nn.MSELoss()``).
     residual_fn : callable
@@ -140,12 +143,8 @@ class LMA:
                  damping_up: float = 10.0, damping_down: float = 0.1, dtype: Any = None,
                  schedule: str = "cupylma", **options: Any) -> None:
         devices = [torch.device(d) for d in devices]
-        if len(devices) != 1:
-            raise NotImplementedError(
-                f"LMA got {len(devices)} devices; lmtrain trains one process per device: launch "
-                "with `torchrun --nproc_per_node=N` and give each process its own device, e.g. "
-                "[torch.device(f'cuda:{int(os.environ[\"LOCAL_RANK\"])}')] — the ranks sum A and "
-                "g and keep the same parameters (docs/torch.md)")
+        if not devices:
+            raise ValueError("LMA got no device; list at least the model's")
         device = next(model.parameters()).device
         if device != devices[0] and not (device.type == devices[0].type == "cpu"):
             raise ValueError(f"the model is on {device} but devices[0] is {devices[0]}; move it "
@@ -172,8 +171,9 @@ class LMA:
         """One LM step on (inputs, targets); returns (loss, terminated) as cuPyLMA does: the
         loss of ``loss_fn`` after the step (before it, when every attempt failed), and
         terminated when a raise of λ reached ``DAMPING_MAX`` (or one of lmtrain's stops held)."""
-        device = self.devices[0]
-        x, y = h_inputs.to(device), h_targets.to(device)
+        x, y = h_inputs, h_targets
+        if len(self.devices) == 1:  # several devices: each takes its shard where it lies
+            x, y = x.to(self.devices[0]), y.to(self.devices[0])
         if self._optimizer is None or slice_size != self._slice:
             self._make_optimizer(x, y, slice_size)
         report = self._optimizer.step(x, y)
@@ -188,11 +188,12 @@ class LMA:
             return float(report.loss_after)
         rows = int(x.shape[0])
         size = rows if slice_size is None or slice_size > rows else int(slice_size)
-        total = 0.0
+        total, device = 0.0, self.devices[0]
         with torch.no_grad():
             for start in range(0, rows, size):
                 stop = min(start + size, rows)
-                part = float(self.loss_fn(self.model(x[start:stop]), y[start:stop]))
+                part = float(self.loss_fn(self.model(x[start:stop].to(device)),
+                                          y[start:stop].to(device)))
                 total += part * (stop - start)
         return total / rows
 
@@ -211,6 +212,8 @@ class LMA:
             options["jacobian"] = "autograd"
         if loss is not None:
             options["loss"] = loss
+        if len(self.devices) > 1:
+            options["devices"] = self.devices
         self._optimizer = LevenbergMarquardt(self.model, precision=self._precision,
                                              slice_size=slice_size, **options)
         if state is not None:
@@ -221,12 +224,13 @@ class LMA:
         """'mse' for MSELoss with r = outputs − targets; R for a residual per sample (R rows
         each); None for one that mixes samples.  Checked on the batch's first rows."""
         rows = min(int(x.shape[0]), 4)
+        x, y = x[:rows].to(self.devices[0]), y[:rows].to(self.devices[0])
         with torch.no_grad():
-            z = self.model(x[:rows])
-            r = self.residual_fn(z, y[:rows]).reshape(-1)
+            z = self.model(x)
+            r = self.residual_fn(z, y).reshape(-1)
             if isinstance(self.loss_fn, torch.nn.MSELoss) and self.loss_fn.reduction == "mean" \
-                    and r.shape == (z - y[:rows]).reshape(-1).shape \
-                    and torch.equal(r, (z - y[:rows].to(z.dtype)).reshape(-1)):
+                    and r.shape == (z - y).reshape(-1).shape \
+                    and torch.equal(r, (z - y.to(z.dtype)).reshape(-1)):
                 return "mse"
             per = [self.residual_fn(z[i:i + 1], y[i:i + 1]).reshape(-1) for i in range(rows)]
         if r.numel() % rows == 0 and all(p.numel() == r.numel() // rows for p in per) and \

@@ -106,6 +106,13 @@ def native_architecture(model: torch.nn.Module) -> dict[str, Any] | None:
     return {"input_shape": shape, "layers": layers}
 
 
+
+def cuda_stream_handle(stream: Any) -> int:
+    """The handle the library's CUDA backend queues on for a torch stream: its cudaStream_t, or
+    cudaStreamLegacy (1) for torch's default stream, whose ``cuda_stream`` reads 0.  (0 would make
+    the library create a non-blocking stream of its own, unordered with torch's kernels.)"""
+    return int(stream.cuda_stream) or 1
+
 class NativePath:
     """Steps of the library's engine on a torch Sequential's parameters."""
 
@@ -191,7 +198,7 @@ class NativePath:
         if self.device.type != "cuda":
             return "cpu", 0
         return (f"cuda:{self.device.index or 0}",
-                torch.cuda.current_stream(self.device).cuda_stream)
+                cuda_stream_handle(torch.cuda.current_stream(self.device)))
 
     def fit(self, x: Any, y: Any, x_validation: Any, y_validation: Any, request: Any,
             on_epoch: Any) -> Any:

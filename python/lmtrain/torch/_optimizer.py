@@ -18,9 +18,11 @@ Jacobian's memory footprint for the plan.  It decides nothing of the step.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -28,7 +30,7 @@ from .. import _core
 from ._jacobian import _rows, batch_size, resolve_mode
 from ._linearization import TorchLinearization
 from ._losses import Loss
-from ._native import NativePath, native_architecture
+from ._native import NativePath, cuda_stream_handle, native_architecture
 
 batch_size_of = batch_size  # fit() has an argument of that name
 
@@ -65,6 +67,49 @@ def _trainable_parameters(
                                   "its CUDA backend; rebuild it where nvcc is found, or move the "
                                   "model with .cpu()")
     return names, params, dtype, device
+
+
+def _device_list(devices: Sequence[Any] | None, model_device: torch.device) -> list[torch.device]:
+    """devices=[…] as torch devices, the model's first ([model_device] when None)."""
+    if devices is None:
+        return [model_device]
+    listed = [torch.device(d) for d in devices]
+    if not listed:
+        raise ValueError("devices=[] names no device; give at least the model's")
+    first = listed[0]
+    if first.type == "cuda" and first.index is None:
+        first = torch.device("cuda", torch.cuda.current_device())
+    if first != model_device and not (first.type == model_device.type == "cpu"):
+        raise ValueError(f"the model is on {model_device} but devices[0] is {listed[0]}; move "
+                         f"it with model.to({str(listed[0])!r})")
+    for d in listed:
+        if d.type not in ("cpu", "cuda"):
+            raise NotImplementedError(f"devices: {d} is neither a CPU nor a CUDA device")
+        if d.type == "cuda" and not _core.cuda_backend_built():
+            raise NotImplementedError(f"devices: {d}, but this lmtrain was built without its "
+                                      "CUDA backend")
+    return [model_device, *listed[1:]]
+
+
+class _OnStream:
+    """A device's linearization whose calls run on that device and its stream: the library
+    calls it from the device's own thread, where torch starts on the default stream of the
+    current device."""
+
+    def __init__(self, lin: TorchLinearization, stream: Any) -> None:
+        self._lin, self._stream = lin, stream
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._lin, name)
+        if not callable(value):
+            return value
+        stream = self._stream
+
+        def on_stream(*args: Any, **kwargs: Any) -> Any:
+            with torch.cuda.device(stream.device), torch.cuda.stream(stream):
+                return value(*args, **kwargs)
+
+        return on_stream
 
 
 def _solver_options(damping: str, memory_budget: int | None, slice_size: int | None,
@@ -347,6 +392,14 @@ class LevenbergMarquardt:
         With several ranks: each rank takes its contiguous share of the batch it is given (all
         ranks given the same batch, as fit() does with tensors).  False: each rank's batch is
         already its shard (a DataLoader with a DistributedSampler).
+    devices : list of torch.device, optional
+        Several devices driven by this process (cuPyLMA's device list): ``devices[0]`` is the
+        model's; each other device gets a replica of it.  ``step`` splits the batch into one
+        contiguous shard per device, computes each shard's Jacobian slices where the shard lives
+        and sums the devices' A and g in the library (NCCL on distinct GPUs, a sum of host
+        buffers otherwise), which solves once and updates every replica alike.  A device may
+        appear twice (two CPU workers, or two streams of one GPU).  The torch path only, and
+        ``step`` only (``fit`` runs on one device, or on ranks under torchrun).
     **options
         Any other field of ``lmtrain._core.SolverOptions`` (``lambda_initial``, ``max_attempts``,
         ``learning_rate``, ``damping_matrix``, ``linear_solver``, ``regularization``,
@@ -359,9 +412,13 @@ class LevenbergMarquardt:
                  memory_budget: int | None = None, slice_size: int | None = None,
                  jacobian: str = "auto", fast_path: bool | str = "auto",
                  distributed: bool | str = "auto", shard: bool = True,
-                 **options: Any) -> None:
+                 devices: Sequence[Any] | None = None, **options: Any) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+        # What a replica on another device is made with (devices=[…]).
+        self._replica_arguments = dict(loss=loss, residual_fn=residual_fn, damping=damping,
+                                       precision=precision, memory_budget=memory_budget,
+                                       slice_size=slice_size, jacobian=jacobian, **options)
         self.model = model
         self.residual_fn = residual_fn
         # A loss name, or a loss object of the torch path (lmtrain.torch.LMA's RowResiduals).
@@ -379,8 +436,22 @@ class LevenbergMarquardt:
             self.options.system_precision = "model"
         self._float64_system = self.precision == "float64" and model_bits == 32
 
+        self.devices = _device_list(devices, self.device)
+        if len(self.devices) > 1:
+            if fast_path is True:
+                raise ValueError("fast_path=True runs one device; with devices=[…] the torch path "
+                                 "takes each device's shard (fast_path='auto' or False)")
+            if distributed is True or _process_group(distributed, "auto") is not None:
+                raise ValueError("devices=[…] drives several devices from one process; under "
+                                 "torchrun give each rank one device and let the ranks sum A "
+                                 "and g (distributed=False to train each rank on its own)")
+            fast_path, distributed = False, False
         self._dist: Any = _process_group(distributed, fast_path)
         self._shard = bool(shard)
+        # devices=[…]: the replicas on devices[1:], each device's torch stream, and the
+        # library's step over them (a DeviceGroupStep, in self._step).
+        self._replicas: list[LevenbergMarquardt] = []
+        self._streams: list[Any] = []
         self._step: Any = None
         self._pending_state: Mapping[str, Any] | None = None
         self._native: NativePath | None = None
@@ -395,6 +466,18 @@ class LevenbergMarquardt:
                                            residual_fn, jacobian)
             self.path = self._lin.path = "autograd" if mode == "autograd" else f"torch.func {mode}"
         self.last_report: Any = None
+        if len(self.devices) > 1:
+            self._replicas = [self._replica(d) for d in self.devices[1:]]
+            # A stream per device (two on a GPU listed twice); the library's backend on each
+            # queues on it, and each device's callbacks run on it (_OnStream).
+            self._streams = [torch.cuda.Stream(d) if d.type == "cuda" else None
+                             for d in self.devices]
+
+    def _replica(self, device: torch.device) -> LevenbergMarquardt:
+        """The optimizer of the model's replica on `device` (devices=[…])."""
+        replica = copy.deepcopy(self.model).to(device)
+        return LevenbergMarquardt(replica, fast_path=False, distributed=False,
+                                  **self._replica_arguments)
 
     def _fast_path_architecture(self, fast_path: bool | str, loss: Any,
                                 residual_fn: Any) -> dict[str, Any] | None:
@@ -541,6 +624,10 @@ class LevenbergMarquardt:
         buffers changed by forward.  With several ranks, a rank that fails makes every rank
         raise (the failed one its own error), with the parameters unchanged everywhere.
         """
+        if self._replicas:
+            report = self._group_step(x, y)
+            self.last_report = report
+            return report
         failure: BaseException | None = None
         try:
             b = self._check_inputs(x, y)
@@ -589,6 +676,86 @@ class LevenbergMarquardt:
             raise
         self.path = self._lin.path
         return report
+
+    # ---- several devices of this process (devices=[…]) ----------------------------------------
+    def _members(self) -> list[LevenbergMarquardt]:
+        return [self, *self._replicas]
+
+    @contextlib.contextmanager
+    def _on_own_stream(self, rank: int) -> Iterator[None]:
+        """Work of device `rank` on its stream (a no-op on a CPU)."""
+        stream = self._streams[rank]
+        if stream is None:
+            yield
+            return
+        with torch.cuda.device(stream.device), torch.cuda.stream(stream):
+            yield
+
+    def _group_step(self, x: Any, y: Any) -> Any:
+        """One step over the devices: device r takes rows [r·b/R, (r+1)·b/R) of the batch (x
+        and y may be anywhere: each shard is moved to its device), and the library's
+        DeviceGroupStep sums the devices' A and g and updates every replica alike."""
+        members, ranks = self._members(), len(self.devices)
+        b = batch_size(x)
+        if b < ranks:
+            raise ValueError(f"a batch of {b} rows cannot be shared by {ranks} devices")
+        if self.residual_fn is None and (y is None or batch_size(y) != b):
+            raise ValueError(f"x has {b} rows but y has {0 if y is None else batch_size(y)}; "
+                             "give one target row per sample")
+        units = []
+        try:
+            for r, member in enumerate(members):
+                lo, hi = r * b // ranks, (r + 1) * b // ranks
+                xr = _to(_rows(x, lo, hi), member.device)
+                yr = None if y is None else _to(y[lo:hi], member.device)
+                with self._on_own_stream(r):
+                    units.append(member._lin.set_batch(xr, yr))
+                member._lin.draw_first = lo
+            group = self._planned_group(max(units))
+            for r, member in enumerate(members):  # the shards were written on torch's stream
+                if self._streams[r] is not None:
+                    self._streams[r].wait_stream(torch.cuda.current_stream(member.device))
+            reported = b if self.residual_fn is None else sum(units)
+            try:
+                return group.step([m._theta_now() for m in members], units, reported)
+            except BaseException:
+                if group.stopped:  # a failed device broke it: the next step plans anew
+                    self._step = None
+                raise
+        finally:
+            for r, member in enumerate(members):
+                member._lin.reset_step()
+                if self._streams[r] is not None:
+                    torch.cuda.current_stream(member.device).wait_stream(self._streams[r])
+
+    def _planned_group(self, units: int) -> Any:
+        """The library's step over the devices for shards of up to `units` units: planned at
+        the first step (each device's footprint measured on its shard), planned again, keeping
+        the schedule, for a larger shard or after a failure broke the group."""
+        if self._step is not None and units <= self._planned_units:
+            return self._step
+        state = self.state_dict() if self._step is not None else self._pending_state
+        specs, callbacks = [], []
+        for r, member in enumerate(self._members()):
+            with self._on_own_stream(r):
+                spec = member._spec(units)
+            if self._streams[r] is not None:
+                spec.stream = cuda_stream_handle(self._streams[r])
+            specs.append(spec)
+            callbacks.append(member._lin if self._streams[r] is None else
+                             _OnStream(member._lin, self._streams[r]))
+            spec.total_units = units * len(self.devices)
+        self._footprint_how = self._members()[0]._footprint_how
+        cls = _core.DeviceGroupStep64 if self.dtype == torch.float64 else _core.DeviceGroupStep32
+        self._step = cls(specs, callbacks)
+        self._planned_units = units
+        if state is not None:
+            self._step.set_state(float(state["lambda"]), float(state["nu"]),
+                                 float(state["floor"]), int(state.get("geodesic_skip", 0)),
+                                 int(state.get("geodesic_backoff", 0)),
+                                 None if state.get("weight_decays") is None
+                                 else list(state["weight_decays"]))
+        return self._step
 
     def _total_units(self, units: int) -> int:
         if self._dist is None:
@@ -645,7 +812,7 @@ class LevenbergMarquardt:
         if self.device.type == "cuda":
             # The library's backend queues on torch's current stream (when the step is built):
             # after the kernels of the slices, before those that read the parameters.
-            spec.stream = torch.cuda.current_stream(self.device).cuda_stream
+            spec.stream = cuda_stream_handle(torch.cuda.current_stream(self.device))
         spec.caller_bytes = 0 if self.device.type == "cpu" else self.n * self._theta.element_size()
         fixed, per_unit, how = self._footprint(units, spec.residuals_per_unit)
         spec.fixed_bytes, spec.bytes_per_unit, spec.footprint_measured = fixed, per_unit, how
@@ -691,6 +858,9 @@ class LevenbergMarquardt:
         if self._native is not None:
             raise RuntimeError("normal_equations() is not available on the fast path; construct "
                                "the optimizer with fast_path=False")
+        if self._replicas:
+            raise NotImplementedError("normal_equations() runs on one device; construct the "
+                                      "optimizer without devices=[…]")
         self._check_inputs(x, y)
         units = self._lin.set_batch(x, y)
         step = self._planned_step(units)
@@ -758,6 +928,9 @@ class LevenbergMarquardt:
             return any(bool(cb(record.epoch, record.training_loss, record.validation_loss))
                        for cb in callbacks)
 
+        if self._replicas:
+            raise NotImplementedError("fit() runs on one device (or on ranks under torchrun); "
+                                      "with devices=[…] call step() on each batch")
         try:
             if self._native is not None:
                 summary = self._native_fit(data, validation, trainer, request, on_epoch)

@@ -84,8 +84,11 @@ StreamHandle make_stream(int device) {
 }
 
 // The caller's stream on `device` (made current), borrowed: checked to belong to the device.
+// cudaStreamLegacy is the legacy default stream of whatever device is current when work is queued
+// (torch's default stream, whose handle torch reports as 0): every call binds `device` first.
 StreamHandle borrow_stream(int device, cudaStream_t stream) {
   CUDA_CHECK(cudaSetDevice(device));
+  if (stream == cudaStreamLegacy) return StreamHandle(stream, StreamDeleter{false});
   int stream_device = -1;
   CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
   if (stream_device != device)
@@ -716,8 +719,9 @@ template <typename T>
 std::unique_ptr<Backend<T>> make_cuda_backend_on_stream(int device, void* stream) {
   if (stream == nullptr)
     throw InvalidArgument(
-        "make_cuda_backend_on_stream: the null stream is the legacy default stream, which "
-        "synchronizes with every other; pass the caller's stream (or call make_cuda_backend)");
+        "make_cuda_backend_on_stream: the null stream is ambiguous here; pass the caller's "
+        "stream, cudaStreamLegacy for the legacy default stream (torch's default stream, whose "
+        "cuda_stream reads 0), or call make_cuda_backend for a stream of the backend's own");
   check_device(device);
   return std::make_unique<cuda::CudaBackend<T>>(device, memory_limit_from_environment(),
                                                 static_cast<cudaStream_t>(stream));
