@@ -12,7 +12,9 @@
 #                    memcheck counts every failed CUDA API call as an error except the
 #                    out-of-memory ones the intended-OOM tests provoke: those tests run in a
 #                    memcheck call of their own whose report is filtered by the errors' text (any
-#                    other error there, API or not, still fails it); the sanitizers stage says why
+#                    other error there, API or not, still fails it).  racecheck runs only the tests
+#                    of the kernels that have shared memory, each family once, to finish within its
+#                    limit.  The sanitizers stage says why.
 #   fits.log         `lmtrain fit` on the GPU against the same configuration on the CPU
 #   ranks.log        mpirun -np 2 (bundled OpenMPI): CPU ranks, 2 ranks on one GPU through the host
 #                    communicator, NCCL across 2 GPUs when there are 2, NCCL with one rank
@@ -475,9 +477,27 @@ fi
 # purpose belongs in intended_oom.
 intended_oom='*.FailedAllocationIsAMemoryPlanErrorAndRecoverable'
 intended_oom_errors='cudaErrorMemoryAllocation \(error 2\) due to "out of memory" on CUDA API call to (cudaMalloc|cudaGetLastError)\.$'
-# racecheck and synccheck look at shared memory and barriers: the tests of lmtrain's kernels that
-# use them (block reductions, tile transposes, column sums, losses, convolutions).
-own_kernels='*Reductions*:*ColumnSums*:*Symmetrize*:*CholeskyInverse*:*PackAndUnpack*:*EveryLoss*:*CudaConvTest*'
+# racecheck reports hazards on shared memory only, and makes kernels ~100× slower: it runs only
+# tests that launch lmtrain's kernels that have __shared__ memory (src/backend/cuda/), each kernel
+# family at least once, at small sizes (under racecheck on the H200, 2026-11-26: 4.5 s for
+# the float half of these tests, so ~10 s for both precisions):
+#   block_reduce (launch.h: reduce_to_partials, reduce_partials)
+#       dot, max_abs, count_nonfinite               *.Reductions
+#       first_zero_on_diagonal (potri's info)       *.CholeskyInverseReportsAZeroOnTheFactorsDiagonal
+#       loss_objective, loss_linearize              *.EveryLossObjectiveAndLinearization
+#   mirror_triangle_kernel (matrix_kernels.cu)     *.SymmetrizeUpper (n = 1, 31, 70, 2 000)
+#   column_squares_kernel (matrix_kernels.cu)      *.ColumnSumsOfSquaresOverRowChunks
+# No other kernel of lmtrain's declares __shared__ memory (the conv kernels' channel sums reduce
+# with warp shuffles, which synccheck covers).  CholeskyInverseMatchesLapack is left out: its one
+# kernel with shared memory is mirror_triangle_kernel again (from_lower = true, potri's
+# finish_inverse: the same tile indexing between the same two barriers; only the global indices
+# and which elements are copied differ), while its cuSOLVER potrf and potrs at n = 2 000 took 77 s
+# per precision under racecheck: the check was still in it at its 200 s limit on 2026-11-26.
+# memcheck and synccheck still run it.
+race_tests='*.Reductions:*.CholeskyInverseReportsAZeroOnTheFactorsDiagonal:*.EveryLossObjectiveAndLinearization:*.SymmetrizeUpper:*.ColumnSumsOfSquaresOverRowChunks'
+# synccheck looks at barriers and warp-synchronous calls: the tests of lmtrain's kernels that use
+# them (block reductions, tile transposes, column sums, losses, the conv kernels' shuffles).
+sync_tests='*Reductions*:*ColumnSums*:*Symmetrize*:*CholeskyInverse*:*PackAndUnpack*:*EveryLoss*:*CudaConvTest*'
 # Accepts a memcheck log whose errors are all API errors matching $1 (an extended regex of the text
 # after "Program hit "), with the tests passed, nothing leaked, and one error per report.
 only_intended_api_errors() {  # regex log
@@ -518,8 +538,8 @@ if wants sanitizers; then
   sanitize "compute-sanitizer memcheck" 300 memcheck "*-$intended_oom" "" "${memcheck[@]}"
   sanitize "compute-sanitizer memcheck (OOM)" 60 memcheck "$intended_oom" "$intended_oom_errors" \
     "${memcheck[@]}"
-  sanitize "compute-sanitizer racecheck" 200 racecheck "$own_kernels" ""
-  sanitize "compute-sanitizer synccheck" 200 synccheck "$own_kernels" ""
+  sanitize "compute-sanitizer racecheck" 120 racecheck "$race_tests" ""
+  sanitize "compute-sanitizer synccheck" 200 synccheck "$sync_tests" ""
   # One lmtrain.torch step by each path under memcheck, with the extension the torch stage built:
   # lmtrain's own kernels are checked (kernel names holding "lmtrain"), not PyTorch's; API errors
   # of any caller are reported all the same.
