@@ -3,11 +3,13 @@
 # (scripts/gpu-bundle.sh), in one command; needs only the CUDA toolkit and driver there.
 # Writes under $OUT (the device tool's output folder; ./gpu-out when unset) at most 8 files:
 #
-#   summary.txt      one line per check (PASS / FAIL / SKIP and why), the verdict last
+#   summary.txt      one line per check (PASS / FAIL / SKIP and why), the verdict last; under the
+#                    check of test_torch_cuda.py, one line per test (its outcome, an error's line)
 #   environment.txt  nvidia-smi, the devices lmtrain sees, the NCCL runtime it loads and its
 #                    version, the full ldd of every binary, compute-sanitizer's and mpirun's versions
 #   tests.log        the CUDA backend suite (fp64 CPU references), mixed precision on CUDA, NCCL;
 #                    lmtrain._core built for the machine's Python and tests/python/test_torch_cuda.py
+#                    (pytest -v -rA: each test's result line, then the short summary)
 #   sanitizer.log    compute-sanitizer memcheck, racecheck and synccheck on the CUDA suite.
 #                    memcheck counts every failed CUDA API call as an error except the
 #                    out-of-memory ones the intended-OOM tests provoke: those tests run in a
@@ -189,6 +191,35 @@ fi
 # is built here), then pytest runs the tests marked cuda: slices against autograd, steps and fits
 # on cuda:0 against the same on the CPU, the torch path and the native fast path.  With a device a
 # skipped test is a failure, as in the suites above.
+# One summary line per test from pytest -v -rA's log, indented under the check's line: the test,
+# its outcome and, for a failure or an error, the first line of the error (the short summary's),
+# for a skip its reason where -v prints one; last, the test a timeout stopped, if any.
+pytest_lines() {  # log
+  awk '
+    /^=+ short test summary info =+$/ { summary = 1; next }
+    summary && ($1 == "FAILED" || $1 == "ERROR") {
+      n = split($2, id, "::"); at = index($0, " - ")
+      if (at) why[id[n] " " $1] = substr($0, at + 3)
+      next
+    }
+    summary { next }
+    /^[^ ]+::[^ ]+ (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)( |$)/ {
+      n = split($1, id, "::"); line[++count] = id[n] " " $2; running = ""
+      rest = substr($0, length($1) + length($2) + 3)  # a skip reason: "(why)   [ 50%]"
+      if (match(rest, /^\(.*\)/)) why[line[count]] = substr(rest, 2, RLENGTH - 2)
+      next
+    }
+    /^[^ ]+::[^ ]+ *$/ { n = split($1, id, "::"); running = id[n] }
+    END {
+      for (i = 1; i <= count; ++i) {
+        split(line[i], f, " ")
+        text = sprintf("    %-50s %s", f[1], f[2])
+        if (line[i] in why) text = sprintf("%-63s %s", text, why[line[i]])
+        print text
+      }
+      if (running != "") printf "    %-50s %-8s %s\n", running, "-", "did not finish"
+    }' "$1"
+}
 if wants torch; then
   py=$(command -v python3 || true)
   pkg=$work/pkg
@@ -204,17 +235,24 @@ if wants torch; then
       mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/python/_core*.so '$pkg/lmtrain/' &&
       PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())'"
     if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
+      # -v: each test's line (name and PASSED / FAILED / SKIPPED) as it ends, unbuffered and teed
+      # into tests.log, so a timeout still leaves the lines of the tests that finished and the name
+      # of the one that did not; -rA: the short summary at the end, a failure's error with its name.
+      # pytest cuts both to the terminal's width: 160 columns keep most errors and skip reasons.
       pytest_cuda() {
-        PYTHONPATH="$pkg" "$py" -m pytest -q -p no:cacheprovider -rs -m cuda \
-          "$root/tests/python/test_torch_cuda.py" > "$work/pytest.log" 2>&1
-        local rc=$?
-        cat "$work/pytest.log"
-        ((rc == 0)) && grep -q ' skipped' "$work/pytest.log" && { echo "(tests were skipped with a device present)"; return 1; }
-        return $rc
+        COLUMNS=160 PYTHONUNBUFFERED=1 PYTHONPATH="$pkg" "$py" -m pytest -v -rA \
+          -p no:cacheprovider -m cuda "$root/tests/python/test_torch_cuda.py" 2>&1 |
+          tee "$work/pytest.log"
+        local rc=${PIPESTATUS[0]}
+        # pytest's last line counts the outcomes ("… 1 skipped in 3.2s").
+        ((rc == 0)) && tail -n 1 "$work/pytest.log" | grep -q ' skipped' &&
+          { echo "(tests were skipped with a device present)"; return 1; }
+        return "$rc"
       }
       export -f pytest_cuda
       export pkg py root work
       gpu_check "torch: test_torch_cuda.py" tests.log 300 bash -c pytest_cuda
+      [[ -f $work/pytest.log ]] && pytest_lines "$work/pytest.log" | tee -a "$out/summary.txt"
     fi
   fi
 fi
