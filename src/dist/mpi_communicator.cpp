@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <span>
@@ -35,6 +36,9 @@ void allreduce_chunks(T* data, std::size_t n, MPI_Datatype type) {
   }
 }
 
+// Whether lmtrain called MPI_Init (and so may finalize MPI), rather than another library.
+std::atomic<bool> g_initialized_mpi{false};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
@@ -44,6 +48,7 @@ class MpiCommunicator final : public Communicator {
       int provided = 0;
       check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
+      g_initialized_mpi = true;
     }
     // Errors come back as codes (turned into exceptions above) rather than aborting silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -158,6 +163,13 @@ bool mpi_built() noexcept {
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
   return std::make_unique<MpiCommunicator>();
+}
+
+void finalize_mpi() noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (g_initialized_mpi && initialized && !finalized) MPI_Finalize();
 }
 
 std::unique_ptr<Communicator> make_communicator_from_environment() {

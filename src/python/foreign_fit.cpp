@@ -112,9 +112,7 @@ Summary foreign_fit(const ForeignStepSpec& spec, const ForeignFitRequest& reques
                     nb::object linearization, nb::object data, nb::object communicator,
                     nb::ndarray<T, nb::ndim<1>, nb::c_contig> theta, nb::object on_epoch) {
   std::unique_ptr<Backend<T>> backend = backend_for<T>(spec);
-  std::unique_ptr<dist::Communicator> comm;
-  if (!communicator.is_none())
-    comm = std::make_unique<PythonCommunicator>(std::move(communicator), backend->device_index());
+  std::unique_ptr<dist::Communicator> comm = communicator_for(std::move(communicator), *backend);
   ForeignSource<T> source(std::move(linearization), *backend, shape_of<T>(spec));
   PythonErrors errors;
   PythonTrainingSet<T> set(std::move(data), source, errors);

@@ -23,6 +23,7 @@
 #include "foreign_spec.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
+#include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/solve/step_planner.h"
 #include "python_communicator.h"
 #include "schedule_state.h"
@@ -46,9 +47,7 @@ class ForeignStep {
   }
   ForeignStep(const ForeignStepSpec& spec, nanobind::object callbacks, nanobind::object group)
       : ForeignStep(spec, std::move(callbacks)) {
-    build(group.is_none()
-              ? nullptr
-              : std::make_unique<PythonCommunicator>(std::move(group), backend_->device_index()));
+    build(communicator_for(std::move(group), *backend_));
   }
 
   // The plan and the step over `comm`'s ranks (null: one).  Collective when there are several
@@ -68,6 +67,9 @@ class ForeignStep {
     problem.collectives = comm_ && (comm_->size() > 1 || comm_->supports_device_buffers());
     problem.caller_bytes = spec.caller_bytes;
     problem.loss = loss_ = *loss;
+    if (problem.ranks > 1)  // distributed_cholesky: ScaLAPACK needs MPI, cuSOLVERMp NCCL
+      problem.distributed_unavailable =
+          dist::distributed_normal_matrix_unavailable(comm_.get(), backend_->device_kind());
     planner_ = std::make_unique<StepPlanner<T>>(options, *source_, problem, comm_.get());
     step_ = planner_->build();
   }

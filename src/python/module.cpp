@@ -16,6 +16,7 @@ NB_MODULE(_core, m) {
   lmtrain::python::bind_summary(m);
   lmtrain::python::bind_foreign_step(m);
   lmtrain::python::bind_device_group_step(m);
+  lmtrain::python::bind_mpi_ranks(m);
   lmtrain::python::bind_foreign_fit(m);
   lmtrain::python::bind_torch_native_step(m);
 }

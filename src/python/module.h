@@ -13,6 +13,7 @@ void bind_summary(nanobind::module_& m);   // summary.cpp
 void bind_torch_native_step(nanobind::module_& m);  // torch_native_step.cpp
 void bind_foreign_step(nanobind::module_& m);       // foreign_step.cpp
 void bind_device_group_step(nanobind::module_& m);  // device_group_step.cpp
+void bind_mpi_ranks(nanobind::module_& m);          // python_communicator.cpp
 void bind_foreign_fit(nanobind::module_& m);        // foreign_fit.cpp
 void bind_step_report(nanobind::module_& m);        // step_report.cpp
 

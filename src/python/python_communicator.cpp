@@ -102,4 +102,47 @@ void PythonCommunicator::abort(int code, const std::string& message) {
   std::_Exit(code);
 }
 
+MpiRanks::MpiRanks() {
+  if (!dist::mpi_built())
+    throw Error(
+        "this lmtrain was built without MPI, so it cannot join the ranks of an mpirun launch; "
+        "rebuild it with OpenMPI's development files (scripts/install-deps.sh), or launch with "
+        "torchrun");
+  comm_ = dist::make_mpi_communicator();
+}
+
+std::unique_ptr<dist::Communicator> communicator_for(nb::object group, const DeviceQueue& backend) {
+  if (group.is_none()) return nullptr;
+  if (nb::isinstance<MpiRanks>(group)) {
+    std::unique_ptr<dist::Communicator> comm =
+        dist::share_communicator(nb::cast<const MpiRanks&>(group).communicator());
+    if (backend.device_kind() == DeviceKind::kCuda && dist::nccl_built() &&
+        dist::nccl_runtime_description().rfind("NCCL ", 0) == 0)
+      comm = dist::make_nccl_communicator(std::move(comm), backend.device_index());
+    return comm;
+  }
+  return std::make_unique<PythonCommunicator>(std::move(group), backend.device_index());
+}
+
+void bind_mpi_ranks(nb::module_& m) {
+  nb::class_<MpiRanks>(m, "MpiRanks",
+                       "The ranks of an MPI launch (mpirun, srun): lmtrain's MPI communicator "
+                       "for lmtrain.torch's steps (one per process).")
+      .def(nb::init<>())
+      .def_prop_ro("rank", [](const MpiRanks& r) { return r.communicator()->rank(); })
+      .def_prop_ro("size", [](const MpiRanks& r) { return r.communicator()->size(); })
+      .def_prop_ro("name", [](const MpiRanks& r) { return r.communicator()->name(); })
+      .def(
+          "all_reduce",
+          [](const MpiRanks& r, nb::ndarray<double, nb::ndim<1>, nb::c_contig, nb::device::cpu> a) {
+            r.communicator()->allreduce_sum(a.data(), a.shape(0));
+          },
+          nb::arg("values"), "Sums a float64 vector over the ranks, in place.");
+  m.def("launched_with_several_ranks", &dist::launched_with_several_ranks,
+        "Whether mpirun or srun started this process as one of several ranks.");
+  m.def("mpi_built", &dist::mpi_built, "Whether this lmtrain was built with MPI.");
+  m.def("finalize_mpi", &dist::finalize_mpi,
+        "MPI_Finalize, when lmtrain initialized MPI (at the exit of an mpirun rank).");
+}
+
 }  // namespace lmtrain::python

@@ -13,8 +13,10 @@
 
 #include <nanobind/nanobind.h>
 
+#include <memory>
 #include <string>
 
+#include "lmtrain/backend/device_queue.h"
 #include "lmtrain/dist/communicator.h"
 
 namespace lmtrain::python {
@@ -50,5 +52,24 @@ class PythonCommunicator final : public dist::Communicator {
   bool device_buffers_ = false;
   std::string name_;
 };
+
+// The ranks of an MPI launch (`mpirun -np R python train.py`) as lmtrain.torch's communicator:
+// lmtrain's own MPI communicator, one per process (MPI is finalized when the last owner lets it
+// go), which ScaLAPACK's distributed_cholesky needs and torch.distributed cannot give.  Python
+// sees `rank`, `size`, `name` and all_reduce(array) for its own few scalars.
+class MpiRanks {
+ public:
+  MpiRanks();
+  std::shared_ptr<dist::Communicator> communicator() const { return comm_; }
+
+ private:
+  std::shared_ptr<dist::Communicator> comm_;
+};
+
+// The communicator of a step on `backend` from what lmtrain.torch hands over: none (one rank),
+// an MpiRanks (over NCCL on a GPU when NCCL loads: cuSOLVERMp and the device collectives need
+// it), or a torch.distributed wrapper (PythonCommunicator).
+std::unique_ptr<dist::Communicator> communicator_for(nanobind::object group,
+                                                     const DeviceQueue& backend);
 
 }  // namespace lmtrain::python

@@ -85,6 +85,11 @@ class Communicator {
 
 std::unique_ptr<Communicator> make_local_communicator();
 
+// A communicator that forwards every call to `shared`, which it keeps alive: for owners that
+// each want a Communicator of their own over one process-wide one (lmtrain.torch's steps under
+// mpirun share the MPI communicator, which finalizes MPI when it is destroyed).
+std::unique_ptr<Communicator> share_communicator(std::shared_ptr<Communicator> shared);
+
 // True when lmtrain was built with NCCL (and the CUDA backend).  NCCL itself (libnccl.so.2) is
 // loaded when the first NCCL communicator is made, so runs without one need no NCCL installed.
 bool nccl_built() noexcept;
@@ -132,5 +137,10 @@ std::unique_ptr<Communicator> make_communicator_from_environment();
 // too (ScaLAPACK's BLACS), and for tests under mpirun -np 1.  Throws lmtrain::Error when lmtrain
 // was built without MPI.
 std::unique_ptr<Communicator> make_mpi_communicator();
+// MPI_Finalize now, when lmtrain initialized MPI and it is not finalized yet; nothing otherwise.
+// For a Python process (lmtrain.torch under mpirun), whose objects holding the communicator may
+// outlive the interpreter's last chance to finalize, which mpirun reports as an error.  No MPI
+// call may follow.
+void finalize_mpi() noexcept;
 
 }  // namespace lmtrain::dist

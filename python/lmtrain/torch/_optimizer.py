@@ -151,9 +151,16 @@ def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
 
 
 def _process_group(distributed: bool | str, fast_path: bool | str) -> Any:
-    """torch.distributed when the step is to sum A and g over its ranks, else None."""
+    """The ranks the step sums A and g over, else None: the ranks of an MPI launch (mpirun,
+    srun: lmtrain's own MPI communicator, which distributed_cholesky needs), else torch.distributed
+    initialized with several ranks (torchrun)."""
     if not distributed:
         return None
+    if _core.launched_with_several_ranks() and _core.mpi_built():
+        if fast_path is True:
+            raise ValueError("fast_path=True runs one process; with several ranks the torch path "
+                             "sums A and g over them (fast_path='auto' chooses it)")
+        return _MpiGroup.of_this_launch()
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
@@ -223,6 +230,60 @@ def _measure_peak(device: torch.device, probe: Callable[[], Any]) -> tuple[int |
             "peak resident memory (VmHWM) over a probe slice"
     except OSError:
         return None, ""
+
+
+class _MpiGroup:
+    """The ranks of an MPI launch (``mpirun -np R python train.py``) in the few calls of
+    torch.distributed this module makes itself (rank, size, the sum of a CPU float64 tensor),
+    and, as the library's communicator, lmtrain's own MPI communicator: one per process, made on
+    first use and finalized at exit.  torch.distributed may be initialized beside it (gloo or
+    MPI); its ranks must then be MPI's."""
+
+    _this_launch: _MpiGroup | None = None
+
+    def __init__(self) -> None:
+        self.ranks = _core.MpiRanks()
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and (
+                    dist.get_rank(), dist.get_world_size()) != (self.ranks.rank, self.ranks.size):
+                raise ValueError(
+                    f"torch.distributed is rank {dist.get_rank()} of {dist.get_world_size()}, but "
+                    f"this MPI launch makes it rank {self.ranks.rank} of {self.ranks.size}; "
+                    "initialize torch.distributed with MPI's rank and size (OMPI_COMM_WORLD_RANK, "
+                    "OMPI_COMM_WORLD_SIZE), or pass distributed=False")
+        except ImportError:  # torch without distributed: MPI alone
+            pass
+
+    @classmethod
+    def of_this_launch(cls) -> _MpiGroup:
+        if cls._this_launch is None:
+            import atexit
+
+            cls._this_launch = cls()
+            atexit.register(_core.finalize_mpi)  # mpirun reports ranks that leave without it
+        return cls._this_launch
+
+    def get_rank(self) -> int:
+        return int(self.ranks.rank)
+
+    def get_world_size(self) -> int:
+        return int(self.ranks.size)
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        values = tensor.detach().to("cpu", torch.float64).contiguous()
+        self.ranks.all_reduce(values.numpy())
+        tensor.copy_(values)
+
+
+def _communicator(group: Any, device: torch.device) -> Any:
+    """What the library's step takes as its ranks' communicator for `group` (None: one rank)."""
+    if group is None:
+        return None
+    if isinstance(group, _MpiGroup):
+        return group.ranks
+    return _TorchDistributed(group, device)
 
 
 class _TorchDistributed:
@@ -782,8 +843,7 @@ class LevenbergMarquardt:
             return self._step
         state = self.state_dict() if self._step is not None else self._pending_state
         spec = self._spec(units)
-        communicator = (_TorchDistributed(self._dist, self.device) if self._dist is not None
-                        else None)
+        communicator = _communicator(self._dist, self.device)
         cls = _core.ForeignStep64 if self.dtype == torch.float64 else _core.ForeignStep32
         self._step = cls(spec, self._lin, communicator)
         self._planned_units = units
@@ -992,8 +1052,7 @@ class LevenbergMarquardt:
         first = min(batch, dataset.samples) if not dataset.batches_are_rows else 1
         units = dataset.max_units(first)  # and the batch the footprint is measured on
         spec = self._spec(units)
-        communicator = (_TorchDistributed(self._dist, self.device) if self._dist is not None
-                        else None)
+        communicator = _communicator(self._dist, self.device)
         fit = _core.foreign_fit64 if self.dtype == torch.float64 else _core.foreign_fit32
         try:
             return fit(spec, request, self._lin, dataset, communicator, self._theta_now(),
