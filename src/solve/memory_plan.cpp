@@ -19,17 +19,20 @@ std::string format_bytes(std::size_t bytes) {
 MemoryPlan plan_memory(const MemoryPlanInput& in) {
   MemoryPlan plan;
   plan.budget_bytes = in.budget_bytes;
+  plan.budget_source = in.budget_source;
   plan.fixed_bytes = in.fixed_bytes;
   plan.normal_matrix_bytes = in.normal_matrix_bytes;
   plan.bytes_per_slice_sample = in.bytes_per_slice_sample;
   if (in.fixed_bytes + in.bytes_per_slice_sample > in.budget_bytes)
     throw MemoryPlanError(fmt::format(
-        "the problem does not fit the memory budget of {}: {} parameters need {} for the normal "
-        "matrix ({}) plus {} of other fixed buffers (batch of {} samples), before a single "
-        "Jacobian row ({} per sample). Ways out: raise the budget "
+        "the problem does not fit the memory budget of {}{}: {} parameters need {} for the "
+        "normal matrix ({}) plus {} of other fixed buffers (batch of {} samples), before a "
+        "single Jacobian row ({} per sample). Ways out: raise the budget "
         "(SolverOptions::memory_budget_bytes, or SolverOptions::memory_fraction of available "
         "memory), lower the batch size, or use fewer parameters{}",
-        format_bytes(in.budget_bytes), in.num_params, format_bytes(in.normal_matrix_bytes),
+        format_bytes(in.budget_bytes),
+        in.budget_source.empty() ? std::string() : fmt::format(" ({})", in.budget_source),
+        in.num_params, format_bytes(in.normal_matrix_bytes),
         in.normal_matrix_name, format_bytes(in.fixed_bytes - in.normal_matrix_bytes), in.batch,
         format_bytes(in.bytes_per_slice_sample), in.way_out));
   std::size_t slice =
@@ -58,9 +61,10 @@ std::string MemoryPlan::describe() const {
                     : slice_limit == Limit::kCap   ? "max_slice_samples"
                                                    : "the most the budget allows";
   return fmt::format(
-      "budget {}, normal matrix {}, fixed {}, {} per slice sample, slice of {} samples "
+      "budget {}{}, normal matrix {}, fixed {}, {} per slice sample, slice of {} samples "
       "({}; {} per batch), planned peak {}",
-      format_bytes(budget_bytes), format_bytes(normal_matrix_bytes), format_bytes(fixed_bytes),
+      format_bytes(budget_bytes),
+      budget_source.empty() ? std::string() : fmt::format(" ({})", budget_source), format_bytes(normal_matrix_bytes), format_bytes(fixed_bytes),
       format_bytes(bytes_per_slice_sample), slice_samples, why, slices_per_batch,
       format_bytes(peak_bytes));
 }

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
@@ -12,11 +14,17 @@
 namespace lmtrain {
 namespace {
 
-std::size_t budget_bytes(const SolverOptions& options, const StepProblem& p,
-                         std::size_t available) {
-  if (p.budget_bytes > 0) return p.budget_bytes;
-  if (options.memory_budget_bytes > 0) return options.memory_budget_bytes;
-  return static_cast<std::size_t>(options.memory_fraction * static_cast<double>(available));
+// The step's byte budget on `device` and where it came from.  The device's available memory is
+// read only when neither the caller nor the options give a budget.
+std::pair<std::size_t, std::string> budget_bytes(const SolverOptions& options,
+                                                 const StepProblem& p, const DeviceQueue& device) {
+  if (p.budget_bytes > 0) return {p.budget_bytes, "the caller's budget"};
+  if (options.memory_budget_bytes > 0)
+    return {options.memory_budget_bytes, "SolverOptions::memory_budget_bytes"};
+  const std::size_t available = device.available_memory_bytes();
+  return {static_cast<std::size_t>(options.memory_fraction * static_cast<double>(available)),
+          fmt::format("SolverOptions::memory_fraction {} of the {} {} has available",
+                      options.memory_fraction, format_bytes(available), device.name())};
 }
 
 // The layout A gets on `ranks` ranks.
@@ -58,7 +66,7 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
     if (source.computes_transpose_product() && !std::is_same_v<T, S>) model_elements += n;
   }
   MemoryPlanInput in;
-  in.budget_bytes = budget_bytes(options, p, source.model_backend().available_memory_bytes());
+  std::tie(in.budget_bytes, in.budget_source) = budget_bytes(options, p, source.model_backend());
   in.batch = p.local_batch;
   in.max_slice_samples = options.max_slice_samples;
   in.preferred_slice_bytes = slice.bytes;

@@ -794,6 +794,23 @@ TYPED_TEST(CudaBackendTest, RunsOnACallersStreamAndLeavesItAlive) {
   EXPECT_EQ(this->download(d), this->widen(x));
 }
 
+TYPED_TEST(CudaBackendTest, RunsOnTheLegacyDefaultStream) {
+  // torch's default stream is the legacy default stream, whose cuda_stream torch reads as 0;
+  // lmtrain.torch hands it over as cudaStreamLegacy ((void*)1).  The backend borrows it: its
+  // work is ordered with whatever else the process queues there.
+  using T = TypeParam;
+  void* legacy = reinterpret_cast<void*>(std::uintptr_t{1});  // cudaStreamLegacy
+  auto borrower = make_cuda_backend_on_stream<T>(0, legacy);
+  EXPECT_EQ(borrower->native_stream(), legacy);
+  const std::vector<T> x = this->random(kLarge);
+  DeviceBuffer<T> d = borrower->allocate(x.size());
+  borrower->copy_from_host(x.data(), d.data(), x.size());
+  borrower->axpy(x.size(), T(1), d.data(), d.data());
+  std::vector<T> back(x.size());
+  borrower->copy_to_host(d.data(), back.data(), back.size());
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(back[i], T(2) * x[i]) << i;
+}
+
 // Without a device (every CI machine): the null stream and a missing device are refused with
 // the reason, before any stream is touched.
 TEST(CudaBackendOnStream, RefusesTheNullStreamAndAMissingDevice) {

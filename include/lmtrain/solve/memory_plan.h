@@ -19,6 +19,9 @@ namespace lmtrain {
 
 struct MemoryPlanInput {
   std::size_t budget_bytes = 0;
+  // Where the budget came from ("memory_fraction 0.5 of the 9.2 GiB cuda:0 (…) has available"),
+  // for the plan's description and a failure's message.
+  std::string budget_source;
   std::size_t batch = 0;              // samples per step on this device
   std::size_t max_slice_samples = 0;  // 0: no cap
   std::size_t fixed_bytes = 0;        // every buffer whose size does not depend on the slice
@@ -37,6 +40,7 @@ struct MemoryPlanInput {
 
 struct MemoryPlan {
   std::size_t budget_bytes = 0;
+  std::string budget_source;  // MemoryPlanInput::budget_source
   std::size_t fixed_bytes = 0;
   std::size_t normal_matrix_bytes = 0;  // A (or the dual Gram) alone
   std::size_t bytes_per_slice_sample = 0;
