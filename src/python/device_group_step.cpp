@@ -113,7 +113,7 @@ class DeviceGroupStep {
     if (group_->cancelled())
       throw nb::value_error("this device group was stopped by an earlier failure; make a new one");
     std::vector<T*> theta(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) theta[r] = steps_[r]->begin_step(params[r], units[r]);
+    for (std::size_t r = 0; r < ranks; ++r) theta[r] = steps_[r]->begin_step(params[r]);
     std::vector<StepReport> results(ranks);
     std::vector<PhaseTimes> times(ranks);
     std::exception_ptr failure;
@@ -141,10 +141,9 @@ class DeviceGroupStep {
   void undo_last_step() {
     for (auto& s : steps_) s->undo_last_step();
   }
-  auto state() const { return steps_[0]->state(); }
-  void set_state(double lambda, double nu, double floor, int skip, int backoff,
-                 std::optional<std::vector<double>> weight_decays) {
-    for (auto& s : steps_) s->set_state(lambda, nu, floor, skip, backoff, weight_decays);
+  StepperState state() const { return steps_[0]->state(); }
+  void set_state(const StepperState& state) {
+    for (auto& s : steps_) s->set_state(state);
   }
   const ForeignStep<T>& rank(std::size_t r) const { return *steps_.at(r); }
   std::size_t size() const { return steps_.size(); }
@@ -224,10 +223,8 @@ void bind_group(nb::module_& m, const char* name) {
       .def("step", &G::step, nb::arg("params"), nb::arg("units"), nb::arg("reported_units") = 0,
            "One LM step: params[r] and units[r] of device r; returns device 0's report.")
       .def("undo_last_step", &G::undo_last_step)
-      .def("state", &G::state, "((λ, ν, floor, geodesic_skip, geodesic_backoff), weight_decays).")
-      .def("set_state", &G::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"),
-           nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0,
-           nb::arg("weight_decays").none() = nb::none())
+      .def("state", &G::state, "The schedule's state (StepperState), every device's.")
+      .def("set_state", &G::set_state, nb::arg("state"))
       .def_prop_ro("devices", &G::size)
       .def_prop_ro("nccl", &G::nccl, "True when NCCL sums the devices' A and g.")
       .def_prop_ro("stopped", &G::stopped, "True after a failure broke the group.")

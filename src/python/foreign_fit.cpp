@@ -137,7 +137,7 @@ Summary foreign_fit(const ForeignStepSpec& spec, const ForeignFitRequest& reques
   {
     nb::gil_scoped_release unlocked;
     summary = run_fit(options, request.trainer, source, set, *backend, theta.data(), params,
-                      description, hooks, spec.caller_bytes, resume ? &*resume : nullptr);
+                      description, hooks, CallerBuffers{1, 0}, resume ? &*resume : nullptr);
   }
   source.release_borrowed();
   if (errors.error) throw std::move(*errors.error);

@@ -36,6 +36,20 @@ const char* dtype_name(double*) {
 }  // namespace
 
 template <typename T>
+SourceFootprint ForeignSource<T>::footprint(std::size_t batch, bool trial_residuals) const {
+  const std::size_t rows_of_j = shape_.residuals_per_unit * shape_.params * sizeof(T);
+  SourceFootprint f;
+  f.fixed_bytes = (trial_residuals ? 3 : 1) * batch * shape_.residuals_per_unit * sizeof(T);
+  if (shape_.measured_bytes_per_unit > 0) {
+    f.bytes_per_slice_sample = std::max(rows_of_j, shape_.measured_bytes_per_unit);
+  } else {
+    f.bytes_per_slice_sample = (shape_.slice_capped ? 1 : 3) * rows_of_j;
+  }
+  f.measured = shape_.measured;
+  return f;
+}
+
+template <typename T>
 ForeignSource<T>::ForeignSource(nb::object callbacks, LinearAlgebra<T>& backend, Shape shape)
     : callbacks_(std::move(callbacks)), backend_(backend), shape_(std::move(shape)) {
   for (const char* name : {"linearize", "jacobian", "objective", "residuals_at"})

@@ -41,7 +41,14 @@ class ForeignSource final : public LinearizationSource<T> {
   struct Shape {
     std::size_t params = 0;
     std::size_t residuals_per_unit = 1;  // R
-    SourceFootprint footprint;           // measured by the caller (lmtrain.torch's probe)
+    // What computing a slice took per unit at its peak, measured by the caller over a probe
+    // slice (lmtrain.torch: torch.cuda.max_memory_allocated, or the process's peak resident
+    // memory), and how; 0 when it was not measured (then `measured` says why).
+    std::size_t measured_bytes_per_unit = 0;
+    std::string measured;
+    // The user capped the slice (SolverOptions::max_slice_samples): an unmeasured slice is then
+    // counted at its rows of J, not at the safety margin below.
+    bool slice_capped = false;
     ParameterGroups groups;
   };
 
@@ -51,7 +58,11 @@ class ForeignSource final : public LinearizationSource<T> {
   std::size_t residuals_per_sample() const override { return shape_.residuals_per_unit; }
   LinearAlgebra<T>& model_backend() const override { return backend_; }
   void reserve(std::size_t, std::size_t) override {}
-  SourceFootprint footprint(std::size_t, bool) const override { return shape_.footprint; }
+  // Python holds the batch's residuals r (and, for the geodesic correction, r at θ ± hv); a
+  // slice costs its rows of J at least, the measured peak when there is one, and three times its
+  // rows of J when nothing was measured and the slice is not capped (torch.func's intermediate
+  // tensors, unmeasured, are of the slice's order).
+  SourceFootprint footprint(std::size_t batch, bool trial_residuals) const override;
   // torch's slices are already laid out as it computes them: no padding of the rows.
   SlicePreference slice_preference() const override { return {}; }
   bool borrows_slices() const override { return true; }

@@ -27,13 +27,13 @@ struct ForeignStepSpec {
   std::size_t max_units = 0;    // the most units this rank linearizes in a step
   std::size_t total_units = 0;  // units of a step over all ranks (0: max_units)
   SolverOptions options;
-  std::string loss = "mse";      // for geodesic_acceleration = auto; a residual_fn is mse
-  std::size_t outputs = 1;       // per unit, for the reported loss (a residual_fn: 1 per row)
-  bool float64_system = false;   // a float32 model with a float64 system (mixed precision)
-  std::string device = "cpu";    // cpu or cuda:N
-  std::uintptr_t stream = 0;     // cuda: the caller's stream to run on (torch's current); 0: own
-  std::size_t caller_bytes = 0;  // what the caller holds on the device (parameters, the batch)
-  std::size_t fixed_bytes = 0;   // the source's measured footprint
+  std::string loss = "mse";     // for geodesic_acceleration = auto; a residual_fn is mse
+  std::size_t outputs = 1;      // per unit, for the reported loss (a residual_fn: 1 per row)
+  bool float64_system = false;  // a float32 model with a float64 system (mixed precision)
+  std::string device = "cpu";   // cpu or cuda:N
+  std::uintptr_t stream = 0;    // cuda: the caller's stream to run on (torch's current); 0: own
+  // What computing a probe slice of J took per unit at its peak (0: not measured), and how it
+  // was measured or why not (ForeignSource::footprint counts the rest).
   std::size_t bytes_per_unit = 0;
   std::string footprint_measured;
   // ard's groups (lmtrain.torch builds them from the module's parameters)
@@ -73,7 +73,9 @@ inline typename ForeignSource<T>::Shape shape_of(const ForeignStepSpec& s) {
   typename ForeignSource<T>::Shape shape;
   shape.params = s.parameters;
   shape.residuals_per_unit = s.residuals_per_unit;
-  shape.footprint = {s.fixed_bytes, s.bytes_per_unit, s.footprint_measured};
+  shape.measured_bytes_per_unit = s.bytes_per_unit;
+  shape.measured = s.footprint_measured;
+  shape.slice_capped = s.options.max_slice_samples > 0;
   shape.groups.group_of = s.group_of;
   shape.groups.names = s.group_names;
   shape.groups.sizes = s.group_sizes;

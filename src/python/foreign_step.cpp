@@ -61,10 +61,9 @@ void bind_foreign_step(nb::module_& m, const char* name) {
            "(F, A, g) at params on the current batch, as the step builds them.")
       .def("undo_last_step", &F::undo_last_step,
            "Restores λ's schedule and the penalties' ρ from before the last step.")
-      .def("state", &F::state, "((λ, ν, floor, geodesic_skip, geodesic_backoff), weight_decays).")
-      .def("set_state", &F::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"),
-           nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0,
-           nb::arg("weight_decays").none() = nb::none())
+      .def("state", &F::state, "The schedule's state (StepperState).")
+      .def("set_state", &F::set_state, nb::arg("state"),
+           "Checked (StepperState.validate, the penalty's groups) before the step takes it.")
       .def_prop_ro("effective_parameters", &F::effective_parameters,
                    "γ per relevance group from the last evidence update (bayesian, ard).")
       .def_prop_ro("linear_solver",
@@ -100,8 +99,6 @@ void bind_foreign_step(nb::module_& m) {
       .def_rw("stream", &S::stream,
               "cuda: the stream to run on (torch.cuda.current_stream().cuda_stream); 0: the "
               "backend's own.")
-      .def_rw("caller_bytes", &S::caller_bytes)
-      .def_rw("fixed_bytes", &S::fixed_bytes)
       .def_rw("bytes_per_unit", &S::bytes_per_unit)
       .def_rw("footprint_measured", &S::footprint_measured)
       .def_rw("group_of", &S::group_of)

@@ -24,9 +24,8 @@
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
-#include "lmtrain/solve/step_planner.h"
+#include "lmtrain/solve/planned_step.h"
 #include "python_communicator.h"
-#include "schedule_state.h"
 #include "step_report.h"
 
 namespace lmtrain::python {
@@ -65,18 +64,17 @@ class ForeignStep {
     problem.local_batch = spec.max_units;
     problem.ranks = comm_ ? comm_->size() : 1;
     problem.collectives = comm_ && (comm_->size() > 1 || comm_->supports_device_buffers());
-    problem.caller_bytes = spec.caller_bytes;
+    problem.caller = {1, 0};  // the flat θ
     problem.loss = loss_ = *loss;
     if (problem.ranks > 1)  // distributed_cholesky: ScaLAPACK needs MPI, cuSOLVERMp NCCL
       problem.distributed_unavailable =
           dist::distributed_normal_matrix_unavailable(comm_.get(), backend_->device_kind());
-    planner_ = std::make_unique<StepPlanner<T>>(options, *source_, problem, comm_.get());
-    step_ = planner_->build();
+    step_ = std::make_unique<PlannedStep<T>>(options, *source_, problem, comm_.get());
   }
 
   // `reported_units`: the units the reported loss averages over (all ranks' shards; 0: units).
   FrontEndStepReport step(Vector params, std::size_t units, std::size_t reported_units) {
-    T* theta = begin_step(params, units);
+    T* theta = begin_step(params);
     PhaseTimes times;
     StepReport result;
     {
@@ -88,19 +86,14 @@ class ForeignStep {
   }
 
   // A step in three parts, for a device group that runs its ranks' steps on threads of its own:
-  // checks and the schedule to undo to (GIL held); the step (no GIL); the arrays Python lent
-  // released and the exception a callback raised, if any (GIL held).
-  T* begin_step(Vector& params, std::size_t units) {
+  // the parameters checked (GIL held); the step (no GIL); the arrays Python lent released and
+  // the exception a callback raised, if any (GIL held).
+  T* begin_step(Vector& params) {
     if (params.shape(0) != spec_.parameters || !on_device(params))
       throw nanobind::value_error(
           fmt::format("params must be a contiguous vector of {} values on {}", spec_.parameters,
                       backend_->name())
               .c_str());
-    if (units > spec_.max_units)
-      throw nanobind::value_error(
-          fmt::format("{} units exceed the {} this step was planned for", units, spec_.max_units)
-              .c_str());
-    before_ = step_->state();
     return params.data();
   }
   std::optional<nanobind::python_error> end_step() {
@@ -117,7 +110,7 @@ class ForeignStep {
         reported_loss(loss_, report.objective_before - report.penalty_before, b, spec_.outputs);
     report.loss_after =
         reported_loss(loss_, report.objective_after - report.penalty_after, b, spec_.outputs);
-    report.slice_size = planner_->slice_samples();
+    report.slice_size = step_->slice_samples();
     report.phase_seconds = phase_seconds(times);
     return report;
   }
@@ -135,8 +128,8 @@ class ForeignStep {
     double f = 0;
     {
       nanobind::gil_scoped_release unlocked;
-      NormalEquationsBuilder<T> builder(*source_, planner_->slice_samples(), spec_.max_units,
-                                        false);
+      NormalEquationsBuilder<T> builder(*source_, step_->slice_samples(),
+                                        std::max(units, step_->planned_units()), false);
       PhaseTimes times;
       f = builder.build(params.data(), nullptr, nullptr, units, ne, times);
     }
@@ -152,24 +145,14 @@ class ForeignStep {
   }
 
   // The schedule from before the last step (a rank that failed in it makes every rank go back).
-  void undo_last_step() { step_->set_state(before_); }
-
-  std::tuple<ScheduleTuple, std::vector<double>> state() const {
-    const StepperState s = step_->state();
-    return {schedule_tuple(s.damping, s.geodesic), s.weight_decays};
-  }
-  void set_state(double lambda, double nu, double floor, int skip, int backoff,
-                 std::optional<std::vector<double>> weight_decays) {
-    StepperState s = step_->state();
-    std::tie(s.damping, s.geodesic) = schedule_state(lambda, nu, floor, skip, backoff);
-    if (weight_decays) s.weight_decays = *weight_decays;
-    step_->set_state(s);
-  }
+  void undo_last_step() { step_->undo_last_step(); }
+  StepperState state() const { return step_->state(); }
+  void set_state(const StepperState& state) { step_->set_state(state); }
   const std::vector<double>& effective_parameters() const { return step_->effective_parameters(); }
-  const StepPlan& plan() const { return planner_->plan(); }
+  const StepPlan& plan() const { return step_->plan(); }
   int device_index() const { return backend_->device_index(); }
   bool on_cuda() const { return backend_->device_kind() == DeviceKind::kCuda; }
-  std::size_t slice_units() const { return planner_->slice_samples(); }
+  std::size_t slice_units() const { return step_->slice_samples(); }
   std::string device() const { return backend_->name(); }
   std::string communicator() const { return comm_ ? comm_->name() : "local"; }
 
@@ -186,15 +169,10 @@ class ForeignStep {
     if (auto* py = dynamic_cast<PythonCommunicator*>(comm_.get())) py->clear_group();
   }
 
-  // The step, rebuilt on a halved slice when an allocation fails (one rank).  No GIL needed.
+  // The step (PlannedStep: planned again for a larger batch, the slice halved after an
+  // allocation failure).  No GIL needed.
   StepReport run(T* params, std::size_t units, PhaseTimes& times) {
-    for (;;) {
-      try {
-        return step_->step(params, nullptr, nullptr, units, times);
-      } catch (const OutOfMemory& e) {
-        step_ = planner_->rebuild_after(std::move(step_), e, before_);
-      }
-    }
+    return step_->step(params, nullptr, nullptr, units, times);
   }
 
  private:
@@ -204,9 +182,7 @@ class ForeignStep {
   std::unique_ptr<Backend<T>> backend_;
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<ForeignSource<T>> source_;
-  std::unique_ptr<StepPlanner<T>> planner_;
-  std::unique_ptr<LmStepper<T>> step_;
-  StepperState before_;
+  std::unique_ptr<PlannedStep<T>> step_;
   LossKind loss_ = LossKind::kMse;
 };
 

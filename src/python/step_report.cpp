@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <array>
 
@@ -43,6 +44,33 @@ void bind_step_report(nb::module_& m) {
            [](TerminationReason r, const std::string& name) { return to_string(r) == name; })
       .def("__eq__", [](TerminationReason a, TerminationReason b) { return a == b; })
       .def("__hash__", [](TerminationReason r) { return static_cast<int>(r); });
+
+  using St = StepperState;
+  nb::class_<St>(m, "StepperState",
+                 "The LM step's schedule between steps (lmtrain::StepperState): λ, Nielsen's ν, "
+                 "the floor learned from invalid attempts, the geodesic backoff and the "
+                 "penalties' ρ.  What lmtrain.torch's state_dict holds.")
+      .def(nb::init<>())
+      .def_static("initial", &St::initial, nb::arg("options"),
+                  "Where a step's schedule starts for these options (λ = lambda_initial, ν = 2, "
+                  "no floor, no backoff; weight_decays empty: the penalty's own).")
+      .def("validate", &St::validate, "Raises ValueError naming the first field out of range.")
+      .def_prop_rw(
+          "lambda_", [](const St& s) { return s.damping.lambda; },
+          [](St& s, double v) { s.damping.lambda = v; })
+      .def_prop_rw(
+          "nu", [](const St& s) { return s.damping.nu; }, [](St& s, double v) { s.damping.nu = v; })
+      .def_prop_rw(
+          "floor", [](const St& s) { return s.damping.floor; },
+          [](St& s, double v) { s.damping.floor = v; })
+      .def_prop_rw(
+          "geodesic_skip", [](const St& s) { return s.geodesic.skip; },
+          [](St& s, int v) { s.geodesic.skip = v; })
+      .def_prop_rw(
+          "geodesic_backoff", [](const St& s) { return s.geodesic.backoff; },
+          [](St& s, int v) { s.geodesic.backoff = v; })
+      .def_rw("weight_decays", &St::weight_decays,
+              "ρ per penalty group; empty: the penalty keeps its own.");
 
   using R = FrontEndStepReport;
   nb::class_<R>(m, "StepReport", "What one LM step did (the library's StepReport).")

@@ -25,10 +25,9 @@
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/lm_step.h"
-#include "lmtrain/solve/step_planner.h"
+#include "lmtrain/solve/planned_step.h"
 #include "module.h"
 #include "python_fit.h"
-#include "schedule_state.h"
 #include "step_report.h"
 
 namespace lmtrain::python {
@@ -51,7 +50,8 @@ using DeviceMatrix = nb::ndarray<nb::ro, T, nb::ndim<2>, nb::c_contig>;
 template <typename T>
 class NativeStep {
  public:
-  // `architecture`: the model file's JSON; `max_batch`: the most samples a step linearizes.
+  // `architecture`: the model file's JSON; `max_batch`: the samples the first plan is made for
+  // (a larger batch is planned for again, PlannedStep).
   // `float64_system`: A, g and the solve in float64 (mixed precision for a float32 model).
   // `device`: "cpu" or "cuda:N"; `stream`: cuda, the caller's stream to queue on (0: its own).
   NativeStep(const std::string& architecture, const LossOptions& loss, SolverOptions options,
@@ -60,8 +60,7 @@ class NativeStep {
       : spec_(io::model_spec_from_json(nlohmann::json::parse(architecture))),
         backend_(backend_on<T>(device, stream)),
         model_(spec_, *backend_),
-        loss_(loss, spec_.outputs(), *backend_),
-        max_batch_(max_batch) {
+        loss_(loss, spec_.outputs(), *backend_) {
     if (float64_system) options.system_precision = SystemPrecision::kFloat64;
     options.validate();
     loss.validate(spec_.outputs());
@@ -69,14 +68,10 @@ class NativeStep {
     problem.batch = problem.local_batch = max_batch;
     problem.loss = loss.kind;
     // The module's parameters, the flat vector the step updates in place, x and y.
-    problem.caller_bytes =
-        (2 * model_.num_params() + max_batch * (spec_.inputs() + spec_.outputs())) * sizeof(T);
+    problem.caller = {2, spec_.inputs() + spec_.outputs()};
     engine_ = std::make_unique<JacobianEngine<T>>(model_, loss_);
     source_ = std::make_unique<EngineSource<T>>(*engine_);
-    planner_ = std::make_unique<StepPlanner<T>>(options, *source_, problem);
-    solver_ = std::string(to_string(planner_->plan().solver()));
-    plan_ = planner_->plan().memory.describe();
-    step_ = planner_->build();
+    step_ = std::make_unique<PlannedStep<T>>(options, *source_, problem);
   }
 
   std::size_t parameters() const { return model_.num_params(); }
@@ -95,11 +90,11 @@ class NativeStep {
           fmt::format("params, x and y must be on {}, where this step runs", backend_->name())
               .c_str());
     if (x.shape(1) != spec_.inputs() || y.shape(1) != spec_.outputs() || y.shape(0) != batch ||
-        batch == 0 || batch > max_batch_)
-      throw nb::value_error(fmt::format("x must be b × {} and y b × {} with 0 < b ≤ {}, not {} × "
-                                        "{} and {} × {}",
-                                        spec_.inputs(), spec_.outputs(), max_batch_, x.shape(0),
-                                        x.shape(1), y.shape(0), y.shape(1))
+        batch == 0)
+      throw nb::value_error(fmt::format("x must be b × {} and y b × {} with b > 0, not {} × {} "
+                                        "and {} × {}",
+                                        spec_.inputs(), spec_.outputs(), x.shape(0), x.shape(1),
+                                        y.shape(0), y.shape(1))
                                 .c_str());
     FrontEndStepReport report;
     PhaseTimes times;
@@ -111,55 +106,35 @@ class NativeStep {
       finite = backend_->all_finite(batch * spec_.inputs(), x.data()) &&
                backend_->all_finite(batch * spec_.outputs(), y.data());
       if (finite)
-        static_cast<StepReport&>(report) = run(params.data(), x.data(), y.data(), batch, times);
+        static_cast<StepReport&>(report) =
+            step_->step(params.data(), x.data(), y.data(), batch, times);
     }
     if (!finite) throw nb::value_error("x or y holds NaN or inf; parameters are unchanged");
     report.loss = loss_.reported(report.objective_before - report.penalty_before, batch);
     report.loss_after = loss_.reported(report.objective_after - report.penalty_after, batch);
     report.path = "native";
-    report.slice_size = planner_->slice_samples();
+    report.slice_size = step_->slice_samples();
     report.phase_seconds = phase_seconds(times);
     return report;
   }
 
-  ScheduleTuple state() const {
-    const StepperState s = step_->state();
-    return schedule_tuple(s.damping, s.geodesic);
-  }
-  void set_state(double lambda, double nu, double floor, int skip, int backoff) {
-    StepperState s = step_->state();
-    std::tie(s.damping, s.geodesic) = schedule_state(lambda, nu, floor, skip, backoff);
-    step_->set_state(s);
-  }
+  StepperState state() const { return step_->state(); }
+  void set_state(const StepperState& state) { step_->set_state(state); }
   // cross_entropy_sampled: the key of the last linearization's draws (the next one draws with
   // key + 1), for state_dict and for a rebuilt step to go on where this one stopped.
   std::uint64_t draw_key() const { return engine_->draw_key(); }
   void set_draw_key(std::uint64_t key) { engine_->set_draw_key(key); }
-  const std::string& solver() const { return solver_; }
-  const std::string& plan() const { return plan_; }
+  std::string solver() const { return std::string(to_string(step_->plan().solver())); }
+  std::string plan() const { return step_->plan().memory.describe(); }
 
  private:
-  // The step, rebuilt on a halved slice when an allocation fails.
-  StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times) {
-    for (;;) {
-      const StepperState before = step_->state();
-      try {
-        return step_->step(params, x, y, batch, times);
-      } catch (const OutOfMemory& e) {
-        step_ = planner_->rebuild_after(std::move(step_), e, before);
-      }
-    }
-  }
   ModelSpec spec_;
   std::unique_ptr<Backend<T>> backend_;
   Sequential<T> model_;
   Loss<T> loss_;
-  std::size_t max_batch_;
   std::unique_ptr<JacobianEngine<T>> engine_;
   std::unique_ptr<EngineSource<T>> source_;
-  std::unique_ptr<StepPlanner<T>> planner_;
-  std::unique_ptr<LmStepper<T>> step_;
-  std::string solver_, plan_;
+  std::unique_ptr<PlannedStep<T>> step_;
 };
 
 template <typename T>
@@ -179,10 +154,9 @@ void bind_native_step(nb::module_& m, const char* name) {
                    "cross_entropy_sampled: the key of the last linearization's draws.")
       .def("step", &N::step, nb::arg("params"), nb::arg("x"), nb::arg("y"),
            "One LM step from params (updated in place) on the batch (x, y).")
-      .def("state", &N::state,
-           "(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule.")
-      .def("set_state", &N::set_state, nb::arg("lambda_"), nb::arg("nu"), nb::arg("floor"),
-           nb::arg("geodesic_skip") = 0, nb::arg("geodesic_backoff") = 0);
+      .def("state", &N::state, "The schedule's state (StepperState).")
+      .def("set_state", &N::set_state, nb::arg("state"),
+           "Checked (StepperState.validate) before the step takes it.");
 }
 
 // A data set of the library from a rows × inputs and a rows × outputs matrix.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 #include "lmtrain/core/error.h"
@@ -82,9 +83,32 @@ std::unique_ptr<LinearSolver<S>> LevenbergMarquardtStep<T, S>::make_solver(std::
                                  options_);
 }
 
+StepperState StepperState::initial(const SolverOptions& options) {
+  StepperState s;
+  s.damping = {options.lambda_initial, 2, 0};
+  s.weight_decays.clear();
+  return s;
+}
+
+void StepperState::validate() const {
+  const auto fail = [](std::string_view field, double value, std::string_view expected) {
+    throw InvalidArgument(fmt::format("step state {} = {}: expected {}", field, value, expected));
+  };
+  if (!(std::isfinite(damping.lambda) && damping.lambda > 0))
+    fail("lambda", damping.lambda, "a finite λ > 0");
+  if (!(damping.nu >= 1)) fail("nu", damping.nu, "ν ≥ 1");
+  if (!(damping.floor >= 0 && std::isfinite(damping.floor)))
+    fail("floor", damping.floor, "a finite floor ≥ 0");
+  if (geodesic.skip < 0) fail("geodesic_skip", geodesic.skip, "a count ≥ 0");
+  if (geodesic.backoff < 0) fail("geodesic_backoff", geodesic.backoff, "a count ≥ 0");
+  for (const double rho : weight_decays)
+    if (!(rho >= 0 && std::isfinite(rho))) fail("weight_decays", rho, "finite values ≥ 0");
+}
+
 template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::set_state(const StepperState& state) {
-  penalty_->set_weight_decays(state.weight_decays);
+  state.validate();
+  if (!state.weight_decays.empty()) penalty_->set_weight_decays(state.weight_decays);
   damping_.set_state(state.damping);
   backoff_.set_state(state.geodesic);
 }

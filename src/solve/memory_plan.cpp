@@ -32,8 +32,8 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
         "memory), lower the batch size, or use fewer parameters{}",
         format_bytes(in.budget_bytes),
         in.budget_source.empty() ? std::string() : fmt::format(" ({})", in.budget_source),
-        in.num_params, format_bytes(in.normal_matrix_bytes),
-        in.normal_matrix_name, format_bytes(in.fixed_bytes - in.normal_matrix_bytes), in.batch,
+        in.num_params, format_bytes(in.normal_matrix_bytes), in.normal_matrix_name,
+        format_bytes(in.fixed_bytes - in.normal_matrix_bytes), in.batch,
         format_bytes(in.bytes_per_slice_sample), in.way_out));
   std::size_t slice =
       (in.budget_bytes - in.fixed_bytes) / std::max<std::size_t>(in.bytes_per_slice_sample, 1);
@@ -64,7 +64,8 @@ std::string MemoryPlan::describe() const {
       "budget {}{}, normal matrix {}, fixed {}, {} per slice sample, slice of {} samples "
       "({}; {} per batch), planned peak {}",
       format_bytes(budget_bytes),
-      budget_source.empty() ? std::string() : fmt::format(" ({})", budget_source), format_bytes(normal_matrix_bytes), format_bytes(fixed_bytes),
+      budget_source.empty() ? std::string() : fmt::format(" ({})", budget_source),
+      format_bytes(normal_matrix_bytes), format_bytes(fixed_bytes),
       format_bytes(bytes_per_slice_sample), slice_samples, why, slices_per_batch,
       format_bytes(peak_bytes));
 }

@@ -16,8 +16,8 @@ namespace {
 
 // The step's byte budget on `device` and where it came from.  The device's available memory is
 // read only when neither the caller nor the options give a budget.
-std::pair<std::size_t, std::string> budget_bytes(const SolverOptions& options,
-                                                 const StepProblem& p, const DeviceQueue& device) {
+std::pair<std::size_t, std::string> budget_bytes(const SolverOptions& options, const StepProblem& p,
+                                                 const DeviceQueue& device) {
   if (p.budget_bytes > 0) return {p.budget_bytes, "the caller's budget"};
   if (options.memory_budget_bytes > 0)
     return {options.memory_budget_bytes, "SolverOptions::memory_budget_bytes"};
@@ -71,8 +71,8 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.max_slice_samples = options.max_slice_samples;
   in.preferred_slice_bytes = slice.bytes;
   in.min_slice_samples = (slice.min_rows + R - 1) / std::max<std::size_t>(R, 1);
-  in.fixed_bytes =
-      own.fixed_bytes + p.caller_bytes + model_elements * sizeof(T) + system_elements * sizeof(S);
+  in.fixed_bytes = own.fixed_bytes + p.caller.bytes(n, p.local_batch, sizeof(T)) +
+                   model_elements * sizeof(T) + system_elements * sizeof(S);
   in.bytes_per_slice_sample =
       own.bytes_per_slice_sample +
       Builder::slice_sample_model_elements(ld, R, stored, borrowed) * sizeof(T) +

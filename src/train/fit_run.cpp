@@ -11,7 +11,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
-#include "lmtrain/solve/step_planner.h"
+#include "lmtrain/solve/planned_step.h"
 #include "lmtrain/train/batch_shares.h"
 #include "lmtrain/train/early_stopping.h"
 #include "lmtrain/train/stop_consensus.h"
@@ -25,7 +25,7 @@ class FitRun {
  public:
   FitRun(const SolverOptions& solver, const TrainerOptions& trainer, LinearizationSource<T>& source,
          TrainingSet<T>& data, LinearAlgebra<T>& device, T* theta,
-         const FitDescription& description, const FitHooks<T>& hooks, std::size_t caller_bytes);
+         const FitDescription& description, const FitHooks<T>& hooks, const CallerBuffers& caller);
   // From `params` (initial losses) or from a checkpoint's state.
   void start(std::vector<T>& params, const TrainingState<T>* resume);
   bool stopped() const { return summary_.termination != TerminationReason::kNone; }
@@ -47,7 +47,8 @@ class FitRun {
   double data_loss(bool validation);
   // One LM step on batch b of the epoch's order; false when training stops.
   bool run_step(int epoch, std::size_t b, EpochRecord& record);
-  StepReport step_with_memory_recovery(const typename TrainingSet<T>::Batch& batch);
+  // The plan (precision, solver, memory, slice and its halvings) into the Summary.
+  void describe_plan();
   // The planner's slice and its halvings, into the Summary.
   void record_halvings();
   // The stops decided outside the step, agreed over the ranks; checkpoints an interruption.
@@ -75,8 +76,7 @@ class FitRun {
   Summary summary_;
   std::size_t bytes_before_ = 0;
   std::size_t planned_units_ = 0;
-  std::unique_ptr<StepPlanner<T>> planner_;
-  std::unique_ptr<LmStepper<T>> lm_;
+  std::unique_ptr<PlannedStep<T>> step_;
   std::unique_ptr<EarlyStopping<T>> early_stopping_;
   std::unique_ptr<PhaseClock> eval_clock_;
   Rng rng_;
@@ -91,7 +91,7 @@ template <typename T>
 FitRun<T>::FitRun(const SolverOptions& solver, const TrainerOptions& trainer,
                   LinearizationSource<T>& source, TrainingSet<T>& data, LinearAlgebra<T>& device,
                   T* theta, const FitDescription& description, const FitHooks<T>& hooks,
-                  std::size_t caller_bytes)
+                  const CallerBuffers& caller)
     : topt_(trainer),
       sopt_(solver),
       source_(source),
@@ -112,7 +112,7 @@ FitRun<T>::FitRun(const SolverOptions& solver, const TrainerOptions& trainer,
   problem_.collectives =
       hooks.comm != nullptr && (ranks_ > 1 || hooks.comm->supports_device_buffers());
   problem_.loss = description.loss_kind;
-  problem_.caller_bytes = caller_bytes;
+  problem_.caller = caller;
   problem_.distributed_unavailable =
       dist::distributed_normal_matrix_unavailable(hooks.comm, device_.device_kind());
   describe_problem(description);
@@ -154,18 +154,21 @@ void FitRun<T>::describe_problem(const FitDescription& d) {
 
 template <typename T>
 void FitRun<T>::plan_step(std::size_t units) {
-  const bool replan = lm_ != nullptr;
-  const StepperState state = replan ? lm_->state() : StepperState{};
-  lm_.reset();
-  planner_.reset();
   // The batch over all ranks in units: this rank's share times the ranks, but no more than the
   // whole batch (3 ranks share 16 384 samples as 5 462 each, not 16 386: precision = auto
   // compares the rows with a threshold, and every rank count must see the same).
+  const std::size_t whole = data_.max_units(batch_);
+  const auto ranks = static_cast<std::size_t>(ranks_);
+  auto total = [ranks, whole](std::size_t u) { return std::min(u * ranks, std::max(u, whole)); };
   problem_.local_batch = units;
-  problem_.batch =
-      std::min(units * static_cast<std::size_t>(ranks_), std::max(units, data_.max_units(batch_)));
-  planner_ = std::make_unique<StepPlanner<T>>(sopt_, source_, problem_, hooks_.comm);
-  const StepPlan& plan = planner_->plan();
+  problem_.batch = total(units);
+  step_ = std::make_unique<PlannedStep<T>>(sopt_, source_, problem_, hooks_.comm, total);
+  describe_plan();
+}
+
+template <typename T>
+void FitRun<T>::describe_plan() {
+  const StepPlan& plan = step_->plan();
   // The system's precision as planned (SystemPrecision::kAuto resolved), and why.
   const bool float_model = std::is_same_v<T, float>;
   const bool mixed = float_model && plan.options.system_precision == SystemPrecision::kFloat64;
@@ -180,9 +183,7 @@ void FitRun<T>::plan_step(std::size_t units) {
   summary_.memory_plan = plan.memory.describe();
   summary_.distribution = plan.distribution;
   summary_.planned_peak_bytes = plan.memory.peak_bytes;
-  lm_ = planner_->build();
-  if (replan) lm_->set_state(state);
-  planned_units_ = units;
+  planned_units_ = step_->planned_units();
   record_halvings();
 }
 
@@ -242,7 +243,7 @@ void FitRun<T>::start(std::vector<T>& params, const TrainingState<T>* resume) {
                     resume->params.size(), summary_.model, n_));
   params = resume->params;
   static_cast<TrainingProgress&>(summary_) = resume->progress;
-  lm_->set_state(resume->stepper);
+  step_->set_state(resume->stepper);
   rng_.set_state(resume->epoch_rng);
   first_epoch_ = resume->epochs_done + 1;
   first_batch_ = resume->batches_done;
@@ -262,7 +263,7 @@ TrainingState<T> FitRun<T>::state(int epochs_done, std::size_t batches_done,
   s.epochs_done = epochs_done;
   s.batches_done = batches_done;
   s.epoch_rng = batches_done == 0 ? rng_.state() : epoch_rng_;
-  s.stepper = lm_->state();
+  s.stepper = step_->state();
   s.params.resize(n_);
   device_.copy_to_host(theta_, s.params.data(), n_);
   if (early_stopping_) {
@@ -299,24 +300,10 @@ void FitRun<T>::run_epoch(int epoch) {
 }
 
 template <typename T>
-StepReport FitRun<T>::step_with_memory_recovery(const typename TrainingSet<T>::Batch& batch) {
-  for (;;) {
-    const StepperState before = lm_->state();
-    source_.set_draw_key((static_cast<std::uint64_t>(rank_) << 40) + summary_.steps);
-    try {
-      return lm_->step(theta_, batch.x, batch.y, batch.units, summary_.times);
-    } catch (const OutOfMemory& e) {
-      lm_ = planner_->rebuild_after(std::move(lm_), e, before);
-      record_halvings();
-    }
-  }
-}
-
-template <typename T>
 void FitRun<T>::record_halvings() {
-  summary_.slice_samples = planner_->slice_samples();
-  summary_.slice_halvings = planner_->halvings();
-  summary_.slice_halving_cause = planner_->halving_cause();
+  summary_.slice_samples = step_->slice_samples();
+  summary_.slice_halvings = step_->halvings();
+  summary_.slice_halving_cause = step_->halving_cause();
 }
 
 template <typename T>
@@ -329,9 +316,13 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
     ScopedPhase timer(summary_.times, Phase::kOther);
     batch = data_.load(std::span<const std::int64_t>(order_.data() + local_first, local_count));
   }
-  if (batch.units > planned_units_) plan_step(batch.units);
   const PhaseTimes before = summary_.times;
-  const StepReport rep = step_with_memory_recovery(batch);
+  const StepReport rep = step_->step(theta_, batch.x, batch.y, batch.units, summary_.times,
+                                     (static_cast<std::uint64_t>(rank_) << 40) + summary_.steps);
+  // A batch with more units than the plan held was planned for again (and the slice may have
+  // been halved after an allocation failed): the Summary says what was used.
+  if (step_->planned_units() != planned_units_ || step_->halvings() != summary_.slice_halvings)
+    describe_plan();
   record_share(before, local_count);
   summary_.count(rep);
   record.accepted += rep.accepted ? 1 : 0;
@@ -350,7 +341,7 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   it.batch = b;
   it.step = summary_.steps;
   it.batch_loss = data_.reported(rep.objective_after - rep.penalty_after, count);  // data only
-  it.lambda = lm_->lambda();
+  it.lambda = step_->lambda();
   it.elapsed_seconds = seconds_since(start_);
   it.report = rep;
   return !outside_stop(it, epoch, b, record) && !stopped();
@@ -391,7 +382,7 @@ template <typename T>
 void FitRun<T>::end_epoch(int epoch, EpochRecord& record) {
   summary_.epochs = epoch;
   record.training_loss = summary_.final_loss = data_loss(false);
-  record.lambda = lm_->lambda();
+  record.lambda = step_->lambda();
   if (early_stopping_) {
     record.validation_loss = data_loss(true);
     if (early_stopping_->update(epoch, record.validation_loss, theta_, summary_) && !stopped()) {
@@ -422,13 +413,13 @@ void FitRun<T>::end_epoch(int epoch, EpochRecord& record) {
 
 template <typename T>
 void FitRun<T>::report_penalties() {
-  const std::vector<double> rho = lm_->state().weight_decays;
+  const std::vector<double> rho = step_->state().weight_decays;
   if (sopt_.regularization != Regularization::kArd) {
     summary_.final_weight_decay = rho.front();
     return;
   }
   const ParameterGroups groups = source_.relevance_groups();
-  const std::vector<double>& gamma = lm_->effective_parameters();
+  const std::vector<double>& gamma = step_->effective_parameters();
   for (std::size_t g = 0; g < groups.count(); ++g)
     summary_.penalty_groups.push_back(
         {groups.names[g], groups.sizes[g], rho[g], g < gamma.size() ? gamma[g] : 0.0});
@@ -444,10 +435,10 @@ Summary FitRun<T>::finish(std::vector<T>& params) {
     summary_.restored_best = true;
     summary_.final_loss = data_loss(false);
   }
-  summary_.final_lambda = lm_->lambda();
+  summary_.final_lambda = step_->lambda();
   report_penalties();
   summary_.peak_device_bytes =
-      device_.memory().peak_bytes_in_use() - bytes_before_ + lm_->system_peak_bytes();
+      device_.memory().peak_bytes_in_use() - bytes_before_ + step_->system_peak_bytes();
   summary_.batch_shares = shares_.shares();
   if (ranks_ > 1) {  // collective: every rank finishes
     const std::uint64_t mine = summary_.peak_device_bytes;
@@ -468,14 +459,14 @@ template <typename T>
 Summary run_fit(const SolverOptions& solver, const TrainerOptions& trainer,
                 LinearizationSource<T>& source, TrainingSet<T>& data, LinearAlgebra<T>& device,
                 T* theta, std::vector<T>& params, const FitDescription& description,
-                const FitHooks<T>& hooks, std::size_t caller_bytes,
+                const FitHooks<T>& hooks, const CallerBuffers& caller,
                 const TrainingState<T>* resume) {
   solver.validate();
   trainer.validate();
   if (params.size() != source.num_params())
     throw InvalidArgument(fmt::format("fit: {} initial parameters given, the model {} has {}",
                                       params.size(), description.model, source.num_params()));
-  FitRun<T> run(solver, trainer, source, data, device, theta, description, hooks, caller_bytes);
+  FitRun<T> run(solver, trainer, source, data, device, theta, description, hooks, caller);
   run.start(params, resume);
   for (int epoch = run.first_epoch(); epoch <= trainer.max_epochs && !run.stopped(); ++epoch)
     run.run_epoch(epoch);
@@ -485,12 +476,12 @@ Summary run_fit(const SolverOptions& solver, const TrainerOptions& trainer,
 template Summary run_fit<float>(const SolverOptions&, const TrainerOptions&,
                                 LinearizationSource<float>&, TrainingSet<float>&,
                                 LinearAlgebra<float>&, float*, std::vector<float>&,
-                                const FitDescription&, const FitHooks<float>&, std::size_t,
+                                const FitDescription&, const FitHooks<float>&, const CallerBuffers&,
                                 const TrainingState<float>*);
 template Summary run_fit<double>(const SolverOptions&, const TrainerOptions&,
                                  LinearizationSource<double>&, TrainingSet<double>&,
                                  LinearAlgebra<double>&, double*, std::vector<double>&,
-                                 const FitDescription&, const FitHooks<double>&, std::size_t,
-                                 const TrainingState<double>*);
+                                 const FitDescription&, const FitHooks<double>&,
+                                 const CallerBuffers&, const TrainingState<double>*);
 
 }  // namespace lmtrain

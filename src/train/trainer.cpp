@@ -180,10 +180,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   hooks.comm = comm_;
   // The best θ of early stopping and the evaluation's activations (the data, θ and the batch are
   // allocated already: the budget counts them as used).
-  const std::size_t caller_bytes =
-      (model.num_params() + local_batch * model.activation_floats_per_sample()) * sizeof(T);
+  const CallerBuffers caller{1, model.activation_floats_per_sample()};
   return run_fit(solver_options_, trainer_options_, source, data, backend_, theta.data(), params,
-                 description, hooks, caller_bytes, resume);
+                 description, hooks, caller, resume);
 }
 
 template <typename T>
@@ -206,10 +205,7 @@ StepPlan Trainer<T>::plan(std::size_t samples, int ranks) const {
   problem.loss = loss.kind();
   // θ and the best θ, this rank's batch and the evaluation's activations (fit() counts the data
   // sets as used device memory when it plans; here they are not yet loaded).
-  problem.caller_bytes =
-      (2 * model.num_params() + problem.local_batch * (model.inputs() + model.outputs()) +
-       problem.local_batch * model.activation_floats_per_sample()) *
-      sizeof(T);
+  problem.caller = {2, model.inputs() + model.outputs() + model.activation_floats_per_sample()};
   if (ranks > 1 && !dist::distributed_normal_matrix_built(backend_.device_kind()))
     problem.distributed_unavailable =
         dist::distributed_normal_matrix_unavailable(nullptr, backend_.device_kind());

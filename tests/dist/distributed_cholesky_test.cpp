@@ -315,7 +315,7 @@ TrainedRun slowed_fit(const TrainerOptions& t, const ModelSpec& spec, const Data
   run.params = model.initial_parameters(Init::kTorch, 11);
   DeviceBuffer<double> theta = backend->allocate(run.params.size());
   run.summary = run_fit<double>(solver, t, source, rows, *backend, theta.data(), run.params,
-                                description, hooks, 0);
+                                description, hooks, CallerBuffers{0, 0});
   return run;
 }
 

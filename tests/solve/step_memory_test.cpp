@@ -60,7 +60,7 @@ void expect_plan_matches_allocations(const Case& c) {
   const MemoryPlan plan = plan_step_memory(options, c.solver, source, problem);
   ASSERT_EQ(plan.slice_samples, kSlice);
 
-  // Data and parameters are the caller's (problem.caller_bytes = 0 here): allocate them first
+  // Data and parameters are the caller's (problem.caller counts nothing here): allocate them first
   // and count only what the step's components take.
   Rng rng(11);
   const std::size_t n = model.num_params();

@@ -128,9 +128,7 @@ TEST(SystemPrecision, AutoFallsBackToFloat32WhenOnlyAFloat32AFitsTheBudget) {
   problem.batch = problem.local_batch = data.samples;
   problem.budget_bytes = std::size_t{1} << 40;
   // What the Trainer counts for itself (trainer.cpp, describe_problem).
-  problem.caller_bytes = (2 * model.num_params() + data.samples * 2 +
-                          data.samples * model.activation_floats_per_sample()) *
-                         sizeof(float);
+  problem.caller = {2, 2 + model.activation_floats_per_sample()};
   SolverOptions wide, narrow;
   wide.system_precision = SystemPrecision::kFloat64;
   narrow.system_precision = SystemPrecision::kModel;

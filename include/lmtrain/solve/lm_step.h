@@ -75,8 +75,17 @@ struct StepReport {
 struct StepperState {
   DampingStrategy::State damping;
   GeodesicBackoff::State geodesic;
-  // ρ per penalty group (one unless ard); bayesian and ard re-estimate them.
+  // ρ per penalty group (one unless ard); bayesian and ard re-estimate them.  Empty in a state
+  // handed to set_state: the penalty keeps its own.
   std::vector<double> weight_decays{0.0};
+
+  // Where a step's schedule starts: λ = lambda_initial, ν = 2, no floor learned, no geodesic
+  // backoff, and the penalty's own ρ (empty weight_decays).
+  static StepperState initial(const SolverOptions& options);
+  // Throws InvalidArgument naming the first field out of range: λ finite and > 0, ν ≥ 1, the
+  // floor ≥ 0, the backoff's counts ≥ 0, every ρ finite and ≥ 0.  A state a caller hands back
+  // (a checkpoint, lmtrain.torch's load_state_dict) is checked here before any step takes it.
+  void validate() const;
 };
 
 // The step as the trainer drives it, whatever the system's precision.

@@ -39,6 +39,18 @@
 
 namespace lmtrain {
 
+// What the caller of a step holds on its device while training, which the plan counts as used
+// (the one place its bytes are reckoned): vectors of the n parameters (θ; its best copy under
+// early stopping; the module's own tensors beside the flat buffer) and, per unit of this rank's
+// batch, the inputs and targets it hands over and the activations of its loss evaluations.
+struct CallerBuffers {
+  std::size_t parameter_vectors = 1;
+  std::size_t elements_per_unit = 0;
+  std::size_t bytes(std::size_t n, std::size_t units, std::size_t element_size) const {
+    return (parameter_vectors * n + units * elements_per_unit) * element_size;
+  }
+};
+
 // The problem one rank's step solves.
 struct StepProblem {
   std::size_t batch = 0;        // units (samples) per step, all ranks together
@@ -48,9 +60,8 @@ struct StepProblem {
   // What the step may use on this rank's device; 0: SolverOptions::memory_budget_bytes, or
   // memory_fraction of what the source's device has available now.
   std::size_t budget_bytes = 0;
-  // Bytes the caller holds on the device during training (parameters, their best copy, the
-  // batch, the evaluation's activations), counted in the plan.
-  std::size_t caller_bytes = 0;
+  // What the caller holds on the device during training, counted in the plan for local_batch.
+  CallerBuffers caller{0, 0};
   // The loss, for SolverOptions::geodesic_acceleration = auto (a residual function is mse).
   LossKind loss = LossKind::kMse;
   // Why A cannot be sharded over these ranks (distributed_cholesky), or nothing when it can

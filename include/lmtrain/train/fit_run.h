@@ -21,6 +21,7 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/lm_step.h"
+#include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/summary.h"
 #include "lmtrain/train/trainer_options.h"
 
@@ -115,13 +116,13 @@ struct FitHooks {
 };
 
 // Runs the epochs.  `theta` (n device values of `device`, the source's device) is trained in
-// place; `params` (host) gives the start and receives the result.  `caller_bytes`: what the
-// caller holds on the device during the run (its data, θ), for the memory plan.
+// place; `params` (host) gives the start and receives the result.  `caller`: what the caller
+// holds on the device during the run beside what it allocated already, for the memory plan.
 template <typename T>
 Summary run_fit(const SolverOptions& solver, const TrainerOptions& trainer,
                 LinearizationSource<T>& source, TrainingSet<T>& data, LinearAlgebra<T>& device,
                 T* theta, std::vector<T>& params, const FitDescription& description,
-                const FitHooks<T>& hooks, std::size_t caller_bytes,
+                const FitHooks<T>& hooks, const CallerBuffers& caller,
                 const TrainingState<T>* resume = nullptr);
 
 }  // namespace lmtrain

@@ -130,8 +130,7 @@ class NativePath:
         self.float64_system = precision == "float64" and self.dtype == torch.float32
         self.outputs = [m for m in model if isinstance(m, torch.nn.Linear)][-1].out_features
         self._step: Any = None
-        self._max_batch = 0
-        self._state: tuple[float, float, float, int, int] | None = None
+        self._state: Any = None  # a _core.StepperState to hand the next step
         self._draw_key = 0  # cross_entropy_sampled's draws, carried across rebuilt steps
         from ._losses import Loss
 
@@ -147,7 +146,9 @@ class NativePath:
                               for a, b, p in zip(offsets, offsets[1:], self.params)]
 
     def _engine(self, batch: int, input_shape: list[int]) -> Any:
-        if self._step is None or batch > self._max_batch or input_shape != self._input_shape:
+        """The library's step, made at the first batch (a larger batch is planned for again by
+        the library itself, PlannedStep) and again for images of another shape."""
+        if self._step is None or input_shape != self._input_shape:
             if self._step is not None:
                 self._state = self._step.state()
                 self._draw_key = self._step.draw_key
@@ -155,9 +156,9 @@ class NativePath:
             architecture = dict(self.architecture, input_shape=input_shape)
             self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
                              self.float64_system, *self._device_and_stream())
-            self._max_batch, self._input_shape = batch, input_shape
+            self._input_shape = input_shape
             if self._state is not None:
-                self._step.set_state(*self._state)
+                self._step.set_state(self._state)
             self._step.draw_key = self._draw_key
         return self._step
 
@@ -174,23 +175,21 @@ class NativePath:
         if self._step is not None:
             self._step.draw_key = key
 
-    def state(self) -> tuple[float, float, float, int, int]:
-        """(λ, ν, floor, geodesic_skip, geodesic_backoff) of the step's schedule."""
+    def state(self) -> Any:
+        """The step's schedule (``_core.StepperState``): the library's start before a step."""
         if self._step is not None:
             return self._step.state()
         if self._state is not None:
             return self._state
-        return (self.options.lambda_initial, 2.0, 0.0, 0, 0)
+        return _core.StepperState.initial(self.options)
 
-    def set_state(self, lam: float, nu: float, floor: float, skip: int = 0,
-                  backoff: int = 0) -> None:
-        if not (lam > 0 and nu >= 1 and floor >= 0 and skip >= 0 and backoff >= 0):
-            raise ValueError(f"optimizer state lambda = {lam}, nu = {nu}, floor = {floor}, "
-                             f"geodesic_skip = {skip}, geodesic_backoff = {backoff}: expected "
-                             "lambda > 0, nu ≥ 1, floor ≥ 0 and the geodesic counts ≥ 0")
-        self._state = (lam, nu, floor, skip, backoff)
+    def set_state(self, state: Any) -> None:
+        """Takes a ``_core.StepperState``, checked by the library (ValueError naming the
+        field)."""
+        state.validate()
+        self._state = state
         if self._step is not None:
-            self._step.set_state(lam, nu, floor, skip, backoff)
+            self._step.set_state(state)
 
     def _device_and_stream(self) -> tuple[str, int]:
         """The library's device string and, on CUDA, torch's current stream to queue on (after

@@ -514,7 +514,7 @@ class LevenbergMarquardt:
         self._replicas: list[LevenbergMarquardt] = []
         self._streams: list[Any] = []
         self._step: Any = None
-        self._pending_state: Mapping[str, Any] | None = None
+        self._pending_state: Any = None  # a _core.StepperState for the first step
         self._native: NativePath | None = None
         architecture = self._fast_path_architecture(fast_path, loss, residual_fn)
         if architecture is not None and not (model_bits == 64 and self.precision == "float32"):
@@ -576,29 +576,28 @@ class LevenbergMarquardt:
         return self._theta
 
     # ---- state --------------------------------------------------------------------------------
+    def _schedule(self) -> Any:
+        """The step's schedule now (``_core.StepperState``): the library's start before the
+        first step, or what load_state_dict gave."""
+        if self._native is not None:
+            return self._native.state()
+        if self._step is not None:
+            return self._step.state()
+        return self._pending_state or _core.StepperState.initial(self.options)
+
     def state_dict(self) -> dict[str, Any]:
         """λ's schedule (λ, ν and the damping's learned floor, where the geodesic backoff
         stands), the penalties' weight decays and cross_entropy_sampled's draw key: what a
         resumed run needs."""
-        if self._native is not None:
-            lam, nu, floor, skip, backoff = self._native.state()
-            return {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
-                    "geodesic_backoff": backoff, "draw_key": self._native.draw_key,
-                    "path": self.path}
-        if self._step is None:
-            state = dict(self._pending_state or {})
-            state.setdefault("lambda", self.options.lambda_initial)
-            state.setdefault("nu", 2.0)
-            state.setdefault("floor", 0.0)
-            state.setdefault("geodesic_skip", 0)
-            state.setdefault("geodesic_backoff", 0)
-            state["draw_key"] = self._lin.draw_key
-            state["path"] = self.path
-            return state
-        (lam, nu, floor, skip, backoff), decays = self._step.state()
-        return {"lambda": lam, "nu": nu, "floor": floor, "geodesic_skip": skip,
-                "geodesic_backoff": backoff, "weight_decays": list(decays),
-                "draw_key": self._lin.draw_key, "path": self.path}
+        s = self._schedule()
+        state = {"lambda": s.lambda_, "nu": s.nu, "floor": s.floor,
+                 "geodesic_skip": s.geodesic_skip, "geodesic_backoff": s.geodesic_backoff}
+        if s.weight_decays:
+            state["weight_decays"] = list(s.weight_decays)
+        state["draw_key"] = self._native.draw_key if self._native is not None else \
+            self._lin.draw_key
+        state["path"] = self.path
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         missing = {"lambda", "nu", "floor"} - set(state)
@@ -607,27 +606,25 @@ class LevenbergMarquardt:
         key = int(state.get("draw_key", 0))
         if key < 0:
             raise ValueError(f"optimizer state draw_key = {key}: expected an integer ≥ 0")
+        schedule = _core.StepperState()
+        schedule.lambda_, schedule.nu = float(state["lambda"]), float(state["nu"])
+        schedule.floor = float(state["floor"])
         # A state_dict from before the geodesic backoff computes the next correction.
-        schedule = (float(state["lambda"]), float(state["nu"]), float(state["floor"]),
-                    int(state.get("geodesic_skip", 0)), int(state.get("geodesic_backoff", 0)))
+        schedule.geodesic_skip = int(state.get("geodesic_skip", 0))
+        schedule.geodesic_backoff = int(state.get("geodesic_backoff", 0))
+        schedule.weight_decays = [float(v) for v in state.get("weight_decays") or []]
+        schedule.validate()  # ValueError naming the field, before anything changes
         if self._native is not None:
-            self._native.set_state(*schedule)
+            self._native.set_state(schedule)
             if "draw_key" in state:
                 self._native.draw_key = key
             return
-        if not (schedule[0] > 0 and schedule[1] >= 1 and schedule[2] >= 0 and schedule[3] >= 0
-                and schedule[4] >= 0):
-            raise ValueError(f"optimizer state lambda = {schedule[0]}, nu = {schedule[1]}, "
-                             f"floor = {schedule[2]}, geodesic_skip = {schedule[3]}, "
-                             f"geodesic_backoff = {schedule[4]}: expected lambda > 0, nu ≥ 1, "
-                             "floor ≥ 0 and the geodesic counts ≥ 0")
         if "draw_key" in state:
             self._lin.draw_key = key
-        decays = state.get("weight_decays")
         if self._step is None:
-            self._pending_state = dict(state)
+            self._pending_state = schedule
         else:
-            self._step.set_state(*schedule, None if decays is None else list(decays))
+            self._step.set_state(schedule)
 
     @property
     def lambda_(self) -> float:
@@ -781,6 +778,8 @@ class LevenbergMarquardt:
                 return group.step([m._theta_now() for m in members], units, reported)
             except BaseException:
                 if group.stopped:  # a failed device broke it: the next step plans anew
+                    group.undo_last_step()
+                    self._pending_state = group.state()
                     self._step = None
                 raise
         finally:
@@ -790,32 +789,27 @@ class LevenbergMarquardt:
                     torch.cuda.current_stream(member.device).wait_stream(self._streams[r])
 
     def _planned_group(self, units: int) -> Any:
-        """The library's step over the devices for shards of up to `units` units: planned at
-        the first step (each device's footprint measured on its shard), planned again, keeping
-        the schedule, for a larger shard or after a failure broke the group."""
-        if self._step is not None and units <= self._planned_units:
+        """The library's step over the devices for shards of up to `units` units, planned at the
+        first step (each device's footprint measured on its shard) or after a failure broke the
+        group, keeping the schedule.  Larger shards are planned for again by the library."""
+        if self._step is not None:
             return self._step
-        state = self.state_dict() if self._step is not None else self._pending_state
+        state = self._pending_state
         specs, callbacks = [], []
         for r, member in enumerate(self._members()):
             with self._on_own_stream(r):
                 spec = member._spec(units)
             if self._streams[r] is not None:
                 spec.stream = cuda_stream_handle(self._streams[r])
+            spec.total_units = units * len(self.devices)
             specs.append(spec)
             callbacks.append(member._lin if self._streams[r] is None else
                              _OnStream(member._lin, self._streams[r]))
-            spec.total_units = units * len(self.devices)
         self._footprint_how = self._members()[0]._footprint_how
         cls = _core.DeviceGroupStep64 if self.dtype == torch.float64 else _core.DeviceGroupStep32
         self._step = cls(specs, callbacks)
-        self._planned_units = units
         if state is not None:
-            self._step.set_state(float(state["lambda"]), float(state["nu"]),
-                                 float(state["floor"]), int(state.get("geodesic_skip", 0)),
-                                 int(state.get("geodesic_backoff", 0)),
-                                 None if state.get("weight_decays") is None
-                                 else list(state["weight_decays"]))
+            self._step.set_state(state)
         return self._step
 
     def _total_units(self, units: int) -> int:
@@ -836,23 +830,17 @@ class LevenbergMarquardt:
                                "the error); parameters are unchanged")
 
     def _planned_step(self, units: int) -> Any:
-        """The library's step for batches of `units` units: planned at the first step (with the
-        Jacobian's footprint measured on a probe slice), planned again, keeping the schedule,
-        when a batch has more units than the plan."""
-        if self._step is not None and units <= self._planned_units:
+        """The library's step, planned at the first step with the Jacobian's footprint measured
+        on a probe slice of the batch the linearization holds (`units` units).  A later batch
+        with more units is planned for again by the library itself (PlannedStep)."""
+        if self._step is not None:
             return self._step
-        state = self.state_dict() if self._step is not None else self._pending_state
         spec = self._spec(units)
         communicator = _communicator(self._dist, self.device)
         cls = _core.ForeignStep64 if self.dtype == torch.float64 else _core.ForeignStep32
         self._step = cls(spec, self._lin, communicator)
-        self._planned_units = units
-        if state is not None:
-            self._step.set_state(float(state["lambda"]), float(state["nu"]),
-                                 float(state["floor"]), int(state.get("geodesic_skip", 0)),
-                                 int(state.get("geodesic_backoff", 0)),
-                                 None if state.get("weight_decays") is None
-                                 else list(state["weight_decays"]))
+        if self._pending_state is not None:
+            self._step.set_state(self._pending_state)
         return self._step
 
     def _spec(self, units: int) -> Any:
@@ -873,24 +861,19 @@ class LevenbergMarquardt:
             # The library's backend queues on torch's current stream (when the step is built):
             # after the kernels of the slices, before those that read the parameters.
             spec.stream = cuda_stream_handle(torch.cuda.current_stream(self.device))
-        spec.caller_bytes = 0 if self.device.type == "cpu" else self.n * self._theta.element_size()
-        fixed, per_unit, how = self._footprint(units, spec.residuals_per_unit)
-        spec.fixed_bytes, spec.bytes_per_unit, spec.footprint_measured = fixed, per_unit, how
-        self._footprint_how = how
+        spec.bytes_per_unit, spec.footprint_measured = self._footprint(units)
+        self._footprint_how = spec.footprint_measured
         group_of, names, sizes, inputs = relevance_groups(self.model)
         spec.group_of, spec.group_names, spec.group_sizes = group_of, names, sizes
         spec.input_groups = inputs
         return spec
 
-    def _footprint(self, units: int, rows_per_unit: int) -> tuple[int, int, str]:
-        """(fixed bytes, bytes per unit of a slice, how measured) of the torch side: the
-        residuals and, per unit, what computing a probe slice of J took at its peak — never less
-        than the rows of J themselves."""
-        size = self._theta.element_size()
-        j_per_unit = rows_per_unit * self.n * size
-        fixed = 3 * units * rows_per_unit * size  # r, and r at two points (geodesic)
+    def _footprint(self, units: int) -> tuple[int, str]:
+        """(bytes per unit of a slice, how it was measured): what computing a probe slice of J
+        took at its peak, per unit, or 0 and why it was not measured.  The library counts the
+        rest (ForeignSource::footprint: the residuals, the rows of J at least)."""
         if self.slice_size is not None:
-            return fixed, j_per_unit, "the rows of J (slice_size given)"
+            return 0, "the rows of J (slice_size given)"
         count = min(units, 8)
         lin = self._lin
         key = lin.draw_key
@@ -909,8 +892,8 @@ class LevenbergMarquardt:
             lin._pending = (f, r)
         lin._jacobian = None
         if measured is None:
-            return fixed, 3 * j_per_unit, "3 × the rows of J (no way to measure here)"
-        return fixed, max(j_per_unit, -(-measured // count)), how
+            return 0, "3 × the rows of J (no way to measure here)"
+        return max(1, -(-measured // count)), how
 
     def normal_equations(self, x: Any, y: Any = None) -> tuple[float, torch.Tensor, torch.Tensor]:
         """F, A = JᵀJ and g = Jᵀr at the current parameters, built by the library from the same
