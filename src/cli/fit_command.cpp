@@ -180,7 +180,7 @@ RunFiles open_run_directory(const RunConfig& config, const FitArgs& args,
 
 template <typename T>
 std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles& files,
-                                            const nlohmann::json& fingerprint) {
+                                            const RunFingerprint& fingerprint) {
   if (args.resume_dir.empty()) return std::nullopt;
   if (!fs::exists(files.checkpoint))
     throw InvalidArgument(
@@ -367,14 +367,10 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const Dataset<T> train = to_dataset<T>(data.train);
   std::optional<Dataset<T>> validation;
   if (data.validation) validation = to_dataset<T>(*data.validation);
-  const std::size_t batch = config.trainer.batch_size == 0
-                                ? train.samples
-                                : std::min(config.trainer.batch_size, train.samples);
-  const nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
-                                      {"seed", config.seed},
-                                      {"batch_size", batch},
-                                      {"precision", std::string(to_string(config.precision))},
-                                      {"loss", std::string(to_string(config.loss.kind))}};
+  const RunFingerprint fingerprint =
+      run_fingerprint(io::model_spec_to_json(spec).dump(), config.seed, config.trainer,
+                      train.samples, config.precision, std::string(to_string(config.loss.kind)));
+  const std::size_t batch = fingerprint.batch_size;
   const std::optional<TrainingState<T>> resume = load_resume<T>(args, files, fingerprint);
   RunRecorder recorder(files, config.trainer.max_epochs, (train.samples + batch - 1) / batch,
                        resume ? resume->progress.history : std::vector<EpochRecord>{},
@@ -439,8 +435,8 @@ int run_fit(const FitArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
   // auto and mixed train a float32 model; their solver options ask for an automatic or a float64
   // system.
-  return config.precision == Precision::kFloat64 ? fit<double>(config, args)
-                                                 : fit<float>(config, args);
+  return resolve_precision(config.precision).float64_model ? fit<double>(config, args)
+                                                           : fit<float>(config, args);
 }
 
 }  // namespace lmtrain::cli

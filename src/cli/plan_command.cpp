@@ -55,8 +55,8 @@ int run_plan(const PlanArgs& args) {
   if (args.ranks < 1)
     throw InvalidArgument(fmt::format("lmtrain info --ranks {}: expected ≥ 1 ranks", args.ranks));
   const RunConfig config = load_run_config(args.config, args.overrides);
-  return config.precision == Precision::kFloat64 ? print_plan<double>(config, args)
-                                                 : print_plan<float>(config, args);
+  return resolve_precision(config.precision).float64_model ? print_plan<double>(config, args)
+                                                           : print_plan<float>(config, args);
 }
 
 }  // namespace lmtrain::cli

@@ -20,20 +20,6 @@
 
 namespace lmtrain::cli {
 
-std::string_view to_string(Precision p) {
-  switch (p) {
-    case Precision::kAuto:
-      return "auto";
-    case Precision::kFloat32:
-      return "float32";
-    case Precision::kMixed:
-      return "mixed";
-    case Precision::kFloat64:
-      return "float64";
-  }
-  return "unknown";
-}
-
 namespace {
 
 std::string where(const toml::node& node) {
@@ -441,15 +427,8 @@ void parse_top_level(Section& top, const std::string& path, const std::filesyste
                      RunConfig& c) {
   c.seed = static_cast<std::uint64_t>(top.count("seed", 0));
   if (auto p = top.choice("precision", {"auto", "float32", "mixed", "float64"}))
-    c.precision = *p == "auto"      ? Precision::kAuto
-                  : *p == "float32" ? Precision::kFloat32
-                  : *p == "mixed"   ? Precision::kMixed
-                                    : Precision::kFloat64;
-  // auto: a float32 model whose system the library chooses (SystemPrecision::kAuto); float32 is
-  // float32 throughout, as asked.
-  c.solver.system_precision = c.precision == Precision::kAuto    ? SystemPrecision::kAuto
-                              : c.precision == Precision::kMixed ? SystemPrecision::kFloat64
-                                                                 : SystemPrecision::kModel;
+    c.precision = *parse_precision(*p);
+  c.solver.system_precision = resolve_precision(c.precision).system;
   c.device = top.string("device").value_or("cpu");
   try {
     (void)parse_device(c.device);  // the library's parser (backend/device.h), one set of rules

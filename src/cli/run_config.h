@@ -59,7 +59,6 @@
 
 namespace lmtrain::cli {
 
-enum class Precision { kAuto, kFloat32, kMixed, kFloat64 };
 enum class CommunicatorChoice { kAuto, kNccl, kHost };
 enum class Task { kRegression, kClassification };
 
@@ -116,8 +115,6 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // The same on text in memory; relative paths resolve against `path`'s directory.
 RunConfig parse_run_config(std::string_view text, const std::string& path,
                            const std::vector<std::string>& overrides = {});
-
-std::string_view to_string(Precision p);
 
 // A library message in the configuration's terms: the C++ option names it uses
 // (SolverOptions::lambda_min, TrainerOptions::max_epochs, LossOptions::huber_delta) become the

@@ -25,14 +25,27 @@ constexpr SafetensorsDtype dtype_of() {
   return std::is_same_v<T, float> ? SafetensorsDtype::kF32 : SafetensorsDtype::kF64;
 }
 
+// The fingerprint as checkpoints store it: the architecture as JSON when it is (a model file's
+// architecture), else as a string (a torch module's description).
+nlohmann::json fingerprint_json(const RunFingerprint& f) {
+  nlohmann::json architecture = nlohmann::json::accept(f.architecture)
+                                    ? nlohmann::json::parse(f.architecture)
+                                    : nlohmann::json(f.architecture);
+  return {{"architecture", std::move(architecture)},
+          {"seed", f.seed},
+          {"batch_size", f.batch_size},
+          {"precision", f.precision},
+          {"loss", f.loss}};
+}
+
 }  // namespace
 
 template <typename T>
 void write_checkpoint(const std::string& path, const TrainingState<T>& s,
-                      const nlohmann::json& fingerprint) {
+                      const RunFingerprint& run) {
   nlohmann::json meta = {
       {"version", kCheckpointVersion},
-      {"fingerprint", fingerprint},
+      {"fingerprint", fingerprint_json(run)},
       {"epochs_done", s.epochs_done},
       {"batches_done", s.batches_done},
       {"epoch_rng", s.epoch_rng},
@@ -57,7 +70,8 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
 }
 
 template <typename T>
-TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& fingerprint) {
+TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& run) {
+  const nlohmann::json fingerprint = fingerprint_json(run);
   const SafetensorsFile file = detail::read_safetensors(path);
   const auto it = file.metadata.find("lmtrain.checkpoint");
   if (it == file.metadata.end())
@@ -130,10 +144,10 @@ TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& 
 }
 
 template void write_checkpoint<float>(const std::string&, const TrainingState<float>&,
-                                      const nlohmann::json&);
+                                      const RunFingerprint&);
 template void write_checkpoint<double>(const std::string&, const TrainingState<double>&,
-                                       const nlohmann::json&);
-template TrainingState<float> read_checkpoint<float>(const std::string&, const nlohmann::json&);
-template TrainingState<double> read_checkpoint<double>(const std::string&, const nlohmann::json&);
+                                       const RunFingerprint&);
+template TrainingState<float> read_checkpoint<float>(const std::string&, const RunFingerprint&);
+template TrainingState<double> read_checkpoint<double>(const std::string&, const RunFingerprint&);
 
 }  // namespace lmtrain::io

@@ -116,18 +116,16 @@ Summary foreign_fit(const ForeignStepSpec& spec, const ForeignFitRequest& reques
   ForeignSource<T> source(std::move(linearization), *backend, shape_of<T>(spec));
   PythonErrors errors;
   PythonTrainingSet<T> set(std::move(data), source, errors);
-  SolverOptions options = spec.options;
-  if (spec.float64_system) options.system_precision = SystemPrecision::kFloat64;
+  const SolverOptions& options = spec.options;
   const std::optional<LossKind> loss = parse_loss(spec.loss);
   if (!loss) throw InvalidArgument(fmt::format("loss = \"{}\": not a loss of lmtrain", spec.loss));
   FitDescription description;
   description.model = request.model;
   description.loss = spec.loss;
-  description.precision = request.precision;
   description.residuals_per_sample = spec.residuals_per_unit;
   description.loss_kind = *loss;
 
-  const nlohmann::json fingerprint = nlohmann::json::parse(request.fingerprint);
+  const RunFingerprint fingerprint = request_fingerprint(request, set.samples(), spec.loss);
   std::optional<TrainingState<T>> resume;
   if (!request.resume.empty()) resume = io::read_checkpoint<T>(request.resume, fingerprint);
   FitHooks<T> hooks = python_hooks<T>(request, fingerprint, errors, on_epoch, comm.get());
@@ -154,10 +152,9 @@ void bind_foreign_fit(nb::module_& m) {
       .def(nb::init<>())
       .def_rw("trainer", &R::trainer)
       .def_rw("model", &R::model)
-      .def_rw("precision", &R::precision)
+      .def_rw("precision", &R::precision, "As asked for: auto, float32, mixed or float64.")
       .def_rw("checkpoint", &R::checkpoint)
       .def_rw("checkpoint_every", &R::checkpoint_every)
-      .def_rw("fingerprint", &R::fingerprint)
       .def_rw("resume", &R::resume);
   const char* doc =
       "The library's fit run on a torch model: epochs of the library's LM steps over the "

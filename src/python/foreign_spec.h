@@ -27,11 +27,10 @@ struct ForeignStepSpec {
   std::size_t max_units = 0;    // the most units this rank linearizes in a step
   std::size_t total_units = 0;  // units of a step over all ranks (0: max_units)
   SolverOptions options;
-  std::string loss = "mse";     // for geodesic_acceleration = auto; a residual_fn is mse
-  std::size_t outputs = 1;      // per unit, for the reported loss (a residual_fn: 1 per row)
-  bool float64_system = false;  // a float32 model with a float64 system (mixed precision)
-  std::string device = "cpu";   // cpu or cuda:N
-  std::uintptr_t stream = 0;    // cuda: the caller's stream to run on (torch's current); 0: own
+  std::string loss = "mse";    // for geodesic_acceleration = auto; a residual_fn is mse
+  std::size_t outputs = 1;     // per unit, for the reported loss (a residual_fn: 1 per row)
+  std::string device = "cpu";  // cpu or cuda:N
+  std::uintptr_t stream = 0;   // cuda: the caller's stream to run on (torch's current); 0: own
   // What computing a probe slice of J took per unit at its peak (0: not measured), and how it
   // was measured or why not (ForeignSource::footprint counts the rest).
   std::size_t bytes_per_unit = 0;

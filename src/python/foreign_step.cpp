@@ -94,7 +94,6 @@ void bind_foreign_step(nb::module_& m) {
       .def_rw("options", &S::options)
       .def_rw("loss", &S::loss)
       .def_rw("outputs", &S::outputs)
-      .def_rw("float64_system", &S::float64_system)
       .def_rw("device", &S::device)
       .def_rw("stream", &S::stream,
               "cuda: the stream to run on (torch.cuda.current_stream().cuda_stream); 0: the "

@@ -53,8 +53,7 @@ class ForeignStep {
   // ranks: a device group builds its ranks on their threads; the GIL need not be held.
   void build(std::unique_ptr<dist::Communicator> comm) {
     comm_ = std::move(comm);
-    SolverOptions options = spec_.options;
-    if (spec_.float64_system) options.system_precision = SystemPrecision::kFloat64;
+    const SolverOptions& options = spec_.options;
     const std::optional<LossKind> loss = parse_loss(spec_.loss);
     if (!loss)
       throw InvalidArgument(fmt::format("loss = \"{}\": not a loss of lmtrain", spec_.loss));
@@ -119,7 +118,8 @@ class ForeignStep {
   // slices a step folds in (for inspection and tests; the model's precision only).
   std::tuple<double, nanobind::ndarray<nanobind::numpy, T>, nanobind::ndarray<nanobind::numpy, T>>
   normal_equations(Vector params, std::size_t units) {
-    if (spec_.float64_system)
+    if (std::is_same_v<T, float> &&
+        step_->plan().options.system_precision == SystemPrecision::kFloat64)
       throw nanobind::value_error(
           "normal_equations() builds A in the model's precision; this step's "
           "system is float64 (mixed precision)");

@@ -146,6 +146,21 @@ void bind_solver_options(nb::module_& m) {
       .field("cg_forcing", &S::cg_forcing, "float", "cg: relative residual target.")
       .field("cg_max_iterations", &S::cg_max_iterations, "count", "cg: iteration cap (0: n).")
       .done()
+      .def(
+          "apply_precision",
+          [](S& s, const std::string& precision, bool float64_model) {
+            const std::optional<Precision> p = parse_precision(precision);
+            if (!p)
+              throw InvalidArgument(
+                  fmt::format("precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or "
+                              "\"float64\"",
+                              precision));
+            s.system_precision = system_precision_for(*p, float64_model);
+          },
+          nb::arg("precision"), nb::arg("float64_model"),
+          "Sets system_precision for a user's precision (auto, float32, mixed, float64) on a "
+          "model of its own dtype (lmtrain::system_precision_for): float64 on a float32 model "
+          "is mixed; ValueError when it asks for less than the model holds.")
       .def("validate", &S::validate,
            "Raises ValueError naming the first option outside its documented range.");
 }

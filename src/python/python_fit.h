@@ -44,17 +44,27 @@ inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord&
 // checkpoint.
 struct ForeignFitRequest {
   TrainerOptions trainer;
-  std::string model;       // the Summary's description of the module
-  std::string precision;   // its precision line
-  std::string checkpoint;  // path; empty: none
+  std::string model;               // the Summary's description of the module
+  std::string precision = "auto";  // as the user asked for it (auto, float32, mixed, float64)
+  std::string checkpoint;          // path; empty: none
   int checkpoint_every = 1;
-  std::string fingerprint = "{}";  // JSON a resume must match
-  std::string resume;              // checkpoint path to continue from
+  std::string resume;  // checkpoint path to continue from
 };
+
+// What a resume of this fit must match (run_fingerprint), for `samples` training samples: the
+// module's description, the seed, the batch, the precision asked for and the loss.
+inline RunFingerprint request_fingerprint(const ForeignFitRequest& r, std::size_t samples,
+                                          const std::string& loss) {
+  const std::optional<Precision> precision = parse_precision(r.precision);
+  if (!precision)
+    throw InvalidArgument("precision = \"" + r.precision +
+                          "\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"");
+  return run_fingerprint(r.model, r.trainer.seed, r.trainer, samples, *precision, loss);
+}
 
 // The hooks of a fit run from Python (`comm` may be null: one rank; only rank 0 writes).
 template <typename T>
-FitHooks<T> python_hooks(const ForeignFitRequest& request, const nlohmann::json& fingerprint,
+FitHooks<T> python_hooks(const ForeignFitRequest& request, const RunFingerprint& fingerprint,
                          PythonErrors& errors, nanobind::object& on_epoch,
                          dist::Communicator* comm) {
   FitHooks<T> hooks;

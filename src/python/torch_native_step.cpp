@@ -52,16 +52,13 @@ class NativeStep {
  public:
   // `architecture`: the model file's JSON; `max_batch`: the samples the first plan is made for
   // (a larger batch is planned for again, PlannedStep).
-  // `float64_system`: A, g and the solve in float64 (mixed precision for a float32 model).
   // `device`: "cpu" or "cuda:N"; `stream`: cuda, the caller's stream to queue on (0: its own).
   NativeStep(const std::string& architecture, const LossOptions& loss, SolverOptions options,
-             std::size_t max_batch, bool float64_system, const std::string& device,
-             std::uintptr_t stream)
+             std::size_t max_batch, const std::string& device, std::uintptr_t stream)
       : spec_(io::model_spec_from_json(nlohmann::json::parse(architecture))),
         backend_(backend_on<T>(device, stream)),
         model_(spec_, *backend_),
         loss_(loss, spec_.outputs(), *backend_) {
-    if (float64_system) options.system_precision = SystemPrecision::kFloat64;
     options.validate();
     loss.validate(spec_.outputs());
     StepProblem problem;
@@ -143,10 +140,10 @@ void bind_native_step(nb::module_& m, const char* name) {
   nb::class_<N>(m, name,
                 "The library's own LM step (structural Jacobians) on parameters held by the "
                 "caller: lmtrain.torch's fast path for an nn.Sequential.")
-      .def(nb::init<const std::string&, const LossOptions&, SolverOptions, std::size_t, bool,
+      .def(nb::init<const std::string&, const LossOptions&, SolverOptions, std::size_t,
                     const std::string&, std::uintptr_t>(),
            nb::arg("architecture"), nb::arg("loss"), nb::arg("options"), nb::arg("max_batch"),
-           nb::arg("float64_system"), nb::arg("device") = "cpu", nb::arg("stream") = 0)
+           nb::arg("device") = "cpu", nb::arg("stream") = 0)
       .def_prop_ro("parameters", &N::parameters)
       .def_prop_ro("linear_solver", &N::solver)
       .def_prop_ro("memory_plan", &N::plan)
@@ -174,19 +171,19 @@ Dataset<T> dataset_of(const Matrix<T>& x, const Matrix<T>& y) {
 // The fast path's fit: the library's Trainer (the fit run of train/fit_run.h with lmtrain's own
 // network) on the module's parameters, which it trains in place.
 template <typename T>
-Summary native_fit(const std::string& architecture, const LossOptions& loss, SolverOptions options,
-                   bool float64_system, const ForeignFitRequest& request, const Matrix<T>& x,
-                   const Matrix<T>& y, std::optional<Matrix<T>> x_validation,
+Summary native_fit(const std::string& architecture, const LossOptions& loss,
+                   const SolverOptions& options, const ForeignFitRequest& request,
+                   const Matrix<T>& x, const Matrix<T>& y, std::optional<Matrix<T>> x_validation,
                    std::optional<Matrix<T>> y_validation, Vector<T> params, nb::object on_epoch,
                    const std::string& device, std::uintptr_t stream) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(architecture));
   auto backend = backend_on<T>(device, stream);
-  if (float64_system) options.system_precision = SystemPrecision::kFloat64;
   const Dataset<T> train = dataset_of(x, y);
   std::optional<Dataset<T>> validation;
   if (x_validation && y_validation) validation = dataset_of(*x_validation, *y_validation);
   Trainer<T> trainer(spec, loss, options, request.trainer, *backend);
-  const nlohmann::json fingerprint = nlohmann::json::parse(request.fingerprint);
+  const RunFingerprint fingerprint =
+      request_fingerprint(request, train.samples, std::string(to_string(loss.kind)));
   std::optional<TrainingState<T>> resume;
   if (!request.resume.empty()) resume = io::read_checkpoint<T>(request.resume, fingerprint);
   PythonErrors errors;
@@ -223,15 +220,13 @@ void bind_torch_native_step(nb::module_& m) {
       "flat parameters) trained in place on (x, y), with validation (x_validation, "
       "y_validation) when given.  Returns the Summary.";
   m.def("native_fit32", &native_fit<float>, nb::arg("architecture"), nb::arg("loss"),
-        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
-        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
-        nb::arg("params"), nb::arg("on_epoch").none(), nb::arg("device") = "cpu",
-        nb::arg("stream") = 0, doc);
+        nb::arg("options"), nb::arg("request"), nb::arg("x"), nb::arg("y"),
+        nb::arg("x_validation").none(), nb::arg("y_validation").none(), nb::arg("params"),
+        nb::arg("on_epoch").none(), nb::arg("device") = "cpu", nb::arg("stream") = 0, doc);
   m.def("native_fit64", &native_fit<double>, nb::arg("architecture"), nb::arg("loss"),
-        nb::arg("options"), nb::arg("float64_system"), nb::arg("request"), nb::arg("x"),
-        nb::arg("y"), nb::arg("x_validation").none(), nb::arg("y_validation").none(),
-        nb::arg("params"), nb::arg("on_epoch").none(), nb::arg("device") = "cpu",
-        nb::arg("stream") = 0, doc);
+        nb::arg("options"), nb::arg("request"), nb::arg("x"), nb::arg("y"),
+        nb::arg("x_validation").none(), nb::arg("y_validation").none(), nb::arg("params"),
+        nb::arg("on_epoch").none(), nb::arg("device") = "cpu", nb::arg("stream") = 0, doc);
 }
 
 }  // namespace lmtrain::python

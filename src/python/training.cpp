@@ -207,7 +207,7 @@ class SignalWakeup {
 template <typename T>
 class TrainingJob {
  public:
-  TrainingJob(TrainingRequest r, ModelSpec spec, PreparedData<T> data, nlohmann::json fingerprint,
+  TrainingJob(TrainingRequest r, ModelSpec spec, PreparedData<T> data, RunFingerprint fingerprint,
               std::optional<TrainingState<T>> resume, DeviceChoice device, nb::object on_epoch)
       : r_(std::move(r)),
         spec_(std::move(spec)),
@@ -331,7 +331,7 @@ class TrainingJob {
   TrainingRequest r_;
   ModelSpec spec_;
   PreparedData<T> data_;
-  nlohmann::json fingerprint_;
+  RunFingerprint fingerprint_;
   std::optional<TrainingState<T>> resume_;
   DeviceChoice device_;
   nb::object on_epoch_;
@@ -397,6 +397,13 @@ void wait_for_training(const std::shared_ptr<TrainingJob<T>>& job, std::thread& 
   }
 }
 
+// The request's precision, parsed once (SolverOptions' Precision): the model's and the system's.
+Precision precision_of(const TrainingRequest& r) {
+  if (const std::optional<Precision> p = parse_precision(r.precision)) return *p;
+  throw InvalidArgument(fmt::format(
+      "precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"", r.precision));
+}
+
 template <typename T>
 io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
                             const std::vector<T>& params, const io::Normalization& normalization,
@@ -436,23 +443,15 @@ std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x
         "and {} {}",
         spec.describe(), spec.inputs(), spec.outputs(), data.train.inputs, data.train.outputs,
         r.classes > 0 ? "classes" : "target columns"));
-  // As lmtrain fit's precision (cli/run_config.cpp): auto lets the library choose the system.
-  r.solver.system_precision = r.precision == "auto"    ? SystemPrecision::kAuto
-                              : r.precision == "mixed" ? SystemPrecision::kFloat64
-                                                       : SystemPrecision::kModel;
+  r.solver.system_precision = resolve_precision(precision_of(r)).system;
   r.trainer.seed = r.seed;
   r.trainer.validate();
   DeviceChoice device = choose_device(r.device, 0);
 
   // The fingerprint `lmtrain fit` gives its checkpoints: what must not change on resume.
-  const std::size_t batch = r.trainer.batch_size == 0
-                                ? data.train.samples
-                                : std::min(r.trainer.batch_size, data.train.samples);
-  nlohmann::json fingerprint = {{"architecture", io::model_spec_to_json(spec)},
-                                {"seed", r.seed},
-                                {"batch_size", batch},
-                                {"precision", r.precision},
-                                {"loss", std::string(to_string(r.loss.kind))}};
+  RunFingerprint fingerprint =
+      run_fingerprint(io::model_spec_to_json(spec).dump(), r.seed, r.trainer, data.train.samples,
+                      precision_of(r), std::string(to_string(r.loss.kind)));
   std::optional<TrainingState<T>> resume;
   if (!r.resume.empty()) resume = io::read_checkpoint<T>(r.resume, fingerprint);
 
@@ -489,11 +488,9 @@ std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArra
                                         nb::object on_epoch) {
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
-  if (r.precision == "float64") return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
-  if (r.precision == "auto" || r.precision == "float32" || r.precision == "mixed")
-    return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
-  throw InvalidArgument(fmt::format(
-      "precision = \"{}\": expected \"auto\", \"float32\", \"mixed\" or \"float64\"", r.precision));
+  if (resolve_precision(precision_of(r)).float64_model)
+    return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
+  return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
 }
 
 }  // namespace

@@ -70,6 +70,51 @@ std::optional<SystemPrecision> parse_system_precision(std::string_view s) {
     if (to_string(p) == s) return p;
   return std::nullopt;
 }
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::kAuto:
+      return "auto";
+    case Precision::kFloat32:
+      return "float32";
+    case Precision::kMixed:
+      return "mixed";
+    case Precision::kFloat64:
+      return "float64";
+  }
+  return "unknown";
+}
+std::optional<Precision> parse_precision(std::string_view s) {
+  for (auto p : {Precision::kAuto, Precision::kFloat32, Precision::kMixed, Precision::kFloat64})
+    if (to_string(p) == s) return p;
+  return std::nullopt;
+}
+PrecisionChoice resolve_precision(Precision p) {
+  switch (p) {
+    case Precision::kAuto:
+      return {false, SystemPrecision::kAuto};
+    case Precision::kFloat32:
+      return {false, SystemPrecision::kModel};
+    case Precision::kMixed:
+      return {false, SystemPrecision::kFloat64};
+    case Precision::kFloat64:
+      break;
+  }
+  return {true, SystemPrecision::kModel};
+}
+SystemPrecision system_precision_for(Precision p, bool float64_model) {
+  if (!float64_model)
+    return resolve_precision(p == Precision::kFloat64 ? Precision::kMixed : p).system;
+  if (p == Precision::kFloat32)
+    throw InvalidArgument(
+        "precision = \"float32\" with a float64 model: the system is never less precise than the "
+        "model; use \"float64\" (or \"auto\")");
+  if (p == Precision::kMixed)
+    throw InvalidArgument(
+        "precision = \"mixed\" needs a float32 model (its Jacobian in float32, the system in "
+        "float64); this model is float64: use \"float64\"");
+  return SystemPrecision::kModel;
+}
+
 std::optional<DampingMatrix> parse_damping_matrix(std::string_view s) {
   for (auto t : {DampingMatrix::kIdentity, DampingMatrix::kMarquardt})
     if (to_string(t) == s) return t;

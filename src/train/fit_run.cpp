@@ -133,7 +133,6 @@ void FitRun<T>::describe_problem(const FitDescription& d) {
   Summary& s = summary_;
   s.model = d.model;
   s.loss = d.loss;
-  s.precision = d.precision;
   s.device = device_.name();
   s.num_params = n_;
   s.training_samples = samples_;
@@ -471,6 +470,14 @@ Summary run_fit(const SolverOptions& solver, const TrainerOptions& trainer,
   for (int epoch = run.first_epoch(); epoch <= trainer.max_epochs && !run.stopped(); ++epoch)
     run.run_epoch(epoch);
   return run.finish(params);
+}
+
+RunFingerprint run_fingerprint(std::string architecture, std::uint64_t seed,
+                               const TrainerOptions& trainer, std::size_t samples,
+                               Precision precision, std::string loss) {
+  const std::size_t batch =
+      trainer.batch_size == 0 ? samples : std::min(trainer.batch_size, samples);
+  return {std::move(architecture), seed, batch, std::string(to_string(precision)), std::move(loss)};
 }
 
 template Summary run_fit<float>(const SolverOptions&, const TrainerOptions&,

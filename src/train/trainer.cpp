@@ -57,13 +57,6 @@ struct DeviceData {
   }
 };
 
-const char* precision_name(float*) {
-  return "float32";
-}
-const char* precision_name(double*) {
-  return "float64";
-}
-
 template <typename T>
 void check_data(const Dataset<T>& data, const char* what, const Sequential<T>& model,
                 const ModelSpec& spec) {
@@ -166,8 +159,6 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   FitDescription description;
   description.model = spec_.describe();
   description.loss = std::string(to_string(loss.kind()));
-  // The model's precision; FitRun adds the system's once the step is planned (auto).
-  description.precision = precision_name(static_cast<T*>(nullptr));
   description.residuals_per_sample = loss.residuals_per_sample();
   description.loss_kind = loss.kind();
   FitHooks<T> hooks;

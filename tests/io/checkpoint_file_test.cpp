@@ -61,7 +61,7 @@ TrainingState<T> random_state(std::uint64_t seed) {
 
 template <typename T>
 void expect_round_trip(const std::string& path) {
-  const nlohmann::json fingerprint = {{"architecture", "1-10-1 tanh"}, {"seed", 7}};
+  const RunFingerprint fingerprint{"1-10-1 tanh", 7, 50, "float32", "mse"};
   const TrainingState<T> s = random_state<T>(sizeof(T));
   write_checkpoint(path, s, fingerprint);
   const TrainingState<T> r = read_checkpoint<T>(path, fingerprint);
@@ -99,7 +99,7 @@ void expect_round_trip(const std::string& path) {
   EXPECT_EQ(a.final_block_losses, b.final_block_losses);
   EXPECT_FALSE(a.final_block_losses.empty());
   try {
-    read_checkpoint<T>(path, {{"architecture", "1-10-1 tanh"}, {"seed", 8}});
+    read_checkpoint<T>(path, RunFingerprint{"1-10-1 tanh", 8, 50, "float32", "mse"});
     ADD_FAILURE() << "a changed seed was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("seed"), std::string::npos) << e.what();
@@ -113,7 +113,7 @@ TEST_F(CheckpointFile, EveryFieldSurvivesWriteThenReadInBothPrecisions) {
 
 TEST_F(CheckpointFile, NegativeBackoffCountsAreADamagedFileNamedInTheError) {
   // A negative skip would never count down to the next correction: refused, naming the file.
-  const nlohmann::json fingerprint = {{"seed", 1}};
+  const RunFingerprint fingerprint{"", 1, 0, "", ""};
   TrainingState<double> s = random_state<double>(3);
   s.stepper.geodesic = {-2, 1};
   const std::string p = path("damaged.safetensors");
@@ -136,7 +136,7 @@ TEST_F(CheckpointFile, KillDuringAWriteLeavesTheLastWholeCheckpointLoadable) {
   // sanitizer build does not make every kill land before the first), plus 0–19 ms.  Wherever
   // the kill lands (the temporary file half written, its fsync, the rename), the file loads and
   // is one whole write.
-  const nlohmann::json fingerprint = {{"seed", 5}};
+  const RunFingerprint fingerprint{"", 5, 0, "", ""};
   const std::string p = path("checkpoint.safetensors");
   TrainingState<float> s = random_state<float>(5);
   s.params.assign(2'000'000, 0.0f);

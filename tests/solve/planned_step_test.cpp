@@ -61,8 +61,8 @@ TEST(PlannedStep, PlansAgainForALargerBatchKeepingTheSchedule) {
   q.set_params(theta);
   PlannedStep<double> reference(o, *q.source, problem_for(kSamples));
   reference.set_state(before);
-  const StepReport expected = reference.step(q.params.data(), q.x.data(), q.y.data(), kSamples,
-                                             times);
+  const StepReport expected =
+      reference.step(q.params.data(), q.x.data(), q.y.data(), kSamples, times);
   EXPECT_EQ(replanned.lambda, expected.lambda);
   EXPECT_EQ(replanned.attempts, expected.attempts);
   EXPECT_EQ(p.download(p.params.data(), theta.size()), q.download(q.params.data(), theta.size()));
@@ -71,8 +71,8 @@ TEST(PlannedStep, PlansAgainForALargerBatchKeepingTheSchedule) {
 
 TEST(PlannedStep, UndoesTheLastStepsSchedule) {
   const Data d = make_data();
-  Problem<double> p(ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh), LossOptions{}, d.x,
-                    d.y, kSamples);
+  Problem<double> p(ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh), LossOptions{}, d.x, d.y,
+                    kSamples);
   Rng init(4);
   p.set_params(random_vector(p.model->num_params(), init, 0.7));
   PlannedStep<double> step(SolverOptions{}, *p.source, problem_for(kSamples));

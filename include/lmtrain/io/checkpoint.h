@@ -4,23 +4,25 @@
 //   metadata  "lmtrain.checkpoint": JSON with the position (epochs_done, batches_done), the
 //             shuffling RNG state, the damping and geodesic-backoff state, validation
 //             bookkeeping, the Summary counters and history, and a fingerprint of what must
-//             not change on resume (architecture, seed, batch size, precision).
+//             not change on resume (RunFingerprint: architecture, seed, batch size, precision,
+//             loss).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lmtrain/train/fit_run.h"
 #include "lmtrain/train/trainer.h"
 
 namespace lmtrain::io {
 
 template <typename T>
 void write_checkpoint(const std::string& path, const TrainingState<T>& state,
-                      const nlohmann::json& fingerprint);
+                      const RunFingerprint& fingerprint);
 
 // Throws InvalidArgument naming the file when it is not a checkpoint of this precision, or when
 // its fingerprint differs from `fingerprint` (naming the field that differs).
 template <typename T>
-TrainingState<T> read_checkpoint(const std::string& path, const nlohmann::json& fingerprint);
+TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& fingerprint);
 
 }  // namespace lmtrain::io

@@ -45,7 +45,6 @@ class PlannedStep {
   StepReport step(T* params, const T* x, const T* y, std::size_t units, PhaseTimes& times,
                   std::optional<std::uint64_t> draw_key = std::nullopt);
 
-
   const StepPlan& plan() const { return planner_->plan(); }
   std::size_t planned_units() const { return problem_.local_batch; }
   std::size_t slice_samples() const { return planner_->slice_samples(); }
@@ -59,9 +58,7 @@ class PlannedStep {
   // back).
   void undo_last_step() { step_->set_state(before_); }
   double lambda() const { return step_->lambda(); }
-  const std::vector<double>& effective_parameters() const {
-    return step_->effective_parameters();
-  }
+  const std::vector<double>& effective_parameters() const { return step_->effective_parameters(); }
   std::size_t system_peak_bytes() const { return step_->system_peak_bytes(); }
 
  private:

@@ -135,6 +135,28 @@ std::optional<DampingMatrix> parse_damping_matrix(std::string_view s);
 std::string_view to_string(SystemPrecision p);
 std::optional<SystemPrecision> parse_system_precision(std::string_view s);
 
+// The precision a user names — `lmtrain fit`'s `precision`, lmtrain.fit's and lmtrain.torch's
+// `precision=` —, parsed once into the model's precision and the system's:
+//   auto     a float32 model whose system the planner chooses (SystemPrecision::kAuto);
+//   float32  float32 throughout, as asked;
+//   mixed    a float32 model (and J) with a float64 system (A, g, the solve);
+//   float64  float64 throughout.
+// lmtrain.torch's model brings its own dtype: there "float64" on a float32 model is mixed, auto
+// on a float64 model is float64, and the system is never less precise than the model.
+enum class Precision { kAuto, kFloat32, kMixed, kFloat64 };
+std::string_view to_string(Precision p);
+std::optional<Precision> parse_precision(std::string_view s);
+struct PrecisionChoice {
+  bool float64_model = false;
+  SystemPrecision system = SystemPrecision::kAuto;
+};
+// For a model the precision decides (lmtrain fit, lmtrain.fit).
+PrecisionChoice resolve_precision(Precision p);
+// For a model of its own dtype (lmtrain.torch): the system's precision, or InvalidArgument when
+// the choice asks for less than the model holds (float32 on a float64 model) or for a float32
+// model it is not (mixed on a float64 model).
+SystemPrecision system_precision_for(Precision p, bool float64_model);
+
 struct SolverOptions {
   LinearSolverType linear_solver = LinearSolverType::kAuto;
   DampingType damping = DampingType::kNielsen;

@@ -58,12 +58,27 @@ class TrainingSet {
 
 // What the Summary says about the problem, given by the caller (who knows the model).
 struct FitDescription {
-  std::string model;      // "1-20-1 (dense 20, tanh, dense 1), 61 parameters"
-  std::string loss;       // the loss's name
-  std::string precision;  // "float32", "mixed (…)", "float64"
+  std::string model;  // "1-20-1 (dense 20, tanh, dense 1), 61 parameters"
+  std::string loss;   // the loss's name
   std::size_t residuals_per_sample = 1;
   LossKind loss_kind = LossKind::kMse;  // for geodesic_acceleration = auto
 };
+
+// What must not change between a run and its resume, so a checkpoint carries it and a resume
+// must match it (io/checkpoint.h): the architecture (the model file's JSON, or the description of
+// a torch module), the seed, the batch in samples, the precision asked for and the loss.  Every
+// front end builds it with run_fingerprint.
+struct RunFingerprint {
+  std::string architecture;
+  std::uint64_t seed = 0;
+  std::size_t batch_size = 0;
+  std::string precision;
+  std::string loss;
+};
+// `trainer.batch_size` resolved against the `samples` of the training set (0: all of them).
+RunFingerprint run_fingerprint(std::string architecture, std::uint64_t seed,
+                               const TrainerOptions& trainer, std::size_t samples,
+                               Precision precision, std::string loss);
 
 // Passed to callbacks after every LM step.
 struct IterationSummary {

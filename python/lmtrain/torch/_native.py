@@ -117,7 +117,7 @@ class NativePath:
     """Steps of the library's engine on a torch Sequential's parameters."""
 
     def __init__(self, model: torch.nn.Module, architecture: dict[str, Any], loss: str,
-                 options: Any, precision: str) -> None:
+                 options: Any) -> None:
         self.model = model
         self.params = list(model.parameters())
         self.dtype = self.params[0].dtype
@@ -127,7 +127,6 @@ class NativePath:
         self.loss_options = _core.LossOptions()
         self.loss_options.loss = loss
         self.options = options
-        self.float64_system = precision == "float64" and self.dtype == torch.float32
         self.outputs = [m for m in model if isinstance(m, torch.nn.Linear)][-1].out_features
         self._step: Any = None
         self._state: Any = None  # a _core.StepperState to hand the next step
@@ -155,7 +154,7 @@ class NativePath:
             cls = _core.NativeStep64 if self.dtype == torch.float64 else _core.NativeStep32
             architecture = dict(self.architecture, input_shape=input_shape)
             self._step = cls(json.dumps(architecture), self.loss_options, self.options, batch,
-                             self.float64_system, *self._device_and_stream())
+                             *self._device_and_stream())
             self._input_shape = input_shape
             if self._state is not None:
                 self._step.set_state(self._state)
@@ -214,7 +213,7 @@ class NativePath:
         flat = self._gather().cpu()  # the buffer itself on the CPU, a copy on CUDA
         fit = _core.native_fit64 if self.dtype == torch.float64 else _core.native_fit32
         summary = fit(json.dumps(architecture), self.loss_options, self.options,
-                      self.float64_system, request, xs, ys, xv, yv, flat, on_epoch,
+                      request, xs, ys, xv, yv, flat, on_epoch,
                       *self._device_and_stream())
         self._buffer.copy_(flat)
         self._scatter()

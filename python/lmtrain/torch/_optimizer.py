@@ -132,24 +132,6 @@ def _solver_options(damping: str, memory_budget: int | None, slice_size: int | N
     return o
 
 
-def _system_precision(precision: str | None, dtype: torch.dtype) -> str:
-    """float32 or float64: the system's precision for `precision` (None: the model's; "mixed":
-    lmtrain fit's name for a float32 model with a float64 system)."""
-    model_bits = torch.finfo(dtype).bits
-    if precision == "mixed":  # lmtrain fit's name: float32 model and J, float64 system
-        if model_bits != 32:
-            raise ValueError(f"precision = 'mixed' needs a float32 model, not {dtype}")
-        precision = "float64"
-    resolved = precision or ("float64" if model_bits == 64 else "float32")
-    if resolved not in ("float32", "float64"):
-        raise ValueError(f"precision = {precision!r}: expected 'auto', 'float32', 'float64' or "
-                         "'mixed'")
-    if resolved == "float32" and model_bits == 64:
-        raise ValueError("precision = 'float32' with a float64 model: the system is never "
-                         "less precise than the model; use 'float64'")
-    return resolved
-
-
 def _process_group(distributed: bool | str, fast_path: bool | str) -> Any:
     """The ranks the step sums A and g over, else None: the ranks of an MPI launch (mpirun,
     srun: lmtrain's own MPI communicator, which distributed_cholesky needs), else torch.distributed
@@ -489,13 +471,9 @@ class LevenbergMarquardt:
         self.n = sum(p.numel() for p in self._params)
         self.options = _solver_options(damping, memory_budget, slice_size, options)
         self.slice_size = slice_size
-        model_bits = torch.finfo(self.dtype).bits
-        self.precision = _system_precision(None if precision == "auto" else precision,
-                                           self.dtype)
-        if precision is not None and precision != "auto" or model_bits == 64:
-            # Asked for (float32 stays float32), or a float64 model: no choice to make.
-            self.options.system_precision = "model"
-        self._float64_system = self.precision == "float64" and model_bits == 32
+        # The user's name for it; the library decides what it means for this model's dtype.
+        self.precision = precision or "auto"
+        self.options.apply_precision(self.precision, self.dtype == torch.float64)
 
         self.devices = _device_list(devices, self.device)
         if len(self.devices) > 1:
@@ -517,8 +495,8 @@ class LevenbergMarquardt:
         self._pending_state: Any = None  # a _core.StepperState for the first step
         self._native: NativePath | None = None
         architecture = self._fast_path_architecture(fast_path, loss, residual_fn)
-        if architecture is not None and not (model_bits == 64 and self.precision == "float32"):
-            self._native = NativePath(model, architecture, loss, self.options, self.precision)
+        if architecture is not None:
+            self._native = NativePath(model, architecture, loss, self.options)
             self.path = "native"
         else:
             mode = resolve_mode(jacobian, residual_fn, 1, self.n)  # a bad mode fails here
@@ -855,7 +833,6 @@ class LevenbergMarquardt:
         spec.options = self.options
         spec.loss = "mse" if self.loss is None else self.loss.kind
         spec.outputs = self._lin.outputs
-        spec.float64_system = self._float64_system
         spec.device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         if self.device.type == "cuda":
             # The library's backend queues on torch's current stream (when the step is built):
@@ -954,8 +931,7 @@ class LevenbergMarquardt:
         trainer.validate()
         request = _core.ForeignFitRequest()
         request.model = self._describe_model()
-        request.precision = self.precision if not self._float64_system else \
-            "mixed (float32 model and Jacobian, float64 A, g and solve)"
+        request.precision = self.precision
         if checkpoint is not None:
             request.checkpoint = str(checkpoint)
             request.checkpoint_every = int(checkpoint_every)
@@ -1000,20 +976,12 @@ class LevenbergMarquardt:
                                                                          self._params))
         return f"{type(self.model).__name__} ({shapes}), {self.n} parameters"
 
-    def _fingerprint(self, trainer: Any, batch: int) -> str:
-        import json
-
-        return json.dumps({"architecture": self._describe_model(), "seed": trainer.seed,
-                           "batch_size": batch, "precision": self.precision,
-                           "loss": "residual_fn" if self.loss is None else self.loss.kind})
-
     def _native_fit(self, data: Any, validation: Any, trainer: Any, request: Any,
                     on_epoch: Callable[[Any], bool]) -> Any:
         x, y = self._materialized(data)
         if not self._is_pair(data):
             trainer.batch_size, trainer.shuffle = _first_batch_rows(data), False
         request.trainer = trainer
-        request.fingerprint = self._fingerprint(trainer, trainer.batch_size or batch_size_of(x))
         xv = yv = None
         if validation is not None:
             xv, yv = self._materialized(validation)
@@ -1031,7 +999,6 @@ class LevenbergMarquardt:
             trainer.batch_size, trainer.shuffle = 1, False
         request.trainer = trainer
         batch = trainer.batch_size or dataset.samples
-        request.fingerprint = self._fingerprint(trainer, batch)
         first = min(batch, dataset.samples) if not dataset.batches_are_rows else 1
         units = dataset.max_units(first)  # and the batch the footprint is measured on
         spec = self._spec(units)
