@@ -70,10 +70,10 @@
 #include "lmtrain/io/standardization.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
-#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/normal_equations.h"
 #include "lmtrain/solve/step_planner.h"
+#include "lmtrain/train/engine_source.h"
 
 namespace {
 

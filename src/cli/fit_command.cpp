@@ -328,22 +328,11 @@ template <typename T>
 void write_model(const std::vector<T>& params, const ModelSpec& spec, const PreparedData& data,
                  const RunConfig& config, const Summary& summary, nlohmann::json provenance,
                  const RunFiles& files) {
-  io::ModelFile model;
-  model.architecture = spec;
-  model.parameters.assign(params.begin(), params.end());
-  model.normalization = data.normalization;
-  model.loss = std::string(to_string(config.loss.kind));
-  model.task =
-      config.data.task == Task::kClassification ? io::Task::kClassification : io::Task::kRegression;
-  model.num_classes = data.classes;
-  provenance["seed"] = config.seed;
-  provenance["epochs"] = summary.epochs;
-  provenance["final_loss"] = summary.final_loss;
-  if (!std::isnan(summary.final_validation_loss))
-    provenance["final_validation_loss"] = summary.final_validation_loss;
-  provenance["termination"] = std::string(to_string(summary.termination));
   provenance["config"] = fs::path(config.config_path).filename().string();
-  model.provenance = std::move(provenance);
+  const std::size_t classes = config.data.task == Task::kClassification ? data.classes : 0;
+  const io::ModelFile model =
+      io::trained_model_file(spec, params, data.normalization, to_string(config.loss.kind), classes,
+                             {}, config.seed, summary, std::move(provenance));
   io::write_model_file<T>((files.dir / "model.safetensors").string(), model);
 }
 

@@ -667,4 +667,38 @@ ModelFile read_model_file(const std::string& path) {
   return ModelFileParser(detail::read_safetensors(path), path).parse();
 }
 
+template <typename T>
+ModelFile trained_model_file(const ModelSpec& spec, const std::vector<T>& params,
+                             const Normalization& normalization, std::string_view loss,
+                             std::size_t num_classes, std::vector<std::string> class_names,
+                             std::uint64_t seed, const Summary& summary,
+                             nlohmann::json provenance) {
+  ModelFile model;
+  model.architecture = spec;
+  model.parameters.assign(params.begin(), params.end());
+  model.parameter_dtype = std::is_same_v<T, float> ? ParameterDtype::kF32 : ParameterDtype::kF64;
+  model.normalization = normalization;
+  model.loss = std::string(loss);
+  model.task = num_classes > 0 ? Task::kClassification : Task::kRegression;
+  model.num_classes = num_classes;
+  model.class_names = std::move(class_names);
+  provenance["seed"] = seed;
+  provenance["epochs"] = summary.epochs;
+  provenance["final_loss"] = summary.final_loss;
+  if (!std::isnan(summary.final_validation_loss))
+    provenance["final_validation_loss"] = summary.final_validation_loss;
+  provenance["termination"] = std::string(to_string(summary.termination));
+  model.provenance = std::move(provenance);
+  return model;
+}
+
+template ModelFile trained_model_file<float>(const ModelSpec&, const std::vector<float>&,
+                                             const Normalization&, std::string_view, std::size_t,
+                                             std::vector<std::string>, std::uint64_t,
+                                             const Summary&, nlohmann::json);
+template ModelFile trained_model_file<double>(const ModelSpec&, const std::vector<double>&,
+                                              const Normalization&, std::string_view, std::size_t,
+                                              std::vector<std::string>, std::uint64_t,
+                                              const Summary&, nlohmann::json);
+
 }  // namespace lmtrain::io

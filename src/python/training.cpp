@@ -408,25 +408,10 @@ template <typename T>
 io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
                             const std::vector<T>& params, const io::Normalization& normalization,
                             const Summary& summary) {
-  io::ModelFile model;
-  model.architecture = spec;
-  model.parameters.assign(params.begin(), params.end());
-  model.parameter_dtype =
-      std::is_same_v<T, float> ? io::ParameterDtype::kF32 : io::ParameterDtype::kF64;
-  model.normalization = normalization;
-  model.loss = std::string(to_string(r.loss.kind));
-  model.task = r.classes > 0 ? io::Task::kClassification : io::Task::kRegression;
-  model.num_classes = r.classes;
-  model.class_names = r.class_names;
-  model.provenance = io::make_provenance();
-  model.provenance["front_end"] = "python";
-  model.provenance["seed"] = r.seed;
-  model.provenance["epochs"] = summary.epochs;
-  model.provenance["final_loss"] = summary.final_loss;
-  if (!std::isnan(summary.final_validation_loss))
-    model.provenance["final_validation_loss"] = summary.final_validation_loss;
-  model.provenance["termination"] = std::string(to_string(summary.termination));
-  return model;
+  nlohmann::json provenance = io::make_provenance();
+  provenance["front_end"] = "python";
+  return io::trained_model_file(spec, params, normalization, to_string(r.loss.kind), r.classes,
+                                r.class_names, r.seed, summary, std::move(provenance));
 }
 
 template <typename T>

@@ -10,7 +10,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
-#include "lmtrain/solve/engine_source.h"
+#include "lmtrain/train/engine_source.h"
 #include "lmtrain/train/predict.h"
 
 namespace lmtrain {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "lmtrain/lmtrain.h"
-#include "lmtrain/solve/engine_source.h"
 #include "lmtrain/solve/step_planner.h"
+#include "lmtrain/train/engine_source.h"
 
 namespace lmtrain {
 namespace {

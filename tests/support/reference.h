@@ -11,7 +11,7 @@
 
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
-#include "lmtrain/solve/engine_source.h"
+#include "lmtrain/train/engine_source.h"
 
 namespace lmtrain::testing {
 

@@ -37,6 +37,7 @@
 
 #include "lmtrain/io/standardization.h"
 #include "lmtrain/nn/model_spec.h"
+#include "lmtrain/train/summary.h"
 
 namespace lmtrain::io {
 
@@ -122,6 +123,17 @@ std::string utc_iso8601(std::chrono::system_clock::time_point time);
 // epochs, final losses and termination reason.
 nlohmann::json make_provenance(
     std::chrono::system_clock::time_point time = std::chrono::system_clock::now());
+
+// What a finished training run leaves in its model file, the same from every front end (lmtrain
+// fit, lmtrain.fit): the architecture, the parameters (dtype of T), the normalization, the loss,
+// the task (classification when num_classes > 0) and the provenance: `provenance` (a
+// make_provenance() the caller may have added to) with the seed, the epochs, the final losses and
+// the termination of `summary`.
+template <typename T>
+ModelFile trained_model_file(const ModelSpec& spec, const std::vector<T>& params,
+                             const Normalization& normalization, std::string_view loss,
+                             std::size_t num_classes, std::vector<std::string> class_names,
+                             std::uint64_t seed, const Summary& summary, nlohmann::json provenance);
 
 // The complete file with parameter tensors of T (float → F32, double → F64).  Validates first
 // (validate_model_file).

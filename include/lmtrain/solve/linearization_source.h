@@ -3,9 +3,10 @@
 // points.  The step, its normal-equation builder, its geodesic correction and its penalties see
 // only this interface, so every decision of the step (damping, acceptance, termination, memory)
 // is the same whoever computes J:
-//   EngineSource     lmtrain's own network (nn/: structural Jacobians), solve/engine_source.h;
-//   a foreign source slices computed outside the library — lmtrain.torch's torch.func Jacobians,
-//                    handed over through DLPack (src/python/torch_source.cpp).
+//   EngineSource     lmtrain's own network (nn/: structural Jacobians), train/engine_source.h —
+//                    train/ adapts nn/ to this interface, so solve/ needs nothing of nn/;
+//   ForeignSource    slices computed outside the library — lmtrain.torch's torch.func Jacobians,
+//                    handed over through DLPack (src/python/foreign_source.h).
 // Units: a batch is `batch` units (samples) of residuals_per_sample() rows each; row u·R + k of J
 // is ∂r_{u,k}/∂θ, columns in the flat parameter order.  Pointers are device pointers of
 // model_backend() unless their name says otherwise.

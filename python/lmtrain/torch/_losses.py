@@ -150,15 +150,5 @@ class Loss:
             return float(ce) * (0.5 if self.kind == "cross_entropy_sqrt" else 1.0)
         return float(self._elementwise(z, y)[0].sum())
 
-    def reported(self, objective: float, batch: int, outputs: int) -> float:
-        """The loss users read (PyTorch's mean reduction) from F of `batch` samples."""
-        if self.kind == "mse":
-            return 2 * objective / (batch * outputs)
-        if self.kind in ("cross_entropy", "cross_entropy_sampled"):
-            return objective / batch
-        if self.kind == "cross_entropy_sqrt":
-            return 2 * objective / batch
-        return objective / (batch * outputs)
-
 
 ResidualFn = Callable[[torch.nn.Module, object, object], torch.Tensor]

@@ -1,5 +1,6 @@
 // lmtrain's own network as the LM step's linearization source: the JacobianEngine's structural
-// Jacobians (nn/jacobian.h) behind solve/'s interface, so that nn/ needs nothing of solve/.
+// Jacobians (nn/jacobian.h) behind solve/'s interface.  It lives in train/, above both, so that
+// neither nn/ nor solve/ needs the other.
 #pragma once
 
 #include "lmtrain/nn/jacobian.h"
