@@ -20,8 +20,8 @@
 //    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
 //    [--per-sample-damping]
 //    [--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N]: every
-//    solver option at lmtrain's defaults unless given; λ₀, λ_min, λ_max × batch samples, the peer's
-//    λ on JᵀJ/B)
+//    solver option at lmtrain's defaults unless given; --per-sample-damping is
+//    SolverOptions::damping_per_sample, the peers' λ on JᵀJ/B)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
 //                        [--double]
@@ -697,13 +697,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (args.cg_forcing > 0) solver.cg_forcing = args.cg_forcing;
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
   solver.max_slice_samples = args.max_slice_samples;
-  if (args.per_sample_damping) {
-    const double b = static_cast<double>(
-        topt.batch_size > 0 ? std::min(topt.batch_size, train.samples) : train.samples);
-    solver.lambda_initial *= b;
-    solver.lambda_min *= b;
-    solver.lambda_max *= b;
-  }
+  solver.damping_per_sample = args.per_sample_damping;
   solver.validate();
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =
