@@ -13,6 +13,9 @@
 //   lmtrain_workloads W2 [--epochs 10] [--seed S] [--double|--mixed|--float32] [--device D]
 //   lmtrain_workloads W7 [--epochs 200] [--seed S] [--double|--mixed|--float32] [--device D]
 //   lmtrain_workloads W3 --width W --depth D --samples S [--repeats 5] [--double] [--device ...]
+//   lmtrain_workloads W5 [--width 100] [--rows 100000] [--epochs 4] [--seed S] (W1's options):
+//                           dense-large, 8-W-W-1 tanh, full batch (W = 100: n = 11 101; W = 170,
+//                           --rows 50000: n = 30 771, the H200 run's sizes)
 //   (--device cpu|cuda; default precision: auto, as lmtrain fit; --float32: float32 throughout)
 //   (every workload: [--roofline | --no-roofline]; on by default for W1, W2, W3, W4 and W7)
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
@@ -90,9 +93,12 @@ struct Args {
   std::optional<bool> roofline;  // unset: on for W1, W2 and W3
   // W3
   std::size_t width = 64;
+  bool width_given = false;  // W5's default width is 100
   std::size_t depth = 1;
   std::size_t samples = 5000;
   int repeats = 5;
+  // W5: 8-width-width-1 tanh on `rows` samples, full batch (width 100: n = 11 101; 170: 30 771)
+  std::size_t rows = 100000;
   // W6
   std::string set;
   std::string datasets = "/usr/share/doc/libfann-dev/examples/datasets";
@@ -106,8 +112,8 @@ struct Args {
   int geodesic_backoff_max = -1;        // -1: SolverOptions' default
   std::string solver = "auto";          // auto | cholesky | eigen | cg | dual
   double cg_forcing = 0.0;              // 0: SolverOptions' default
-  // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch): λ₀, λ_min and
-  // λ_max times B, so the ×10 / ×0.1 sequence damps exactly as much as the peer's.
+  // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch):
+  // SolverOptions::damping_per_sample, so the ×10 / ×0.1 sequence damps exactly as the peer's.
   bool per_sample_damping = false;
   double lambda_initial = 0;          // 0: SolverOptions' default
   double lambda_increase = 0;         // 0: SolverOptions' default
@@ -133,6 +139,7 @@ struct Args {
       "[--per-sample-damping] "
       "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
+      "       lmtrain_workloads W5 [--width 100] [--rows 100000] [--epochs 4] (and W1's options)\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
       "[--validation-fraction F] [--standardize-inputs] [--regularization none|l2|bayesian|ard] "
       "[--seed S]\n"
@@ -168,9 +175,11 @@ Args parse(int argc, char** argv) {
     else if (arg == "--no-roofline")
       a.roofline = false;
     else if (arg == "--width")
-      a.width = std::stoul(value());
+      a.width = std::stoul(value()), a.width_given = true;
     else if (arg == "--depth")
       a.depth = std::stoul(value());
+    else if (arg == "--rows")
+      a.rows = std::stoul(value());
     else if (arg == "--samples")
       a.samples = std::stoul(value());
     else if (arg == "--repeats")
@@ -380,10 +389,12 @@ DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend,
       r.copy_seconds = median_seconds(backend, r.copy_repeats,
                                       [&] { backend.copy(src.data(), dst.data(), count); });
       r.copy_gbps = 2.0 * static_cast<double>(r.copy_bytes) / r.copy_seconds / 1e9;
-      // Inputs spread over [−4, 4], where every branch of the activation loops is taken; 64 Ki
-      // elements (256 KiB in float32), which stay in a core's L2 as a batch's activations do, 64
-      // passes per timing.
-      const std::size_t act = std::min<std::size_t>(count, std::size_t{1} << 16);
+      // Inputs spread over [−4, 4], where every branch of the activation loops is taken.  On a
+      // CPU 64 Ki elements (256 KiB in float32), which stay in a core's L2 as a batch's
+      // activations do; on a GPU 16 Mi elements (64 MiB in float32, beyond an H100's L2), a
+      // launch that fills the device — 64 Ki elements there time the launch latency, which made
+      // the floor sum too high to judge against (issue 36: 0.88 ms on W2).  64 passes per timing.
+      const std::size_t act = std::min<std::size_t>(count, std::size_t{1} << (gpu ? 24 : 16));
       const std::vector<T> z = random_values<T>(act, 0xAC7ull);
       backend.copy_from_host(z.data(), src.data(), act);
       backend.add_scaled(act, src.data(), T(3), src.data(), src.data());  // ×4
@@ -576,7 +587,7 @@ std::string run_rates_json(const lmtrain::ModelSpec& spec, const lmtrain::Summar
 bool wants_roofline(const Args& args) {
   if (args.roofline) return *args.roofline;
   return args.workload == "W1" || args.workload == "W2" || args.workload == "W3" ||
-         args.workload == "W4" || args.workload == "W7";
+         args.workload == "W4" || args.workload == "W5" || args.workload == "W7";
 }
 
 // ---- data ------------------------------------------------------------------------------------
@@ -602,6 +613,36 @@ void sinc_data(std::size_t n, lmtrain::Dataset<T>& train, lmtrain::Dataset<T>& t
     test.x[k] = static_cast<T>(x);
     test.y[k] = static_cast<T>(sinc10(x));
   }
+}
+
+// W5's data (shared/WORKLOADS.md: x ∈ R⁸ random, y a smooth function of x), the same in
+// bench/peers/torch_lm.py: x standard normal by Box–Muller from SplitMix64 (seed 5 for training,
+// 6 for the test rows), y = sin x₀ + cos x₁·x₂ + 0.1·x₃² + tanh(x₄ − x₅) + 0.3·x₆x₇ in double,
+// both rounded to T once.
+template <typename T>
+lmtrain::Dataset<T> dense_data(std::size_t rows, std::uint64_t seed) {
+  std::uint64_t state = seed;
+  auto uniform = [&state] {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  };
+  lmtrain::Dataset<T> d(rows, 8, 1);
+  std::vector<double> x(8);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t k = 0; k < 8; k += 2) {
+      const double u1 = uniform(), u2 = uniform();
+      const double radius = std::sqrt(-2.0 * std::log1p(-u1));
+      x[k] = radius * std::cos(2.0 * std::numbers::pi * u2);
+      x[k + 1] = radius * std::sin(2.0 * std::numbers::pi * u2);
+    }
+    for (std::size_t k = 0; k < 8; ++k) d.x[r * 8 + k] = static_cast<T>(x[k]);
+    d.y[r] = static_cast<T>(std::sin(x[0]) + std::cos(x[1]) * x[2] + 0.1 * x[3] * x[3] +
+                            std::tanh(x[4] - x[5]) + 0.3 * x[6] * x[7]);
+  }
+  return d;
 }
 
 // A FANN data file (plain or .gz) through lmtrain's own reader (io/fann_reader.h), as a Dataset.
@@ -820,6 +861,21 @@ int run_sinc(const Args& args) {
                              : w7 ? "sinc-769-full"
                                   : "sinc-769",
                              spec, lmtrain::LossOptions{}, topt, train, nullptr, test);
+}
+
+// W5 (dense-large): the normal equations at scale, one full-batch step per epoch.
+template <typename T>
+int run_dense(const Args& args) {
+  const lmtrain::Dataset<T> train = dense_data<T>(args.rows, 5);
+  const lmtrain::Dataset<T> test = dense_data<T>(std::max<std::size_t>(args.rows / 10, 1), 6);
+  lmtrain::TrainerOptions topt;
+  topt.max_epochs = args.epochs > 0 ? args.epochs : 4;
+  topt.batch_size = 0;  // full batch
+  topt.seed = args.seed;
+  const std::size_t width = args.width_given ? args.width : 100;
+  const auto spec = lmtrain::ModelSpec::mlp(8, {width, width}, 1, lmtrain::Activation::kTanh);
+  return train_and_report<T>(args, "W5", fmt::format("dense-{}", spec.num_params()), spec,
+                             lmtrain::LossOptions{}, topt, train, nullptr, test);
 }
 
 template <typename T>
@@ -1052,8 +1108,7 @@ int run(const Args& args) {
   if (args.workload == "W3") return run_jacobian<T>(args);
   if (args.workload == "W4") return run_fashion<T>(args);
   if (args.workload == "W6") return run_fann<T>(args);
-  if (args.workload == "W5")
-    throw lmtrain::InvalidArgument("W5 (dense-large) is not yet supported by lmtrain_workloads");
+  if (args.workload == "W5") return run_dense<T>(args);
   usage_error(fmt::format("unknown workload '{}'", args.workload));
 }
 

@@ -21,7 +21,7 @@
 #   ranks.log        mpirun -np 2 (bundled OpenMPI): CPU ranks, 2 ranks on one GPU through the host
 #                    communicator, NCCL across 2 GPUs when there are 2, NCCL with one rank
 #   bench.jsonl, bench.log   the W1/W2/W3 benchmark drivers with the device roofline; the peers
-#                    stage's `bench/run.sh W1 W2 --device cuda` against torch-levenberg-marquardt
+#                    stage's `bench/run.sh W2 W7` and `W5 --device cuda` against torch-levenberg-marquardt
 #
 # The fits compare final training losses (and initial ones, which only the forward pass and the
 # loss decide) between `device = "cuda"` and `device = "cpu"` runs of one configuration, the CPU
@@ -601,30 +601,35 @@ if wants bench; then
   done
 fi
 
-# ---- peers: bench/run.sh W1 W2 on the GPU, lmtrain beside torch-levenberg-marquardt ---------
-# The standing rule's comparison on one device: lmtrain_workloads (the bundle's), lmtrain.torch
-# (the torch stage's extension) and the peer from the bundle's wheel, all on cuda, 3 repetitions
-# interleaved; the report (bench/report.py's Markdown) is appended to bench.log.
+# ---- peers: bench/run.sh W2 W7 W5 on the GPU, lmtrain beside torch-levenberg-marquardt -------
+# The standing rule's comparison on one device (issue 36's workloads): lmtrain_workloads (the
+# bundle's), lmtrain.torch (the torch stage's extension) and the peer from the bundle's wheel, all
+# on cuda — W2 and W7 with 2 repetitions interleaved, W5 (n = 11 101 on 100 000 rows, n = 30 771
+# on 50 000) with one; each report (bench/report.py's Markdown, with the per-phase and floor
+# tables) is appended to bench.log.
 if wants peers; then
   wheel=$(compgen -G "$dir/python/wheels/torch_levenberg_marquardt-*.whl" | head -1)
   if [[ -z $wheel ]]; then
-    report "peers: bench/run.sh W1 W2" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
+    report "peers: bench/run.sh W2 W7" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
   elif ! compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
-    report "peers: bench/run.sh W1 W2" SKIP 0 "no extension from the torch stage in this call"
+    report "peers: bench/run.sh W2 W7" SKIP 0 "no extension from the torch stage in this call"
   else
     mkdir -p "$work/site" "$work/benchbuild/bench"
     ln -sf "$bin/lmtrain_workloads" "$work/benchbuild/bench/lmtrain_workloads"
     "$py" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$wheel" \
       >> "$out/bench.log" 2>&1
-    peers_bench() {
-      LMTRAIN_PEERS_PYTHON="$py" PYTHONPATH="$work/site:$pkg" bash "$root/bench/run.sh" W1 W2 \
-        --device cuda --repeats 3 --no-install --no-build --build-dir "$work/benchbuild" \
-        --tag gpu-peers || return $?
-      cat "$(ls -t "$root"/bench/results/*-gpu-peers*.md | head -1)"
+    peers_bench() {  # TAG workloads… --repeats R
+      local tag=$1
+      shift
+      LMTRAIN_PEERS_PYTHON="$py" PYTHONPATH="$work/site:$pkg" bash "$root/bench/run.sh" "$@" \
+        --device cuda --no-install --no-build --build-dir "$work/benchbuild" --tag "$tag" ||
+        return $?
+      cat "$(ls -t "$root"/bench/results/*-"$tag".md | head -1)"
     }
     export -f peers_bench
     export py work pkg root
-    gpu_check "peers: bench/run.sh W1 W2" bench.log 400 bash -c peers_bench
+    gpu_check "peers: bench/run.sh W2 W7" bench.log 220 bash -c 'peers_bench gpu-peers-W2-W7 W2 W7 --repeats 2'
+    gpu_check "peers: bench/run.sh W5" bench.log 300 bash -c 'peers_bench gpu-peers-W5 W5 --repeats 1'
   fi
 fi
 

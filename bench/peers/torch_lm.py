@@ -26,6 +26,7 @@ schema of bench/lmtrain_workloads.cpp.
           baseline of WORKLOADS.md, PyTorch's default lr 1e-3), same batches and epochs.
 
 usage: python torch_lm.py W1|W2|W7 [--epochs N] [--seed S] [--solve qr|cholesky|solve] [--device cpu|cuda]
+       python torch_lm.py W5 [--width 100] [--rows 100000] [--epochs 4] [--solve cholesky] [--device D]
                                  [--optimizer lm|adam|lbfgs] [--lr LR] [--budget S]
        python torch_lm.py W3 --width W --depth D --samples S [--method jacrev|jacfwd]
                              [--jtj gemm|syrk] [--repeats R]
@@ -72,6 +73,52 @@ def sinc_data(n, dtype):
     xt = -1.0 + h * (torch.arange(0, n - 1, 4, dtype=torch.float64) + 0.5)
     return (x[:, None].to(dtype), sinc10(x)[:, None].to(dtype),
             xt[:, None].to(dtype), sinc10(xt)[:, None].to(dtype))
+
+
+def dense_data(rows, seed, dtype):
+    """W5's data as bench/lmtrain_workloads.cpp makes it (dense_data): x standard normal by
+    Box-Muller from SplitMix64 (seed 5 for training, 6 for the test rows), y = sin x0 +
+    cos x1 x2 + 0.1 x3^2 + tanh(x4 - x5) + 0.3 x6 x7 in float64, both rounded to dtype once."""
+    import numpy as np
+    with np.errstate(over='ignore'):
+        state = np.uint64(seed) + np.arange(1, 8 * rows + 1, dtype=np.uint64) * \
+            np.uint64(0x9E3779B97F4A7C15)
+        z = (state ^ (state >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    u1, u2 = u[0::2], u[1::2]
+    radius = np.sqrt(-2.0 * np.log1p(-u1))
+    normals = np.empty(8 * rows)
+    normals[0::2] = radius * np.cos(2.0 * np.pi * u2)
+    normals[1::2] = radius * np.sin(2.0 * np.pi * u2)
+    x = normals.reshape(rows, 8)
+    y = (np.sin(x[:, 0]) + np.cos(x[:, 1]) * x[:, 2] + 0.1 * x[:, 3] ** 2
+         + np.tanh(x[:, 4] - x[:, 5]) + 0.3 * x[:, 6] * x[:, 7])
+    return torch.from_numpy(x).to(dtype), torch.from_numpy(y[:, None]).to(dtype)
+
+
+def run_dense(args):
+    """W5 (dense-large): 8-W-W-1 tanh on args.rows samples, full batch, as lmtrain_workloads W5."""
+    import torch_levenberg_marquardt as tlm
+
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    width = args.width if args.width != 64 else 100  # 64: the W3 default, not given
+    x, y = (t.to(device) for t in dense_data(args.rows, 5, torch.float32))
+    xt, yt = (t.to(device) for t in dense_data(max(args.rows // 10, 1), 6, torch.float32))
+    model = mlp([8, width, width, 1]).to(device)
+    step_fn = lm_stepper(lm_module(model, tlm.loss.MSELoss(), args.solve))
+    tool = 'torch-lm' if args.solve == 'qr' else f'torch-lm-{args.solve}'
+    n = sum(p.numel() for p in model.parameters())
+
+    def mse(xs, ys):
+        with torch.no_grad():
+            return float(torch.mean((model(xs) - ys) ** 2))
+
+    train_epochs(args, tool, f'dense-{n}', model, step_fn, mse, x, y, xt, yt, args.rows,
+                 args.epochs if args.epochs > 0 else 4, f'8-{width}-{width}-1 tanh',
+                 extra={'solver': args.solve, 'torch_lm_version': tlm.__version__})
 
 
 def mlp(widths):
@@ -479,7 +526,7 @@ def run_jacobian(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4', 'W6', 'W7'])
+    p.add_argument('workload', choices=['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'])
     p.add_argument('--epochs', type=int, default=-1)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--solve', default='qr', choices=['qr', 'cholesky', 'solve'])
@@ -487,6 +534,7 @@ def main():
     p.add_argument('--width', type=int, default=64)
     p.add_argument('--depth', type=int, default=1)
     p.add_argument('--samples', type=int, default=5000)
+    p.add_argument('--rows', type=int, default=100000, help='W5: training samples')
     p.add_argument('--method', default='jacrev', choices=['jacrev', 'jacfwd'])
     p.add_argument('--repeats', type=int, default=5)
     p.add_argument('--train-rows', type=int, default=6000)
@@ -517,6 +565,8 @@ def main():
             run_fashion(args)
         elif args.workload == 'W6':
             run_fann(args)
+        elif args.workload == 'W5':
+            run_dense(args)
         else:
             run_sinc(args)
     except Exception as e:  # reported as a failed peer, with its error
