@@ -30,8 +30,8 @@ def main(paths: list[str]) -> int:
     lines = []
     for check, records in rows.items():
         worst = max(records, key=lambda r: r["gap"] / r["bound"] if r["bound"] else r["gap"])
-        exact = max((r["gap"] for r in records if not r["ulp"]), default=0.0)
-        ulp = max((r["gap"] for r in records if r["ulp"]), default=0.0)
+        exact = max((r["gap"] for r in records if not r["ulp"]), default=float("nan"))
+        ulp = max((r["gap"] for r in records if r["ulp"]), default=float("nan"))
         bound = worst["bound"]
         margin = bound / worst["gap"] if worst["gap"] > 0 else float("inf")
         configs = len({r["config"] for r in records})

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -17,9 +18,9 @@ from spread import one_ulp, within
 
 import lmtrain
 
-# The same library on the same doubles (%.17g): measured bit for bit on the kernel paths of
-# scripts/measure-spread.sh, and ≤ 2.8e-12 with Python's data one ulp off (8 epochs); the bound is
-# ≥ 1 000 times that.  The final losses: equal on all of them.
+# The same library on the same doubles (%.17g): bit for bit on the kernel paths of
+# scripts/measure-spread.sh; with Python's data one ulp off, 8 epochs carry it to ≤ 4.8e-12 in the
+# parameters and ≤ 5.6e-12 (relative) in the final loss.  The bounds are ≥ 1 000 times that.
 PARAMETER_TOLERANCE = 1e-6
 
 
@@ -92,11 +93,13 @@ def test_fit_gives_the_cli_parameters_in_float64(cli: str, tmp_path: Path, case:
     print(f"{case}: max |θ_python − θ_cli| = {difference:.3e} over {model.parameters.size} "
           f"parameters; final loss {summary.final_loss:.6e}")
     within("parameters", model.parameters, cli_model.parameters, PARAMETER_TOLERANCE)
-    np.testing.assert_allclose(model.input_mean, cli_model.input_mean, rtol=1e-15)
-    np.testing.assert_allclose(model.target_std, cli_model.target_std, rtol=1e-15)
-    assert summary.epochs == cli_model.provenance["epochs"]
-    within("final loss", summary.final_loss, cli_model.provenance["final_loss"], 1e-9,
+    within("final loss", summary.final_loss, cli_model.provenance["final_loss"], 1e-8,
            relative=True)
+    assert summary.epochs == cli_model.provenance["epochs"]
+    # The statistics of the same doubles (measure-spread.sh's one ulp makes them other ones).
+    if os.environ.get("LMTRAIN_SPREAD_ULP") != "1":
+        np.testing.assert_allclose(model.input_mean, cli_model.input_mean, rtol=1e-15)
+        np.testing.assert_allclose(model.target_std, cli_model.target_std, rtol=1e-15)
 
 
 def test_load_reads_a_cli_model_and_predicts_as_lmtrain_predict(cli: str, tmp_path: Path) -> None:
