@@ -8,14 +8,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from spread import one_ulp, within
 
 import lmtrain
 
+# The same library on the same doubles (%.17g): bit for bit on the kernel paths of
+# scripts/measure-spread.sh; with Python's data one ulp off, 8 epochs carry it to ≤ 4.8e-12 in the
+# parameters and ≤ 5.6e-12 (relative) in the final loss.  The bounds are ≥ 1 000 times that.
 PARAMETER_TOLERANCE = 1e-6
 
 
@@ -82,15 +87,19 @@ def test_fit_gives_the_cli_parameters_in_float64(cli: str, tmp_path: Path, case:
         options.update(regularization="ard")
     cli_model = cli_fit(cli, tmp_path, case, layers=REGRESSION_LAYERS, extra_data=extra_data,
                         solver=solver, trainer=trainer, inputs=INPUTS, targets=TARGETS)
-    model, summary = lmtrain.fit([8, "tanh", 2], x, y, precision="float64", seed=3, **options)
+    model, summary = lmtrain.fit([8, "tanh", 2], one_ulp(x), one_ulp(y), precision="float64",
+                                 seed=3, **options)
     difference = np.max(np.abs(model.parameters - cli_model.parameters))
     print(f"{case}: max |θ_python − θ_cli| = {difference:.3e} over {model.parameters.size} "
           f"parameters; final loss {summary.final_loss:.6e}")
-    assert difference <= PARAMETER_TOLERANCE
-    np.testing.assert_allclose(model.input_mean, cli_model.input_mean, rtol=1e-15)
-    np.testing.assert_allclose(model.target_std, cli_model.target_std, rtol=1e-15)
+    within("parameters", model.parameters, cli_model.parameters, PARAMETER_TOLERANCE)
+    within("final loss", summary.final_loss, cli_model.provenance["final_loss"], 1e-8,
+           relative=True)
     assert summary.epochs == cli_model.provenance["epochs"]
-    assert summary.final_loss == pytest.approx(cli_model.provenance["final_loss"], rel=1e-9)
+    # The statistics of the same doubles (measure-spread.sh's one ulp makes them other ones).
+    if os.environ.get("LMTRAIN_SPREAD_ULP") != "1":
+        np.testing.assert_allclose(model.input_mean, cli_model.input_mean, rtol=1e-15)
+        np.testing.assert_allclose(model.target_std, cli_model.target_std, rtol=1e-15)
 
 
 def test_load_reads_a_cli_model_and_predicts_as_lmtrain_predict(cli: str, tmp_path: Path) -> None:
@@ -129,9 +138,9 @@ def test_classifier_files_go_both_ways(cli: str, tmp_path: Path) -> None:
                                '{ type = "dense", units = 3 }]',
                         extra_data="classes = 3\n", inputs='["x0", "x1"]',
                         targets='["label"]', solver="", seed=1)
-    model, _ = lmtrain.fit([6, "tanh", 3], x, labels, task="classification",
+    model, _ = lmtrain.fit([6, "tanh", 3], one_ulp(x), labels, task="classification",
                            precision="float64", seed=1, max_epochs=8)
-    assert np.max(np.abs(model.parameters - cli_model.parameters)) <= PARAMETER_TOLERANCE
+    within("parameters", model.parameters, cli_model.parameters, PARAMETER_TOLERANCE)
     model.save(tmp_path / "py.safetensors")
     run_cli(cli, "predict", str(tmp_path / "py.safetensors"), "--data", str(tmp_path / "cls.csv"),
             "--columns", "x0,x1", "--out", str(tmp_path / "pred.npy"))

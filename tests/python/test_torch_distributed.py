@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from spread import within
 from torch_support import load_distributed_worker, run_distributed_worker, torch
 
 
@@ -21,10 +22,13 @@ def test_two_ranks_equal_one_process(tmp_path: Path, mode: str) -> None:
     rank1, reports1 = load_distributed_worker(tmp_path, 2, 1)
     assert reports0["path"] == one_reports["path"] == "torch.func jacrev"
     torch.testing.assert_close(rank0, rank1, rtol=0, atol=0)  # bit for bit
-    torch.testing.assert_close(rank0, one, rtol=0, atol=1e-10)
-    for a, b in zip(reports0["reports"], one_reports["reports"]):
+    # The ranks sum A and g in another order than one process: float64 rounding, amplified by
+    # 5 steps.  Measured (scripts/measure-spread.sh: kernel paths, the ranks' data one ulp off):
+    # parameters ≤ 7.2e-13, losses ≤ 6.3e-14 relative; bounds ≥ 1 000 times that.
+    within("parameters after 5 steps", rank0, one, 1e-9)
+    for k, (a, b) in enumerate(zip(reports0["reports"], one_reports["reports"], strict=True)):
         assert a[3] == b[3] and a[4] == b[4]  # attempts, geodesic corrections
-        assert a[1] == pytest.approx(b[1], rel=1e-10)
+        within(f"step {k + 1} loss after", a[1], b[1], 1e-10, relative=True)
     assert one_reports["reports"][-1][1] < one_reports["reports"][0][0]
 
 

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
+from spread import one_ulp  # noqa: E402
 from test_torch_jacobian import _data, _model  # noqa: E402
 
 import lmtrain.torch as lt  # noqa: E402
@@ -35,6 +36,8 @@ def main(out_dir: str, mode: str) -> None:
     loss = "cross_entropy_sampled" if mode == "sampled" else "mse"
     x, y = _data(90, 2, "cross_entropy" if mode == "sampled" else "mse", seed=22)
     x, y = tuple(t.to(device) for t in x), y.to(device)  # x: the model's two inputs
+    if ranks > 1:  # scripts/measure-spread.sh: the ranks' data one ulp off the one process's
+        x, y = tuple(one_ulp(t) for t in x), one_ulp(y)
     if mode == "fail" and rank == 1:  # this rank's batch is wrong: every rank must raise
         y = y[:-1]
     opt = lt.LevenbergMarquardt(model, loss=loss, slice_size=16)
