@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "lmtrain/core/error.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "safetensors.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/table.h"
 #include "lmtrain/train/dataset.h"
 #include "run_config.h"

@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "run_config.h"
 
 int main(int argc, char** argv) {

@@ -12,7 +12,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/atomic_write.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/npy_writer.h"
 #include "lmtrain/io/table.h"
 #include "lmtrain/lmtrain.h"

@@ -9,7 +9,7 @@
 //                      padded with spaces so that 8 + N is a multiple of 8 (the data is aligned)
 //   bytes [8 + N, …)   the data: tensor `name` is bytes [b, e) of it, C order, little-endian;
 //                      the ranges cover the data exactly, without gaps or overlaps.
-// This file is the generic container only; io/model_file.h gives the tensors their meaning.
+// This file is the generic container only; records/model_file.h gives the tensors their meaning.
 #pragma once
 
 #include <cstddef>

@@ -27,7 +27,7 @@
 
 #include "foreign_source.h"
 #include "foreign_spec.h"
-#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/records/checkpoint.h"
 #include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/fit_run.h"
 #include "module.h"

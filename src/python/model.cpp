@@ -15,7 +15,7 @@
 #include "arrays.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/nn/sequential.h"
 #include "lmtrain/train/predict.h"
 #include "module.h"
@@ -99,7 +99,7 @@ void bind_model(nb::module_& m) {
   using M = io::ModelFile;
   nb::class_<M>(m, "ModelFile",
                 "A trained network as model.safetensors holds it: architecture, flat parameters, "
-                "normalization, loss and task (include/lmtrain/io/model_file.h).")
+                "normalization, loss and task (include/lmtrain/records/model_file.h).")
       .def_static("read", &io::read_model_file, nb::arg("path"),
                   "Reads a model file (`lmtrain fit`'s or one saved from Python).")
       .def_static("parse", &parse, nb::arg("data"), nb::arg("source"),

@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/records/checkpoint.h"
 #include "lmtrain/train/fit_run.h"
 
 namespace lmtrain::python {

@@ -1,6 +1,6 @@
 // lmtrain.Summary, lmtrain.EpochRecord and lmtrain.PenaltyGroup: the library's own classes, read
 // only, with the report's text from the library (full_report) — no dict in between.  They pickle
-// (scikit-learn estimators keep a Summary in summary_) as the JSON of io/summary_json.h.
+// (scikit-learn estimators keep a Summary in summary_) as the JSON of records/summary_json.h.
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lmtrain/io/summary_json.h"
+#include "lmtrain/records/summary_json.h"
 #include "module.h"
 #include "step_report.h"
 

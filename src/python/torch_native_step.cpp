@@ -20,7 +20,7 @@
 #include "foreign_spec.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/lm_step.h"

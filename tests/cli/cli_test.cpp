@@ -25,7 +25,7 @@
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
 #include "lmtrain/io/csv_reader.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/solve/memory_plan.h"
 #include "lmtrain/solve/solver_options.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 
 namespace {
 

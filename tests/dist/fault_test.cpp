@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 
 namespace {
 

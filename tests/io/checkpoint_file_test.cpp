@@ -1,4 +1,4 @@
-// Checkpoint files (io/checkpoint.h): every field of a TrainingState survives write → read, in
+// Checkpoint files (records/checkpoint.h): every field of a TrainingState survives write → read, in
 // both precisions; a changed fingerprint or a damaged field is refused, naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
-#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/records/checkpoint.h"
 #include "scratch_dir.h"
 
 namespace lmtrain::io::testing {

@@ -1,7 +1,7 @@
 // model.safetensors: bit-exact round trips of random dense and convolutional models in float and
 // double, the exact bytes of a tiny file built by hand, PyTorch naming, atomic writes, and one
 // assertion per malformed-file case.
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // validation, so every kind of field is filled) survives the trip through JSON with every field —
 // the full report, which prints them all, is the same text — and a damaged document is an error
 // naming what is wrong.  Residual blocks keep their order and a NaN.
-#include "lmtrain/io/summary_json.h"
+#include "lmtrain/records/summary_json.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/npy_writer.h"
 #include "lmtrain/nn/sequential.h"
 

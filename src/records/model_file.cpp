@@ -1,4 +1,4 @@
-#include "lmtrain/io/model_file.h"
+#include "lmtrain/records/model_file.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "lmtrain/io/checkpoint.h"
+#include "lmtrain/records/checkpoint.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/atomic_write.h"
-#include "lmtrain/io/summary_json.h"
+#include "lmtrain/records/summary_json.h"
 #include "safetensors.h"
 
 namespace lmtrain::io {

@@ -1,4 +1,4 @@
-#include "lmtrain/io/summary_json.h"
+#include "lmtrain/records/summary_json.h"
 
 #include <fmt/format.h>
 
