@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/table.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/train/dataset.h"
 #include "run_config.h"
 

@@ -15,8 +15,8 @@
 #include "arrays.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
-#include "lmtrain/records/model_file.h"
 #include "lmtrain/nn/sequential.h"
+#include "lmtrain/records/model_file.h"
 #include "lmtrain/train/predict.h"
 #include "module.h"
 

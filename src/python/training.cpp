@@ -42,10 +42,10 @@
 #include "lmtrain/backend/cpu_threads.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
-#include "lmtrain/records/checkpoint.h"
-#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/row_split.h"
 #include "lmtrain/lmtrain.h"
+#include "lmtrain/records/checkpoint.h"
+#include "lmtrain/records/model_file.h"
 #include "module.h"
 
 namespace lmtrain::python {

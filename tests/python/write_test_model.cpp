@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
-#include "lmtrain/records/model_file.h"
 #include "lmtrain/io/npy_writer.h"
 #include "lmtrain/nn/sequential.h"
+#include "lmtrain/records/model_file.h"
 
 namespace {
 

@@ -65,8 +65,8 @@ struct FitDescription {
 };
 
 // What must not change between a run and its resume, so a checkpoint carries it and a resume
-// must match it (records/checkpoint.h): the architecture (the model file's JSON, or the description of
-// a torch module), the seed, the batch in samples, the precision asked for and the loss.  Every
+// must match it (records/checkpoint.h): the architecture (the model file's JSON, or the description
+// of a torch module), the seed, the batch in samples, the precision asked for and the loss.  Every
 // front end builds it with run_fingerprint.
 struct RunFingerprint {
   std::string architecture;
