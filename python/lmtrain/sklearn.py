@@ -204,9 +204,10 @@ class LMRegressor(RegressorMixin, _LMEstimator):
         weights, per layer's weights and per layer's biases, and sets ``feature_relevances_``.
     weight_decay : float, default=0.0
         ρ of ``l2``; the initial ρ of ``bayesian`` and ``ard`` (0: ``bayesian`` from the
-        evidence estimate at the initialization, ``ard`` from a ρ small next to the data's
-        curvature, ``solver_options``' ``ard_initial_scale``, with each update damped to at
-        most ``ard_max_factor``).
+        evidence estimate at the initialization; ``ard`` keeps every group's ρ at least at that
+        common level, updated as ``bayesian``'s, while each group's own estimate starts far
+        below the data's curvature, ``solver_options``' ``ard_initial_scale``, and rises at most
+        ``ard_max_factor`` per update).
     precision : {"float64", "auto", "mixed", "float32"}, default="float64"
         Precision of the network and the normal equations; ``auto`` trains a float32 network
         and picks a float32 or float64 system for the problem, as ``lmtrain fit``'s default.

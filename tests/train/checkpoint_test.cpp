@@ -100,8 +100,9 @@ TEST(Checkpoints, EvidenceRegularizationResumesBitIdentically) {
     const Outcome interrupted = run(train, nullptr, nullptr, 9, 0, r);
     ASSERT_TRUE(interrupted.state.has_value());
     const std::vector<double>& rho = interrupted.state->stepper.weight_decays;
-    // 1-H-1: one input group, the hidden bias, the output weights and bias for ard.
-    ASSERT_EQ(rho.size(), r == Regularization::kArd ? 4u : 1u);
+    // 1-H-1: one input group, the hidden bias, the output weights and bias for ard, each with
+    // its ρ and its own estimate, and the common level between them.
+    ASSERT_EQ(rho.size(), r == Regularization::kArd ? 9u : 1u);
     for (const double v : rho) EXPECT_GT(v, 0);
     const Outcome resumed = run(train, nullptr, &*interrupted.state, -1, 0, r);
     EXPECT_EQ(resumed.params, straight.params);

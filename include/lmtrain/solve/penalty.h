@@ -3,7 +3,7 @@
 //   l2        R = ρI, ρ = weight_decay fixed
 //   bayesian  R = ρI, ρ re-estimated after every accepted step (MacKay 1992; MATLAB trainbr)
 //   ard       R = diag(ρ_g(i)), one ρ per ModelSpec::relevance_groups() group, re-estimated
-//             the same way per group (MacKay 1994; Neal 1996)
+//             the same way per group (MacKay 1994; Neal 1996), never below bayesian's one ρ
 // A penalty adds Rθ to g and R to A (the exact Hessian of ½θᵀRθ; with a stored J, the shift of
 // its operator), reports its value at trial points, and — for the evidence-based ones — updates
 // ρ from the A + R just solved.  Rank 0 makes every evidence decision and broadcasts it, so all
@@ -36,7 +36,8 @@ class Penalty {
 
   // Adds the penalty at θ to the linearized system of a step (g, and A or ne.shift) and returns
   // ½θᵀRθ.  `data_objective`: F of the data at θ (summed over ranks).  An evidence-based penalty
-  // whose ρ is still 0 first starts it from the evidence estimate γ = min(n, N)/2.
+  // whose ρ is still 0 first starts it (bayesian, and ard's common level: from the evidence
+  // estimate γ = min(n, N)/2; ard's own group estimates: ard_initial_scale × mean diag(A)).
   virtual double apply(const T* /*theta*/, double /*data_objective*/, NormalEquations<S>& /*ne*/) {
     return 0.0;
   }
@@ -49,10 +50,12 @@ class Penalty {
     return 0.0;
   }
 
-  // ρ per penalty group (one value unless ard): part of a checkpoint.
+  // The penalty's state, part of a checkpoint: its one ρ, or for ard each group's ρ_g (the
+  // first G values, those R holds), then the common level and each group's own estimate.
   const std::vector<double>& weight_decays() const { return rho_; }
   // Throws InvalidArgument when `rho` has another size or holds a negative or non-finite value.
-  void set_weight_decays(const std::vector<double>& rho);
+  // ard also takes the G values of a checkpoint written before it had a common level.
+  virtual void set_weight_decays(const std::vector<double>& rho);
   // γ per group from the last evidence update (empty before the first).
   const std::vector<double>& effective_parameters() const { return gamma_; }
   // The single ρ of the penalties that have one (0 for none and ard), for StepReport.
