@@ -141,8 +141,7 @@ def architecture(layers: Sequence[int | str | Mapping[str, Any]], n_inputs: int,
 def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayLike, *,
         task: str = "regression", precision: str = "auto", device: str = "cpu",
         init: str = "torch", seed: int = 0, standardize_inputs: bool = True,
-        standardize_targets: bool = True,
-        validation: tuple[ArrayLike, ArrayLike] | None = None,
+        standardize_targets: bool = True, validation: tuple[ArrayLike, ArrayLike] | None = None,
         validation_fraction: float = 0.0, input_shape: Sequence[int] | None = None,
         checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
         resume: str | os.PathLike[str] | None = None, verbose: bool = False,
@@ -228,23 +227,48 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         the first, at once: the step then finishes in the background without writing anything,
         and the interpreter waits for it before exiting.
     """
+    x, names = _inputs(task, X)
+    request, targets, x_val, y_val = _targets(task, x, y, validation, options)
+    _check_split_and_seed(validation_fraction, seed)
+    request.architecture = _json(architecture(layers, x.shape[1], input_shape))
+    request.feature_names = _feature_names(feature_names, names, x.shape[1])
+    _set_run(request, precision, device, init, seed, initial_parameters)
+    _set_data(request, standardize_inputs, standardize_targets, validation_fraction)
+    _set_files(request, checkpoint, checkpoint_every, resume)
+    apply_options(request, options, "fit")
+    _check_files(request)
+    return _train(request, x, targets, x_val, y_val, verbose)
+
+
+def _inputs(task: str, X: ArrayLike) -> tuple[np.ndarray, list[str] | None]:
+    """X as the input matrix, with its column names when it has them, for a known task."""
     if task not in ("regression", "classification"):
         raise ValueError(f"task = {task!r}: expected 'regression' or 'classification'")
-    x, names = as_input_matrix(X, "X")
-    request = _core.TrainingRequest()
-    targets, x_val, y_val = _targets(task, x, y, validation, request, options)
+    return as_input_matrix(X, "X")
+
+
+def _check_split_and_seed(validation_fraction: float, seed: Any) -> None:
     if not 0.0 <= validation_fraction < 1.0:
         raise ValueError(f"validation_fraction = {validation_fraction}: expected a fraction in "
                          "[0, 1)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise TypeError(f"seed: expected a non-negative int, got {seed!r}")
 
-    request.architecture = _json(architecture(layers, x.shape[1], input_shape))
-    if feature_names is not None:
-        names = [str(n) for n in feature_names]
-        if len(names) != x.shape[1]:
-            raise ValueError(f"feature_names: {len(names)} names for X's {x.shape[1]} columns")
-    request.feature_names = names or []
+
+def _feature_names(given: Sequence[str] | None, from_x: list[str] | None,
+                   columns: int) -> list[str]:
+    """The names fit was given for X's columns, else a DataFrame's, else none."""
+    if given is None:
+        return from_x or []
+    names = [str(n) for n in given]
+    if len(names) != columns:
+        raise ValueError(f"feature_names: {len(names)} names for X's {columns} columns")
+    return names
+
+
+def _set_run(request: Any, precision: str, device: str, init: str, seed: Any,
+             initial_parameters: ArrayLike | None) -> None:
+    """Where and in what precision the network trains, and from which parameters."""
     request.precision = precision
     request.device = device
     request.init = init
@@ -254,15 +278,25 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         if not np.isfinite(start).all():
             raise ValueError("initial_parameters holds NaN or infinity")
         request.initial_parameters = start.tolist()
+
+
+def _set_data(request: Any, standardize_inputs: bool, standardize_targets: bool,
+              validation_fraction: float) -> None:
     request.standardize_inputs = bool(standardize_inputs)
     request.standardize_targets = bool(standardize_targets)
     request.validation_fraction = float(validation_fraction)
+
+
+def _set_files(request: Any, checkpoint: str | os.PathLike[str] | None, checkpoint_every: int,
+               resume: str | os.PathLike[str] | None) -> None:
     request.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
     request.checkpoint_every = int(checkpoint_every)
     request.resume = os.fspath(resume) if resume is not None else ""
-    apply_options(request, options, "fit")
-    _check_files(request)
 
+
+def _train(request: Any, x: np.ndarray, targets: Any, x_val: Any, y_val: Any,
+           verbose: bool) -> tuple[Model, Summary]:
+    """Trains as the request says, with a progress bar when verbose."""
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
         file, summary = _core.train(request, x, targets, x_val, y_val, progress)
@@ -273,10 +307,11 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
 
 
 def _targets(task: str, x: np.ndarray, y: ArrayLike,
-             validation: tuple[ArrayLike, ArrayLike] | None, request: Any,
-             options: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """y as the task's targets (class indices or a matrix, the classes set on `request`), and
-    the validation pair checked the same way."""
+             validation: tuple[ArrayLike, ArrayLike] | None,
+             options: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """The request, with the task's classes; y as the task's targets (class indices or a
+    matrix); and the validation pair checked the same way."""
+    request = _core.TrainingRequest()
     classes: Any = None
     if task == "classification":
         codes, classes = as_class_indices(y, x.shape[0], "y")
@@ -290,7 +325,7 @@ def _targets(task: str, x: np.ndarray, y: ArrayLike,
     else:
         targets = as_regression_targets(y, x.shape[0], "y")
     if validation is None:
-        return targets, None, None
+        return request, targets, None, None
     if not isinstance(validation, (tuple, list)) or len(validation) != 2:
         raise TypeError("validation: expected a pair (X_val, y_val)")
     x_val, _ = as_input_matrix(validation[0], "validation X")
@@ -299,7 +334,7 @@ def _targets(task: str, x: np.ndarray, y: ArrayLike,
                                     classes=classes)
     else:
         y_val = as_regression_targets(validation[1], x_val.shape[0], "validation y")
-    return targets, x_val, y_val
+    return request, targets, x_val, y_val
 
 
 def _check_files(request: Any) -> None:

@@ -148,105 +148,150 @@ bool looks_like_header(const std::vector<std::string_view>& fields) {
   return false;
 }
 
-}  // namespace
-
-NumericTable parse_csv(std::string_view text, const std::string& source,
-                       const CsvOptions& options) {
+void check_delimiter(const CsvOptions& options, const std::string& source) {
   const char d = options.delimiter;
   if (d == '"' || d == '\n' || d == '\r' || d == '\0' || (d != ' ' && d == options.comment))
     throw InvalidArgument(fmt::format(
         "{}: CSV delimiter {} cannot be used (it is a quote, a line end, NUL or the comment "
         "character); use ',', ';', '\\t', ' ' or '|'",
         source, delimiter_name(d)));
+}
+
+// What the first record decides for every row: whether it is a header, and how many fields a
+// row has.
+struct CsvLayout {
+  bool has_header = false;
+  std::vector<std::string> header;  // the header's fields; empty without one
+  std::size_t field_count = 0;
+  std::size_t width_line = 0;  // the header's line, or the first data row's
+};
+
+// Reads the first record and, when it is a header, the record after it: `fields` and `line` are
+// then the first data row's.
+CsvLayout read_layout(RecordScanner& scanner, std::vector<std::string_view>& fields,
+                      std::size_t& line, const CsvOptions& options, const std::string& source) {
+  if (!scanner.next(fields, line))
+    throw InvalidArgument(fmt::format(
+        "{}: no data: the file is empty or holds only comments and blank lines", source));
+  CsvLayout layout;
+  layout.has_header = options.header == CsvHeader::kPresent ||
+                      (options.header == CsvHeader::kAuto && looks_like_header(fields));
+  layout.field_count = fields.size();
+  layout.width_line = line;
+  if (!layout.has_header) return layout;
+  // A loop rather than assign(): GCC 12's -Wnull-dereference misfires inside
+  // vector<string>::assign from string_view iterators at -O3.
+  layout.header.reserve(fields.size());
+  for (const std::string_view f : fields) layout.header.emplace_back(f);
+  if (!scanner.next(fields, line))
+    throw InvalidArgument(fmt::format(
+        "{}: no data rows: the header on line {} is followed by nothing but comments and blank "
+        "lines{}",
+        source, layout.width_line,
+        options.header == CsvHeader::kAuto
+            ? " (the first row was taken as a header because it is not all numbers)"
+            : ""));
+  return layout;
+}
+
+std::vector<std::size_t> selected_columns(const CsvOptions& options, const CsvLayout& layout,
+                                          const std::string& source) {
+  std::vector<std::size_t> selected(layout.field_count);
+  if (options.columns.empty())
+    std::iota(selected.begin(), selected.end(), std::size_t{0});
+  else
+    selected = resolve_columns(options.columns, layout.header, layout.field_count, source,
+                               layout.has_header ? layout.width_line : 0);
+  return selected;
+}
+
+// The data rows' checks against the layout, with messages that name the line, the field and
+// (with a header) the column.
+class RowReader {
+ public:
+  RowReader(const CsvLayout& layout, const CsvOptions& options, const std::string& source)
+      : layout_(layout), options_(options), source_(source) {}
+
+  void check_width(const std::vector<std::string_view>& fields, std::size_t line) const {
+    if (fields.size() == layout_.field_count) return;
+    const std::string delimiter = delimiter_name(options_.delimiter);
+    throw InvalidArgument(fmt::format(
+        "{}:{}: line {} has {} field{}, the {} has {} (line {}); every row needs the same number "
+        "of fields: look for a missing or extra delimiter {} or an unquoted {} inside a value",
+        source_, line, line, fields.size(), fields.size() == 1 ? "" : "s",
+        layout_.has_header ? "header" : "first row", layout_.field_count, layout_.width_line,
+        delimiter, delimiter));
+  }
+
+  // Field `index` (0-based) of the row on `line`.
+  double cell_value(std::string_view cell, std::size_t line, std::size_t index) const {
+    double value = 0.0;
+    const auto where = [&] {
+      return fmt::format("{}:{}: line {}, field {} of {}{}", source_, line, line, index + 1,
+                         layout_.field_count,
+                         layout_.has_header ? fmt::format(" (column \"{}\")", layout_.header[index])
+                                            : std::string());
+    };
+    switch (detail::parse_number(cell, value)) {
+      case detail::NumberToken::kOk:
+        break;
+      case detail::NumberToken::kEmpty:
+        throw InvalidArgument(fmt::format(
+            "{} is empty, expected a number; fill in the value, drop the row, or leave the "
+            "column out with the `columns` option",
+            where()));
+      case detail::NumberToken::kNotANumber:
+        throw InvalidArgument(fmt::format(
+            "{} is {}, expected a number; fix the cell, or leave the column out with the "
+            "`columns` option{}",
+            where(), quote_cell(cell),
+            !layout_.has_header && line == layout_.width_line
+                ? " (if this first row is a header, set the header option to present)"
+                : ""));
+      case detail::NumberToken::kOutOfRange:
+        throw InvalidArgument(fmt::format(
+            "{} is {}, a number outside the range of double (it overflows to ±inf or underflows "
+            "to 0); rescale the column",
+            where(), quote_cell(cell)));
+    }
+    if (!options_.allow_non_finite && !std::isfinite(value))
+      throw InvalidArgument(fmt::format(
+          "{} is {}, which is not finite; remove or impute the value (a NaN or ±Inf in training "
+          "data makes every step invalid), or set allow_non_finite to read it anyway",
+          where(), quote_cell(cell)));
+    return value;
+  }
+
+ private:
+  const CsvLayout& layout_;
+  const CsvOptions& options_;
+  const std::string& source_;
+};
+
+}  // namespace
+
+NumericTable parse_csv(std::string_view text, const std::string& source,
+                       const CsvOptions& options) {
+  check_delimiter(options, source);
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // UTF-8 byte-order mark
 
   RecordScanner scanner(text, options, source);
   std::vector<std::string_view> fields;
   std::size_t line = 0;
-  if (!scanner.next(fields, line))
-    throw InvalidArgument(fmt::format(
-        "{}: no data: the file is empty or holds only comments and blank lines", source));
-
-  const bool has_header = options.header == CsvHeader::kPresent ||
-                          (options.header == CsvHeader::kAuto && looks_like_header(fields));
-  const std::size_t field_count = fields.size();
-  const std::size_t width_line = line;  // the header's line, or the first data row's
-  std::vector<std::string> header;
-  if (has_header) {
-    // A loop rather than assign(): GCC 12's -Wnull-dereference misfires inside
-    // vector<string>::assign from string_view iterators at -O3.
-    header.reserve(fields.size());
-    for (const std::string_view f : fields) header.emplace_back(f);
-    if (!scanner.next(fields, line))
-      throw InvalidArgument(fmt::format(
-          "{}: no data rows: the header on line {} is followed by nothing but comments and blank "
-          "lines{}",
-          source, width_line,
-          options.header == CsvHeader::kAuto
-              ? " (the first row was taken as a header because it is not all numbers)"
-              : ""));
-  }
-
-  std::vector<std::size_t> selected(field_count);
-  if (options.columns.empty())
-    std::iota(selected.begin(), selected.end(), std::size_t{0});
-  else
-    selected =
-        resolve_columns(options.columns, header, field_count, source, has_header ? width_line : 0);
+  const CsvLayout layout = read_layout(scanner, fields, line, options, source);
+  const std::vector<std::size_t> selected = selected_columns(options, layout, source);
 
   NumericTable table;
   table.source = source;
   table.cols = selected.size();
-  if (has_header)
-    for (std::size_t index : selected) table.column_names.push_back(header[index]);
+  if (layout.has_header)
+    for (std::size_t index : selected) table.column_names.push_back(layout.header[index]);
 
-  const auto column_of = [&](std::size_t index) {
-    return has_header ? fmt::format(" (column \"{}\")", header[index]) : std::string();
-  };
+  const RowReader reader(layout, options, source);
   do {
-    if (fields.size() != field_count)
-      throw InvalidArgument(fmt::format(
-          "{}:{}: line {} has {} field{}, the {} has {} (line {}); every row needs the same number "
-          "of fields: look for a missing or extra delimiter {} or an unquoted {} inside a value",
-          source, line, line, fields.size(), fields.size() == 1 ? "" : "s",
-          has_header ? "header" : "first row", field_count, width_line, delimiter_name(d),
-          delimiter_name(d)));
-    for (std::size_t index : selected) {
-      const std::string_view cell = fields[index];
-      double value = 0.0;
-      const auto where = [&] {
-        return fmt::format("{}:{}: line {}, field {} of {}{}", source, line, line, index + 1,
-                           field_count, column_of(index));
-      };
-      switch (detail::parse_number(cell, value)) {
-        case detail::NumberToken::kOk:
-          break;
-        case detail::NumberToken::kEmpty:
-          throw InvalidArgument(fmt::format(
-              "{} is empty, expected a number; fill in the value, drop the row, or leave the "
-              "column out with the `columns` option",
-              where()));
-        case detail::NumberToken::kNotANumber:
-          throw InvalidArgument(fmt::format(
-              "{} is {}, expected a number; fix the cell, or leave the column out with the "
-              "`columns` option{}",
-              where(), quote_cell(cell),
-              !has_header && line == width_line
-                  ? " (if this first row is a header, set the header option to present)"
-                  : ""));
-        case detail::NumberToken::kOutOfRange:
-          throw InvalidArgument(fmt::format(
-              "{} is {}, a number outside the range of double (it overflows to ±inf or underflows "
-              "to 0); rescale the column",
-              where(), quote_cell(cell)));
-      }
-      if (!options.allow_non_finite && !std::isfinite(value))
-        throw InvalidArgument(fmt::format(
-            "{} is {}, which is not finite; remove or impute the value (a NaN or ±Inf in training "
-            "data makes every step invalid), or set allow_non_finite to read it anyway",
-            where(), quote_cell(cell)));
-      table.values.push_back(value);
-    }
+    reader.check_width(fields, line);
+    for (std::size_t index : selected)
+      table.values.push_back(reader.cell_value(fields[index], line, index));
     table.source_lines.push_back(line);
     ++table.rows;
   } while (scanner.next(fields, line));

@@ -171,61 +171,81 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-ElementType parse_descr(const std::string& descr, const std::string& source) {
-  const auto unsupported = [&](std::string_view why) {
-    return InvalidArgument(fmt::format(
-        "{}: unsupported dtype '{}' ({}); lmtrain reads {}; convert before saving, e.g. "
-        "numpy.save(path, arr.astype('<f8'))",
-        source, descr, why, kSupported));
-  };
-  std::string_view d = descr;
+InvalidArgument unsupported_dtype(const std::string& descr, const std::string& source,
+                                  std::string_view why) {
+  return InvalidArgument(
+      fmt::format("{}: unsupported dtype '{}' ({}); lmtrain reads {}; convert before saving, e.g. "
+                  "numpy.save(path, arr.astype('<f8'))",
+                  source, descr, why, kSupported));
+}
+
+// A dtype string's parts: '<f8' is byte order '<', kind 'f' and 8 bytes; a missing byte order
+// is '=' (native), as numpy reads it.
+struct TypeCode {
   char order = '=';
-  if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
-    order = d[0];
-    d.remove_prefix(1);
-  }
-  if (d.size() < 2) throw unsupported("not a numeric type code");
-  const char kind_code = d[0];
+  char kind = '\0';
   std::size_t size = 0;
-  for (char c : d.substr(1)) {
-    if (c < '0' || c > '9' || size > 64) throw unsupported("not a numeric type code");
-    size = size * 10 + static_cast<std::size_t>(c - '0');
+};
+
+// Nothing when `descr` is not a byte order, a kind letter and a size in decimal digits.
+std::optional<TypeCode> split_type_code(std::string_view descr) {
+  TypeCode code;
+  if (!descr.empty() &&
+      (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=')) {
+    code.order = descr[0];
+    descr.remove_prefix(1);
   }
-  ElementKind kind{};
-  switch (kind_code) {
+  if (descr.size() < 2) return std::nullopt;
+  code.kind = descr[0];
+  for (char c : descr.substr(1)) {
+    if (c < '0' || c > '9' || code.size > 64) return std::nullopt;
+    code.size = code.size * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return code;
+}
+
+// The element kind of a type code lmtrain reads; any other throws, saying why it is not read.
+ElementKind element_kind(const TypeCode& code, const std::string& descr,
+                         const std::string& source) {
+  const std::size_t size = code.size;
+  switch (code.kind) {
     case 'f':
-      if (size != 4 && size != 8) throw unsupported("only 4- and 8-byte floats");
-      kind = ElementKind::kFloat;
-      break;
+      if (size != 4 && size != 8)
+        throw unsupported_dtype(descr, source, "only 4- and 8-byte floats");
+      return ElementKind::kFloat;
     case 'i':
     case 'u':
       if (size != 1 && size != 2 && size != 4 && size != 8)
-        throw unsupported("not a 1-, 2-, 4- or 8-byte integer");
-      kind = kind_code == 'i' ? ElementKind::kSigned : ElementKind::kUnsigned;
-      break;
+        throw unsupported_dtype(descr, source, "not a 1-, 2-, 4- or 8-byte integer");
+      return code.kind == 'i' ? ElementKind::kSigned : ElementKind::kUnsigned;
     case 'b':
-      if (size != 1) throw unsupported("not a 1-byte bool");
-      kind = ElementKind::kBool;
-      break;
+      if (size != 1) throw unsupported_dtype(descr, source, "not a 1-byte bool");
+      return ElementKind::kBool;
     case 'c':
-      throw unsupported("complex numbers");
+      throw unsupported_dtype(descr, source, "complex numbers");
     case 'U':
     case 'S':
-      throw unsupported("strings");
+      throw unsupported_dtype(descr, source, "strings");
     case 'O':
-      throw unsupported("Python objects");
+      throw unsupported_dtype(descr, source, "Python objects");
     case 'M':
     case 'm':
-      throw unsupported("dates or time deltas");
+      throw unsupported_dtype(descr, source, "dates or time deltas");
     default:
-      throw unsupported("not a numeric type code");
+      throw unsupported_dtype(descr, source, "not a numeric type code");
   }
-  if (order == '>' && size > 1)
+}
+
+ElementType parse_descr(const std::string& descr, const std::string& source) {
+  const std::optional<TypeCode> code = split_type_code(descr);
+  if (!code) throw unsupported_dtype(descr, source, "not a numeric type code");
+  const ElementKind kind = element_kind(*code, descr, source);
+  if (code->order == '>' && code->size > 1)
     throw InvalidArgument(fmt::format(
         "{}: dtype '{}' is big-endian; lmtrain reads little-endian arrays: convert with "
         "numpy.save(path, arr.astype('<{}{}'))",
-        source, descr, kind_code, size));
-  return {kind, size};
+        source, descr, code->kind, code->size));
+  return {kind, code->size};
 }
 
 double load_element(const unsigned char* p, ElementType type) {

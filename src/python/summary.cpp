@@ -80,17 +80,12 @@ auto tuple_field(std::vector<V> C::*member) {
   };
 }
 
-}  // namespace
+using SummaryClass = nb::class_<Summary>;
+using S = Summary;
 
-void bind_summary(nb::module_& m) {
-  bind_records(m);
-  using S = Summary;
-  nb::class_<S>(m, "Summary",
-                "lmtrain's training summary: sizes, choices given and used, losses, counts and "
-                "timings.  full_report() is the text `lmtrain fit` prints and writes to "
-                "summary.txt; every figure in it is also an attribute.  Losses are PyTorch's "
-                "definitions (mean squared error, mean cross-entropy).")
-      .def_prop_ro("model", field(&S::model))
+// The problem: model, loss, precision, where it ran and its sizes.
+void bind_problem(SummaryClass& summary) {
+  summary.def_prop_ro("model", field(&S::model))
       .def_prop_ro("loss", field(&S::loss))
       .def_prop_ro("precision", field(&S::precision))
       .def_prop_ro("precision_reason", field(&S::precision_reason),
@@ -104,7 +99,12 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("validation_samples", field(&S::validation_samples))
       .def_prop_ro("batch_size", field(&S::batch_size))
       .def_prop_ro("residuals_per_sample", field(&S::residuals_per_sample))
-      .def_prop_ro("batches_per_epoch", field(&S::batches_per_epoch))
+      .def_prop_ro("batches_per_epoch", field(&S::batches_per_epoch));
+}
+
+// The options as given and as used.
+void bind_choices(SummaryClass& summary) {
+  summary
       .def_prop_ro("linear_solver_given",
                    [](const S& s) { return std::string(to_string(s.linear_solver_given)); })
       .def_prop_ro("linear_solver_used",
@@ -117,8 +117,12 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("memory_plan", field(&S::memory_plan))
       .def_prop_ro("slice_samples", field(&S::slice_samples))
       .def_prop_ro("slice_halvings", field(&S::slice_halvings))
-      .def_prop_ro("geodesic_acceleration", field(&S::geodesic_acceleration))
-      .def_prop_ro("initial_loss", field(&S::initial_loss))
+      .def_prop_ro("geodesic_acceleration", field(&S::geodesic_acceleration));
+}
+
+// The outcome: losses, step counts, regularization, termination and the history.
+void bind_outcome(SummaryClass& summary) {
+  summary.def_prop_ro("initial_loss", field(&S::initial_loss))
       .def_prop_ro("final_loss", field(&S::final_loss))
       .def_prop_ro("initial_validation_loss", field(&S::initial_validation_loss))
       .def_prop_ro("final_validation_loss", field(&S::final_validation_loss))
@@ -142,7 +146,12 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro(
           "block_losses", [](const S& s) { return block_loss_dict(s.final_block_losses); },
           "Each residual block's loss of the run's last step, at its linearization point "
-          "(StepReport.block_losses; {} without blocks).")
+          "(StepReport.block_losses; {} without blocks).");
+}
+
+// What the run cost: seconds per phase, memory planned and measured, each rank's share.
+void bind_costs(SummaryClass& summary) {
+  summary
       .def_prop_ro(
           "times", [](const S& s) { return phase_times(s.times); },
           "Seconds per phase of the step, keyed by the report's names.")
@@ -156,7 +165,11 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("balance", [](const S& s) { return std::string(to_string(s.balance)); })
       .def_prop_ro("batch_shares", tuple_field(&S::batch_shares),
                    "Each rank's share of a batch at the end, in rank order.")
-      .def_prop_ro("threads", field(&S::threads))
+      .def_prop_ro("threads", field(&S::threads));
+}
+
+void bind_curves(SummaryClass& summary) {
+  summary
       .def_prop_ro(
           "loss_curve",
           [](const S& s) {
@@ -173,8 +186,12 @@ void bind_summary(nb::module_& m) {
               if (!std::isnan(e.validation_loss)) v.push_back(e.validation_loss);
             return v;
           },
-          "Validation loss after each epoch (empty without validation data).")
-      .def("full_report", &S::full_report, "The full report, as `lmtrain fit` prints it.")
+          "Validation loss after each epoch (empty without validation data).");
+}
+
+// The report's text, summary.json's, and pickling through the latter.
+void bind_reports(SummaryClass& summary) {
+  summary.def("full_report", &S::full_report, "The full report, as `lmtrain fit` prints it.")
       .def("brief_report", &S::brief_report, "One line: epochs, losses, termination.")
       .def(
           "to_json", [](const S& s) { return io::summary_to_json(s).dump(2); },
@@ -185,6 +202,24 @@ void bind_summary(nb::module_& m) {
       .def("__setstate__", [](S& s, const std::string& json) {
         new (&s) S(io::summary_from_json(nlohmann::json::parse(json)));
       });
+}
+
+}  // namespace
+
+void bind_summary(nb::module_& m) {
+  bind_records(m);
+  SummaryClass summary(
+      m, "Summary",
+      "lmtrain's training summary: sizes, choices given and used, losses, counts and "
+      "timings.  full_report() is the text `lmtrain fit` prints and writes to "
+      "summary.txt; every figure in it is also an attribute.  Losses are PyTorch's "
+      "definitions (mean squared error, mean cross-entropy).");
+  bind_problem(summary);
+  bind_choices(summary);
+  bind_outcome(summary);
+  bind_costs(summary);
+  bind_curves(summary);
+  bind_reports(summary);
 }
 
 }  // namespace lmtrain::python

@@ -31,6 +31,112 @@ void Summary::name_input_groups(const ModelSpec& spec, const std::vector<std::st
 
 namespace {
 
+// The report's text in its two layouts: a key and its value, and an option as given and as used.
+struct ReportText {
+  std::string text;
+
+  void line(std::string_view key, const std::string& value) {
+    text += fmt::format("{:<34}{}\n", key, value);
+  }
+  void given_used(std::string_view key, const std::string& given, const std::string& used) {
+    text += fmt::format("{:<34}{:<22}{}\n", key, given, used);
+  }
+};
+
+// How the work is spread: the ranks, their shares of a batch and their devices.
+void rank_lines(const Summary& s, ReportText& r) {
+  const bool sharded_a = s.linear_solver_used == LinearSolverType::kDistributedCholesky;
+  r.line("Ranks", fmt::format("{} ({}){}", s.ranks, s.communicator,
+                              s.ranks <= 1 ? ""
+                              : sharded_a  ? "; batches sharded, A reduce-scattered over the grid"
+                                           : "; batches sharded, A and g all-reduced"));
+  if (s.ranks > 1) {
+    std::string shares;
+    for (std::size_t i = 0; i < s.batch_shares.size(); ++i)
+      shares += fmt::format("{}{}: {:.1f} %", i == 0 ? "" : ", ", i, 100 * s.batch_shares[i]);
+    r.line("Batch shares", fmt::format("{} ({})", to_string(s.balance), shares));
+  }
+  for (std::size_t i = 0; i < s.rank_devices.size(); ++i)
+    r.line(i == 0 ? "Device of each rank" : "", fmt::format("{}: {}", i, s.rank_devices[i]));
+}
+
+// The problem: model, loss, precision, where it ran and its sizes.
+void problem_lines(const Summary& s, ReportText& r) {
+  r.line("Model", s.model);
+  r.line("Loss", s.loss);
+  r.line("Precision", s.precision);
+  if (!s.precision_reason.empty()) r.line("  because", s.precision_reason);
+  r.line("Device", s.device);
+  rank_lines(s, r);
+  r.line("Parameters", fmt::format("{}", s.num_params));
+  r.line("Training samples", fmt::format("{}", s.training_samples));
+  if (s.validation_samples > 0)
+    r.line("Validation samples", fmt::format("{}", s.validation_samples));
+  r.line("Residuals per sample", fmt::format("{}", s.residuals_per_sample));
+  r.line("Batch size",
+         fmt::format("{} samples, {} residual rows, {} batches per epoch", s.batch_size,
+                     s.batch_size * s.residuals_per_sample, s.batches_per_epoch));
+}
+
+// The options as given next to the options as used, each fallback with its reason.
+void option_lines(const Summary& s, ReportText& r) {
+  r.text += fmt::format("\n{:<34}{:<22}{}\n", "", "Given", "Used");
+  r.given_used("Linear solver", std::string(to_string(s.linear_solver_given)),
+               std::string(to_string(s.linear_solver_used)));
+  if (!s.linear_solver_reason.empty()) r.line("  because", s.linear_solver_reason);
+  const std::string schedule =
+      fmt::format("{}{}", to_string(s.damping), s.damping_per_sample ? ", λ per sample" : "");
+  r.given_used("Damping", schedule, schedule);
+  r.given_used("Damping matrix", std::string(to_string(s.damping_matrix)),
+               std::string(to_string(s.damping_matrix)));
+  r.given_used(
+      "Slice (samples)",
+      s.max_slice_samples_given == 0 ? "auto" : fmt::format("≤ {}", s.max_slice_samples_given),
+      fmt::format("{}", s.slice_samples));
+  if (s.slice_halvings > 0)
+    r.line("  because", fmt::format("halved {} time(s) after allocation failures; last: {}",
+                                    s.slice_halvings, s.slice_halving_cause));
+  r.given_used("Memory budget",
+               s.memory_budget_given == 0 ? "auto" : fmt::format("{} B", s.memory_budget_given),
+               "see plan");
+}
+
+// The memory plan next to what was measured, per rank with several.
+void memory_lines(const Summary& s, ReportText& r) {
+  r.line("Memory plan", s.memory_plan);
+  if (!s.distribution.empty()) r.line("Distributed A", s.distribution);
+  if (s.peak_device_bytes > 0)
+    r.line("Device memory",
+           fmt::format("measured peak {} (planned {} for the step; the rest is "
+                       "the data sets and evaluation buffers)",
+                       format_bytes(s.peak_device_bytes), format_bytes(s.planned_peak_bytes)));
+  for (std::size_t i = 0; i < s.rank_peak_bytes.size(); ++i)
+    r.line(i == 0 ? "Measured peak of each rank" : "",
+           fmt::format("{}: {} ({:.2f} × the step's plan)", i, format_bytes(s.rank_peak_bytes[i]),
+                       s.planned_peak_bytes > 0 ? static_cast<double>(s.rank_peak_bytes[i]) /
+                                                      static_cast<double>(s.planned_peak_bytes)
+                                                : 0.0));
+}
+
+void loss_lines(const Summary& s, ReportText& r) {
+  r.line("Initial training loss", fmt::format("{:.6e}", s.initial_loss));
+  r.line("Final training loss", fmt::format("{:.6e}", s.final_loss));
+  if (s.validation_samples > 0) {
+    r.line("Initial validation loss", fmt::format("{:.6e}", s.initial_validation_loss));
+    r.line("Final validation loss", fmt::format("{:.6e}", s.final_validation_loss));
+    r.line("Best validation loss", fmt::format("{:.6e} (epoch {}){}", s.best_validation_loss,
+                                               s.best_epoch, s.restored_best ? ", restored" : ""));
+  }
+}
+
+// The residual blocks' losses of the last step, one line each.
+void block_lines(const Summary& s, ReportText& r) {
+  if (s.final_block_losses.empty()) return;
+  r.text += "Residual blocks (last step, before its update)\n";
+  for (const BlockLoss& b : s.final_block_losses)
+    r.text += fmt::format("  {:<32}{:.6e}\n", b.name, b.loss);
+}
+
 // Why a fit ran without geodesic acceleration (SolverOptions::geodesic_acceleration).
 std::string geodesic_off_reason(const Summary& s) {
   if (s.linear_solver_used != LinearSolverType::kCholesky &&
@@ -46,24 +152,94 @@ std::string geodesic_off_reason(const Summary& s) {
   return "off: solver.geodesic_acceleration = false";
 }
 
-// A float32 system asked for under bayesian or ard (precision = "float32"; auto would have
-// chosen float64 for them): say what it costs.
-template <typename Line>
-void precision_warnings(const Summary& s, Line&& line) {
-  if (s.float32_system && is_evidence_based(s.regularization))
-    line("Warning",
-         fmt::format("{} regularization with a float32 system: its evidence update reads "
-                     "A's small eigenvalues, which float32 rounding swamps; precision "
-                     "= \"auto\" or \"mixed\" solves in float64",
-                     to_string(s.regularization)));
+// The steps: their counts, their attempts, the geodesic correction's record and the last λ.
+void step_lines(const Summary& s, ReportText& r) {
+  r.line("Epochs", fmt::format("{}", s.epochs));
+  r.line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)",
+                                 s.steps, s.accepted_steps, s.abandoned_steps));
+  r.line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
+                               s.rejected_steps, s.invalid_steps));
+  const int attempts = s.accepted_steps + s.rejected_steps + s.invalid_steps;
+  r.line(
+      "Attempts per step",
+      fmt::format("{:.3f} per accepted step",
+                  s.accepted_steps > 0 ? static_cast<double>(attempts) / s.accepted_steps : 0.0));
+  if (s.geodesic_acceleration)
+    r.line("Geodesic acceleration",
+           fmt::format("{} attempts corrected, {} kept the plain step (correction over "
+                       "geodesic_ratio), {} skipped it (backoff after refusals)",
+                       s.geodesic_applied, s.geodesic_refused, s.geodesic_skipped));
+  else
+    r.line("Geodesic acceleration", geodesic_off_reason(s));
+  r.line("Final lambda", fmt::format("{:.3e}", s.final_lambda));
 }
 
-// The residual blocks' losses of the last step, one line each.
-void block_lines(const Summary& s, std::string& out) {
-  if (s.final_block_losses.empty()) return;
-  out += "Residual blocks (last step, before its update)\n";
-  for (const BlockLoss& b : s.final_block_losses)
-    out += fmt::format("  {:<32}{:.6e}\n", b.name, b.loss);
+// ard: the total γ, then each relevance group's ρ and γ in a table.
+void ard_lines(const Summary& s, ReportText& r) {
+  r.line("Regularization",
+         fmt::format("ard, effective parameters γ = {:.1f} of {} in {} relevance groups",
+                     s.effective_parameters, s.num_params, s.penalty_groups.size()));
+  r.text +=
+      fmt::format("  {:<30}{:>8}{:>18}{:>14}\n", "group", "size", "weight decay ρ", "effective γ");
+  for (const Summary::PenaltyGroup& g : s.penalty_groups)
+    r.text += fmt::format("  {:<30}{:>8}{:>18.3e}{:>14.2f}\n", g.name, g.size, g.weight_decay,
+                          g.effective_parameters);
+}
+
+void regularization_lines(const Summary& s, ReportText& r) {
+  if (s.regularization == Regularization::kArd)
+    ard_lines(s, r);
+  else if (s.regularization != Regularization::kNone)
+    r.line("Regularization",
+           s.effective_parameters > 0
+               ? fmt::format("{}, weight decay ρ = {:.3e}, effective parameters γ = {:.1f} of {}",
+                             to_string(s.regularization), s.final_weight_decay,
+                             s.effective_parameters, s.num_params)
+               : fmt::format("{}, weight decay ρ = {:.3e}", to_string(s.regularization),
+                             s.final_weight_decay));
+  // The evidence update's degenerate end: γ close to the residual count N means β = (N − γ)/‖r‖²
+  // is no longer determined and the fit interpolates (seen with single-ρ bayesian when N ≤ n).
+  const double rows = static_cast<double>(s.batch_size * s.residuals_per_sample);
+  if (is_evidence_based(s.regularization) && rows > 0 && s.effective_parameters > 0.9 * rows)
+    r.line("Warning", fmt::format("effective parameters γ = {:.1f} are {:.0f}% of the {} residuals "
+                                  "per batch: the evidence no longer bounds the fit, which may "
+                                  "interpolate the data; try regularization = \"ard\", a larger "
+                                  "batch or a validation set",
+                                  s.effective_parameters, 100.0 * s.effective_parameters / rows,
+                                  s.batch_size * s.residuals_per_sample));
+}
+
+// A float32 system asked for under bayesian or ard (precision = "float32"; auto would have
+// chosen float64 for them): say what it costs.
+void precision_warnings(const Summary& s, ReportText& r) {
+  if (s.float32_system && is_evidence_based(s.regularization))
+    r.line("Warning",
+           fmt::format("{} regularization with a float32 system: its evidence update reads "
+                       "A's small eigenvalues, which float32 rounding swamps; precision "
+                       "= \"auto\" or \"mixed\" solves in float64",
+                       to_string(s.regularization)));
+}
+
+// Each phase's seconds and share of the total, what no phase accounts for, and the threads.
+void time_table(const Summary& s, ReportText& r) {
+  r.text += "\nTime                              Seconds     Share\n";
+  const double total = s.total_seconds > 0 ? s.total_seconds : 1.0;
+  double accounted = 0;
+  for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p) {
+    const auto phase = static_cast<Phase>(p);
+    if (phase == Phase::kOther) continue;
+    accounted += s.times[phase];
+    if (s.times[phase] == 0) continue;
+    r.text += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", phase_name(phase), s.times[phase],
+                          100.0 * s.times[phase] / total);
+  }
+  const double other = std::max(0.0, s.total_seconds - accounted);
+  r.text += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", "other (batching, bookkeeping)", other,
+                        100.0 * other / total);
+  r.text += fmt::format("  {:<32}{:>7.3f}\n", "total", s.total_seconds);
+  if (s.steps > 0)
+    r.text += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * s.total_seconds / s.steps);
+  if (!s.threads.empty()) r.text += "\n" + s.threads;
 }
 
 }  // namespace
@@ -74,152 +250,23 @@ std::string Summary::brief_report() const {
 }
 
 std::string Summary::full_report() const {
-  std::string s;
-  auto line = [&s](std::string_view key, const std::string& value) {
-    s += fmt::format("{:<34}{}\n", key, value);
-  };
-  auto given_used = [&s](std::string_view key, const std::string& given, const std::string& used) {
-    s += fmt::format("{:<34}{:<22}{}\n", key, given, used);
-  };
-  s += "\nlmtrain report\n==============\n\n";
-  line("Model", model);
-  line("Loss", loss);
-  line("Precision", precision);
-  if (!precision_reason.empty()) line("  because", precision_reason);
-  line("Device", device);
-  const bool sharded_a = linear_solver_used == LinearSolverType::kDistributedCholesky;
-  line("Ranks", fmt::format("{} ({}){}", ranks, communicator,
-                            ranks <= 1  ? ""
-                            : sharded_a ? "; batches sharded, A reduce-scattered over the grid"
-                                        : "; batches sharded, A and g all-reduced"));
-  if (ranks > 1) {
-    std::string shares;
-    for (std::size_t r = 0; r < batch_shares.size(); ++r)
-      shares += fmt::format("{}{}: {:.1f} %", r == 0 ? "" : ", ", r, 100 * batch_shares[r]);
-    line("Batch shares", fmt::format("{} ({})", to_string(balance), shares));
-  }
-  for (std::size_t r = 0; r < rank_devices.size(); ++r)
-    line(r == 0 ? "Device of each rank" : "", fmt::format("{}: {}", r, rank_devices[r]));
-  line("Parameters", fmt::format("{}", num_params));
-  line("Training samples", fmt::format("{}", training_samples));
-  if (validation_samples > 0) line("Validation samples", fmt::format("{}", validation_samples));
-  line("Residuals per sample", fmt::format("{}", residuals_per_sample));
-  line("Batch size", fmt::format("{} samples, {} residual rows, {} batches per epoch", batch_size,
-                                 batch_size * residuals_per_sample, batches_per_epoch));
-
-  s += fmt::format("\n{:<34}{:<22}{}\n", "", "Given", "Used");
-  given_used("Linear solver", std::string(to_string(linear_solver_given)),
-             std::string(to_string(linear_solver_used)));
-  if (!linear_solver_reason.empty()) line("  because", linear_solver_reason);
-  const std::string schedule =
-      fmt::format("{}{}", to_string(damping), damping_per_sample ? ", λ per sample" : "");
-  given_used("Damping", schedule, schedule);
-  given_used("Damping matrix", std::string(to_string(damping_matrix)),
-             std::string(to_string(damping_matrix)));
-  given_used("Slice (samples)",
-             max_slice_samples_given == 0 ? "auto" : fmt::format("≤ {}", max_slice_samples_given),
-             fmt::format("{}", slice_samples));
-  if (slice_halvings > 0)
-    line("  because", fmt::format("halved {} time(s) after allocation failures; last: {}",
-                                  slice_halvings, slice_halving_cause));
-  given_used("Memory budget",
-             memory_budget_given == 0 ? "auto" : fmt::format("{} B", memory_budget_given),
-             "see plan");
-  line("Memory plan", memory_plan);
-  if (!distribution.empty()) line("Distributed A", distribution);
-  if (peak_device_bytes > 0)
-    line("Device memory",
-         fmt::format("measured peak {} (planned {} for the step; the rest is "
-                     "the data sets and evaluation buffers)",
-                     format_bytes(peak_device_bytes), format_bytes(planned_peak_bytes)));
-  for (std::size_t r = 0; r < rank_peak_bytes.size(); ++r)
-    line(r == 0 ? "Measured peak of each rank" : "",
-         fmt::format("{}: {} ({:.2f} × the step's plan)", r, format_bytes(rank_peak_bytes[r]),
-                     planned_peak_bytes > 0 ? static_cast<double>(rank_peak_bytes[r]) /
-                                                  static_cast<double>(planned_peak_bytes)
-                                            : 0.0));
-
-  s += "\n";
-  line("Initial training loss", fmt::format("{:.6e}", initial_loss));
-  line("Final training loss", fmt::format("{:.6e}", final_loss));
-  if (validation_samples > 0) {
-    line("Initial validation loss", fmt::format("{:.6e}", initial_validation_loss));
-    line("Final validation loss", fmt::format("{:.6e}", final_validation_loss));
-    line("Best validation loss", fmt::format("{:.6e} (epoch {}){}", best_validation_loss,
-                                             best_epoch, restored_best ? ", restored" : ""));
-  }
-  block_lines(*this, s);
-  line("Epochs", fmt::format("{}", epochs));
-  line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)", steps,
-                               accepted_steps, abandoned_steps));
-  line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
-                             rejected_steps, invalid_steps));
-  const int attempts = accepted_steps + rejected_steps + invalid_steps;
-  line("Attempts per step",
-       fmt::format("{:.3f} per accepted step",
-                   accepted_steps > 0 ? static_cast<double>(attempts) / accepted_steps : 0.0));
-  if (geodesic_acceleration)
-    line("Geodesic acceleration",
-         fmt::format("{} attempts corrected, {} kept the plain step (correction over "
-                     "geodesic_ratio), {} skipped it (backoff after refusals)",
-                     geodesic_applied, geodesic_refused, geodesic_skipped));
-  else
-    line("Geodesic acceleration", geodesic_off_reason(*this));
-  line("Final lambda", fmt::format("{:.3e}", final_lambda));
-  if (regularization == Regularization::kArd) {
-    line("Regularization",
-         fmt::format("ard, effective parameters γ = {:.1f} of {} in {} relevance groups",
-                     effective_parameters, num_params, penalty_groups.size()));
-    s += fmt::format("  {:<30}{:>8}{:>18}{:>14}\n", "group", "size", "weight decay ρ",
-                     "effective γ");
-    for (const PenaltyGroup& g : penalty_groups)
-      s += fmt::format("  {:<30}{:>8}{:>18.3e}{:>14.2f}\n", g.name, g.size, g.weight_decay,
-                       g.effective_parameters);
-  } else if (regularization != Regularization::kNone)
-    line("Regularization",
-         effective_parameters > 0
-             ? fmt::format("{}, weight decay ρ = {:.3e}, effective parameters γ = {:.1f} of {}",
-                           to_string(regularization), final_weight_decay, effective_parameters,
-                           num_params)
-             : fmt::format("{}, weight decay ρ = {:.3e}", to_string(regularization),
-                           final_weight_decay));
-  // The evidence update's degenerate end: γ close to the residual count N means β = (N − γ)/‖r‖²
-  // is no longer determined and the fit interpolates (seen with single-ρ bayesian when N ≤ n).
-  const double rows = static_cast<double>(batch_size * residuals_per_sample);
-  if (is_evidence_based(regularization) && rows > 0 && effective_parameters > 0.9 * rows)
-    line("Warning", fmt::format("effective parameters γ = {:.1f} are {:.0f}% of the {} residuals "
-                                "per batch: the evidence no longer bounds the fit, which may "
-                                "interpolate the data; try regularization = \"ard\", a larger "
-                                "batch or a validation set",
-                                effective_parameters, 100.0 * effective_parameters / rows,
-                                batch_size * residuals_per_sample));
-
-  precision_warnings(*this, line);
-
-  s += "\nTime                              Seconds     Share\n";
-  const double total = total_seconds > 0 ? total_seconds : 1.0;
-  double accounted = 0;
-  for (std::size_t p = 0; p < static_cast<std::size_t>(Phase::kCount); ++p) {
-    const auto phase = static_cast<Phase>(p);
-    if (phase == Phase::kOther) continue;
-    accounted += times[phase];
-    if (times[phase] == 0) continue;
-    s += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", phase_name(phase), times[phase],
-                     100.0 * times[phase] / total);
-  }
-  const double other = std::max(0.0, total_seconds - accounted);
-  s += fmt::format("  {:<32}{:>7.3f}    {:>5.1f}%\n", "other (batching, bookkeeping)", other,
-                   100.0 * other / total);
-  s += fmt::format("  {:<32}{:>7.3f}\n", "total", total_seconds);
-  if (steps > 0)
-    s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
-  if (!threads.empty()) s += "\n" + threads;
-
-  s += "\n";
-  line("Termination",
-       fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
-  if (!message.empty()) line("", message);
-  return s;
+  ReportText r;
+  r.text += "\nlmtrain report\n==============\n\n";
+  problem_lines(*this, r);
+  option_lines(*this, r);
+  memory_lines(*this, r);
+  r.text += "\n";
+  loss_lines(*this, r);
+  block_lines(*this, r);
+  step_lines(*this, r);
+  regularization_lines(*this, r);
+  precision_warnings(*this, r);
+  time_table(*this, r);
+  r.text += "\n";
+  r.line("Termination",
+         fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
+  if (!message.empty()) r.line("", message);
+  return r.text;
 }
 
 }  // namespace lmtrain
