@@ -138,6 +138,16 @@ class _RoutedCalls:
         return tree_map(lambda w, p: w.index_copy(0, index, p), whole, part)
 
 
+def _same_count(r: torch.Tensor, m: int) -> torch.Tensor:
+    """r, refused — the user's error, as at a trial point — when the residual_fn returned
+    another count than at the linearization: the route evaluates it again at the same θ."""
+    if r.numel() != m:
+        raise ValueError(f"residual_fn returned {r.numel()} residuals when evaluated again for "
+                         f"its Jacobian but {m} at the linearization point; the count must not "
+                         "depend on the parameters, nor change from one call to the next")
+    return r
+
+
 def _tangent(r: torch.Tensor) -> torch.Tensor:
     t = fwAD.unpack_dual(r).tangent
     return torch.zeros_like(r) if t is None else t.detach()
@@ -202,15 +212,13 @@ class PerPointRoute:
             with fwAD.dual_level(), torch.enable_grad():
                 duals = {k: fwAD.make_dual(v, d[k]) for k, v in theta.items()}
                 with _reparametrize_module(self.model, duals):
-                    jd = _tangent(self.residual_fn(self.model, x, y).reshape(-1))
-        except NotPerPoint:
-            raise
+                    r_dual = self.residual_fn(self.model, x, y).reshape(-1)
+                jd = _tangent(r_dual)  # the tangent lives as long as the dual level
         except Exception as error:  # noqa: BLE001 - whatever forward mode cannot run through
             raise NotPerPoint("forward mode (torch.autograd.forward_ad) cannot run through it: "
                               f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                               ) from error
-        if jd.numel() != m:
-            raise NotPerPoint(f"it returned {jd.numel()} rows under forward mode, {m} without")
+        _same_count(jd, m)
         return PerPointJacobian(self, x, y, r.detach(), theta, d, jd)
 
     def find_map(self, x: Any, y: Any, theta: dict[str, torch.Tensor],
@@ -226,13 +234,14 @@ class PerPointRoute:
         lo = 0
         while calls is None or lo < sum(calls):
             hi = lo + chunk
-            ones, calls = self._chunk_tangent(x, y, theta, d, lo, hi, torch.ones_like)
+            ones, calls = self._chunk_tangent(x, y, theta, d, m, lo, hi, torch.ones_like)
             found = ones != 0
             digits = max(1, math.ceil(math.log(max(2, min(hi, sum(calls)) - lo), base)))
             local = torch.zeros(m, dtype=torch.long, device=point.device)
             for k in range(digits):
                 tangent, again = self._chunk_tangent(
-                    x, y, theta, d, lo, hi, lambda q, k=k: (q // base ** k % base + 1).to(dtype))
+                    x, y, theta, d, m, lo, hi,
+                    lambda q, k=k: (q // base ** k % base + 1).to(dtype))
                 if again != calls:
                     raise NotPerPoint(f"its model calls changed between evaluations ({calls}, "
                                       f"then {again})")
@@ -253,11 +262,11 @@ class PerPointRoute:
         return PointMap.of(calls, point)
 
     def _chunk_tangent(self, x: Any, y: Any, theta: dict[str, torch.Tensor],
-                       d: dict[str, torch.Tensor], lo: int, hi: int,
+                       d: dict[str, torch.Tensor], m: int, lo: int, hi: int,
                        code: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor,
                                                                              list[int]]:
-        """The residual's tangent with tangent code(q)·d on the copy of each point q in
-        [lo, hi) (numbered over the calls) and none on the rest."""
+        """The tangent of the residual's m rows with tangent code(q)·d on the copy of each
+        point q in [lo, hi) (numbered over the calls) and none on the rest."""
         offsets = [0]
 
         def copies_of(call: int, rows: int) -> Any:
@@ -277,7 +286,7 @@ class PerPointRoute:
 
         with fwAD.dual_level():
             r, calls = self._evaluate(x, y, theta, theta, copies_of)
-            return _tangent(r), calls
+            return _tangent(_same_count(r, m)), calls
 
 
 class PerPointJacobian:
@@ -346,8 +355,8 @@ class PerPointJacobian:
             raise NotPerPoint(f"its model calls changed between evaluations "
                               f"({point_map.calls}, then {calls})")
         tol = torch.finfo(r.dtype).eps ** 0.5
-        if r.shape != self.r.shape or bool(
-                ((r.detach() - self.r).abs() > tol * float(self.r.abs().max())).any()):
+        if bool(((_same_count(r, self.r.numel()).detach() - self.r).abs() >
+                 tol * float(self.r.abs().max())).any()):
             raise NotPerPoint("evaluated row by row, its model gives other residuals (a model "
                               "that mixes its rows, or a residual_fn that draws at random)")
         n = self.d.numel()
