@@ -12,6 +12,7 @@ or evaluated on points of their own."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pytest
@@ -127,6 +128,18 @@ def heat_with_two_inputs(model, x, y):
     u_s = torch.autograd.grad(u.sum(), s, create_graph=True)[0]
     u_ss = torch.autograd.grad(u_s.sum(), s, create_graph=True)[0]
     return (u_t - u_ss).reshape(-1)
+
+
+def burgers_by_torch_func(model, x, y):
+    """Input derivatives by torch.func (grad, hessian: forward over reverse) under vmap."""
+    def u(q):
+        return model(q.unsqueeze(0))[0, 0]
+
+    def one(q):
+        grad = torch.func.grad(u)(q)
+        return grad[0] + u(q) * grad[1] - NU * torch.func.hessian(u)(q)[1, 1]
+
+    return torch.func.vmap(one)(x)
 
 
 def with_mean(model, x, y):
@@ -306,6 +319,9 @@ REFUSED = {
                                              r"uses the parameters \['nu'\] outside model"),
     "a model mixing its rows": (_RowMixingNet, burgers_by_position, _points,
                                 r"gives other residuals|differs from J·d"),
+    "torch.func forward-mode derivatives": (lambda: _network(33), burgers_by_torch_func, _points,
+                                            r"forward mode \(torch\.autograd\.forward_ad\) "
+                                            r"cannot run through it"),
     "a model vmap cannot run": (_DataDependent, burgers_by_position, _points,
                                 r"cannot be evaluated row by row \(torch\.func\.vmap"),
 }
@@ -322,12 +338,12 @@ def test_rows_not_per_point_take_the_batch_graph_and_say_why(
     with pytest.warns(pinn.SlowJacobianWarning,
                       match=rf"over its {expected.shape[0]} rows \(its rows are not each of one "
                             rf"point: .*\), measured \d+ rows/s: about [\d.]+ s per LM step.*"
-                            r"lmtrain\.torch\.pinn\.Problem") as record:
+                            r"lmtrain\.torch\.pinn\.Problem.*pinn\.Pointwise") as record:
         j = torch.cat([lin.jacobian(None, 0, 30),
                        lin.jacobian(None, 30, expected.shape[0] - 30)])
     assert len(record) == 1
     assert lin.path == "autograd" and lin.jacobian_choice["mode"] == "batch graph"
-    assert __import__("re").search(why, lin.jacobian_choice["why"])
+    assert re.search(why, lin.jacobian_choice["why"])
     assert float((j - expected).abs().max()) <= 1e-12 * float(expected.abs().max())
 
 

@@ -152,7 +152,9 @@ class BatchedReverseJacobian:
                 "Fast forms, O(rows × parameters): a residual_fn each of whose rows depends on "
                 "one point — one row of the model's inputs — is built per point by itself "
                 "(jacobian='auto'); a PDE written pointwise, lmtrain.torch.pinn.Problem, is "
-                "fastest; or a residual_fn with its own jacobian_slice (docs/pinn.md)",
+                "fastest; a torch.func residual_fn whose rows are pointwise in x may be "
+                "declared so, lmtrain.torch.pinn.Pointwise; or a residual_fn may bring its own "
+                "jacobian_slice (docs/pinn.md)",
                 SlowJacobianWarning, stacklevel=4)
         return head if probe == stop else torch.cat([head, self._slice(probe, stop)])
 
