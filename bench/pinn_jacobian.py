@@ -31,8 +31,13 @@ takes tens of seconds), pinn.Problem — and their median seconds per step and p
 step's "jacobian" phase).  The whole-batch residual_fn carries pinn's 1/√N block weights, so the
 three minimize the same objective.
 
+With ``--train S``: S seconds of LM on the whole-batch autograd residual_fn as a user writes it
+(the default route, per point), with fresh scrambled-Sobol points at every step (docs/pinn.md's
+recipe, the count fixed), and the relative L2 error against the Cole–Hopf reference as it goes
+(evaluated outside the clock).
+
 usage: build/venv-torch/bin/python bench/pinn_jacobian.py [--points 2000] [--skip-slow]
-                                                          [--steps 0] [--graph-steps 2]
+                                                          [--steps 0] [--graph-steps 2] [--train 0]
 """
 
 from __future__ import annotations
@@ -123,6 +128,38 @@ def lm_steps(model, residual_fn, x: torch.Tensor, steps: int, **options) -> tupl
     return statistics.median(step_seconds), statistics.median(jacobian_seconds), optimizer.path
 
 
+def train(seconds: float, points: int) -> None:
+    """LM on the whole-batch autograd residual_fn (pinn's block weights passed as y) with fresh
+    Sobol points every step; prints the relative L2 error at 30, 60, 120, 300 and 600 s."""
+    problem, model, error = burgers.build(0, points=points, points_max=points, grow_every=1,
+                                          edge_points=points // 5, method="sobol", width=20,
+                                          depth=3, weights=(1.0, 1.0))
+    kinds = torch.cat([torch.full((c,), float(i)) for i, c in enumerate(problem.counts)])
+    scale = torch.cat([torch.full((c,), 1 / math.sqrt(c)) for c in problem.counts]).double()
+
+    def residual_fn(model, x, y):
+        return autograd_residuals(model, x, y) * y
+
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=residual_fn)
+    marks = [mark for mark in (30, 60, 120, 300, 600) if mark < seconds] + [seconds]
+    clock, step = 0.0, 0
+    print()
+    print("| seconds | LM steps | relative L2 | path |")
+    print("|---|---|---|---|")
+    while marks:
+        if step > 0:
+            problem.resample(step)
+        x = torch.cat([problem.points, kinds.double()[:, None]], 1)
+        t = time.perf_counter()
+        optimizer.step(x, scale)
+        clock += time.perf_counter() - t
+        step += 1
+        if clock >= marks[0]:
+            print(f"| {clock:.0f} | {step} | {error(model):.2g} | {optimizer.path} |", flush=True)
+            while marks and clock >= marks[0]:
+                marks.pop(0)
+
+
 def timed(fn, twice: bool = True):
     if twice:
         fn()
@@ -140,6 +177,8 @@ def main() -> None:
                         help="LM steps timed per form (0: the Jacobian routes only)")
     parser.add_argument("--graph-steps", type=int, default=2,
                         help="of those, on the batch's graph (jacobian='autograd')")
+    parser.add_argument("--train", type=float, default=0.0,
+                        help="then seconds of LM on the whole-batch residual_fn (0: none)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     problem, model, _ = burgers.build(0, points=args.points, points_max=args.points,
@@ -234,6 +273,8 @@ def main() -> None:
             points = x if residual_fn is problem else xk
             step, jacobian, path = lm_steps(model, residual_fn, points, steps, **options)
             print(f"| {name} | {path} | {steps} | {step:.3f} | {jacobian:.3f} |")
+    if args.train:
+        train(args.train, args.points)
 
 
 if __name__ == "__main__":
