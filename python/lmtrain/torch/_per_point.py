@@ -4,9 +4,10 @@ A ``residual_fn(model, x, y)`` written over the whole batch — the PINN of the 
 torch-levenberg-marquardt and cuPyLMA: input derivatives by
 ``torch.autograd.grad(…, create_graph=True)``, blocks (interior, initial, boundary) cut out of x
 or evaluated on points of their own, ``torch.cat``'ed — has one graph for all its rows, and
-row-batched reverse mode through it costs O(m²·n) (``BatchedReverseJacobian``).  torch.func cannot transform such a function (it refuses
-``torch.autograd.grad`` and ``requires_grad_`` inside a transform), so the pointwise routes of
-lmtrain.torch.pinn do not apply to it as written.
+row-batched reverse mode through it costs O(m²·n) (``BatchedReverseJacobian``).  torch.func
+cannot transform such a function (it refuses ``torch.autograd.grad`` and ``requires_grad_``
+inside a transform), so the pointwise routes of lmtrain.torch.pinn do not apply to it as
+written.
 
 What applies instead: a PDE residual's rows each depend on the network at one point.  Evaluate the
 residual_fn with each call of the model routed through ``vmap`` over the rows of its inputs, row
