@@ -3,8 +3,12 @@
 Burgers (examples/pinn/burgers.py) on a 2-20-20-20-1 tanh network (921 parameters), m residual
 rows (interior, initial, boundary points as in W8), float64, one thread:
 
-* whole batch, autograd: a residual_fn with torch.autograd.grad input derivatives, J by the
-  optimizer's BatchedReverseJacobian (row-batched reverse mode through the batch's graph);
+* whole batch, autograd: a residual_fn with torch.autograd.grad input derivatives, J by
+  BatchedReverseJacobian (row-batched reverse mode through the batch's graph: the optimizer's
+  route before issue 39, and still with jacobian="autograd");
+* whole batch, autograd, per point: the same residual_fn as the optimizer takes it by default
+  since issue 39 — per-point parameter copies (_per_point.py), timed on the first step (which
+  finds the row → point map by forward mode) and on a later one (which checks the map kept);
 * whole batch, forward mode in θ: the same residuals written with torch.func, J by jvp in θ
   (vmap over chunks of 64 basis tangents) — the route issue 29 suggests for a torch.func
   residual_fn;
@@ -12,23 +16,40 @@ rows (interior, initial, boundary points as in W8), float64, one thread:
   the torch.func one by vmap over points of jacrev ("vmap");
 * pinn.Problem: the pointwise form, by vmap of jacrev with nested jvp ("jacrev") and by the
   Taylor route (TaylorMLP);
-* the library's A += JᵀJ, g += Jᵀr of the whole J (DampedNormalEquations64.add_slice: SYRK
-  and GEMV) — what the Jacobian is compared with.
+* A = JᵀJ, g = Jᵀr of the whole J by torch.mm and torch.mv — what the library's step does with
+  J (SYRK and GEMV), and what the Jacobian is compared with (the library's own binding of it,
+  DampedNormalEquations64, went with issue 27).
 
 Each is called twice and the second call timed (the first includes torch.func's start-up); the
 slow whole-batch routes are timed on their full m once.  Checks that every route gives the same J
 (to 1e-12 of its largest entry) before printing.
 
+With ``--steps K``: K LM steps (lmtrain.torch.LevenbergMarquardt, the library's step) from the
+same network on the same points with each form — the whole-batch autograd residual_fn per point
+(the default), the same on the batch's graph (jacobian="autograd", ``--graph-steps`` of them: each
+takes tens of seconds), pinn.Problem — and their median seconds per step and per Jacobian (the
+step's "jacobian" phase).  The whole-batch residual_fn carries pinn's 1/√N block weights, so the
+three minimize the same objective.
+
+With ``--train S``: S seconds of LM on the whole-batch autograd residual_fn as a user writes it
+(the default route, per point), with fresh scrambled-Sobol points at every step (docs/pinn.md's
+recipe, the count fixed), and the relative L2 error against the Cole–Hopf reference as it goes
+(evaluated outside the clock).
+
 usage: build/venv-torch/bin/python bench/pinn_jacobian.py [--points 2000] [--skip-slow]
+                                                          [--steps 0] [--graph-steps 2] [--train 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
+import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -39,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "pinn"
 import burgers  # noqa: E402
 import common  # noqa: E402
 
-from lmtrain import _core  # noqa: E402
-from lmtrain.torch import _jacobian, pinn  # noqa: E402
+import lmtrain.torch as lt  # noqa: E402
+from lmtrain.torch import _jacobian, _linearization, pinn  # noqa: E402
 
 NU = burgers.NU
 
@@ -73,6 +94,72 @@ def func_residuals(model, x, y):
     return torch.func.vmap(one)(x[:, :2], x[:, 2])
 
 
+def per_point_jacobian(model, residual_fn, x: torch.Tensor, m: int, first: bool):
+    """J of the whole-batch residual_fn as the optimizer builds it (per-point copies), timed
+    on a first step (the map found) or a later one (an optimizer's map kept and checked)."""
+    names, params = zip(*model.named_parameters())
+    lin = _linearization.TorchLinearization(model, names, params, None, residual_fn, "auto")
+    if not first:
+        lin.set_batch(x, None)
+        lin.jacobian(None, 0, m)
+        lin.reset_step()
+    lin.set_batch(x, None)
+    t = time.perf_counter()
+    j = lin.jacobian(None, 0, m)
+    seconds = time.perf_counter() - t
+    assert lin.path == "autograd per point", lin.jacobian_choice
+    return j, seconds
+
+
+def lm_steps(model, residual_fn, x: torch.Tensor, steps: int, **options) -> tuple[float, float,
+                                                                                 str]:
+    """Median seconds per LM step and per Jacobian over `steps` steps of a copy of `model`,
+    and the optimizer's path."""
+    model = copy.deepcopy(model)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=residual_fn, **options)
+    step_seconds, jacobian_seconds = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _jacobian.SlowJacobianWarning)
+        for _ in range(steps):
+            t = time.perf_counter()
+            report = optimizer.step(x)
+            step_seconds.append(time.perf_counter() - t)
+            jacobian_seconds.append(report.phase_seconds["jacobian"])
+    return statistics.median(step_seconds), statistics.median(jacobian_seconds), optimizer.path
+
+
+def train(seconds: float, points: int) -> None:
+    """LM on the whole-batch autograd residual_fn (pinn's block weights passed as y) with fresh
+    Sobol points every step; prints the relative L2 error at 30, 60, 120, 300 and 600 s."""
+    problem, model, error = burgers.build(0, points=points, points_max=points, grow_every=1,
+                                          edge_points=points // 5, method="sobol", width=20,
+                                          depth=3, weights=(1.0, 1.0))
+    kinds = torch.cat([torch.full((c,), float(i)) for i, c in enumerate(problem.counts)])
+    scale = torch.cat([torch.full((c,), 1 / math.sqrt(c)) for c in problem.counts]).double()
+
+    def residual_fn(model, x, y):
+        return autograd_residuals(model, x, y) * y
+
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=residual_fn)
+    marks = [mark for mark in (30, 60, 120, 300, 600) if mark < seconds] + [seconds]
+    clock, step = 0.0, 0
+    print()
+    print("| seconds | LM steps | relative L2 | path |")
+    print("|---|---|---|---|")
+    while marks:
+        if step > 0:
+            problem.resample(step)
+        x = torch.cat([problem.points, kinds.double()[:, None]], 1)
+        t = time.perf_counter()
+        optimizer.step(x, scale)
+        clock += time.perf_counter() - t
+        step += 1
+        if clock >= marks[0]:
+            print(f"| {clock:.0f} | {step} | {error(model):.2g} | {optimizer.path} |", flush=True)
+            while marks and clock >= marks[0]:
+                marks.pop(0)
+
+
 def timed(fn, twice: bool = True):
     if twice:
         fn()
@@ -86,6 +173,12 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=2000, help="interior points")
     parser.add_argument("--skip-slow", action="store_true",
                         help="skip the two whole-batch routes (tens of seconds each)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="LM steps timed per form (0: the Jacobian routes only)")
+    parser.add_argument("--graph-steps", type=int, default=2,
+                        help="of those, on the batch's graph (jacobian='autograd')")
+    parser.add_argument("--train", type=float, default=0.0,
+                        help="then seconds of LM on the whole-batch residual_fn (0: none)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     problem, model, _ = burgers.build(0, points=args.points, points_max=args.points,
@@ -113,6 +206,13 @@ def main() -> None:
         j, s = timed(lambda: wrapped.jacobian_slice(model, params, xk, None, 0, m))
         jacobians[f"pinn.Pointwise, {route}"], rows[f"pinn.Pointwise, {route}"] = \
             j * scale[:, None], s
+    def weighted(model, x, y):  # pinn's 1/√N block weights: the objective of pinn.Problem
+        return autograd_residuals(model, x, y) * scale
+
+    for first, label in ((True, "first step"), (False, "later step")):
+        name = f"whole batch, autograd, per point ({label})"
+        j, rows[name] = per_point_jacobian(model, autograd_residuals, xk, m, first)
+        jacobians[name] = j * scale[:, None]
     if not args.skip_slow:
         def batched_reverse():
             r = autograd_residuals(model, xk, None)
@@ -144,22 +244,37 @@ def main() -> None:
     for name, j in jacobians.items():
         difference = float((j - reference).abs().max() / reference.abs().max())
         assert difference < 1e-12, (name, difference)
-    system = _core.DampedNormalEquations64(n, _core.SolverOptions())
     r = problem(model, x).detach().contiguous()
     j = reference.contiguous()
 
-    def syrk():
-        system.begin()
-        system.add_slice(j, r)
+    def normal_equations():  # what the library's step does with J: A = JᵀJ by SYRK, g = Jᵀr
+        return torch.mm(j.T, j), torch.mv(j.T, r)
 
-    _, rows["A += JᵀJ, g += Jᵀr (library SYRK + GEMV)"] = timed(syrk)
+    _, rows["A = JᵀJ, g = Jᵀr (torch.mm, torch.mv)"] = timed(normal_equations)
     print(f"Burgers, m = {m} rows × n = {n} parameters, float64, 1 thread; load "
           f"{open('/proc/loadavg').read().split()[0]}")
-    print("| route | seconds | × SYRK |")
+    print("| route | seconds | × JᵀJ |")
     print("|---|---|---|")
-    base = rows["A += JᵀJ, g += Jᵀr (library SYRK + GEMV)"]
+    base = rows["A = JᵀJ, g = Jᵀr (torch.mm, torch.mv)"]
     for name, s in rows.items():
         print(f"| {name} | {s:.3f} | {s / base:.2f} |")
+    if args.steps:
+        forms = [("whole-batch autograd residual_fn (default: per point)", weighted, {},
+                  args.steps),
+                 ("whole-batch autograd residual_fn, jacobian='autograd' (the batch's graph)",
+                  weighted, {"jacobian": "autograd"}, min(args.steps, args.graph_steps)),
+                 ("pinn.Problem", problem, {}, args.steps)]
+        print()
+        print("| form | path | steps | seconds per LM step | seconds per Jacobian |")
+        print("|---|---|---|---|---|")
+        for name, residual_fn, options, steps in forms:
+            if steps == 0:
+                continue
+            points = x if residual_fn is problem else xk
+            step, jacobian, path = lm_steps(model, residual_fn, points, steps, **options)
+            print(f"| {name} | {path} | {steps} | {step:.3f} | {jacobian:.3f} |")
+    if args.train:
+        train(args.train, args.points)
 
 
 if __name__ == "__main__":

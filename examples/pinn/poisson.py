@@ -7,9 +7,10 @@ two residual blocks, each with its own weight:
     boundary   r_b = w_b · u_θ(x_b)                          at x_b ∈ {0, 1}
 
 u_θ″ comes from autograd with respect to the input (create_graph=True), so the residual's
-Jacobian with respect to θ contains second derivatives of the network; lmtrain.torch builds it by
-batched reverse mode and solves the LM steps with the library.  Prints the relative L2 error
-‖u_θ − u‖₂/‖u‖₂ on 1 001 uniform points.
+Jacobian with respect to θ contains second derivatives of the network; each residual row depends
+on one point (an interior point, or one of the two boundary points built inside), so lmtrain.torch
+builds it by per-point copies of θ (docs/torch.md, "residual_fn and PINNs") and solves the LM
+steps with the library.  Prints the relative L2 error ‖u_θ − u‖₂/‖u‖₂ on 1 001 uniform points.
 
 usage: python examples/pinn/poisson.py [--epochs 200] [--points 64] [--seed 0]
 """

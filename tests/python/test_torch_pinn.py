@@ -223,7 +223,7 @@ def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd
         report = optimizer.step(problem.points)
         systems.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
         assert optimizer.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
-            problem.jacobian_choice["mode"]] if residual_fn is problem else "autograd")
+            problem.jacobian_choice["mode"]] if residual_fn is problem else "autograd per point")
     assert problem.jacobian_choice["by"] == "measurement"
     assert set(problem.jacobian_choice["seconds"]) == {"taylor", "jacrev"}
     (f1, a1, g1), theta1, (f2, a2, g2), theta2 = systems
@@ -478,17 +478,21 @@ def test_the_slow_route_warns_with_its_rate(monkeypatch: pytest.MonkeyPatch) -> 
     from lmtrain.torch import _jacobian
 
     monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warn_seconds", 0.0)
-    monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warned", False)
     x = _kinds_points(23)
     model = _network(2, 1, seed=24)
-    optimizer = lt.LevenbergMarquardt(model, residual_fn=_burgers_with_autograd)
-    with pytest.warns(pinn.SlowJacobianWarning, match=r"over its 70 rows, measured \d+ rows/s"):
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=_burgers_with_autograd,
+                                      jacobian="autograd")
+    with pytest.warns(pinn.SlowJacobianWarning,
+                      match=r"over its 70 rows \(jacobian = 'autograd' asks for the batch's "
+                            r"graph\), measured \d+ rows/s"):
         optimizer.step(x)
-    # The same residual_fn declared pointwise takes the sliced route, without the warning.
-    monkeypatch.setattr(_jacobian.BatchedReverseJacobian, "warned", False)
-    model = _network(2, 1, seed=24)
-    optimizer = lt.LevenbergMarquardt(model, residual_fn=pinn.Pointwise(_burgers_with_autograd))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", pinn.SlowJacobianWarning)
-        report = optimizer.step(x)
-    assert optimizer.path == "pinn pointwise residual_fn sliced" and report.accepted
+    # By default its rows, each of one point, are built per point (test_torch_residual_route.py);
+    # declared pointwise it takes the sliced route.  Neither warns.
+    for residual_fn, path in ((_burgers_with_autograd, "autograd per point"),
+                              (pinn.Pointwise(_burgers_with_autograd),
+                               "pinn pointwise residual_fn sliced")):
+        optimizer = lt.LevenbergMarquardt(_network(2, 1, seed=24), residual_fn=residual_fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pinn.SlowJacobianWarning)
+            report = optimizer.step(x)
+        assert optimizer.path == path and report.accepted

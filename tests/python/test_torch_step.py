@@ -247,6 +247,10 @@ def test_residual_fn_of_the_wrong_shape_or_not_finite() -> None:
         return m(*inputs)[: 4 + len(calls) % 2, 0]
 
     with pytest.raises(ValueError, match="trial point"):
+        lt.LevenbergMarquardt(model, residual_fn=growing, jacobian="autograd").step(x)
+    _unchanged(model, before)
+    # The per-point route (the default) evaluates it again at the linearization point first.
+    with pytest.raises(ValueError, match="evaluated again for its Jacobian"):
         lt.LevenbergMarquardt(model, residual_fn=growing).step(x)
     _unchanged(model, before)
 

@@ -11,7 +11,8 @@ the flat order of lmtrain's own models (a Linear's weight, (out, in), then its b
 * Row-batched reverse mode on the residual vector of a ``residual_fn`` (which may differentiate
   the model with respect to its inputs, as PINNs do): one forward pass builds the graph, then each
   slice is ``autograd.grad(r, θ, grad_outputs=I[rows], is_grads_batched=True)``.  O(m²·n): it
-  warns with its measured rate when slow.
+  warns with its measured rate when slow.  A residual_fn whose rows each depend on one point
+  takes per-point parameter copies instead (``_per_point.py``), O(m·n).
 * For residuals pointwise in their points (``pinn.py``, issue 29): ``PointwiseJacobian`` (vmap
   over the points of jacrev/jacfwd in θ of a one-point residual) and ``TaylorMLP`` (forward
   Taylor propagation of u and its input derivatives through an MLP, one reverse sweep seeded by
@@ -114,38 +115,48 @@ class SlowJacobianWarning(UserWarning):
 class BatchedReverseJacobian:
     """Slices J[rows start..stop) of a residual vector r(θ) built once with autograd.
 
-    Each row's backward pass runs through the whole batch's graph, so J costs O(m²·n): the
-    first slice is timed, and when the whole J would take more than ``warn_seconds`` a
-    SlowJacobianWarning (once per process) gives the measured rate and the fast forms."""
+    Each row's backward pass runs through the whole batch's graph, so J costs O(m²·n).  Unless
+    told not to warn, the first slice begins with a probe of ``probe_rows`` rows, timed, and when
+    the whole J would take more than ``warn_seconds`` a SlowJacobianWarning says so before the
+    rest is built: the measured rate, the projected seconds per step, ``why`` this route (the
+    reason the per-point route was refused, ``_per_point.py``) and the fast forms."""
 
     warn_seconds = 1.0
-    warned = False
+    probe_rows = 16
 
-    def __init__(self, residuals: torch.Tensor, params: Sequence[torch.Tensor]):
-        self.residuals, self.params = residuals, list(params)
-        self._timed = False
+    def __init__(self, residuals: torch.Tensor, params: Sequence[torch.Tensor],
+                 why: str | None = None, warn: bool = True):
+        self.residuals, self.params, self.why = residuals, list(params), why
+        self._timed = not warn
+        self.warned = False
 
     def slice(self, start: int, stop: int) -> torch.Tensor:
-        if self._timed or BatchedReverseJacobian.warned:
+        if self._timed:
             return self._slice(start, stop)
-        t = time.perf_counter()
-        j = self._slice(start, stop)
-        seconds = time.perf_counter() - t
         self._timed = True
+        probe = min(stop, start + self.probe_rows)
+        t = time.perf_counter()
+        head = self._slice(start, probe)
+        seconds = time.perf_counter() - t
         m = self.residuals.numel()
-        projected = seconds * m / (stop - start)
+        projected = seconds * m / (probe - start)
         if projected > self.warn_seconds:
-            BatchedReverseJacobian.warned = True
+            self.warned = True
+            because = (f"its rows are not each of one point: {self.why}" if self.why else
+                       "jacobian = 'autograd' asks for the batch's graph")
             warnings.warn(
                 f"lmtrain.torch: this residual_fn's Jacobian is built by batched reverse mode "
-                f"over its {m} rows, measured {(stop - start) / seconds:.0f} rows/s: about "
-                f"{projected:.1f} s per LM step, and the cost grows with the square of the rows "
-                "(each row's backward pass runs through the whole batch's graph).  Fast forms: "
-                "a PDE written pointwise (lmtrain.torch.pinn.Problem), a residual_fn whose rows "
-                "are pointwise in the rows of x wrapped in lmtrain.torch.pinn.Pointwise, or a "
-                "residual_fn with its own jacobian_slice (docs/pinn.md)",
+                f"over its {m} rows ({because}), measured {(probe - start) / seconds:.0f} "
+                f"rows/s: about {projected:.1f} s per LM step, and the cost grows with the square "
+                "of the rows (each row's backward pass runs through the whole batch's graph).  "
+                "Fast forms, O(rows × parameters): a residual_fn each of whose rows depends on "
+                "one point — one row of the model's inputs — is built per point by itself "
+                "(jacobian='auto'); a PDE written pointwise, lmtrain.torch.pinn.Problem, is "
+                "fastest; a torch.func residual_fn whose rows are pointwise in x may be "
+                "declared so, lmtrain.torch.pinn.Pointwise; or a residual_fn may bring its own "
+                "jacobian_slice (docs/pinn.md)",
                 SlowJacobianWarning, stacklevel=4)
-        return j
+        return head if probe == stop else torch.cat([head, self._slice(probe, stop)])
 
     def _slice(self, start: int, stop: int) -> torch.Tensor:
         m = self.residuals.numel()

@@ -8,6 +8,11 @@ ratio test, the solvers, penalties and termination are the library's.
 Units: a built-in loss linearizes samples (R residual rows each); a ``residual_fn`` linearizes its
 residual rows (R = 1), whose count it learns by evaluating the function once per step.
 
+A ``residual_fn``'s J (without its own ``jacobian_slice``): with ``jacobian="auto"``, per-point
+parameter copies (``_per_point.py``, O(m·n)) where each row depends on one point, found on the
+first step's batch; otherwise — rows mixing points, or ``jacobian="autograd"`` — batched reverse
+mode through the batch's graph (O(m²·n)), which warns at the first step when slow, with why.
+
 Residual blocks: a ``residual_fn`` with a ``residual_blocks()`` method (lmtrain.torch.pinn's
 ``Problem``) names blocks of its rows, ``[(name, first_row, rows, scale), …]`` with loss
 scale·Σ r² over the block; ``linearize`` hands them to the library with r, whose step reports
@@ -25,6 +30,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from ._jacobian import (BatchedReverseJacobian, PerSampleJacobian, _rows, batch_size,
                         call_model, resolve_mode)
 from ._losses import Loss, sampled_uniforms
+from ._per_point import NotPerPoint, PerPointJacobian, PerPointRoute
 
 
 def _checked_slice(j: Any, rows: int, n: int, dtype: torch.dtype) -> torch.Tensor:
@@ -65,6 +71,11 @@ class TorchLinearization:
         self._pending: tuple[float, torch.Tensor] | None = None
         self._graph: torch.Tensor | None = None  # r at θ with its autograd graph (Jᵀu, J rows)
         self._jacobian: Any = None
+        # A residual_fn's route to J: per point while its rows are each of one point (None once
+        # refused, with the reason in jacobian_choice), else the batch's graph, which warns once.
+        self._per_point = (PerPointRoute(model, names, params, residual_fn)
+                           if residual_fn is not None and jacobian_mode == "auto" else None)
+        self._slow_warned = False
 
     # ---- the batch ------------------------------------------------------------------------------
     def set_batch(self, x: Any, y: Any) -> int:
@@ -147,9 +158,7 @@ class TorchLinearization:
                                    self.dtype)
                 self.path = getattr(self.residual_fn, "jacobian_path", self.path)
                 return j.contiguous()
-            if self._jacobian is None:
-                self._jacobian = BatchedReverseJacobian(self._graph, self.params)
-            return self._jacobian.slice(first, first + count).contiguous()
+            return self._whole_batch_slice(first, first + count).contiguous()
         if self._jacobian is None:
             mode = self._choose_mode(params)
             self.path = f"torch.func {mode}"
@@ -157,6 +166,40 @@ class TorchLinearization:
         stop = first + count
         return self._jacobian.slice(params, _rows(self._x, first, stop),
                                     self._targets[first:stop], self._u[first:stop]).contiguous()
+
+    def _whole_batch_slice(self, start: int, stop: int) -> torch.Tensor:
+        """Rows start:stop of a whole-batch residual_fn's J: per point where its rows allow,
+        else through the batch's graph (the module's doc)."""
+        if self._jacobian is None and self._per_point is not None:
+            try:
+                self._jacobian = self._per_point.engine(self._x, self._y, self._graph)
+            except NotPerPoint as why:
+                self._refuse_per_point(str(why))
+        if isinstance(self._jacobian, PerPointJacobian):
+            try:
+                j = self._jacobian.slice(start, stop)
+            except NotPerPoint as why:
+                self._refuse_per_point(str(why))
+            else:
+                point_map = self._per_point.point_map
+                self.path = "autograd per point"
+                self.jacobian_choice = {"mode": "per point", "by": "forward-mode row → point map",
+                                        "rows_per_point": point_map.rows_per_point,
+                                        "points": sum(point_map.calls)}
+                return j
+        if self._jacobian is None:
+            self._jacobian = BatchedReverseJacobian(
+                self._graph, self.params, why=self.jacobian_choice.get("why"),
+                warn=not self._slow_warned)
+            self.path = "autograd"
+        j = self._jacobian.slice(start, stop)
+        self._slow_warned = self._slow_warned or self._jacobian.warned
+        return j
+
+    def _refuse_per_point(self, why: str) -> None:
+        """The batch's graph from now on, for the reason `why` (the warning will say it)."""
+        self._per_point, self._jacobian = None, None
+        self.jacobian_choice = {"mode": "batch graph", "by": "rows not per point", "why": why}
 
     def objective(self, theta: torch.Tensor) -> float:
         with self._at(theta):

@@ -684,8 +684,10 @@ class Pointwise:
     row block i (``rows_per_point`` rows) depends on x[i] (and y[i]) only, so
     ``residual_fn(model, x[a:b], y[a:b])`` is rows a·k:b·k of ``residual_fn(model, x, y)``.
     Declaring it lets lmtrain build J from slices of the points instead of one graph of the
-    whole batch (O(m²·n)).  Two routes, the faster chosen by timing both on the first slice
-    (``jacobian_choice`` says which):
+    whole batch (O(m²·n)).  lmtrain.torch finds rows of one point by itself (per-point copies
+    of θ, ``_per_point.py``, issue 39), so the declaration's use is its ``"vmap"`` route, about
+    as fast for a torch.func residual_fn.  Two routes, the faster chosen by timing both on the
+    first slice (``jacobian_choice`` says which):
 
     * ``"vmap"``: vmap over the points of jacrev in θ of the residual_fn on one point —
       O(m·n), for a residual_fn that torch.func can transform (input derivatives by
