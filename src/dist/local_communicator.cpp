@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "forwarding_communicator.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 
@@ -31,50 +32,6 @@ class LocalCommunicator final : public Communicator {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::exit(code);
   }
-};
-
-class SharedCommunicator final : public Communicator {
- public:
-  explicit SharedCommunicator(std::shared_ptr<Communicator> to) : to_(std::move(to)) {}
-  int rank() const override { return to_->rank(); }
-  int size() const override { return to_->size(); }
-  int local_rank() const override { return to_->local_rank(); }
-  std::string name() const override { return to_->name(); }
-  void allreduce_sum(double* data, std::size_t n) override { to_->allreduce_sum(data, n); }
-  void allreduce_sum(float* data, std::size_t n) override { to_->allreduce_sum(data, n); }
-  void broadcast(void* data, std::size_t bytes, int root) override {
-    to_->broadcast(data, bytes, root);
-  }
-  void allgather(const void* mine, std::size_t bytes, void* all) override {
-    to_->allgather(mine, bytes, all);
-  }
-  void reduce_scatter_sum(const double* send, double* recv,
-                          std::span<const std::size_t> counts) override {
-    to_->reduce_scatter_sum(send, recv, counts);
-  }
-  void reduce_scatter_sum(const float* send, float* recv,
-                          std::span<const std::size_t> counts) override {
-    to_->reduce_scatter_sum(send, recv, counts);
-  }
-  bool supports_device_buffers() const override { return to_->supports_device_buffers(); }
-  void allreduce_sum_device(float* data, std::size_t n, void* stream) override {
-    to_->allreduce_sum_device(data, n, stream);
-  }
-  void allreduce_sum_device(double* data, std::size_t n, void* stream) override {
-    to_->allreduce_sum_device(data, n, stream);
-  }
-  void broadcast_device(void* data, std::size_t bytes, int root, void* stream) override {
-    to_->broadcast_device(data, bytes, root, stream);
-  }
-  const void* mpi_comm() const override { return to_->mpi_comm(); }
-  void* nccl_comm() const override { return to_->nccl_comm(); }
-  [[noreturn]] void abort(int code, const std::string& message) override {
-    to_->abort(code, message);
-    std::abort();  // unreachable: every communicator's abort ends the job or throws
-  }
-
- private:
-  std::shared_ptr<Communicator> to_;
 };
 
 [[noreturn]] void throw_host_only(const Communicator& comm, const char* call) {
@@ -165,7 +122,7 @@ std::unique_ptr<Communicator> make_local_communicator() {
 
 std::unique_ptr<Communicator> share_communicator(std::shared_ptr<Communicator> shared) {
   if (shared == nullptr) throw InvalidArgument("share_communicator: the communicator is null");
-  return std::make_unique<SharedCommunicator>(std::move(shared));
+  return std::make_unique<ForwardingCommunicator>(std::move(shared));
 }
 
 bool launched_with_several_ranks() noexcept {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "forwarding_communicator.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "nccl_library.h"
@@ -95,10 +96,13 @@ class CurrentDevice {
   cudaError_t status_ = cudaSuccess;
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public ForwardingCommunicator {
  public:
   NcclCommunicator(std::unique_ptr<Communicator> host, int device)
-      : host_(std::move(host)), device_(device), timeout_(timeout_from_environment()) {
+      : ForwardingCommunicator(std::move(host)),
+        host_(&to()),
+        device_(device),
+        timeout_(timeout_from_environment()) {
     int devices = 0;
     if (const cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess)
       fail(fmt::format("cudaGetDeviceCount failed: {}", describe(status)));
@@ -140,33 +144,11 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return host_->rank(); }
-  int size() const override { return host_->size(); }
-  int local_rank() const override { return host_->local_rank(); }
   std::string name() const override {
     const std::string host = host_->name();
     if (host == "local") return fmt::format("nccl {} (1 rank)", nccl_->version);
     return fmt::format("nccl {} over {}", nccl_->version, host);
   }
-
-  void allreduce_sum(double* data, std::size_t n) override { host_->allreduce_sum(data, n); }
-  void allreduce_sum(float* data, std::size_t n) override { host_->allreduce_sum(data, n); }
-  void broadcast(void* data, std::size_t bytes, int root) override {
-    host_->broadcast(data, bytes, root);
-  }
-  void allgather(const void* mine, std::size_t bytes, void* all) override {
-    host_->allgather(mine, bytes, all);
-  }
-
-  void reduce_scatter_sum(const double* send, double* recv,
-                          std::span<const std::size_t> counts) override {
-    host_->reduce_scatter_sum(send, recv, counts);
-  }
-  void reduce_scatter_sum(const float* send, float* recv,
-                          std::span<const std::size_t> counts) override {
-    host_->reduce_scatter_sum(send, recv, counts);
-  }
-  const void* mpi_comm() const override { return host_->mpi_comm(); }
   void* nccl_comm() const override { return comm_; }
   bool supports_device_buffers() const override { return true; }
   void allreduce_sum_device(float* device_data, std::size_t n, void* cuda_stream) override {
@@ -287,7 +269,7 @@ class NcclCommunicator final : public Communicator {
     std::_Exit(kFailureExitCode);  // not reached (see abort)
   }
 
-  std::unique_ptr<Communicator> host_;
+  Communicator* host_;  // the communicator this one decorates (ForwardingCommunicator's)
   int device_;
   double timeout_;
   const NcclLibrary* nccl_ = nullptr;  // set before comm_ (the constructor fails without it)

@@ -32,6 +32,7 @@
 #include "foreign_step.h"
 #include "lmtrain/dist/device_group.h"
 #include "module.h"
+#include "python_gc.h"
 
 namespace lmtrain::python {
 
@@ -193,29 +194,9 @@ class DeviceGroupStep {
 };
 
 template <typename T>
-int traverse_group(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  int result = 0;
-  nb::inst_ptr<DeviceGroupStep<T>>(self)->visit_python([&](nb::handle h) {
-    if (result == 0 && h.ptr() != nullptr) result = visit(h.ptr(), arg);
-  });
-  return result;
-}
-
-template <typename T>
-int clear_group(PyObject* self) {
-  if (nb::inst_ready(self)) nb::inst_ptr<DeviceGroupStep<T>>(self)->clear_python();
-  return 0;
-}
-
-template <typename T>
 void bind_group(nb::module_& m, const char* name) {
   using G = DeviceGroupStep<T>;
-  static PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse_group<T>)},
-                                {Py_tp_clear, reinterpret_cast<void*>(clear_group<T>)},
-                                {0, nullptr}};
-  nb::class_<G>(m, name, nb::type_slots(slots),
+  nb::class_<G>(m, name, nb::type_slots(python_gc_slots<G>()),
                 "The library's LM step over several devices of this process (lmtrain.torch's "
                 "devices=[…]): one torch-path rank per device, threads summing A and g.")
       .def(nb::init<const std::vector<ForeignStepSpec>&, std::vector<nb::object>>(),

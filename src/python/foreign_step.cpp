@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "module.h"
+#include "python_gc.h"
 
 namespace lmtrain::python {
 
@@ -26,29 +27,9 @@ namespace nb = nanobind;
 namespace {
 
 template <typename T>
-int traverse_foreign_step(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  int result = 0;
-  nb::inst_ptr<ForeignStep<T>>(self)->visit_python([&](nb::handle h) {
-    if (result == 0 && h.ptr() != nullptr) result = visit(h.ptr(), arg);
-  });
-  return result;
-}
-
-template <typename T>
-int clear_foreign_step(PyObject* self) {
-  if (nb::inst_ready(self)) nb::inst_ptr<ForeignStep<T>>(self)->clear_python();
-  return 0;
-}
-
-template <typename T>
 void bind_foreign_step(nb::module_& m, const char* name) {
   using F = ForeignStep<T>;
-  static PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse_foreign_step<T>)},
-                                {Py_tp_clear, reinterpret_cast<void*>(clear_foreign_step<T>)},
-                                {0, nullptr}};
-  nb::class_<F>(m, name, nb::type_slots(slots),
+  nb::class_<F>(m, name, nb::type_slots(python_gc_slots<F>()),
                 "The library's LM step on residuals and Jacobian slices computed in Python "
                 "(lmtrain.torch's torch path).")
       .def(nb::init<const ForeignStepSpec&, nb::object, nb::object>(), nb::arg("spec"),
