@@ -117,7 +117,9 @@ template <typename T, typename S>
 StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y, std::size_t batch,
                                               PhaseTimes& times) {
   collectives_.time_into(times);
-  const StepReport report = run(params, x, y, batch, times);
+  const std::uint64_t reads_before = host_reads();
+  StepReport report = run(params, x, y, batch, times);
+  report.host_reads = static_cast<int>(host_reads() - reads_before);
   // The device phases, read now that the step's scalars have brought the host up to date.
   model_clock_->collect(times);
   if constexpr (kMixed) system_clock_->collect(times);

@@ -61,6 +61,9 @@ struct StepReport {
                             // LmStepper::weight_decays())
   double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
                                     // aᵢ/(aᵢ + ρ); ard: Σ γ_g; else 0)
+  // Device→host reads the step waited for (DeviceQueue::host_reads of the model's backend and, in
+  // mixed precision, the system's): each a stream synchronization on a GPU.
+  int host_reads = 0;
   TerminationReason termination = TerminationReason::kNone;
   std::string message;  // why, when termination is set
   // The loss of each block the source declares (LinearizationSource::residual_blocks, in its
@@ -152,6 +155,10 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
 
   StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
+  // Reads of the step's backends so far (DeviceQueue::host_reads).
+  std::uint64_t host_reads() const {
+    return backend_.host_reads() + (kMixed ? system_.host_reads() : 0);
+  }
   // F, A (or J) and g of the batch, summed over the ranks.
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);
   // The losses of the source's residual blocks at the linearization point, summed over the
