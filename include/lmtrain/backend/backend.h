@@ -123,6 +123,12 @@ class Backend : public LinearAlgebra<T> {
     this->count_host_read();
     return loss_linearize_impl(loss, batch, c, z, y, r, seeds);
   }
+  // The same with F left on the device at `objective` (the bits they return), to be read with
+  // other scalars (LinearAlgebra::read_scalars).  No read.
+  virtual void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                   const T* z, const T* y, double* objective) = 0;
+  virtual void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                   const T* z, const T* y, T* r, T* seeds, double* objective) = 0;
 
  protected:
   virtual double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,

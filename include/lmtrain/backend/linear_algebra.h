@@ -5,7 +5,9 @@
 // Conventions: every pointer argument is a *device* pointer from the queue's own MemoryResource
 // unless its name says `host`; only scalars (losses, norms, factorization status) come back to
 // the host, and each call that brings data back is a counted read (DeviceQueue::host_reads): a
-// non-virtual member that counts and calls its backend's protected *_impl.  Matrices are dense
+// non-virtual member that counts and calls its backend's protected *_impl.  Where several
+// scalars decide one thing, the *_into calls leave them in device doubles and read_scalars
+// brings them back together, in one read.  Matrices are dense
 // row-major with an explicit leading dimension (elements between consecutive rows).  The normal
 // matrix A (n × n) is symmetric; SYRK writes its upper triangle in row-major order, which is the
 // lower triangle in LAPACK's column-major view — factorization routines below are told so, and
@@ -41,6 +43,12 @@ class LinearAlgebra : public DeviceQueue {
     this->count_host_read();
     copy_to_host_impl(src, host, n);
   }
+  // `count` doubles at `device` (what *_into calls left there) to host memory after the queued
+  // work, in one read.
+  void read_scalars(const double* device, double* host, std::size_t count) {
+    this->count_host_read();
+    read_scalars_impl(device, host, count);
+  }
   // Device to device; overlapping ranges behave like memmove.
   virtual void copy(const T* src, T* dst, std::size_t n) = 0;
   virtual void fill(T* x, std::size_t n, T value) = 0;
@@ -70,6 +78,13 @@ class LinearAlgebra : public DeviceQueue {
     this->count_host_read();
     return all_finite_impl(n, x);
   }
+  // dot's sum left on the device: *result = Σ x_i y_i (the bits dot returns).  No read.
+  virtual void dot_into(std::size_t n, const T* x, const T* y, double* result) = 0;
+  // Three figures of x_i = x[i·stride], i < n (stride 1: a vector; n + 1: an n × n matrix's
+  // diagonal), in one pass, left on the device: result[0] = how many are NaN or ±∞, result[1] =
+  // max |x_i| (NaNs skipped, as max_abs), result[2] = Σ x_i².  What the LM step checks of g, A's
+  // diagonal, D and δ, read with the step's other scalars.  n = 0 gives {0, 0, 0}.  No read.
+  virtual void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) = 0;
   // y_i = x_i * s_i (or x_i / s_i when `divide`).
   virtual void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) = 0;
 
@@ -105,6 +120,11 @@ class LinearAlgebra : public DeviceQueue {
     this->count_host_read();
     return potrf_impl(n, a);
   }
+  // potrf with its status left on the device (*status = what potrf returns, as a double), so the
+  // solve goes on queued and the caller reads the verdict with its other scalars.  No read.
+  // After a failed factorization `a` holds a partial factor: solving with it gives meaningless
+  // values, never an error.
+  virtual void potrf_into(std::size_t n, T* a, double* status) = 0;
   // Solves (LLᵀ) x = b in place on b with the factor from potrf.  No read.
   virtual void potrs(std::size_t n, const T* factor, T* b) = 0;
   // (LLᵀ)⁻¹ in place from potrf's factor (upper triangle valid afterwards); returns 0, or k > 0
@@ -143,6 +163,7 @@ class LinearAlgebra : public DeviceQueue {
  protected:
   // What the counted reads above do on the device.
   virtual void copy_to_host_impl(const T* src, T* host, std::size_t n) = 0;
+  virtual void read_scalars_impl(const double* device, double* host, std::size_t count) = 0;
   virtual double dot_impl(std::size_t n, const T* x, const T* y) = 0;
   virtual double max_abs_impl(std::size_t n, const T* x) = 0;
   virtual bool all_finite_impl(std::size_t n, const T* x) = 0;

@@ -234,6 +234,24 @@ class CpuBackend final : public Backend<T> {
 #pragma omp parallel for if (n > kParallelThreshold)
     for (std::size_t i = 0; i < n; ++i) z[i] = x[i] + alpha * y[i];
   }
+  void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
+    *result = dot_impl(n, x, y);
+  }
+  void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
+    double bad = 0, largest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(x[i * stride]);
+      bad += std::isfinite(v) ? 0.0 : 1.0;
+      largest = std::max(largest, std::fabs(v));
+    }
+    result[0] = bad;
+    result[1] = largest;
+    // Added as dot(x, x) adds it, so that a norm taken here has dot's bits.
+    result[2] = ordered_sum(n, kParallelThreshold, kSumBlock, [x, stride](std::size_t i) {
+      const double v = static_cast<double>(x[i * stride]);
+      return v * v;
+    });
+  }
   void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
     if (divide) {
       for (std::size_t i = 0; i < n; ++i) y[i] = x[i] / s[i];
@@ -282,6 +300,9 @@ class CpuBackend final : public Backend<T> {
       std::memcpy(dst + i * n + i, src + i * n + i, (n - i) * sizeof(T));
   }
 
+  void potrf_into(std::size_t n, T* a, double* status) override {
+    *status = static_cast<double>(potrf_impl(n, a));
+  }
   void potrs(std::size_t n, const T* factor, T* b) override {
     cpu::BlasCall call(*threads_, work(n, n, 2));
     const lapack_int info = lapack_potrs(li(n), factor, b);
@@ -456,9 +477,21 @@ class CpuBackend final : public Backend<T> {
     cpu::avg_pool_backward(g, rows, g_out, g_in);
   }
 
+  void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, double* objective) override {
+    *objective = loss_objective_impl(loss, batch, c, z, y);
+  }
+  void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, T* r, T* seeds, double* objective) override {
+    *objective = loss_linearize_impl(loss, batch, c, z, y, r, seeds);
+  }
+
  protected:
   void copy_to_host_impl(const T* src, T* host, std::size_t n) override {
     copy(src, host, n);
+  }
+  void read_scalars_impl(const double* device, double* host, std::size_t count) override {
+    std::copy_n(device, count, host);
   }
   double dot_impl(std::size_t n, const T* x, const T* y) override {
     return ordered_sum(n, kParallelThreshold, kSumBlock, [x, y](std::size_t i) {

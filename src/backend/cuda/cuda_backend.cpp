@@ -190,6 +190,7 @@ class CudaBackend final : public Backend<T> {
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
         reduction_(memory_, kReductionBlocks + 1),
+        norm_partials_(memory_, 3 * kReductionBlocks),
         info_(memory_, 1),
         name_(fmt::format("cuda:{} ({}, {}){}", device, cuda_device_description(device),
                           runtime_versions(),
@@ -287,6 +288,14 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     cuda::add_scaled(stream(), n, x, alpha, y, z);
   }
+  void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
+    bind(device_);
+    cuda::dot(stream(), n, x, y, reduction_.data(), result);
+  }
+  void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
+    bind(device_);
+    cuda::vector_norms(stream(), n, x, stride, norm_partials_.data(), result);
+  }
   void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
     bind(device_);
     cuda::scale_elementwise(stream(), n, x, s, divide, y);
@@ -339,6 +348,15 @@ class CudaBackend final : public Backend<T> {
   }
 
   // ---- factorizations ---------------------------------------------------------------------------
+  void potrf_into(std::size_t n, T* a, double* status) override {
+    bind(device_);
+    if (n == 0) {
+      CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(double), stream()));  // 0.0: success
+      return;
+    }
+    factor(n, a);
+    cuda::store_status(stream(), info_.data(), status);
+  }
   void potrs(std::size_t n, const T* factor, T* b) override {
     if (n == 0) return;
     bind(device_);
@@ -452,8 +470,33 @@ class CudaBackend final : public Backend<T> {
     cuda::avg_pool_backward(stream(), g, rows, g_out, g_in);
   }
 
+  // ---- losses -----------------------------------------------------------------------------------
+  void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, double* objective) override {
+    bind(device_);
+    cuda::loss_objective(stream(), loss, batch, c, z, y, reduction_.data(), objective);
+  }
+  void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, T* r, T* seeds, double* objective) override {
+    bind(device_);
+    double* scratch = nullptr;
+    if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
+      loss_scratch_.reserve(memory_, doubles);  // grow-only
+      scratch = loss_scratch_.data();
+    }
+    cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data(),
+                         objective);
+  }
+
  protected:
   // ---- the counted reads (linear_algebra.h): each waits for the stream -------------------------
+  void read_scalars_impl(const double* device, double* host, std::size_t count) override {
+    if (count == 0) return;
+    bind(device_);
+    CUDA_CHECK(
+        cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
   void copy_to_host_impl(const T* src, T* host, std::size_t n) override {
     if (n == 0) return;
     bind(device_);
@@ -463,34 +506,25 @@ class CudaBackend final : public Backend<T> {
   double dot_impl(std::size_t n, const T* x, const T* y) override {
     if (n == 0) return 0.0;
     bind(device_);
-    cuda::dot(stream(), n, x, y, reduction_.data());
+    dot_into(n, x, y, host_result());
     return reduction_result();
   }
   double max_abs_impl(std::size_t n, const T* x) override {
     if (n == 0) return 0.0;
     bind(device_);
-    cuda::max_abs(stream(), n, x, reduction_.data());
+    cuda::max_abs(stream(), n, x, reduction_.data(), host_result());
     return reduction_result();
   }
   bool all_finite_impl(std::size_t n, const T* x) override {
     if (n == 0) return true;
     bind(device_);
-    cuda::count_nonfinite(stream(), n, x, reduction_.data());
+    cuda::count_nonfinite(stream(), n, x, reduction_.data(), host_result());
     return reduction_result() == 0.0;
   }
   int potrf_impl(std::size_t n, T* a) override {
     if (n == 0) return 0;
     bind(device_);
-    std::size_t device_bytes = 0;
-    std::size_t host_bytes = 0;
-    CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER,
-                                               i64(n), kDataType<T>, a, i64(n), kDataType<T>,
-                                               &device_bytes, &host_bytes));
-    reserve_solver_workspace(device_bytes, host_bytes);
-    CUSOLVER_CHECK(cusolverDnXpotrf(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
-                                    kDataType<T>, a, i64(n), kDataType<T>, device_workspace_.data(),
-                                    device_bytes, host_workspace_.data(), host_bytes,
-                                    info_.data()));
+    factor(n, a);
     const int info = factorization_info();
     if (info < 0)
       throw BackendError(fmt::format("cusolverDnXpotrf: argument {} invalid (n = {})", -info, n));
@@ -505,7 +539,7 @@ class CudaBackend final : public Backend<T> {
     if (n == 0) return 0;
     bind(device_);
     // LAPACK's info: the first zero on the factor's diagonal (none after a successful potrf).
-    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data());
+    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data(), host_result());
     if (const double zero = reduction_result(); zero < static_cast<double>(n))
       return static_cast<int>(zero) + 1;
     const std::size_t k = inverse_block_columns(n);
@@ -537,20 +571,13 @@ class CudaBackend final : public Backend<T> {
   double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
                              const T* z, const T* y) override {
     if (batch == 0) return 0.0;
-    bind(device_);
-    cuda::loss_objective(stream(), loss, batch, c, z, y, reduction_.data());
+    loss_objective_into(loss, batch, c, z, y, host_result());
     return reduction_result();
   }
   double loss_linearize_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
                              const T* z, const T* y, T* r, T* seeds) override {
     if (batch == 0) return 0.0;
-    bind(device_);
-    double* scratch = nullptr;
-    if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
-      loss_scratch_.reserve(memory_, doubles);  // grow-only
-      scratch = loss_scratch_.data();
-    }
-    cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data());
+    loss_linearize_into(loss, batch, c, z, y, r, seeds, host_result());
     return reduction_result();
   }
 
@@ -584,11 +611,27 @@ class CudaBackend final : public Backend<T> {
   cusolverDnHandle_t cusolver() const noexcept { return cusolver_.get(); }
   cusolverDnParams_t solver_params() const noexcept { return solver_params_.get(); }
 
+  // Cholesky of `a` in place, its status left in info_.
+  void factor(std::size_t n, T* a) {
+    std::size_t device_bytes = 0;
+    std::size_t host_bytes = 0;
+    CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER,
+                                               i64(n), kDataType<T>, a, i64(n), kDataType<T>,
+                                               &device_bytes, &host_bytes));
+    reserve_solver_workspace(device_bytes, host_bytes);
+    CUSOLVER_CHECK(cusolverDnXpotrf(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                    kDataType<T>, a, i64(n), kDataType<T>, device_workspace_.data(),
+                                    device_bytes, host_workspace_.data(), host_bytes,
+                                    info_.data()));
+  }
+
+  // Where a reduction read back at once leaves its result (reduction_result() reads it).
+  double* host_result() { return reduction_.data() + kReductionBlocks; }
   // Waits for the queued reduction and copies its one double to the host.
   double reduction_result() {
     double value = 0.0;
-    CUDA_CHECK(cudaMemcpyAsync(&value, reduction_.data() + kReductionBlocks, sizeof(double),
-                               cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(
+        cudaMemcpyAsync(&value, host_result(), sizeof(double), cudaMemcpyDeviceToHost, stream()));
     CUDA_CHECK(cudaStreamSynchronize(stream()));
     return value;
   }
@@ -656,8 +699,9 @@ class CudaBackend final : public Backend<T> {
   CublasHandle cublas_;
   CusolverHandle cusolver_;
   CusolverParams solver_params_;
-  DeviceBuffer<double> reduction_;  // kReductionBlocks partials + the result
-  DeviceBuffer<int> info_;          // cuSOLVER's status
+  DeviceBuffer<double> reduction_;      // kReductionBlocks partials + the result
+  DeviceBuffer<double> norm_partials_;  // vector_norms' three figures per block
+  DeviceBuffer<int> info_;              // cuSOLVER's status
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
   DeviceBuffer<double> loss_scratch_;
