@@ -136,6 +136,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
   const bool scaled = !penalized && prepare_damping();
   const Linearization lin = read_linearization(local_objective, batch, scaled);
   double f0 = lin.objective;
+  report.data_objective_after = f0;
   report.block_losses = block_losses();
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_.lambda();
@@ -391,6 +392,7 @@ void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, const Trial& tri
   report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
   report.accepted = true;
   report.objective_after = f1;
+  report.data_objective_after = trial.data;
   report.penalty_after = trial.penalty;
   report.step_norm = trial.step_norm;
   damping_.accepted(report.gain_ratio);

@@ -56,10 +56,13 @@ struct StepReport {
   int invalid = 0;   // failed factorizations / non-finite steps
   double objective_before = 0;
   double objective_after = 0;  // F after the step (= before if not accepted)
-  double penalty_before = 0;   // the part of objective_before that is ½θᵀRθ (regularization)
-  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ
-  double lambda = 0;           // λ of the last solve
-  double gain_ratio = 0;       // ρ of the accepted step
+  // The data's part of objective_after as the step summed it (without the penalty): F of the
+  // batch at the step's result.
+  double data_objective_after = 0;
+  double penalty_before = 0;  // the part of objective_before that is ½θᵀRθ (regularization)
+  double penalty_after = 0;   // the part of objective_after that is ½θᵀRθ
+  double lambda = 0;          // λ of the last solve
+  double gain_ratio = 0;      // ρ of the accepted step
   double gradient_max_norm = 0;
   double step_norm = 0;       // ‖lr·δ‖₂ of the accepted step (or of the last rejected one)
   int linear_iterations = 0;  // CG iterations summed over the attempts
