@@ -47,6 +47,31 @@ std::string geodesic_off_reason(const Summary& s) {
   return "off: solver.geodesic_acceleration = false";
 }
 
+// Epochs, steps, attempts, reads and the geodesic correction's outcomes.
+template <typename Line>
+void step_lines(const Summary& s, Line&& line) {
+  line("Epochs", fmt::format("{}", s.epochs));
+  line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)", s.steps,
+                               s.accepted_steps, s.abandoned_steps));
+  line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
+                             s.rejected_steps, s.invalid_steps));
+  const int attempts = s.accepted_steps + s.rejected_steps + s.invalid_steps;
+  line("Attempts per step",
+       fmt::format("{:.3f} per accepted step",
+                   s.accepted_steps > 0 ? static_cast<double>(attempts) / s.accepted_steps : 0.0));
+  line("Host reads per LM step",
+       fmt::format("{:.2f} ({:.2f} per attempt): device→host reads the step waited for",
+                   s.host_reads_per_step(),
+                   attempts > 0 ? static_cast<double>(s.host_reads) / attempts : 0.0));
+  if (s.geodesic_acceleration)
+    line("Geodesic acceleration",
+         fmt::format("{} attempts corrected, {} kept the plain step (correction over "
+                     "geodesic_ratio), {} skipped it (backoff after refusals)",
+                     s.geodesic_applied, s.geodesic_refused, s.geodesic_skipped));
+  else
+    line("Geodesic acceleration", geodesic_off_reason(s));
+}
+
 // A float32 system asked for under bayesian or ard (precision = "float32"; auto would have
 // chosen float64 for them): say what it costs.
 template <typename Line>
@@ -150,26 +175,7 @@ std::string Summary::full_report() const {
                                              best_epoch, restored_best ? ", restored" : ""));
   }
   block_lines(*this, s);
-  line("Epochs", fmt::format("{}", epochs));
-  line("LM steps", fmt::format("{} ({} accepted, {} abandoned after every attempt failed)", steps,
-                               accepted_steps, abandoned_steps));
-  line("Trials", fmt::format("{} rejected, {} invalid (failed factorization / non-finite)",
-                             rejected_steps, invalid_steps));
-  const int attempts = accepted_steps + rejected_steps + invalid_steps;
-  line("Attempts per step",
-       fmt::format("{:.3f} per accepted step",
-                   accepted_steps > 0 ? static_cast<double>(attempts) / accepted_steps : 0.0));
-  line("Host reads per LM step",
-       fmt::format("{:.2f} ({:.2f} per attempt): device→host reads the step waited for",
-                   host_reads_per_step(),
-                   attempts > 0 ? static_cast<double>(host_reads) / attempts : 0.0));
-  if (geodesic_acceleration)
-    line("Geodesic acceleration",
-         fmt::format("{} attempts corrected, {} kept the plain step (correction over "
-                     "geodesic_ratio), {} skipped it (backoff after refusals)",
-                     geodesic_applied, geodesic_refused, geodesic_skipped));
-  else
-    line("Geodesic acceleration", geodesic_off_reason(*this));
+  step_lines(*this, line);
   line("Final lambda", fmt::format("{:.3e}", final_lambda));
   if (regularization == Regularization::kArd) {
     line("Regularization",

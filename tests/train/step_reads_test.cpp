@@ -74,9 +74,13 @@ void expect_reads_per_attempt(const Shape& shape) {
   EXPECT_EQ(summary.steps, static_cast<int>(steps.size()));
 }
 
-TEST(HostReads, AtMostFourPerAttemptOnW1Shape) { expect_reads_per_attempt({20, 20000, 1000, 1}); }
+TEST(HostReads, AtMostFourPerAttemptOnW1Shape) {
+  expect_reads_per_attempt({20, 20000, 1000, 1});
+}
 
-TEST(HostReads, AtMostFourPerAttemptOnW2Shape) { expect_reads_per_attempt({256, 20000, 10000, 2}); }
+TEST(HostReads, AtMostFourPerAttemptOnW2Shape) {
+  expect_reads_per_attempt({256, 20000, 10000, 2});
+}
 
 }  // namespace
 }  // namespace lmtrain
