@@ -28,14 +28,27 @@ void JacobianEngine<T>::release_slices() {
 }
 
 template <typename T>
-double JacobianEngine<T>::linearize(const T* params, const T* x, const T* y, std::size_t batch) {
+const T* JacobianEngine<T>::forward_batch(const T* params, const T* x, const T* y,
+                                          std::size_t batch) {
   reserve(batch, std::max<std::size_t>(slice_capacity_, 1));
   x_ = x;
   y_ = y;
   batch_ = batch;
   ++draw_key_;
-  const T* z = model_.forward(params, x, batch, state_, /*keep_for_backward=*/true);
+  return model_.forward(params, x, batch, state_, /*keep_for_backward=*/true);
+}
+
+template <typename T>
+double JacobianEngine<T>::linearize(const T* params, const T* x, const T* y, std::size_t batch) {
+  const T* z = forward_batch(params, x, y, batch);
   return loss_.linearize(batch, z, y, residuals_.data(), seeds_.data(), draw_key_);
+}
+
+template <typename T>
+void JacobianEngine<T>::linearize_into(const T* params, const T* x, const T* y, std::size_t batch,
+                                       double* objective) {
+  const T* z = forward_batch(params, x, y, batch);
+  loss_.linearize(batch, z, y, residuals_.data(), seeds_.data(), draw_key_, objective);
 }
 
 template <typename T>
@@ -68,10 +81,19 @@ double JacobianEngine<T>::objective(const T* params) {
 }
 
 template <typename T>
-double JacobianEngine<T>::residuals_at(const T* params, T* r) {
-  trial_seeds_.reserve(backend_.memory(), batch_ * loss_.residuals_per_sample() * model_.outputs());
+void JacobianEngine<T>::objective_into(const T* params, double* result) {
   const T* z = model_.forward(params, x_, batch_, trial_state_, /*keep_for_backward=*/false);
-  return loss_.linearize(batch_, z, y_, r, trial_seeds_.data(), draw_key_);
+  loss_.objective(batch_, z, y_, result);
+}
+
+template <typename T>
+void JacobianEngine<T>::residuals_at(const T* params, T* r) {
+  trial_seeds_.reserve(backend_.memory(), batch_ * loss_.residuals_per_sample() * model_.outputs());
+  trial_objective_.reserve(backend_.memory(), 1);
+  const T* z = model_.forward(params, x_, batch_, trial_state_, /*keep_for_backward=*/false);
+  // The loss's linearization writes the residuals (with the linearization's draws); its F and
+  // seeds are not needed here.
+  loss_.linearize(batch_, z, y_, r, trial_seeds_.data(), draw_key_, trial_objective_.data());
 }
 
 template class JacobianEngine<float>;

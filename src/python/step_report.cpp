@@ -92,6 +92,8 @@ void bind_step_report(nb::module_& m) {
       .def_ro("geodesic_skipped", &R::geodesic_skipped)
       .def_ro("weight_decay", &R::weight_decay, "ρ of l2 or bayesian.")
       .def_ro("effective_parameters", &R::effective_parameters, "γ of bayesian or ard.")
+      .def_ro("host_reads", &R::host_reads,
+              "Device→host reads the step waited for (each a stream synchronization on a GPU).")
       .def_ro("termination", &R::termination,
               "Why training should stop after this step (falsy when it need not).")
       .def_ro("message", &R::message)

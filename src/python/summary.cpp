@@ -134,6 +134,11 @@ void bind_outcome(SummaryClass& summary) {
       .def_prop_ro("accepted_steps", field(&S::accepted_steps))
       .def_prop_ro("rejected_steps", field(&S::rejected_steps))
       .def_prop_ro("invalid_steps", field(&S::invalid_steps))
+      .def_prop_ro("host_reads", field(&S::host_reads),
+                   "Device→host reads the LM steps waited for (each a stream synchronization on "
+                   "a GPU), summed over the steps.")
+      .def_prop_ro("host_reads_per_step", &S::host_reads_per_step,
+                   "host_reads per LM step, as full_report() prints it.")
       .def_prop_ro("final_lambda", field(&S::final_lambda))
       .def_prop_ro("final_weight_decay", field(&S::final_weight_decay))
       .def_prop_ro("effective_parameters", field(&S::effective_parameters))

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -106,6 +107,8 @@ nlohmann::json progress_to_json(const TrainingProgress& m) {
                       {"geodesic_applied", m.geodesic_applied},
                       {"geodesic_refused", m.geodesic_refused},
                       {"geodesic_skipped", m.geodesic_skipped},
+                      {"host_reads", m.host_reads},
+                      {"host_reads_per_step", m.host_reads_per_step()},
                       {"history", history}};
   if (!m.final_block_losses.empty()) j["final_block_losses"] = blocks_to_json(m.final_block_losses);
   return j;
@@ -126,7 +129,8 @@ void progress_from_json(const nlohmann::json& m, TrainingProgress& sum) {
   sum.abandoned_steps = m.at("abandoned_steps").get<int>();
   sum.geodesic_applied = m.value("geodesic_applied", 0);  // absent before geodesic acceleration
   sum.geodesic_refused = m.value("geodesic_refused", 0);
-  sum.geodesic_skipped = m.value("geodesic_skipped", 0);  // absent before GeodesicBackoff
+  sum.geodesic_skipped = m.value("geodesic_skipped", 0);    // absent before GeodesicBackoff
+  sum.host_reads = m.value("host_reads", std::int64_t{0});  // absent before it was counted
   sum.history.clear();
   for (const auto& e : m.at("history")) sum.history.push_back(epoch_from_json(e));
   sum.final_block_losses = blocks_from_json(m, "final_block_losses");

@@ -106,23 +106,25 @@ Damping<S>::Damping(const SolverOptions& options, LinearAlgebra<S>& system, std:
       tmp_(system.allocate(n)) {}
 
 template <typename S>
-void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives,
-                         double lambda_unit) {
+bool Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectives, double* norms) {
   const auto lo = static_cast<S>(options_.marquardt_min),
              hi = static_cast<S>(options_.marquardt_max);
-  double scale = 1;
   if (ne.distributed != nullptr) {
     // A's diagonal, gathered on every rank, plus a penalty's shift: as a formed A would have it.
     system_.fill(tmp_.data(), n_, static_cast<S>(ne.shift));
     system_.axpy(n_, S(1), ne.a_diagonal.data(), tmp_.data());
     system_.clamp(n_, tmp_.data(), marquardt_ ? lo : S(0),
                   marquardt_ ? hi : std::numeric_limits<S>::max(), d_.data());
-    scale = system_.max_abs(n_, d_.data());
-  } else if (!ne.jacobian_stored) {
+    system_.vector_norms(n_, d_.data(), 1, norms);
+    return true;
+  }
+  if (!ne.jacobian_stored) {
     system_.clamped_diagonal(n_, ne.a.data(), marquardt_ ? lo : S(0),
                              marquardt_ ? hi : std::numeric_limits<S>::max(), d_.data());
-    scale = system_.max_abs(n_, d_.data());
-  } else if (marquardt_) {
+    system_.vector_norms(n_, d_.data(), 1, norms);
+    return true;
+  }
+  if (marquardt_) {
     // No A: its diagonal is the column sums of squares of J (summed over ranks), clamped.
     system_.column_sums_of_squares(ne.m, n_, ne.j.data(), n_, d_.data());
     collectives.sum_device(d_.data(), n_);
@@ -132,14 +134,17 @@ void Damping<S>::prepare(const NormalEquations<S>& ne, Collectives<S>& collectiv
     }
     system_.clamp(n_, d_.data(), lo, hi, d_.data());
   }
-  schedule_->begin_step(scale / lambda_unit);
+  return false;
 }
 
 template <typename S>
-double Damping<S>::weighted_norm2(const S* delta) {
-  if (!marquardt_) return system_.dot(n_, delta, delta);
+void Damping<S>::weighted_norm2(const S* delta, double* result) {
+  if (!marquardt_) {
+    system_.dot_into(n_, delta, delta, result);
+    return;
+  }
   system_.scale_elementwise(n_, delta, d_.data(), false, tmp_.data());
-  return system_.dot(n_, delta, tmp_.data());
+  system_.dot_into(n_, delta, tmp_.data(), result);
 }
 
 template class Damping<float>;

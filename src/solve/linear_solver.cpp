@@ -24,10 +24,17 @@ class CholeskySolver final : public LinearSolver<T> {
     return true;
   }
   bool solve(double lambda, T* delta) override {
-    backend_.copy_upper(n_, ne_->a.data(), factor_.data());  // potrf reads only this triangle
-    backend_.add_diagonal(n_, factor_.data(), static_cast<T>(lambda), d_);
+    damp(lambda);
     if (backend_.potrf(n_, factor_.data()) != 0) return false;
     return solve_again(ne_->g.data(), delta);
+  }
+  // The triangular solves run after a failed factorization too (on its partial factor): the
+  // caller reads the status afterwards and discards δ.
+  typename LinearSolver<T>::Verdict solve_into(double lambda, T* delta, double* status) override {
+    damp(lambda);
+    backend_.potrf_into(n_, factor_.data(), status);
+    solve_again(ne_->g.data(), delta);
+    return LinearSolver<T>::Verdict::kOnDevice;
   }
   bool solve_again(const T* rhs, T* x) override {
     backend_.copy(rhs, x, n_);
@@ -36,6 +43,12 @@ class CholeskySolver final : public LinearSolver<T> {
   }
 
  private:
+  // factor_ = A + λD, its upper triangle (the one potrf reads).
+  void damp(double lambda) {
+    backend_.copy_upper(n_, ne_->a.data(), factor_.data());
+    backend_.add_diagonal(n_, factor_.data(), static_cast<T>(lambda), d_);
+  }
+
   LinearAlgebra<T>& backend_;
   std::size_t n_;
   DeviceBuffer<T> factor_;
@@ -135,17 +148,34 @@ class DualSolver final : public LinearSolver<T> {
     return true;
   }
   bool solve(double lambda, T* delta) override {
-    const std::size_t m = ne_->m;
-    backend_.copy(gram_.data(), factor_.data(), m * m);
-    backend_.add_diagonal(m, factor_.data(), static_cast<T>(lambda), nullptr);
-    if (backend_.potrf(m, factor_.data()) != 0) return false;
-    backend_.copy(ne_->r.data(), u_.data(), m);
-    backend_.potrs(m, factor_.data(), u_.data());
-    backend_.gemv(Trans::kYes, m, ne_->n, T(1), ne_->j.data(), ne_->n, u_.data(), T(0), delta);
+    damp(lambda);
+    if (backend_.potrf(ne_->m, factor_.data()) != 0) return false;
+    dual_to_primal(delta);
     return true;
+  }
+  // As CholeskySolver's: the solves run after a failed factorization too, δ then discarded.
+  typename LinearSolver<T>::Verdict solve_into(double lambda, T* delta, double* status) override {
+    damp(lambda);
+    backend_.potrf_into(ne_->m, factor_.data(), status);
+    dual_to_primal(delta);
+    return LinearSolver<T>::Verdict::kOnDevice;
   }
 
  private:
+  // factor_ = JJᵀ + λI.
+  void damp(double lambda) {
+    const std::size_t m = ne_->m;
+    backend_.copy(gram_.data(), factor_.data(), m * m);
+    backend_.add_diagonal(m, factor_.data(), static_cast<T>(lambda), nullptr);
+  }
+  // δ = Jᵀu with u = (JJᵀ + λI)⁻¹r from the factor.
+  void dual_to_primal(T* delta) {
+    const std::size_t m = ne_->m;
+    backend_.copy(ne_->r.data(), u_.data(), m);
+    backend_.potrs(m, factor_.data(), u_.data());
+    backend_.gemv(Trans::kYes, m, ne_->n, T(1), ne_->j.data(), ne_->n, u_.data(), T(0), delta);
+  }
+
   LinearAlgebra<T>& backend_;
   DeviceBuffer<T> gram_, factor_, u_;
   const NormalEquations<T>* ne_ = nullptr;

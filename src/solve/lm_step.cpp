@@ -51,7 +51,7 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
   model_clock_ = backend_.make_phase_clock();
   if constexpr (kMixed) system_clock_ = system_.make_phase_clock();
   delta_ = system_.allocate(n);
-  tmp_ = system_.allocate(n);
+  scalars_ = DeviceBuffer<double>(system_.memory(), kSlots);
   trial_ = backend_.allocate(n);
   if constexpr (kMixed) delta_model_ = backend_.allocate(n);
   if (distributed_) {
@@ -117,7 +117,9 @@ template <typename T, typename S>
 StepReport LevenbergMarquardtStep<T, S>::step(T* params, const T* x, const T* y, std::size_t batch,
                                               PhaseTimes& times) {
   collectives_.time_into(times);
-  const StepReport report = run(params, x, y, batch, times);
+  const std::uint64_t reads_before = host_reads();
+  StepReport report = run(params, x, y, batch, times);
+  report.host_reads = static_cast<int>(host_reads() - reads_before);
   // The device phases, read now that the step's scalars have brought the host up to date.
   model_clock_->collect(times);
   if constexpr (kMixed) system_clock_->collect(times);
@@ -128,50 +130,58 @@ template <typename T, typename S>
 StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, std::size_t batch,
                                              PhaseTimes& times) {
   StepReport report;
-  double f0 = linearize(params, x, y, batch);
+  const std::optional<double> local_objective = linearize(params, x, y, batch);
+  // Without a penalty A and g are final here: D and its scale join the linearization's read.
+  const bool penalized = options_.regularization != Regularization::kNone;
+  const bool scaled = !penalized && prepare_damping();
+  const Linearization lin = read_linearization(local_objective, batch, scaled);
+  double f0 = lin.objective;
+  report.data_objective_after = f0;
   report.block_losses = block_losses();
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_.lambda();
-  if (non_finite_system(f0, report)) return report;
+  if (non_finite_system(f0, lin.finite, report)) return report;
   // F + ½θᵀRθ, g + Rθ and A + R, the penalty's exact Hessian.
   report.penalty_before = report.penalty_after = penalty_->apply(params, f0, ne_);
   report.weight_decay = penalty_->weight_decay();
   f0 += report.penalty_after;
   report.objective_before = report.objective_after = f0;
-  report.gradient_max_norm = system_.max_abs(source_.num_params(), ne_.g.data());
+  const auto [gradient_max, scale] =
+      penalized ? read_penalized() : std::pair{lin.gradient_max, lin.damping_scale};
+  report.gradient_max_norm = gradient_max;
   if (gradient_tolerance_reached(report)) return report;
+  damping_.begin_step(scale, lambda_unit_);
 
-  const bool prepared = prepare();
+  const bool prepared = prepare_solver();
   while (report.attempts < options_.max_attempts) {
     ++report.attempts;
     report.lambda = damping_.lambda();
     const double lambda = report.lambda * lambda_unit_;  // λ of the system (A + λD)δ = g
-    if (!solve(prepared, lambda, report)) {
+    const std::optional<Attempt> attempt = solve(prepared, lambda, report);
+    if (!attempt) {
       ++report.invalid;
       if (lambda_above_max(damping_.invalid(), report)) return report;
       continue;
     }
-    const double predicted = predicted_reduction(lambda);
     if (geodesic_ && !backoff_.due()) {
       ++report.geodesic_skipped;
     } else if (geodesic_) {
-      const bool applied = accelerate(params);
+      const bool applied = accelerate(params, attempt->delta_norm2);
       backoff_.record(applied);
       ++(applied ? report.geodesic_applied : report.geodesic_refused);
     }
-    const auto [data1, penalty1] = trial(params);
-    const double f1 = data1 + penalty1;
+    const Trial t = trial(params);
+    const double f1 = t.data + t.penalty;
     if (std::isfinite(f1) && f1 < f0) {
-      accept(params, f0, data1, penalty1, predicted, report, times);
+      accept(params, f0, t, attempt->predicted, report, times);
       return report;
     }
     ++report.rejected;
     // As in Ceres, the parameter tolerance applies to rejected steps too: at a minimum no trial
     // lowers F, and a step below the tolerance means there is nothing left to gain.
     if (options_.parameter_tolerance > 0) {
-      report.step_norm = step_norm();
-      const double param_norm = std::sqrt(backend_.dot(source_.num_params(), params, params));
-      if (parameter_tolerance_reached(report.step_norm, param_norm, report)) return report;
+      report.step_norm = t.step_norm;
+      if (parameter_tolerance_reached(report.step_norm, t.param_norm, report)) return report;
     }
     if (lambda_above_max(damping_.rejected(), report)) return report;
   }
@@ -179,27 +189,66 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
 }
 
 template <typename T, typename S>
-double LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x, const T* y,
-                                               std::size_t batch) {
+const double* LevenbergMarquardtStep<T, S>::read(std::size_t first, std::size_t last) {
+  if constexpr (kMixed) system_.order_after(backend_.native_stream());
+  system_.read_scalars(scalars_.data() + first, host_scalars_.data() + first, last - first);
+  return host_scalars_.data();
+}
+
+template <typename T, typename S>
+std::optional<double> LevenbergMarquardtStep<T, S>::linearize(const T* params, const T* x,
+                                                              const T* y, std::size_t batch) {
   const std::size_t n = source_.num_params();
-  double f0 = builder_.build(params, x, y, batch, ne_, *model_clock_, system_clock());
+  const std::optional<double> f =
+      builder_.build(params, x, y, batch, ne_, *model_clock_, system_clock(), slot(kObjective));
   // A's blocks were summed as they were built; its diagonal is gathered on every rank (one rank
   // of an MPI launch too).
   if (distributed_) distributed_->diagonal(ne_.a_diagonal.data());
-  // SolverOptions::damping_per_sample: λ multiplies the step's samples over all ranks, summed
-  // with F in the same all-reduce.
-  double totals[2] = {f0, static_cast<double>(batch)};
-  collectives_.sum_host(totals, options_.damping_per_sample ? 2 : 1);
-  lambda_unit_ = options_.damping_per_sample ? std::max(totals[1], 1.0) : 1.0;
-  if (!collectives_.active()) return f0;
-  f0 = ne_.objective = totals[0];
+  if (!collectives_.active()) return f;
   collectives_.sum_device(ne_.g.data(), n);
   if (!distributed_ && !ne_.jacobian_stored) {
     system_.pack_upper(n, ne_.a.data(), packed_.data());
     collectives_.sum_device(packed_.data(), n * (n + 1) / 2);
     system_.unpack_upper(n, packed_.data(), ne_.a.data());
   }
-  return f0;
+  return f;
+}
+
+template <typename T, typename S>
+typename LevenbergMarquardtStep<T, S>::Linearization
+LevenbergMarquardtStep<T, S>::read_linearization(std::optional<double> local_objective,
+                                                 std::size_t batch, bool damping_scaled) {
+  const std::size_t n = source_.num_params();
+  system_.vector_norms(n, ne_.g.data(), 1, slot(kGradient));
+  // A finite loss can still have an overflowing Jacobian (huge inputs through linear layers):
+  // A's diagonal Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)), and it is all of A this reads.
+  // With a stored J there is none to check (n = 0 leaves zeros).
+  if (distributed_)
+    system_.vector_norms(n, ne_.a_diagonal.data(), 1, slot(kDiagonal));
+  else
+    system_.vector_norms(ne_.jacobian_stored ? 0 : n, ne_.a.data(), n + 1, slot(kDiagonal));
+  const double* s =
+      read(local_objective ? kGradient : kObjective, damping_scaled ? kDelta : kDamping);
+  // SolverOptions::damping_per_sample: λ multiplies the step's samples over all ranks, summed
+  // with F in the same all-reduce.
+  double totals[2] = {local_objective.value_or(s[kObjective]), static_cast<double>(batch)};
+  collectives_.sum_host(totals, options_.damping_per_sample ? 2 : 1);
+  lambda_unit_ = options_.damping_per_sample ? std::max(totals[1], 1.0) : 1.0;
+  ne_.objective = totals[0];
+  Linearization lin;
+  lin.objective = totals[0];
+  lin.finite = s[kGradient] == 0 && s[kDiagonal] == 0;
+  lin.gradient_max = s[kGradient + 1];
+  lin.damping_scale = damping_scaled ? s[kDamping + 1] : 1.0;
+  return lin;
+}
+
+template <typename T, typename S>
+std::pair<double, double> LevenbergMarquardtStep<T, S>::read_penalized() {
+  const bool scaled = prepare_damping();
+  system_.vector_norms(source_.num_params(), ne_.g.data(), 1, slot(kGradient));
+  const double* s = read(kGradient, scaled ? kDelta : kDiagonal);
+  return {s[kGradient + 1], scaled ? s[kDamping + 1] : 1.0};
 }
 
 template <typename T, typename S>
@@ -228,39 +277,54 @@ std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses() {
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::prepare() {
+bool LevenbergMarquardtStep<T, S>::prepare_damping() {
   ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
-  damping_.prepare(ne_, collectives_, lambda_unit_);
+  return damping_.prepare(ne_, collectives_, slot(kDamping));
+}
+
+template <typename T, typename S>
+bool LevenbergMarquardtStep<T, S>::prepare_solver() {
+  ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
   // Dense solvers run on rank 0 only (the others receive δ); CG is collective.
   return solves_here() ? solver_->prepare(ne_, damping_.matrix()) : true;
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::solve(bool prepared, double lambda, StepReport& report) {
-  const std::size_t n = source_.num_params();
-  bool valid = false;
+std::optional<typename LevenbergMarquardtStep<T, S>::Attempt> LevenbergMarquardtStep<T, S>::solve(
+    bool prepared, double lambda, StepReport& report) {
+  using Verdict = typename LinearSolver<S>::Verdict;
+  std::optional<Attempt> attempt;
   {
     ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
-    if (solves_here()) {
-      valid =
-          prepared && solver_->solve(lambda, delta_.data()) && system_.all_finite(n, delta_.data());
+    if (solves_here() && prepared) {
+      const Verdict verdict = solver_->solve_into(lambda, delta_.data(), slot(kStatus));
       report.linear_iterations += solver_->iterations();
+      if (verdict != Verdict::kInvalid)
+        attempt = read_attempt(lambda, verdict == Verdict::kOnDevice);
     }
   }
-  if (!collectives_.active() || collective_solver()) return valid;
-  // Rank 0's δ and verdict, so that every rank holds the same parameters.
-  valid = collectives_.broadcast_flag(valid);
-  if (valid) collectives_.broadcast_device(delta_.data(), n);
-  return valid;
+  if (!collectives_.active() || collective_solver()) return attempt;
+  // Rank 0's δ and verdict, so that every rank holds the same parameters; the others read what
+  // the attempt decides with once δ is theirs.
+  if (!collectives_.broadcast_flag(attempt.has_value())) return std::nullopt;
+  collectives_.broadcast_device(delta_.data(), source_.num_params());
+  return collectives_.is_root() ? attempt : read_attempt(lambda, false);
 }
 
 template <typename T, typename S>
-double LevenbergMarquardtStep<T, S>::predicted_reduction(double lambda) {
+std::optional<typename LevenbergMarquardtStep<T, S>::Attempt>
+LevenbergMarquardtStep<T, S>::read_attempt(double lambda, bool status_on_device) {
+  const std::size_t n = source_.num_params();
+  system_.vector_norms(n, delta_.data(), 1, slot(kDelta));
+  system_.dot_into(n, ne_.g.data(), delta_.data(), slot(kGradientDelta));
+  damping_.weighted_norm2(delta_.data(), slot(kDeltaDamped));
+  const double* s = read(kDelta, status_on_device ? kStatus + 1 : kStatus);
+  if ((status_on_device && s[kStatus] != 0) || s[kDelta] != 0) return std::nullopt;
   // For the velocity δ, before any geodesic correction ((A + λD)δ = g describes only it).
   const double lr = options_.learning_rate;
-  const double g_delta = system_.dot(source_.num_params(), ne_.g.data(), delta_.data());
-  const double delta_d_delta = damping_.weighted_norm2(delta_.data());
-  return lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * delta_d_delta);
+  const double g_delta = s[kGradientDelta];
+  return Attempt{lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * s[kDeltaDamped]),
+                 s[kDelta + 2]};
 }
 
 template <typename T, typename S>
@@ -277,13 +341,7 @@ const T* LevenbergMarquardtStep<T, S>::model_delta() {
 }
 
 template <typename T, typename S>
-double LevenbergMarquardtStep<T, S>::step_norm() {
-  return options_.learning_rate *
-         std::sqrt(system_.dot(source_.num_params(), delta_.data(), delta_.data()));
-}
-
-template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
+bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, double delta_norm2) {
   const std::size_t n = source_.num_params();
   const double lr = options_.learning_rate;
   {
@@ -294,7 +352,8 @@ bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
   bool applied = false;
   {
     ScopedDevicePhase phase(system_clock(), Phase::kGeodesic);
-    if (solves_here()) applied = geodesic_->correct(*solver_, lr, delta_.data());
+    if (solves_here())
+      applied = geodesic_->correct(*solver_, lr, delta_norm2, delta_.data(), slot(kCorrection));
   }
   if (!collectives_.active() || collective_solver()) return applied;
   applied = collectives_.broadcast_flag(applied);
@@ -303,53 +362,51 @@ bool LevenbergMarquardtStep<T, S>::accelerate(const T* params) {
 }
 
 template <typename T, typename S>
-std::pair<double, double> LevenbergMarquardtStep<T, S>::trial(const T* params) {
+typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial(const T* params) {
   const std::size_t n = source_.num_params();
-  double f1 = 0;
+  const bool tolerance = options_.parameter_tolerance > 0;
+  std::optional<double> f1 = 0.0;  // an empty shard adds nothing
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kTrialEvaluation);
     // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
     backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
                         trial_.data());
-    f1 = source_.batch() > 0 ? source_.objective(trial_.data()) : 0.0;
+    if (source_.batch() > 0) f1 = source_.objective_into(trial_.data(), slot(kTrialObjective));
   }
-  return {collectives_.sum(f1), penalty_->value(trial_.data())};
+  system_.vector_norms(n, delta_.data(), 1, slot(kStep));
+  if (tolerance) backend_.dot_into(n, params, params, slot(kParamNorm));
+  const double* s = read(f1 ? kStep : kTrialObjective, tolerance ? kSlots : kParamNorm);
+  Trial t;
+  t.data = collectives_.sum(f1.value_or(s[kTrialObjective]));
+  t.penalty = penalty_->value(trial_.data());
+  t.step_norm = options_.learning_rate * std::sqrt(s[kStep + 2]);
+  t.param_norm = tolerance ? std::sqrt(s[kParamNorm]) : 0.0;
+  return t;
 }
 
 template <typename T, typename S>
-void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, double data1, double penalty1,
+void LevenbergMarquardtStep<T, S>::accept(T* params, double f0, const Trial& trial,
                                           double predicted, StepReport& report, PhaseTimes& times) {
   const std::size_t n = source_.num_params();
-  const double f1 = data1 + penalty1;
+  const double f1 = trial.data + trial.penalty;
   report.gain_ratio = predicted > 0 ? (f0 - f1) / predicted : 0.0;
   report.accepted = true;
   report.objective_after = f1;
-  report.penalty_after = penalty1;
-  report.step_norm = step_norm();
+  report.data_objective_after = trial.data;
+  report.penalty_after = trial.penalty;
+  report.step_norm = trial.step_norm;
   damping_.accepted(report.gain_ratio);
-  const double param_norm = std::sqrt(backend_.dot(n, params, params));
   backend_.copy(trial_.data(), params, n);
-  report.effective_parameters = penalty_->update(params, data1, ne_, times);
+  report.effective_parameters = penalty_->update(params, trial.data, ne_, times);
   if (!function_tolerance_reached(f0, f1, report))
-    parameter_tolerance_reached(report.step_norm, param_norm, report);
+    parameter_tolerance_reached(report.step_norm, trial.param_norm, report);
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::non_finite_system(double f0, StepReport& report) {
-  // A finite loss can still have an overflowing Jacobian (huge inputs through linear layers): no
-  // λ makes that system solvable, so it ends training like a non-finite loss.  A's diagonal
-  // Σ J_rj² overflows first (|A_ij| ≤ √(A_ii A_jj)); only the upper triangle of A is ever
-  // written, so the check must not read the rest.
-  const std::size_t n = source_.num_params();
-  bool finite = std::isfinite(f0) && system_.all_finite(n, ne_.g.data());
-  if (finite && distributed_) {
-    finite = system_.all_finite(n, ne_.a_diagonal.data());
-  } else if (finite && !ne_.jacobian_stored) {
-    system_.clamped_diagonal(n, ne_.a.data(), -std::numeric_limits<S>::infinity(),
-                             std::numeric_limits<S>::infinity(), tmp_.data());
-    finite = system_.all_finite(n, tmp_.data());
-  }
-  if (finite) return false;
+bool LevenbergMarquardtStep<T, S>::non_finite_system(double f0, bool system_finite,
+                                                     StepReport& report) const {
+  // No λ makes a non-finite system solvable: it ends training like a non-finite loss.
+  if (std::isfinite(f0) && system_finite) return false;
   report.termination = TerminationReason::kNonFiniteObjective;
   report.message =
       "the loss or the Jacobian of the batch is not finite; parameters are the last finite ones. "

@@ -43,7 +43,8 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
                                            PhaseTimes& times) {
   const std::unique_ptr<PhaseClock> model = backend_.make_phase_clock();
   const std::unique_ptr<PhaseClock> system = kWiden ? system_.make_phase_clock() : nullptr;
-  const double objective = build(params, x, y, batch, ne, *model, system ? *system : *model);
+  const double objective =
+      *build(params, x, y, batch, ne, *model, system ? *system : *model, nullptr);
   system_.synchronize();
   model->collect(times);
   if (system) system->collect(times);
@@ -81,9 +82,11 @@ JacobianRows<S> NormalEquationsBuilder<T, S>::in_system_precision(const Jacobian
 }
 
 template <typename T, typename S>
-double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
-                                           std::size_t batch, NormalEquations<S>& ne,
-                                           PhaseClock& model_clock, PhaseClock& system_clock) {
+std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T* y,
+                                                          std::size_t batch, NormalEquations<S>& ne,
+                                                          PhaseClock& model_clock,
+                                                          PhaseClock& system_clock,
+                                                          double* objective_on_device) {
   const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   const std::size_t m = batch * R;
   ne.n = n;
@@ -116,14 +119,16 @@ double NormalEquationsBuilder<T, S>::build(const T* params, const T* x, const T*
     } else if (!store_jacobian_) {
       system_.fill(ne.a.data(), n * n, S(0));
     }
-    return 0;
+    return 0.0;
   }
-  double objective = 0;
+  std::optional<double> objective;
   {
     ScopedDevicePhase phase(model_clock, Phase::kForward);
-    objective = source_.linearize(params, x, y, batch);
+    objective = objective_on_device != nullptr
+                    ? source_.linearize_into(params, x, y, batch, objective_on_device)
+                    : source_.linearize(params, x, y, batch);
   }
-  ne.objective = objective;
+  if (objective) ne.objective = *objective;
   // The residuals in S: the source's own buffer, or widened once per batch.
   const S* r = nullptr;
   if constexpr (kWiden) {

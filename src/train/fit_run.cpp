@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -43,8 +44,14 @@ class FitRun {
   std::pair<std::size_t, std::size_t> shard(std::size_t first, std::size_t count) const;
   // After a step of `samples` on this rank: its forward and Jacobian time since `before`.
   void record_share(const PhaseTimes& before, std::size_t samples);
-  // The reported loss on a whole data set: each rank evaluates its block of rows, summed.
-  double data_loss(bool validation);
+  // F of a whole data set at θ: each rank evaluates its block of rows, summed.  Timed as `phase`
+  // on the device's clock.
+  double data_objective(bool validation, Phase phase);
+  // Its reported loss.
+  double data_loss(bool validation, Phase phase = Phase::kValidation);
+  // The reported loss of the training set at θ: from F when a step already computed it there
+  // (theta_objective_), else an evaluation.
+  double training_loss();
   // One LM step on batch b of the epoch's order; false when training stops.
   bool run_step(int epoch, std::size_t b, EpochRecord& record);
   // The plan (precision, solver, memory, slice and its halvings) into the Summary.
@@ -79,6 +86,10 @@ class FitRun {
   std::unique_ptr<PlannedStep<T>> step_;
   std::unique_ptr<EarlyStopping<T>> early_stopping_;
   std::unique_ptr<PhaseClock> eval_clock_;
+  // The training set's F at θ while it is known without an evaluation: θ is where it was last
+  // evaluated (a step that was not accepted leaves it), or a full-batch step accepted its trial,
+  // whose F is the training set's, summed as an evaluation sums it.
+  std::optional<double> theta_objective_;
   Rng rng_;
   std::array<std::uint64_t, 4> epoch_rng_{};  // the RNG before the current epoch's shuffle
   std::vector<std::int64_t> order_;
@@ -182,6 +193,8 @@ void FitRun<T>::describe_plan() {
   summary_.memory_plan = plan.memory.describe();
   summary_.distribution = plan.distribution;
   summary_.planned_peak_bytes = plan.memory.peak_bytes;
+  data_.set_evaluation_memory(plan.memory.budget_bytes -
+                              std::min(plan.memory.budget_bytes, plan.memory.peak_bytes));
   planned_units_ = step_->planned_units();
   record_halvings();
 }
@@ -202,30 +215,45 @@ void FitRun<T>::record_share(const PhaseTimes& before, std::size_t samples) {
 }
 
 template <typename T>
-double FitRun<T>::data_loss(bool validation) {
-  ScopedPhase timer(summary_.times, Phase::kValidation);
+double FitRun<T>::data_objective(bool validation, Phase phase) {
   const std::size_t samples = validation ? data_.validation_samples() : samples_;
   const auto [first, count] = shard(0, samples);
   double f = 0;
   {
-    // On the device's clock too, which chooses the CPU's threads per phase (the time is the
-    // host timer's above).
-    ScopedDevicePhase phase(*eval_clock_, Phase::kValidation);
+    // The device's clock (which also chooses the CPU's threads per phase): the evaluation ends
+    // in its one read, so its events are complete and collected at once.
+    ScopedDevicePhase timer(*eval_clock_, phase);
     f = data_.objective(theta_, validation, first, count);
   }
+  eval_clock_->collect(summary_.times);
   if (ranks_ > 1) {
     ScopedPhase comm_timer(summary_.times, Phase::kCommunication);
     f = hooks_.comm->sum(f);
   }
-  return data_.reported(f, samples);
+  return f;
+}
+
+template <typename T>
+double FitRun<T>::data_loss(bool validation, Phase phase) {
+  return data_.reported(data_objective(validation, phase),
+                        validation ? data_.validation_samples() : samples_);
+}
+
+template <typename T>
+double FitRun<T>::training_loss() {
+  if (!theta_objective_) theta_objective_ = data_objective(false, Phase::kValidation);
+  return data_.reported(*theta_objective_, samples_);
 }
 
 template <typename T>
 void FitRun<T>::start(std::vector<T>& params, const TrainingState<T>* resume) {
   if (resume == nullptr) {
     device_.copy_from_host(params.data(), theta_, n_);
-    summary_.initial_loss = summary_.final_loss = data_loss(false);
-    if (early_stopping_) early_stopping_->start(theta_, data_loss(true), summary_);
+    // The run's first forward passes (on a GPU, with its modules' lazy loading): setup, not an
+    // epoch's evaluation.
+    theta_objective_ = data_objective(false, Phase::kOther);
+    summary_.initial_loss = summary_.final_loss = data_.reported(*theta_objective_, samples_);
+    if (early_stopping_) early_stopping_->start(theta_, data_loss(true, Phase::kOther), summary_);
     if (!std::isfinite(summary_.initial_loss)) {
       summary_.termination = TerminationReason::kNonFiniteObjective;
       summary_.message = fmt::format(
@@ -323,6 +351,12 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   if (step_->planned_units() != planned_units_ || step_->halvings() != summary_.slice_halvings)
     describe_plan();
   record_share(before, local_count);
+  // A full batch is the training set in its order (no shuffle), so the accepted trial's F is the
+  // epoch's.  For lmtrain's own network it is the forward pass and the sums an evaluation runs,
+  // bit for bit (with measured shares the ranks split the set elsewhere: rounding apart).
+  if (rep.accepted)
+    theta_objective_ =
+        batch_ == samples_ ? std::optional<double>(rep.data_objective_after) : std::nullopt;
   summary_.count(rep);
   record.accepted += rep.accepted ? 1 : 0;
   record.rejected += rep.rejected;
@@ -339,7 +373,7 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   it.epoch = epoch;
   it.batch = b;
   it.step = summary_.steps;
-  it.batch_loss = data_.reported(rep.objective_after - rep.penalty_after, count);  // data only
+  it.batch_loss = data_.reported(rep.data_objective_after, count);
   it.lambda = step_->lambda();
   it.elapsed_seconds = seconds_since(start_);
   it.report = rep;
@@ -380,7 +414,7 @@ bool FitRun<T>::outside_stop(const IterationSummary& it, int epoch, std::size_t 
 template <typename T>
 void FitRun<T>::end_epoch(int epoch, EpochRecord& record) {
   summary_.epochs = epoch;
-  record.training_loss = summary_.final_loss = data_loss(false);
+  record.training_loss = summary_.final_loss = training_loss();
   record.lambda = step_->lambda();
   if (early_stopping_) {
     record.validation_loss = data_loss(true);
@@ -432,7 +466,8 @@ Summary FitRun<T>::finish(std::vector<T>& params) {
   }
   if (early_stopping_ && topt_.restore_best && early_stopping_->restore(theta_, summary_)) {
     summary_.restored_best = true;
-    summary_.final_loss = data_loss(false);
+    theta_objective_.reset();
+    summary_.final_loss = training_loss();
   }
   summary_.final_lambda = step_->lambda();
   report_penalties();

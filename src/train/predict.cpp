@@ -43,15 +43,21 @@ std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params, cons
 template <typename T>
 double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params, const T* x,
                        const T* y, std::size_t first, std::size_t rows, std::size_t chunk,
-                       ForwardState<T>& state) {
-  double f = 0;
+                       ForwardState<T>& state, DeviceBuffer<double>& objectives) {
   const std::size_t in = model.inputs(), out = model.outputs();
   chunk = std::max<std::size_t>(chunk, 1);
-  for (std::size_t begin = first; begin < first + rows; begin += chunk) {
-    const std::size_t count = std::min(chunk, first + rows - begin);
+  const std::size_t chunks = (rows + chunk - 1) / chunk;
+  if (chunks == 0) return 0.0;
+  objectives.reserve(model.backend().memory(), chunks);
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::size_t begin = first + k * chunk, count = std::min(chunk, first + rows - begin);
     const T* z = model.forward(params, x + begin * in, count, state, false);
-    f += loss.objective(count, z, y + begin * out);
+    loss.objective(count, z, y + begin * out, objectives.data() + k);
   }
+  std::vector<double> host(chunks);
+  model.backend().read_scalars(objectives.data(), host.data(), chunks);
+  double f = 0;
+  for (const double chunk_objective : host) f += chunk_objective;
   return f;
 }
 
@@ -74,10 +80,11 @@ double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
   backend.copy_from_host(data.y.data(), y.data(), data.y.size());
   backend.copy_from_host(params.data(), theta.data(), params.size());
   ForwardState<T> state;
+  DeviceBuffer<double> objectives;
   const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
-  return loss.reported(
-      total_objective(model, loss, theta.data(), x.data(), y.data(), 0, data.samples, chunk, state),
-      data.samples);
+  return loss.reported(total_objective(model, loss, theta.data(), x.data(), y.data(), 0,
+                                       data.samples, chunk, state, objectives),
+                       data.samples);
 }
 
 #define LMTRAIN_INSTANTIATE(T)                                                                 \
@@ -87,7 +94,7 @@ double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
                                      const std::vector<T>&, Backend<T>&);                      \
   template double total_objective<T>(const Sequential<T>&, const Loss<T>&, const T*, const T*, \
                                      const T*, std::size_t, std::size_t, std::size_t,          \
-                                     ForwardState<T>&);                                        \
+                                     ForwardState<T>&, DeviceBuffer<double>&);                 \
   template double evaluate<T>(const ModelSpec&, const LossOptions&, const std::vector<T>&,     \
                               const Dataset<T>&, Backend<T>&);
 LMTRAIN_INSTANTIATE(float)

@@ -18,6 +18,7 @@ void TrainingProgress::count(const StepReport& step) {
   geodesic_applied += step.geodesic_applied;
   geodesic_refused += step.geodesic_refused;
   geodesic_skipped += step.geodesic_skipped;
+  host_reads += step.host_reads;
   if (!step.block_losses.empty()) final_block_losses = step.block_losses;
 }
 
@@ -164,6 +165,10 @@ void step_lines(const Summary& s, ReportText& r) {
       "Attempts per step",
       fmt::format("{:.3f} per accepted step",
                   s.accepted_steps > 0 ? static_cast<double>(attempts) / s.accepted_steps : 0.0));
+  r.line("Host reads per LM step",
+         fmt::format("{:.2f} ({:.2f} per attempt): device→host reads the step waited for",
+                     s.host_reads_per_step(),
+                     attempts > 0 ? static_cast<double>(s.host_reads) / attempts : 0.0));
   if (s.geodesic_acceleration)
     r.line("Geodesic acceleration",
            fmt::format("{} attempts corrected, {} kept the plain step (correction over "

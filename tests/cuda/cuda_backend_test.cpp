@@ -773,6 +773,124 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   }
 }
 
+// The *_into calls leave on the device what the reading calls return (the same bits), checked
+// against the fp64 CPU backend; only read_scalars reads, as on the CPU (tests/backend/).
+TYPED_TEST(CudaBackendTest, ScalarsLeftOnTheDeviceAndReadTogether) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  DeviceBuffer<double> out(gpu.memory(), 5);
+  double host[5];
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1000}, kLarge}) {
+    SCOPED_TRACE(n);
+    std::vector<T> x = this->random(n), y = this->random(n);
+    x[n / 2] = T(3.5);  // a unique maximum
+    const std::vector<double> x64 = this->widen(x), y64 = this->widen(y);
+    DeviceBuffer<T> dx = this->upload(x), dy = this->upload(y);
+    const std::uint64_t before = gpu.host_reads();
+    gpu.dot_into(n, dx.data(), dy.data(), out.data());
+    gpu.vector_norms(n, dx.data(), 1, out.data() + 1);
+    gpu.dot_into(n, dx.data(), dx.data(), out.data() + 4);
+    EXPECT_EQ(gpu.host_reads(), before);
+    gpu.read_scalars(out.data(), host, 5);
+    EXPECT_EQ(gpu.host_reads(), before + 1);
+    EXPECT_LE(relative_error(host[0], cpu.dot(n, x64.data(), y64.data())), tol);
+    EXPECT_EQ(host[1], 0.0);
+    EXPECT_EQ(host[2], cpu.max_abs(n, x64.data()));
+    EXPECT_LE(relative_error(host[3], cpu.dot(n, x64.data(), x64.data())), tol);
+    EXPECT_EQ(host[0], gpu.dot(n, dx.data(), dy.data()));
+    EXPECT_EQ(host[3], host[4]);  // Σ x² summed as dot sums it
+    x[0] = std::numeric_limits<T>::quiet_NaN();
+    x[n - 1] = -std::numeric_limits<T>::infinity();
+    gpu.copy_from_host(x.data(), dx.data(), n);
+    gpu.vector_norms(n, dx.data(), 1, out.data());
+    gpu.read_scalars(out.data(), host, 3);
+    EXPECT_EQ(host[0], n == 1 ? 1.0 : 2.0);
+    EXPECT_EQ(host[1], std::numeric_limits<double>::infinity());  // NaN skipped, ∞ kept
+  }
+  // A matrix's diagonal (stride n + 1), off-diagonal infinities unread; n = 0 gives zeros.
+  const std::size_t n = 300;
+  std::vector<T> a = this->random(n * n);
+  a[1] = std::numeric_limits<T>::infinity();
+  a[7 * n + 7] = std::numeric_limits<T>::quiet_NaN();
+  std::vector<double> diagonal;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i != 7) diagonal.push_back(static_cast<double>(a[i * n + i]));
+  DeviceBuffer<T> da = this->upload(a);
+  gpu.vector_norms(n, da.data(), n + 1, out.data());
+  gpu.vector_norms(0, da.data(), 1, out.data() + 3);
+  gpu.read_scalars(out.data(), host, 5);
+  EXPECT_EQ(host[0], 1.0);
+  EXPECT_EQ(host[1], cpu.max_abs(diagonal.size(), diagonal.data()));
+  EXPECT_TRUE(std::isnan(host[2]));
+  EXPECT_EQ(host[3], 0.0);
+  EXPECT_EQ(host[4], 0.0);
+}
+
+TYPED_TEST(CudaBackendTest, CholeskyStatusLeftOnTheDevice) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  const std::size_t n = 40, rows = 60;
+  const std::vector<T> spd = spd_matrix(this->random(rows * n), rows, n);
+  DeviceBuffer<double> status(gpu.memory(), 3);
+  for (const std::size_t bad : {n, std::size_t{3}}) {
+    std::vector<T> a = spd;
+    if (bad < n) a[bad * n + bad] = T(-1);
+    std::vector<double> want = this->widen(a);
+    const int cpu_info = this->cpu_->potrf(n, want.data());
+    EXPECT_EQ(cpu_info, bad < n ? static_cast<int>(bad) + 1 : 0);
+    DeviceBuffer<T> da = this->upload(a), db = this->upload(this->random(n));
+    const std::uint64_t before = gpu.host_reads();
+    gpu.potrf_into(n, da.data(), status.data());
+    gpu.potrs(n, da.data(), db.data());  // after a failed factorization too: no error
+    gpu.potrf_into(0, da.data(), status.data() + 1);
+    EXPECT_EQ(gpu.host_reads(), before);
+    double host[2] = {-1, -1};
+    gpu.read_scalars(status.data(), host, 2);
+    EXPECT_EQ(host[0], static_cast<double>(cpu_info));
+    EXPECT_EQ(host[1], 0.0);
+    if (bad == n) {
+      EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)), kTolerance<T>);
+    }
+  }
+}
+
+TYPED_TEST(CudaBackendTest, LossObjectivesLeftOnTheDevice) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const std::size_t batch = 5000, c = 4;
+  for (const LossKind kind : {LossKind::kMse, LossKind::kCrossEntropy}) {
+    SCOPED_TRACE(to_string(kind));
+    const std::vector<T> z = this->random(batch * c, 0.1, 2.5);
+    const std::vector<T> y = loss_targets(*this, kind, z, batch, c);
+    const std::vector<double> z64 = this->widen(z), y64 = this->widen(y);
+    DeviceBuffer<T> dz = this->upload(z), dy = this->upload(y);
+    LossParams<T> loss;
+    loss.kind = kind;
+    LossParams<double> loss64;
+    loss64.kind = kind;
+    const std::size_t rows = batch * residuals_per_sample(kind, c);
+    DeviceBuffer<T> dr = gpu.allocate(rows), ds = gpu.allocate(rows * c);
+    DeviceBuffer<double> out(gpu.memory(), 3);
+    const std::uint64_t before = gpu.host_reads();
+    gpu.loss_objective_into(loss, batch, c, dz.data(), dy.data(), out.data());
+    gpu.loss_linearize_into(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data(),
+                            out.data() + 1);
+    gpu.loss_objective_into(loss, 0, c, dz.data(), dy.data(), out.data() + 2);
+    EXPECT_EQ(gpu.host_reads(), before);
+    double host[3];
+    gpu.read_scalars(out.data(), host, 3);
+    EXPECT_LE(relative_error(host[0], cpu.loss_objective(loss64, batch, c, z64.data(), y64.data())),
+              kTolerance<T>);
+    EXPECT_EQ(host[0], gpu.loss_objective(loss, batch, c, dz.data(), dy.data()));
+    EXPECT_EQ(host[1],
+              gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data()));
+    EXPECT_EQ(host[2], 0.0);
+  }
+}
+
 TYPED_TEST(CudaBackendTest, RunsOnACallersStreamAndLeavesItAlive) {
   // make_cuda_backend_on_stream (lmtrain.torch hands over torch's current stream): the backend
   // queues on that stream, computes what it computes on its own, and leaves the stream to its

@@ -285,8 +285,8 @@ class RowsOf final : public TrainingSet<double> {
     return {xb_.data(), yb_.data(), rows.size()};
   }
   double objective(const double* theta, bool, std::size_t first, std::size_t count) override {
-    return total_objective(model_, loss_, theta, x_.data(), y_.data(), first, count, chunk_,
-                           state_);
+    return total_objective(model_, loss_, theta, x_.data(), y_.data(), first, count, chunk_, state_,
+                           objectives_);
   }
   double reported(double objective, std::size_t samples) const override {
     return loss_.reported(objective, samples);
@@ -299,6 +299,7 @@ class RowsOf final : public TrainingSet<double> {
   std::size_t samples_, chunk_;
   DeviceBuffer<double> x_, y_, xb_, yb_;
   ForwardState<double> state_;
+  DeviceBuffer<double> objectives_;
 };
 
 // A fit run on these ranks whose last rank sleeps `per_sample` in every linearization.

@@ -49,6 +49,7 @@ TrainingState<T> random_state(std::uint64_t seed) {
   p.geodesic_applied = count();
   p.geodesic_refused = count();
   p.geodesic_skipped = count();
+  p.host_reads = count();
   EpochRecord e;
   e.epoch = count();
   e.training_loss = rng.uniform(0, 1);
@@ -90,6 +91,7 @@ void expect_round_trip(const std::string& path) {
   EXPECT_EQ(a.geodesic_applied, b.geodesic_applied);
   EXPECT_EQ(a.geodesic_refused, b.geodesic_refused);
   EXPECT_EQ(a.geodesic_skipped, b.geodesic_skipped);
+  EXPECT_EQ(a.host_reads, b.host_reads);
   ASSERT_EQ(a.history.size(), b.history.size());
   EXPECT_EQ(a.history[1].epoch, b.history[1].epoch);
   EXPECT_EQ(a.history[1].training_loss, b.history[1].training_loss);

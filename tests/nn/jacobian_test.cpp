@@ -220,6 +220,30 @@ TEST(SampledCrossEntropy, EngineRowsAreOneSampledClassThroughTheNetwork) {
   EXPECT_NE(p.download(p.engine->residuals(), kBatch), r);
 }
 
+// What the LM step asks of the engine's source without reading: F of the linearization and of a
+// trial left on the device with the bits the reading calls return, and the residuals at another
+// point (the geodesic correction's) read nowhere — against the residuals of a linearization
+// there.
+TEST(EngineSourceReads, ObjectivesStayOnTheDeviceAndResidualsAtReadNothing) {
+  const Case c = make_case(two_hidden(3, Activation::kTanh, 2), LossOptions{}, 17);
+  Problem<double> p(c.spec, c.loss, c.x, c.y, kBatch);
+  Rng rng(4);
+  const std::vector<double> other = random_vector(c.theta.size(), rng);
+  DeviceBuffer<double> f = p.backend->allocate(2), trial = p.upload(other);
+  DeviceBuffer<double> r = p.backend->allocate(p.rows());
+  p.set_params(c.theta);
+  const std::uint64_t before = p.backend->host_reads();
+  EXPECT_FALSE(p.source->linearize_into(p.params.data(), p.x.data(), p.y.data(), kBatch, f.data()));
+  EXPECT_FALSE(p.source->objective_into(trial.data(), f.data() + 1));
+  p.source->residuals_at(trial.data(), r.data());
+  EXPECT_EQ(p.backend->host_reads(), before);
+  const std::vector<double> got = p.download(f.data(), 2),
+                            at_other = p.download(r.data(), p.rows());
+  EXPECT_EQ(got[1], p.source->objective(trial.data()));
+  EXPECT_EQ(at_other, p.residuals(other));
+  EXPECT_EQ(got[0], p.objective(c.theta));
+}
+
 TEST(JacobianSlices, SlicedRowsEqualOneSlice) {
   const Case c = make_case(two_hidden(3, Activation::kGelu, 2), LossOptions{}, 12);
   Problem<double> p(c.spec, c.loss, c.x, c.y, kBatch);

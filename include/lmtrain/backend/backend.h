@@ -108,14 +108,33 @@ class Backend : public LinearAlgebra<T> {
                                  T* g_in) = 0;
 
   // ---- losses (see core/loss_kind.h for the formulas)
-  // -------------------------------------------- Objective F (double) of `batch` samples with C
-  // outputs.
-  virtual double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c,
-                                const T* z, const T* y) = 0;
+  // --------------------------------------------- Objective F (double) of `batch` samples with C
+  // outputs.  One read.
+  double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y) {
+    this->count_host_read();
+    return loss_objective_impl(loss, batch, c, z, y);
+  }
   // Residuals r (batch·R) and seeds S (batch·R × C) with S[b·R + k, :] = ∂r_{b,k}/∂z_b (for the
-  // exact cross-entropy the row of the GGN factor L).  Returns F as loss_objective would.
-  virtual double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c,
-                                const T* z, const T* y, T* r, T* seeds) = 0;
+  // exact cross-entropy the row of the GGN factor L).  Returns F as loss_objective would.  One
+  // read.
+  double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                        const T* y, T* r, T* seeds) {
+    this->count_host_read();
+    return loss_linearize_impl(loss, batch, c, z, y, r, seeds);
+  }
+  // The same with F left on the device at `objective` (the bits they return), to be read with
+  // other scalars (LinearAlgebra::read_scalars).  No read.
+  virtual void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                   const T* z, const T* y, double* objective) = 0;
+  virtual void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                   const T* z, const T* y, T* r, T* seeds, double* objective) = 0;
+
+ protected:
+  virtual double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                     const T* z, const T* y) = 0;
+  virtual double loss_linearize_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                                     const T* z, const T* y, T* r, T* seeds) = 0;
 };
 
 // The CPU backend: OpenBLAS + LAPACKE + OpenMP.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -56,6 +57,19 @@ class DeviceQueue {
   virtual std::unique_ptr<PhaseClock> make_phase_clock() {
     return std::make_unique<HostPhaseClock>();
   }
+
+  // Device→host reads so far: every call of LinearAlgebra or Backend that returns device data to
+  // the host (a reduction's scalar, a factorization's status, copy_to_host, read_scalars) counts
+  // one.  On a GPU each is a stream synchronization, the host idle until the queue drains; the
+  // calls count themselves (linear_algebra.h), so the CPU backend, where a read costs nothing,
+  // counts what a GPU would wait for, and CI checks the LM step's reads without one.
+  std::uint64_t host_reads() const { return host_reads_; }
+
+ protected:
+  void count_host_read() { ++host_reads_; }
+
+ private:
+  std::uint64_t host_reads_ = 0;
 };
 
 }  // namespace lmtrain

@@ -4,10 +4,14 @@
 //
 // Conventions: every pointer argument is a *device* pointer from the queue's own MemoryResource
 // unless its name says `host`; only scalars (losses, norms, factorization status) come back to
-// the host.  Matrices are dense row-major with an explicit leading dimension (elements between
-// consecutive rows).  The normal matrix A (n × n) is symmetric; SYRK writes its upper triangle in
-// row-major order, which is the lower triangle in LAPACK's column-major view — factorization
-// routines below are told so, and callers never read the other triangle.
+// the host, and each call that brings data back is a counted read (DeviceQueue::host_reads): a
+// non-virtual member that counts and calls its backend's protected *_impl.  Where several
+// scalars decide one thing, the *_into calls leave them in device doubles and read_scalars
+// brings them back together, in one read.  Matrices are dense
+// row-major with an explicit leading dimension (elements between consecutive rows).  The normal
+// matrix A (n × n) is symmetric; SYRK writes its upper triangle in row-major order, which is the
+// lower triangle in LAPACK's column-major view — factorization routines below are told so, and
+// callers never read the other triangle.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +38,17 @@ class LinearAlgebra : public DeviceQueue {
   // large ones synchronous.
   virtual void copy_from_host(const T* host, T* dst, std::size_t n) = 0;
   // Copies n values from the device buffer src to host memory after the queued work; blocks until
-  // they are in `host`.
-  virtual void copy_to_host(const T* src, T* host, std::size_t n) = 0;
+  // they are in `host`.  One read.
+  void copy_to_host(const T* src, T* host, std::size_t n) {
+    this->count_host_read();
+    copy_to_host_impl(src, host, n);
+  }
+  // `count` doubles at `device` (what *_into calls left there) to host memory after the queued
+  // work, in one read.
+  void read_scalars(const double* device, double* host, std::size_t count) {
+    this->count_host_read();
+    read_scalars_impl(device, host, count);
+  }
   // Device to device; overlapping ranges behave like memmove.
   virtual void copy(const T* src, T* dst, std::size_t n) = 0;
   virtual void fill(T* x, std::size_t n, T value) = 0;
@@ -49,13 +62,29 @@ class LinearAlgebra : public DeviceQueue {
   virtual void gather_rows(const T* src, std::size_t cols, std::span<const std::int64_t> rows_host,
                            T* dst) = 0;
 
-  // ---- level 1 (reductions return a host scalar, accumulated in double) -------------------------
+  // ---- level 1 (reductions accumulate in double; each returning one is a read) -----------------
   virtual void axpy(std::size_t n, T alpha, const T* x, T* y) = 0;  // y += αx
   // z = x + αy (z may alias x or y).
   virtual void add_scaled(std::size_t n, const T* x, T alpha, const T* y, T* z) = 0;
-  virtual double dot(std::size_t n, const T* x, const T* y) = 0;
-  virtual double max_abs(std::size_t n, const T* x) = 0;
-  virtual bool all_finite(std::size_t n, const T* x) = 0;
+  double dot(std::size_t n, const T* x, const T* y) {
+    this->count_host_read();
+    return dot_impl(n, x, y);
+  }
+  double max_abs(std::size_t n, const T* x) {
+    this->count_host_read();
+    return max_abs_impl(n, x);
+  }
+  bool all_finite(std::size_t n, const T* x) {
+    this->count_host_read();
+    return all_finite_impl(n, x);
+  }
+  // dot's sum left on the device: *result = Σ x_i y_i (the bits dot returns).  No read.
+  virtual void dot_into(std::size_t n, const T* x, const T* y, double* result) = 0;
+  // Three figures of x_i = x[i·stride], i < n (stride 1: a vector; n + 1: an n × n matrix's
+  // diagonal), in one pass, left on the device: result[0] = how many are NaN or ±∞, result[1] =
+  // max |x_i| (NaNs skipped, as max_abs), result[2] = Σ x_i².  What the LM step checks of g, A's
+  // diagonal, D and δ, read with the step's other scalars.  n = 0 gives {0, 0, 0}.  No read.
+  virtual void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) = 0;
   // y_i = x_i * s_i (or x_i / s_i when `divide`).
   virtual void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) = 0;
 
@@ -84,20 +113,37 @@ class LinearAlgebra : public DeviceQueue {
   // full copy (the Cholesky solver's copy of A on every λ retry).
   virtual void copy_upper(std::size_t n, const T* src, T* dst) = 0;
 
-  // ---- dense factorizations on the upper triangle (row-major) -----------------------------------
-  // Cholesky in place; returns 0 on success, k > 0 if the leading minor of order k is not
-  // positive definite (a recoverable event: the LM step raises λ).
-  virtual int potrf(std::size_t n, T* a) = 0;
-  // Solves (LLᵀ) x = b in place on b with the factor from potrf.
+  // ---- dense factorizations on the upper triangle (row-major; the status is a read)
+  // ---------------- Cholesky in place; returns 0 on success, k > 0 if the leading minor of order k
+  // is not positive definite (a recoverable event: the LM step raises λ).
+  int potrf(std::size_t n, T* a) {
+    this->count_host_read();
+    return potrf_impl(n, a);
+  }
+  // potrf with its status left on the device (*status = what potrf returns, as a double), so the
+  // solve goes on queued and the caller reads the verdict with its other scalars.  No read.
+  // After a failed factorization `a` holds a partial factor: solving with it gives meaningless
+  // values, never an error.
+  virtual void potrf_into(std::size_t n, T* a, double* status) = 0;
+  // Solves (LLᵀ) x = b in place on b with the factor from potrf.  No read.
   virtual void potrs(std::size_t n, const T* factor, T* b) = 0;
   // (LLᵀ)⁻¹ in place from potrf's factor (upper triangle valid afterwards); returns 0, or k > 0
   // if the factor's k-th diagonal entry is zero.  Bayesian relevance groups read its diagonal.
-  virtual int potri(std::size_t n, T* a) = 0;
+  int potri(std::size_t n, T* a) {
+    this->count_host_read();
+    return potri_impl(n, a);
+  }
   // Symmetric eigendecomposition in place: a ← eigenvectors as *rows* (a[i, :] is the i-th
   // eigenvector), w ← eigenvalues ascending.  Returns 0 on success.
-  virtual int syevd(std::size_t n, T* a, T* w) = 0;
+  int syevd(std::size_t n, T* a, T* w) {
+    this->count_host_read();
+    return syevd_impl(n, a, w);
+  }
   // The eigenvalues alone (ascending into w; a is destroyed): a third of syevd's work.
-  virtual int eigenvalues(std::size_t n, T* a, T* w) = 0;
+  int eigenvalues(std::size_t n, T* a, T* w) {
+    this->count_host_read();
+    return eigenvalues_impl(n, a, w);
+  }
   // a_ii += λ d_i (d == nullptr: d ≡ 1).
   virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
   // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).
@@ -113,6 +159,18 @@ class LinearAlgebra : public DeviceQueue {
   virtual void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) = 0;
   // y_i = clamp(x_i, lo, hi) (y may alias x).
   virtual void clamp(std::size_t n, const T* x, T lo, T hi, T* y) = 0;
+
+ protected:
+  // What the counted reads above do on the device.
+  virtual void copy_to_host_impl(const T* src, T* host, std::size_t n) = 0;
+  virtual void read_scalars_impl(const double* device, double* host, std::size_t count) = 0;
+  virtual double dot_impl(std::size_t n, const T* x, const T* y) = 0;
+  virtual double max_abs_impl(std::size_t n, const T* x) = 0;
+  virtual bool all_finite_impl(std::size_t n, const T* x) = 0;
+  virtual int potrf_impl(std::size_t n, T* a) = 0;
+  virtual int potri_impl(std::size_t n, T* a) = 0;
+  virtual int syevd_impl(std::size_t n, T* a, T* w) = 0;
+  virtual int eigenvalues_impl(std::size_t n, T* a, T* w) = 0;
 };
 
 // Linear algebra of precision S on the same device as `device` (its own queue and handles): the

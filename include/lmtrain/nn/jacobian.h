@@ -28,13 +28,13 @@ class JacobianEngine {
 
   // Elements it allocates, for the memory plan: independent of the slice (two sets of
   // activations — the linearization's and the trial's —, residuals and seeds of a batch, and the
-  // seeds beside residuals_at's residuals when it is used), and per slice sample (two buffers of
-  // seed rows as wide as the widest layer).
+  // seeds and F beside residuals_at's residuals when it is used), and per slice sample (two buffers
+  // of seed rows as wide as the widest layer).
   static std::size_t fixed_elements(const Sequential<T>& model, std::size_t batch,
                                     std::size_t residuals_per_sample, bool trial_residuals) {
     const std::size_t m = batch * residuals_per_sample;
     return 2 * batch * model.activation_floats_per_sample() + m + m * model.outputs() +
-           (trial_residuals ? m * model.outputs() : 0);
+           (trial_residuals ? m * model.outputs() + sizeof(double) / sizeof(T) : 0);
   }
   static std::size_t slice_sample_elements(const Sequential<T>& model,
                                            std::size_t residuals_per_sample) {
@@ -44,6 +44,9 @@ class JacobianEngine {
   // Forward pass, residuals and seeds of a batch (x: batch × inputs, y: batch × outputs, both
   // device pointers that must stay valid until the next call).  Returns the objective F.
   double linearize(const T* params, const T* x, const T* y, std::size_t batch);
+  // The same with F left on the device at `objective` (one double) instead of read back.
+  void linearize_into(const T* params, const T* x, const T* y, std::size_t batch,
+                      double* objective);
 
   std::size_t batch() const { return batch_; }
   // cross_entropy_sampled: the next linearization draws with key + 1 (each one counts up from
@@ -61,11 +64,16 @@ class JacobianEngine {
 
   // Objective F at other parameters on the current batch (a trial step): forward only.
   double objective(const T* params);
-  // Residuals of the current batch at other parameters (batch·R values into r); returns F there.
-  // Leaves the linearization (activations, residuals, seeds) untouched.
-  double residuals_at(const T* params, T* r);
+  // The same with F left on the device at `result`.
+  void objective_into(const T* params, double* result);
+  // Residuals of the current batch at other parameters (batch·R values into r), without reading
+  // F there.  Leaves the linearization (activations, residuals, seeds) untouched.
+  void residuals_at(const T* params, T* r);
 
  private:
+  // The forward pass of linearize(), keeping what jacobian_rows needs; returns the outputs z.
+  const T* forward_batch(const T* params, const T* x, const T* y, std::size_t batch);
+
   const Sequential<T>& model_;
   const Loss<T>& loss_;
   Backend<T>& backend_;
@@ -73,7 +81,8 @@ class JacobianEngine {
   ForwardState<T> trial_state_;
   DeviceBuffer<T> residuals_;
   DeviceBuffer<T> seeds_;
-  DeviceBuffer<T> trial_seeds_;  // residuals_at's seeds (unused, but the loss writes them)
+  DeviceBuffer<T> trial_seeds_;           // residuals_at's seeds (unused, but the loss writes them)
+  DeviceBuffer<double> trial_objective_;  // … and its F (likewise: never read)
   DeviceBuffer<T> g_a_;
   DeviceBuffer<T> g_b_;
   std::size_t slice_capacity_ = 0;

@@ -44,6 +44,16 @@ class Loss {
     params.draw_key = draw_key;
     return backend_.loss_linearize(params, batch, outputs_, z, y, r, seeds);
   }
+  // The same with F left on the device at `result` (one double, read with others later).
+  void objective(std::size_t batch, const T* z, const T* y, double* result) const {
+    backend_.loss_objective_into(params_, batch, outputs_, z, y, result);
+  }
+  void linearize(std::size_t batch, const T* z, const T* y, T* r, T* seeds, std::uint64_t draw_key,
+                 double* result) const {
+    LossParams<T> params = params_;
+    params.draw_key = draw_key;
+    backend_.loss_linearize_into(params, batch, outputs_, z, y, r, seeds, result);
+  }
   // The loss users read (PyTorch's mean reduction) from the objective of `batch` samples.
   double reported(double objective, std::size_t batch) const;
 

@@ -79,14 +79,19 @@ class Damping {
   // Elements of S it allocates for n parameters (the memory plan's share).
   static std::size_t system_elements(std::size_t n) { return 2 * n; }
 
-  // Once per step, after A (or the stored J) and any penalty are final: D, and the scale of the
-  // invalid-attempt floor (max A_ii; 1 when A is not formed), divided by `lambda_unit`, what the
-  // step multiplies λ by (SolverOptions::damping_per_sample), so the floor is in λ's own units.
-  void prepare(const NormalEquations<S>& ne, Collectives<S>& collectives, double lambda_unit = 1);
+  // Once per step, after A (or the stored J) and any penalty are final: D, and when A is formed
+  // (or distributed) the norms of its clamped diagonal at `norms` (LinearAlgebra::vector_norms:
+  // norms[1] = max A_ii is the scale of the invalid-attempt floor), left on the device for the
+  // step to read with its other scalars.  Returns whether it left them (else the scale is 1).
+  bool prepare(const NormalEquations<S>& ne, Collectives<S>& collectives, double* norms);
+  // Then, with the scale read back: λ lifted to the floor in that scale, divided by
+  // `lambda_unit`, what the step multiplies λ by (SolverOptions::damping_per_sample), so that
+  // the floor is in λ's own units.
+  void begin_step(double scale, double lambda_unit) { schedule_->begin_step(scale / lambda_unit); }
   // D on the device, or nullptr for D = I.  Valid until the next prepare().
   const S* matrix() const { return marquardt_ ? d_.data() : nullptr; }
-  // δᵀDδ.
-  double weighted_norm2(const S* delta);
+  // δᵀDδ, left at `result` on the device.
+  void weighted_norm2(const S* delta, double* result);
 
   double lambda() const { return schedule_->lambda(); }
   void accepted(double gain_ratio) { schedule_->accept(gain_ratio); }

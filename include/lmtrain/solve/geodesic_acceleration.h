@@ -81,8 +81,10 @@ class GeodesicAcceleration {
 
   // a' = (A + λD)⁻¹ rhs() with the solver's last factorization; when 2‖a‖ ≤ α‖v‖, δ ← δ +
   // a'/(2·lr) (δ in S on the system's backend) and true.  False (δ unchanged) when the
-  // correction is too large or the solver cannot solve again.
-  bool correct(LinearSolver<S>& solver, double lr, S* delta);
+  // correction is too large or the solver cannot solve again.  ‖v‖ = lr·√`delta_norm2` (δᵀδ, as
+  // the caller read it with the attempt's scalars); ‖a‖ is the call's one read, through
+  // `norms` (three device doubles: LinearAlgebra::vector_norms).
+  bool correct(LinearSolver<S>& solver, double lr, double delta_norm2, S* delta, double* norms);
 
  private:
   double ratio_, step_;

@@ -22,6 +22,14 @@ class LinearSolver {
   virtual bool prepare(const NormalEquations<T>& ne, const T* d) = 0;
   // Writes δ; returns false on a failed factorization (a recoverable, invalid step).
   virtual bool solve(double lambda, T* delta) = 0;
+  // solve() for a caller that reads the verdict with its other scalars, in one read (the LM
+  // step): a solver that would read its factorization's status leaves it at `status` (a device
+  // double, 0 when it succeeded) instead and returns kOnDevice, δ meaningless when it failed; the
+  // others return their verdict, as this default does.
+  enum class Verdict { kValid, kInvalid, kOnDevice };
+  virtual Verdict solve_into(double lambda, T* delta, double* /*status*/) {
+    return solve(lambda, delta) ? Verdict::kValid : Verdict::kInvalid;
+  }
   // x = (A + λD)⁻¹·rhs with the λ of the last successful solve(), reusing its factorization (a
   // second right-hand side: geodesic acceleration).  False when the solver cannot (dual form).
   virtual bool solve_again(const T* /*rhs*/, T* /*x*/) { return false; }

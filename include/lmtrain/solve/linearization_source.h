@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ class LinearizationSource {
   // data, null for a source that holds its own batch).  Returns the objective F there (each
   // loss's convention, docs/design.md "Objective convention").
   virtual double linearize(const T* params, const T* x, const T* y, std::size_t batch) = 0;
+  // linearize() for the LM step, which reads F with its other scalars in one transfer (a GPU
+  // waits at every read): a source that computes F on the device leaves it at `objective` (one
+  // double of model_backend()'s device) and returns nullopt; one that has F on the host returns
+  // it and leaves `objective` alone, which is what this default does.
+  virtual std::optional<double> linearize_into(const T* params, const T* x, const T* y,
+                                               std::size_t batch, double* /*objective*/) {
+    return linearize(params, x, y, batch);
+  }
   // Units of the current batch (0: this rank's shard is empty).
   virtual std::size_t batch() const = 0;
   // Marks the current batch empty (a rank whose shard of a batch has no units).
@@ -100,8 +109,13 @@ class LinearizationSource {
   virtual std::vector<ResidualBlock> residual_blocks() const { return {}; }
   // F at other parameters on the current batch (a trial point).
   virtual double objective(const T* params) = 0;
-  // Residuals of the current batch at other parameters into r (batch·R values).  The
-  // linearization (residuals, what jacobian_slice reads) stays as it was.
+  // objective() left at `result` on the device (nullopt) or returned, as linearize_into.
+  virtual std::optional<double> objective_into(const T* params, double* /*result*/) {
+    return objective(params);
+  }
+  // Residuals of the current batch at other parameters into r (batch·R values), without reading
+  // anything back (the geodesic correction needs no F there).  The linearization (residuals,
+  // what jacobian_slice reads) stays as it was.
   virtual void residuals_at(const T* params, T* r) = 0;
   // Whether jacobian_slice returns the source's own storage rather than writing into the
   // scratch it is offered: the builder then keeps no scratch (and the plan counts none).

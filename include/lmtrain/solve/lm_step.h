@@ -10,6 +10,13 @@
 //   F − m(δ) = lr·gᵀδ − ½lr²·δᵀAδ,  δᵀAδ = gᵀδ − λ·δᵀDδ   (from (A + λD)δ = g),
 // so it costs two dot products and never touches A.
 //
+// The host reads the device's scalars four times at most per attempt (a GPU idles through each
+// read): the linearization's (F, the finiteness of g and A's diagonal, max |g|, D's scale) once
+// per step, then per attempt the solve's (the factorization's status, δ's finiteness, gᵀδ, δᵀDδ
+// and δᵀδ), the geodesic correction's ratio test, and the trial's (F there and the step's norm).
+// Each group is queued into device doubles and read in one transfer (LinearAlgebra::
+// read_scalars); a penalty, block losses, CG's iterations and several ranks add their own.
+//
 // With several ranks (Collectives) each rank linearizes its shard of the batch; F, g and A's
 // packed upper triangle are summed (one all-reduce each), rank 0 solves the dense system and
 // broadcasts δ with its validity, and a trial's F is one scalar all-reduce — so every rank takes
@@ -22,8 +29,10 @@
 // *Reached() checks do); the trainer adds where in the run it happened.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -47,10 +56,13 @@ struct StepReport {
   int invalid = 0;   // failed factorizations / non-finite steps
   double objective_before = 0;
   double objective_after = 0;  // F after the step (= before if not accepted)
-  double penalty_before = 0;   // the part of objective_before that is ½θᵀRθ (regularization)
-  double penalty_after = 0;    // the part of objective_after that is ½θᵀRθ
-  double lambda = 0;           // λ of the last solve
-  double gain_ratio = 0;       // ρ of the accepted step
+  // The data's part of objective_after as the step summed it (without the penalty): F of the
+  // batch at the step's result.
+  double data_objective_after = 0;
+  double penalty_before = 0;  // the part of objective_before that is ½θᵀRθ (regularization)
+  double penalty_after = 0;   // the part of objective_after that is ½θᵀRθ
+  double lambda = 0;          // λ of the last solve
+  double gain_ratio = 0;      // ρ of the accepted step
   double gradient_max_norm = 0;
   double step_norm = 0;       // ‖lr·δ‖₂ of the accepted step (or of the last rejected one)
   int linear_iterations = 0;  // CG iterations summed over the attempts
@@ -61,6 +73,9 @@ struct StepReport {
                             // LmStepper::weight_decays())
   double effective_parameters = 0;  // γ of the evidence update after this step (bayesian: Σ
                                     // aᵢ/(aᵢ + ρ); ard: Σ γ_g; else 0)
+  // Device→host reads the step waited for (DeviceQueue::host_reads of the model's backend and, in
+  // mixed precision, the system's): each a stream synchronization on a GPU.
+  int host_reads = 0;
   TerminationReason termination = TerminationReason::kNone;
   std::string message;  // why, when termination is set
   // The loss of each block the source declares (LinearizationSource::residual_blocks, in its
@@ -118,13 +133,14 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
                          LinearizationSource<T>& source, std::size_t slice_samples,
                          std::size_t max_batch, dist::Communicator* comm = nullptr);
 
-  // Elements the step allocates itself (δ, its copies and the trial point), for the memory plan:
-  // in the model's precision and in the system's.  `distributed_primal`: several ranks (or NCCL)
-  // summing a formed A, which needs its packed triangle (not with distributed_cholesky, whose A
-  // is never formed whole; add its n-vector of A's diagonal instead).
+  // Elements the step allocates itself (δ, the trial point, in mixed precision δ rounded to T,
+  // and the scalars it reads), for the memory plan: in the model's precision and in the
+  // system's.  `distributed_primal`: several ranks (or NCCL) summing a formed A, which needs its
+  // packed triangle (not with distributed_cholesky, whose A is never formed whole; add its
+  // n-vector of A's diagonal instead).
   static std::size_t model_elements(std::size_t n) { return std::is_same_v<T, S> ? n : 2 * n; }
   static std::size_t system_elements(std::size_t n, bool distributed_primal) {
-    return 2 * n + (distributed_primal ? n * (n + 1) / 2 : 0);
+    return n + (distributed_primal ? n * (n + 1) / 2 : 0) + kSlots * sizeof(double) / sizeof(S);
   }
 
   // Performs the step on params (device, n values), updating them in place when accepted.
@@ -150,30 +166,86 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   static LinearAlgebra<S>* own_system(LinearizationSource<T>& source,
                                       std::unique_ptr<LinearAlgebra<S>>& owned);
 
+  // The device doubles the step's reductions leave their results in, read back one group per
+  // decision.  A vector's norms take three (LinearAlgebra::vector_norms: non-finite count,
+  // max |x|, Σx²).
+  enum Slot : std::size_t {
+    kObjective = 0,        // F at the linearization point
+    kGradient = 1,         // g's norms
+    kDiagonal = 4,         // A's diagonal's norms
+    kDamping = 7,          // D's norms: the largest entry scales the damping's floor
+    kDelta = 10,           // δ's norms
+    kGradientDelta = 13,   // gᵀδ
+    kDeltaDamped = 14,     // δᵀDδ
+    kStatus = 15,          // the factorization's status (LinearSolver::solve_into)
+    kCorrection = 16,      // the geodesic correction's norms
+    kTrialObjective = 19,  // F at the trial point
+    kStep = 20,            // the trial's δ's norms
+    kParamNorm = 23,       // θᵀθ (the parameter tolerance)
+    kSlots = 24
+  };
+  // What the linearization's read gives.
+  struct Linearization {
+    double objective = 0;      // F summed over the ranks
+    bool finite = true;        // g and A's diagonal (or its gathered copy)
+    double gradient_max = 0;   // ‖g‖∞
+    double damping_scale = 1;  // max D_ii (1 when A is not formed)
+  };
+  // What an attempt's read gives, for a valid δ.
+  struct Attempt {
+    double predicted = 0;    // F − m(δ)
+    double delta_norm2 = 0;  // δᵀδ
+  };
+  // What a trial's read gives.
+  struct Trial {
+    double data = 0;        // F of the data at θ − lr·δ, summed over the ranks
+    double penalty = 0;     // ½θᵀRθ there
+    double step_norm = 0;   // ‖lr·δ‖₂ of the δ tried
+    double param_norm = 0;  // ‖θ‖₂ (only with a parameter tolerance)
+  };
+
   StepReport run(T* params, const T* x, const T* y, std::size_t batch, PhaseTimes& times);
   PhaseClock& system_clock() { return kMixed ? *system_clock_ : *model_clock_; }
-  // F, A (or J) and g of the batch, summed over the ranks.
-  double linearize(const T* params, const T* x, const T* y, std::size_t batch);
+  // Reads of the step's backends so far (DeviceQueue::host_reads).
+  std::uint64_t host_reads() const {
+    return backend_.host_reads() + (kMixed ? system_.host_reads() : 0);
+  }
+  double* slot(std::size_t s) { return scalars_.data() + s; }
+  // Slots [first, last) read in one transfer, after the work queued on both queues (F and θᵀθ
+  // are the model queue's); the host copies, indexed by slot.
+  const double* read(std::size_t first, std::size_t last);
+  // A (or J) and g of the batch, summed over the ranks on the device; F as the builder gives it
+  // (nullopt: left at kObjective).
+  std::optional<double> linearize(const T* params, const T* x, const T* y, std::size_t batch);
+  // The linearization's read: F (from kObjective unless `local_objective` has it), summed with
+  // the batch over the ranks, g's and A's figures, and D's scale when `damping_scaled`.
+  Linearization read_linearization(std::optional<double> local_objective, std::size_t batch,
+                                   bool damping_scaled);
+  // After a penalty changed g and A: D again, and ‖g‖∞ and D's scale in a second read.
+  std::pair<double, double> read_penalized();
   // The losses of the source's residual blocks at the linearization point, summed over the
   // ranks (one all-reduce of a value per block; nothing at all without blocks).
   std::vector<BlockLoss> block_losses();
-  // D and the solver's preparation, once per step; false when the solver cannot be prepared.
-  bool prepare();
-  // δ for λ on every rank (rank 0 solves a dense system and broadcasts); false when invalid.
-  bool solve(bool prepared, double lambda, StepReport& report);
-  // The Gauss–Newton model's reduction F − m(δ) for the δ just solved with λ.
-  double predicted_reduction(double lambda);
+  // D, its norms left at kDamping (returns whether it left them), once per step.
+  bool prepare_damping();
+  // The solver's preparation, once per step; false when the solver cannot be prepared.
+  bool prepare_solver();
+  // δ for λ on every rank (rank 0 solves a dense system and broadcasts) and what the attempt
+  // decides with; nullopt when δ is invalid.
+  std::optional<Attempt> solve(bool prepared, double lambda, StepReport& report);
+  // The attempt's read: δ's finiteness, the Gauss–Newton model's reduction F − m(δ) for λ and
+  // δᵀδ, with the factorization's status when the solver left it at kStatus.
+  std::optional<Attempt> read_attempt(double lambda, bool status_on_device);
   // The geodesic correction of the attempt's δ (identical on every rank); true when applied.
-  bool accelerate(const T* params);
-  // F of the data at θ − lr·δ (summed over the ranks) and the penalty there.
-  std::pair<double, double> trial(const T* params);
+  bool accelerate(const T* params, double delta_norm2);
+  // The trial at θ − lr·δ and the norms the decision needs, in one read.
+  Trial trial(const T* params);
   // Takes the trial: gain ratio, λ, θ ← trial, the evidence update, the convergence checks.
-  void accept(T* params, double f0, double data1, double penalty1, double predicted,
-              StepReport& report, PhaseTimes& times);
+  void accept(T* params, double f0, const Trial& trial, double predicted, StepReport& report,
+              PhaseTimes& times);
   // δ in the model's precision for a trial or a derivative along it: δ itself, or rounded to T
   // once (mixed precision).
   const T* model_delta();
-  double step_norm();
   bool solves_here() const { return collectives_.is_root() || collective_solver(); }
   bool collective_solver() const {
     return solver_type_ == LinearSolverType::kCg ||
@@ -186,7 +258,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::unique_ptr<LinearSolver<S>> make_solver(std::size_t max_batch);
 
   // The stop checks; each writes its reason and message into the report when it holds.
-  bool non_finite_system(double f0, StepReport& report);
+  bool non_finite_system(double f0, bool system_finite, StepReport& report) const;
   bool gradient_tolerance_reached(StepReport& report) const;
   bool function_tolerance_reached(double f0, double f1, StepReport& report) const;
   bool parameter_tolerance_reached(double step_norm, double param_norm, StepReport& report) const;
@@ -214,9 +286,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // Phases of the model's queue, and of the system's in mixed precision (its own queue); read
   // into the step's PhaseTimes once per step.
   std::unique_ptr<PhaseClock> model_clock_, system_clock_;
-  DeviceBuffer<S> delta_, tmp_, packed_;
+  DeviceBuffer<S> delta_, packed_;
   DeviceBuffer<T> trial_;
-  DeviceBuffer<T> delta_model_;  // δ rounded to T (mixed precision only)
+  DeviceBuffer<double> scalars_;               // kSlots, on the system's device
+  std::array<double, kSlots> host_scalars_{};  // their host copies
+  DeviceBuffer<T> delta_model_;                // δ rounded to T (mixed precision only)
 };
 
 // The step for options.system_precision: LevenbergMarquardtStep<T, double> for a float model

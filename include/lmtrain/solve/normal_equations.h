@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "lmtrain/core/timer.h"
@@ -58,11 +59,15 @@ class NormalEquationsBuilder {
       : NormalEquationsBuilder(source, source.model_backend(), slice_samples, max_batch,
                                store_jacobian) {}
 
-  // Linearizes at `params` on a batch and fills `ne`; returns F.  The phases are marked on the
-  // clocks of the model's queue (forward, Jacobian) and the system's (SYRK, GEMV), which are one
-  // and the same when S = T; nothing waits for the device beyond F's own read.
-  double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<S>& ne,
-               PhaseClock& model_clock, PhaseClock& system_clock);
+  // Linearizes at `params` on a batch and fills `ne`.  F is left at `objective` (a device double)
+  // and nullopt returned when the source leaves it on the device
+  // (LinearizationSource::linearize_into), else returned; with `objective` null it is read back
+  // and returned.  The phases are marked on the clocks of the model's queue (forward, Jacobian)
+  // and the system's (SYRK, GEMV), which are one and the same when S = T; nothing waits for the
+  // device beyond that read.
+  std::optional<double> build(const T* params, const T* x, const T* y, std::size_t batch,
+                              NormalEquations<S>& ne, PhaseClock& model_clock,
+                              PhaseClock& system_clock, double* objective);
   // The same, timed into `times` and finished on the device when it returns.
   double build(const T* params, const T* x, const T* y, std::size_t batch, NormalEquations<S>& ne,
                PhaseTimes& times);

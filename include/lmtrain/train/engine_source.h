@@ -3,6 +3,8 @@
 // neither nn/ nor solve/ needs the other.
 #pragma once
 
+#include <optional>
+
 #include "lmtrain/nn/jacobian.h"
 #include "lmtrain/solve/linearization_source.h"
 
@@ -35,6 +37,11 @@ class EngineSource final : public LinearizationSource<T> {
   double linearize(const T* params, const T* x, const T* y, std::size_t batch) override {
     return engine_.linearize(params, x, y, batch);
   }
+  std::optional<double> linearize_into(const T* params, const T* x, const T* y, std::size_t batch,
+                                       double* objective) override {
+    engine_.linearize_into(params, x, y, batch, objective);
+    return std::nullopt;
+  }
   std::size_t batch() const override { return engine_.batch(); }
   void clear_batch() override { engine_.clear_batch(); }
   const T* residuals() const override { return engine_.residuals(); }
@@ -44,7 +51,11 @@ class EngineSource final : public LinearizationSource<T> {
     return {scratch, scratch_ld};
   }
   double objective(const T* params) override { return engine_.objective(params); }
-  void residuals_at(const T* params, T* r) override { (void)engine_.residuals_at(params, r); }
+  std::optional<double> objective_into(const T* params, double* result) override {
+    engine_.objective_into(params, result);
+    return std::nullopt;
+  }
+  void residuals_at(const T* params, T* r) override { engine_.residuals_at(params, r); }
   void set_draw_key(std::uint64_t key) override { engine_.set_draw_key(key); }
   ParameterGroups relevance_groups() const override {
     return engine_.model().spec().relevance_groups();

@@ -52,6 +52,10 @@ class TrainingSet {
   // or of the validation set at θ (n device values).
   virtual double objective(const T* theta, bool validation, std::size_t first,
                            std::size_t count) = 0;
+  // The device memory an evaluation may use beyond what the step's plan counted for it (the
+  // activations of one shard of a batch): the plan's budget less its peak, after each plan.  A
+  // set may evaluate in fewer, larger chunks with it; by default it keeps its own.
+  virtual void set_evaluation_memory(std::size_t /*bytes*/) {}
   // The loss users read (PyTorch's mean reduction) of an objective over `samples` samples.
   virtual double reported(double objective, std::size_t samples) const = 0;
 };

@@ -23,11 +23,13 @@ std::vector<T> predict(const ModelSpec& spec, const std::vector<T>& params, cons
                        Backend<T>& backend);
 
 // Objective F of `params` (device) on rows [first, first + rows) of data at x, y (device), in
-// forward passes of `chunk` samples reusing `state`.
+// forward passes of `chunk` samples reusing `state`.  Each chunk's F stays on the device (in
+// `objectives`, grown to one double per chunk) until one read brings them all back; they are
+// added in chunk order.
 template <typename T>
 double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params, const T* x,
                        const T* y, std::size_t first, std::size_t rows, std::size_t chunk,
-                       ForwardState<T>& state);
+                       ForwardState<T>& state, DeviceBuffer<double>& objectives);
 
 // The reported loss (PyTorch's mean reduction, core/loss_kind.h) of `params` on `data`.
 template <typename T>

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -54,14 +55,21 @@ struct TrainingProgress {
   int geodesic_applied = 0;  // attempts whose trial included the geodesic correction
   int geodesic_refused = 0;  // attempts whose correction failed the ratio test
   int geodesic_skipped = 0;  // attempts that did not compute it (after refusals: GeodesicBackoff)
+  // Device→host reads the LM steps waited for (StepReport::host_reads, summed): a GPU idles
+  // through each, so a step's count says how often it drains the queue.
+  std::int64_t host_reads = 0;
   std::vector<EpochRecord> history;
   // The block losses of the run's last step (StepReport::block_losses; empty without blocks).
   // They describe the parameters that step started from, also when the best validation model
   // is restored afterwards.
   std::vector<BlockLoss> final_block_losses;
 
-  // Counts one step's attempts (and keeps its block losses).
+  // Counts one step's attempts and reads (and keeps its block losses).
   void count(const StepReport& step);
+  // host_reads per LM step (0 before the first).
+  double host_reads_per_step() const {
+    return steps > 0 ? static_cast<double>(host_reads) / steps : 0.0;
+  }
 };
 
 struct Summary : TrainingProgress {

@@ -199,7 +199,6 @@ class CpuBackend final : public Backend<T> {
   void synchronize() override {}
 
   void copy_from_host(const T* host, T* dst, std::size_t n) override { copy(host, dst, n); }
-  void copy_to_host(const T* src, T* host, std::size_t n) override { copy(src, host, n); }
   void copy(const T* src, T* dst, std::size_t n) override {
     if (n > 0 && src != dst) std::memmove(dst, src, n * sizeof(T));
   }
@@ -235,22 +234,23 @@ class CpuBackend final : public Backend<T> {
 #pragma omp parallel for if (n > kParallelThreshold)
     for (std::size_t i = 0; i < n; ++i) z[i] = x[i] + alpha * y[i];
   }
-  double dot(std::size_t n, const T* x, const T* y) override {
-    return ordered_sum(n, kParallelThreshold, kSumBlock, [x, y](std::size_t i) {
-      return static_cast<double>(x[i]) * static_cast<double>(y[i]);
+  void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
+    *result = dot_impl(n, x, y);
+  }
+  void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
+    double bad = 0, largest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(x[i * stride]);
+      bad += std::isfinite(v) ? 0.0 : 1.0;
+      largest = std::max(largest, std::fabs(v));
+    }
+    result[0] = bad;
+    result[1] = largest;
+    // Added as dot(x, x) adds it, so that a norm taken here has dot's bits.
+    result[2] = ordered_sum(n, kParallelThreshold, kSumBlock, [x, stride](std::size_t i) {
+      const double v = static_cast<double>(x[i * stride]);
+      return v * v;
     });
-  }
-  double max_abs(std::size_t n, const T* x) override {
-    double m = 0;
-#pragma omp parallel for reduction(max : m) if (n > kParallelThreshold)
-    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
-    return m;
-  }
-  bool all_finite(std::size_t n, const T* x) override {
-    int bad = 0;
-#pragma omp parallel for reduction(| : bad) if (n > kParallelThreshold)
-    for (std::size_t i = 0; i < n; ++i) bad |= std::isfinite(x[i]) ? 0 : 1;
-    return bad == 0;
   }
   void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
     if (divide) {
@@ -300,34 +300,13 @@ class CpuBackend final : public Backend<T> {
       std::memcpy(dst + i * n + i, src + i * n + i, (n - i) * sizeof(T));
   }
 
-  int potrf(std::size_t n, T* a) override {
-    cpu::BlasCall call(*threads_, work(n, n, n) / 3);
-    const lapack_int info = lapack_potrf(li(n), a);
-    if (info < 0) throw BackendError(fmt::format("LAPACKE potrf: argument {} invalid", -info));
-    return static_cast<int>(info);
+  void potrf_into(std::size_t n, T* a, double* status) override {
+    *status = static_cast<double>(potrf_impl(n, a));
   }
   void potrs(std::size_t n, const T* factor, T* b) override {
     cpu::BlasCall call(*threads_, work(n, n, 2));
     const lapack_int info = lapack_potrs(li(n), factor, b);
     if (info != 0) throw BackendError(fmt::format("LAPACKE potrs failed with info {}", info));
-  }
-  int potri(std::size_t n, T* a) override {
-    cpu::BlasCall call(*threads_, work(n, n, n) * 2 / 3);
-    const lapack_int info = lapack_potri(li(n), a);
-    if (info < 0) throw BackendError(fmt::format("LAPACKE potri: argument {} invalid", -info));
-    return static_cast<int>(info);
-  }
-  int syevd(std::size_t n, T* a, T* w) override {
-    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
-    const lapack_int info = lapack_syevd('V', li(n), a, w);
-    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
-    return static_cast<int>(info);
-  }
-  int eigenvalues(std::size_t n, T* a, T* w) override {
-    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
-    const lapack_int info = lapack_syevd('N', li(n), a, w);
-    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
-    return static_cast<int>(info);
   }
   void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
     for (std::size_t i = 0; i < n; ++i) a[i * n + i] += lambda * (d ? d[i] : T(1));
@@ -498,15 +477,72 @@ class CpuBackend final : public Backend<T> {
     cpu::avg_pool_backward(g, rows, g_out, g_in);
   }
 
-  double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
-                        const T* y) override {
+  void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, double* objective) override {
+    *objective = loss_objective_impl(loss, batch, c, z, y);
+  }
+  void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, T* r, T* seeds, double* objective) override {
+    *objective = loss_linearize_impl(loss, batch, c, z, y, r, seeds);
+  }
+
+ protected:
+  void copy_to_host_impl(const T* src, T* host, std::size_t n) override {
+    copy(src, host, n);
+  }
+  void read_scalars_impl(const double* device, double* host, std::size_t count) override {
+    std::copy_n(device, count, host);
+  }
+  double dot_impl(std::size_t n, const T* x, const T* y) override {
+    return ordered_sum(n, kParallelThreshold, kSumBlock, [x, y](std::size_t i) {
+      return static_cast<double>(x[i]) * static_cast<double>(y[i]);
+    });
+  }
+  double max_abs_impl(std::size_t n, const T* x) override {
+    double m = 0;
+#pragma omp parallel for reduction(max : m) if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
+    return m;
+  }
+  bool all_finite_impl(std::size_t n, const T* x) override {
+    int bad = 0;
+#pragma omp parallel for reduction(| : bad) if (n > kParallelThreshold)
+    for (std::size_t i = 0; i < n; ++i) bad |= std::isfinite(x[i]) ? 0 : 1;
+    return bad == 0;
+  }
+  int potrf_impl(std::size_t n, T* a) override {
+    cpu::BlasCall call(*threads_, work(n, n, n) / 3);
+    const lapack_int info = lapack_potrf(li(n), a);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE potrf: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  int potri_impl(std::size_t n, T* a) override {
+    cpu::BlasCall call(*threads_, work(n, n, n) * 2 / 3);
+    const lapack_int info = lapack_potri(li(n), a);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE potri: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  int syevd_impl(std::size_t n, T* a, T* w) override {
+    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
+    const lapack_int info = lapack_syevd('V', li(n), a, w);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  int eigenvalues_impl(std::size_t n, T* a, T* w) override {
+    cpu::BlasCall call(*threads_, work(n, n, n) * 4 / 3);
+    const lapack_int info = lapack_syevd('N', li(n), a, w);
+    if (info < 0) throw BackendError(fmt::format("LAPACKE syevd: argument {} invalid", -info));
+    return static_cast<int>(info);
+  }
+  double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                             const T* z, const T* y) override {
     const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
     return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {
       return kernels::sample_objective(loss, c, z + b * c, y + b * c);
     });
   }
-  double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
-                        const T* y, T* r, T* seeds) override {
+  double loss_linearize_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                             const T* z, const T* y, T* r, T* seeds) override {
     const std::size_t rows = residuals_per_sample(loss.kind, c);
     const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
     return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {

@@ -190,6 +190,7 @@ class CudaBackend final : public Backend<T> {
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
         reduction_(memory_, kReductionBlocks + 1),
+        norm_partials_(memory_, 3 * kReductionBlocks),
         info_(memory_, 1),
         name_(fmt::format("cuda:{} ({}, {}){}", device, cuda_device_description(device),
                           runtime_versions(),
@@ -240,12 +241,6 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     upload(host, dst, n * sizeof(T));
   }
-  void copy_to_host(const T* src, T* host, std::size_t n) override {
-    if (n == 0) return;
-    bind(device_);
-    CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
-    CUDA_CHECK(cudaStreamSynchronize(stream()));
-  }
   // Overlapping ranges are allowed (memmove semantics, as on the CPU): cudaMemcpy's are not, so
   // they go through a temporary.
   void copy(const T* src, T* dst, std::size_t n) override {
@@ -293,23 +288,13 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     cuda::add_scaled(stream(), n, x, alpha, y, z);
   }
-  double dot(std::size_t n, const T* x, const T* y) override {
-    if (n == 0) return 0.0;
+  void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
     bind(device_);
-    cuda::dot(stream(), n, x, y, reduction_.data());
-    return reduction_result();
+    cuda::dot(stream(), n, x, y, reduction_.data(), result);
   }
-  double max_abs(std::size_t n, const T* x) override {
-    if (n == 0) return 0.0;
+  void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
     bind(device_);
-    cuda::max_abs(stream(), n, x, reduction_.data());
-    return reduction_result();
-  }
-  bool all_finite(std::size_t n, const T* x) override {
-    if (n == 0) return true;
-    bind(device_);
-    cuda::count_nonfinite(stream(), n, x, reduction_.data());
-    return reduction_result() == 0.0;
+    cuda::vector_norms(stream(), n, x, stride, norm_partials_.data(), result);
   }
   void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) override {
     bind(device_);
@@ -363,71 +348,23 @@ class CudaBackend final : public Backend<T> {
   }
 
   // ---- factorizations ---------------------------------------------------------------------------
-  int potrf(std::size_t n, T* a) override {
-    if (n == 0) return 0;
+  void potrf_into(std::size_t n, T* a, double* status) override {
     bind(device_);
-    std::size_t device_bytes = 0;
-    std::size_t host_bytes = 0;
-    CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER,
-                                               i64(n), kDataType<T>, a, i64(n), kDataType<T>,
-                                               &device_bytes, &host_bytes));
-    reserve_solver_workspace(device_bytes, host_bytes);
-    CUSOLVER_CHECK(cusolverDnXpotrf(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
-                                    kDataType<T>, a, i64(n), kDataType<T>, device_workspace_.data(),
-                                    device_bytes, host_workspace_.data(), host_bytes,
-                                    info_.data()));
-    const int info = factorization_info();
-    if (info < 0)
-      throw BackendError(fmt::format("cusolverDnXpotrf: argument {} invalid (n = {})", -info, n));
-    return info;
+    if (n == 0) {
+      CUDA_CHECK(cudaMemsetAsync(status, 0, sizeof(double), stream()));  // 0.0: success
+      return;
+    }
+    factor(n, a);
+    cuda::store_status(stream(), info_.data(), status);
   }
   void potrs(std::size_t n, const T* factor, T* b) override {
     if (n == 0) return;
     bind(device_);
+    // Xpotrs' info reports only an invalid argument, which its returned status reports too
+    // (CUSOLVER_STATUS_INVALID_VALUE): reading it would make every solve wait for the stream.
     CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n), 1,
                                     kDataType<T>, factor, i64(n), kDataType<T>, b, i64(n),
                                     info_.data()));
-    const int info = factorization_info();
-    if (info != 0)
-      throw BackendError(fmt::format("cusolverDnXpotrs failed with info {} (n = {})", info, n));
-  }
-  // cuSOLVER's potri exists only in the legacy API, whose int lda and lwork make it wrong from
-  // n = 46 341 (n² > 2³¹).  So (LLᵀ)⁻¹ is solved for with the 64-bit cusolverDnXpotrs against the
-  // identity, a block of columns at a time (kernels.h: identity_columns, store_inverse_columns,
-  // finish_inverse): an n × k block instead of a second n × n matrix.  2n³ flops against potri's
-  // n³, once per accepted step of ard.
-  int potri(std::size_t n, T* a) override {
-    if (n == 0) return 0;
-    bind(device_);
-    // LAPACK's info: the first zero on the factor's diagonal (none after a successful potrf).
-    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data());
-    if (const double zero = reduction_result(); zero < static_cast<double>(n))
-      return static_cast<int>(zero) + 1;
-    const std::size_t k = inverse_block_columns(n);
-    inverse_block_.reserve(memory_, n * k);
-    inverse_diagonal_.reserve(memory_, n);
-    for (std::size_t j0 = 0; j0 < n; j0 += k) {
-      const std::size_t count = std::min(k, n - j0);
-      cuda::identity_columns(stream(), n, j0, count, inverse_block_.data());
-      CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
-                                      i64(count), kDataType<T>, a, i64(n), kDataType<T>,
-                                      inverse_block_.data(), i64(n), info_.data()));
-      cuda::store_inverse_columns(stream(), n, j0, count, inverse_block_.data(), a,
-                                  inverse_diagonal_.data());
-    }
-    // Xpotrs reports only invalid arguments; one check after the loop (it waits for the stream).
-    if (const int info = factorization_info(); info != 0)
-      throw BackendError(fmt::format("cusolverDnXpotrs (inverse): info {} (n = {})", info, n));
-    cuda::finish_inverse(stream(), n, inverse_diagonal_.data(), a);
-    return 0;
-  }
-  // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
-  // `a` — the layout backend.h promises.
-  int syevd(std::size_t n, T* a, T* w) override {
-    return eigen_decomposition(CUSOLVER_EIG_MODE_VECTOR, n, a, w);
-  }
-  int eigenvalues(std::size_t n, T* a, T* w) override {
-    return eigen_decomposition(CUSOLVER_EIG_MODE_NOVECTOR, n, a, w);
   }
   void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
     bind(device_);
@@ -534,23 +471,113 @@ class CudaBackend final : public Backend<T> {
   }
 
   // ---- losses -----------------------------------------------------------------------------------
-  double loss_objective(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
-                        const T* y) override {
-    if (batch == 0) return 0.0;
+  void loss_objective_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, double* objective) override {
     bind(device_);
-    cuda::loss_objective(stream(), loss, batch, c, z, y, reduction_.data());
-    return reduction_result();
+    cuda::loss_objective(stream(), loss, batch, c, z, y, reduction_.data(), objective);
   }
-  double loss_linearize(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
-                        const T* y, T* r, T* seeds) override {
-    if (batch == 0) return 0.0;
+  void loss_linearize_into(const LossParams<T>& loss, std::size_t batch, std::size_t c, const T* z,
+                           const T* y, T* r, T* seeds, double* objective) override {
     bind(device_);
     double* scratch = nullptr;
     if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
       loss_scratch_.reserve(memory_, doubles);  // grow-only
       scratch = loss_scratch_.data();
     }
-    cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data());
+    cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data(),
+                         objective);
+  }
+
+ protected:
+  // ---- the counted reads (linear_algebra.h): each waits for the stream -------------------------
+  void read_scalars_impl(const double* device, double* host, std::size_t count) override {
+    if (count == 0) return;
+    bind(device_);
+    CUDA_CHECK(
+        cudaMemcpyAsync(host, device, count * sizeof(double), cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void copy_to_host_impl(const T* src, T* host, std::size_t n) override {
+    if (n == 0) return;
+    bind(device_);
+    CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  double dot_impl(std::size_t n, const T* x, const T* y) override {
+    if (n == 0) return 0.0;
+    bind(device_);
+    dot_into(n, x, y, host_result());
+    return reduction_result();
+  }
+  double max_abs_impl(std::size_t n, const T* x) override {
+    if (n == 0) return 0.0;
+    bind(device_);
+    cuda::max_abs(stream(), n, x, reduction_.data(), host_result());
+    return reduction_result();
+  }
+  bool all_finite_impl(std::size_t n, const T* x) override {
+    if (n == 0) return true;
+    bind(device_);
+    cuda::count_nonfinite(stream(), n, x, reduction_.data(), host_result());
+    return reduction_result() == 0.0;
+  }
+  int potrf_impl(std::size_t n, T* a) override {
+    if (n == 0) return 0;
+    bind(device_);
+    factor(n, a);
+    const int info = factorization_info();
+    if (info < 0)
+      throw BackendError(fmt::format("cusolverDnXpotrf: argument {} invalid (n = {})", -info, n));
+    return info;
+  }
+  // cuSOLVER's potri exists only in the legacy API, whose int lda and lwork make it wrong from
+  // n = 46 341 (n² > 2³¹).  So (LLᵀ)⁻¹ is solved for with the 64-bit cusolverDnXpotrs against the
+  // identity, a block of columns at a time (kernels.h: identity_columns, store_inverse_columns,
+  // finish_inverse): an n × k block instead of a second n × n matrix.  2n³ flops against potri's
+  // n³, once per accepted step of ard.
+  int potri_impl(std::size_t n, T* a) override {
+    if (n == 0) return 0;
+    bind(device_);
+    // LAPACK's info: the first zero on the factor's diagonal (none after a successful potrf).
+    cuda::first_zero_on_diagonal(stream(), n, a, reduction_.data(), host_result());
+    if (const double zero = reduction_result(); zero < static_cast<double>(n))
+      return static_cast<int>(zero) + 1;
+    const std::size_t k = inverse_block_columns(n);
+    inverse_block_.reserve(memory_, n * k);
+    inverse_diagonal_.reserve(memory_, n);
+    for (std::size_t j0 = 0; j0 < n; j0 += k) {
+      const std::size_t count = std::min(k, n - j0);
+      cuda::identity_columns(stream(), n, j0, count, inverse_block_.data());
+      CUSOLVER_CHECK(cusolverDnXpotrs(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                      i64(count), kDataType<T>, a, i64(n), kDataType<T>,
+                                      inverse_block_.data(), i64(n), info_.data()));
+      cuda::store_inverse_columns(stream(), n, j0, count, inverse_block_.data(), a,
+                                  inverse_diagonal_.data());
+    }
+    // Xpotrs reports only invalid arguments; one check after the loop (it waits for the stream).
+    if (const int info = factorization_info(); info != 0)
+      throw BackendError(fmt::format("cusolverDnXpotrs (inverse): info {} (n = {})", info, n));
+    cuda::finish_inverse(stream(), n, inverse_diagonal_.data(), a);
+    return 0;
+  }
+  // Column-major eigenvectors (columns) of the lower triangle are, read row-major, the rows of
+  // `a` — the layout backend.h promises.
+  int syevd_impl(std::size_t n, T* a, T* w) override {
+    return eigen_decomposition(CUSOLVER_EIG_MODE_VECTOR, n, a, w);
+  }
+  int eigenvalues_impl(std::size_t n, T* a, T* w) override {
+    return eigen_decomposition(CUSOLVER_EIG_MODE_NOVECTOR, n, a, w);
+  }
+  double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                             const T* z, const T* y) override {
+    if (batch == 0) return 0.0;
+    loss_objective_into(loss, batch, c, z, y, host_result());
+    return reduction_result();
+  }
+  double loss_linearize_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
+                             const T* z, const T* y, T* r, T* seeds) override {
+    if (batch == 0) return 0.0;
+    loss_linearize_into(loss, batch, c, z, y, r, seeds, host_result());
     return reduction_result();
   }
 
@@ -584,11 +611,27 @@ class CudaBackend final : public Backend<T> {
   cusolverDnHandle_t cusolver() const noexcept { return cusolver_.get(); }
   cusolverDnParams_t solver_params() const noexcept { return solver_params_.get(); }
 
+  // Cholesky of `a` in place, its status left in info_.
+  void factor(std::size_t n, T* a) {
+    std::size_t device_bytes = 0;
+    std::size_t host_bytes = 0;
+    CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER,
+                                               i64(n), kDataType<T>, a, i64(n), kDataType<T>,
+                                               &device_bytes, &host_bytes));
+    reserve_solver_workspace(device_bytes, host_bytes);
+    CUSOLVER_CHECK(cusolverDnXpotrf(cusolver(), solver_params(), CUBLAS_FILL_MODE_LOWER, i64(n),
+                                    kDataType<T>, a, i64(n), kDataType<T>, device_workspace_.data(),
+                                    device_bytes, host_workspace_.data(), host_bytes,
+                                    info_.data()));
+  }
+
+  // Where a reduction read back at once leaves its result (reduction_result() reads it).
+  double* host_result() { return reduction_.data() + kReductionBlocks; }
   // Waits for the queued reduction and copies its one double to the host.
   double reduction_result() {
     double value = 0.0;
-    CUDA_CHECK(cudaMemcpyAsync(&value, reduction_.data() + kReductionBlocks, sizeof(double),
-                               cudaMemcpyDeviceToHost, stream()));
+    CUDA_CHECK(
+        cudaMemcpyAsync(&value, host_result(), sizeof(double), cudaMemcpyDeviceToHost, stream()));
     CUDA_CHECK(cudaStreamSynchronize(stream()));
     return value;
   }
@@ -656,8 +699,9 @@ class CudaBackend final : public Backend<T> {
   CublasHandle cublas_;
   CusolverHandle cusolver_;
   CusolverParams solver_params_;
-  DeviceBuffer<double> reduction_;  // kReductionBlocks partials + the result
-  DeviceBuffer<int> info_;          // cuSOLVER's status
+  DeviceBuffer<double> reduction_;      // kReductionBlocks partials + the result
+  DeviceBuffer<double> norm_partials_;  // vector_norms' three figures per block
+  DeviceBuffer<int> info_;              // cuSOLVER's status
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
   DeviceBuffer<double> loss_scratch_;

@@ -16,8 +16,9 @@ namespace lmtrain::cuda {
 
 // Reductions run in two deterministic passes (per-block partial sums, then one block over the
 // partials) so a result does not depend on thread scheduling: the same inputs give the same bits,
-// which the multi-rank invariant of DESIGN.md §6 relies on.  `partials` holds
-// kReductionBlocks + 1 doubles; the result is left in partials[kReductionBlocks].
+// which the multi-rank invariant of DESIGN.md §6 relies on.  `partials` holds kReductionBlocks
+// doubles of scratch (3·kReductionBlocks for vector_norms); the result goes to `result`, a device
+// double (the backend's own, read back at once, or the caller's of a *_into call).
 inline constexpr unsigned kReductionBlocks = 1024;
 
 // ---- elementwise_kernels.cu ---------------------------------------------------------------------
@@ -74,6 +75,8 @@ void store_inverse_columns(cudaStream_t stream, std::size_t n, std::size_t j0, s
                            const T* block, T* a, T* diagonal);
 template <typename T>
 void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a);
+// *status = *info as a double: a factorization's status left on the device (potrf_into).
+void store_status(cudaStream_t stream, const int* info, double* status);
 template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
 template <typename T>
@@ -93,30 +96,38 @@ template <typename T>
 void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, const T* j,
                             std::size_t ldj, double* partials, T* out);
 
-// ---- reduction_kernels.cu (n > 0)
+// ---- reduction_kernels.cu (n = 0 gives the identity: 0, or +∞ for first_zero_on_diagonal)
 // ----------------------------------------------------------------
 template <typename T>
-void dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partials);
+void dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partials,
+         double* result);
 template <typename T>
-void max_abs(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+void max_abs(cudaStream_t stream, std::size_t n, const T* x, double* partials, double* result);
 // Number of elements that are NaN or ±inf.
 template <typename T>
-void count_nonfinite(cudaStream_t stream, std::size_t n, const T* x, double* partials);
+void count_nonfinite(cudaStream_t stream, std::size_t n, const T* x, double* partials,
+                     double* result);
 // The smallest i with a[i·(n + 1)] == 0 (a zero on an n × n matrix's diagonal), as a double;
 // +∞ when there is none.
 template <typename T>
-void first_zero_on_diagonal(cudaStream_t stream, std::size_t n, const T* a, double* partials);
+void first_zero_on_diagonal(cudaStream_t stream, std::size_t n, const T* a, double* partials,
+                            double* result);
+// result[0..2] = the number of non-finite x[i·stride], max |x[i·stride]| (NaNs skipped), and
+// Σ x[i·stride]² (summed as dot sums), i < n; `partials` holds 3·kReductionBlocks doubles.
+template <typename T>
+void vector_norms(cudaStream_t stream, std::size_t n, const T* x, std::size_t stride,
+                  double* partials, double* result);
 
 // ---- loss_kernels.cu (batch > 0): the per-sample and per-entry code of backend/loss_math.h;
 // the objective F is reduced like the reductions above. --------------------------------------
 template <typename T>
 void loss_objective(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
-                    std::size_t c, const T* z, const T* y, double* partials);
+                    std::size_t c, const T* z, const T* y, double* partials, double* result);
 // `scratch` holds loss_scratch_doubles(kind, batch, c) doubles (null when that is 0).
 template <typename T>
 void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
                     std::size_t c, const T* z, const T* y, T* r, T* seeds, double* scratch,
-                    double* partials);
+                    double* partials, double* result);
 
 // True when loss_linearize needs scratch (the softmax probabilities of the batch).
 constexpr bool loss_needs_scratch(LossKind kind) {

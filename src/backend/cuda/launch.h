@@ -73,24 +73,25 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-// Pass 2: one block folds the `count` partials into partials[kReductionBlocks].
+// Pass 2: one block folds the `count` partials into *result.
 template <typename Op>
 __global__ void __launch_bounds__(kThreads)
-    reduce_partials(unsigned count, Op op, double* partials) {
+    reduce_partials(unsigned count, Op op, const double* partials, double* result) {
   double acc = Op::identity();
   for (unsigned i = threadIdx.x; i < count; i += blockDim.x) acc = op(acc, partials[i]);
   acc = block_reduce(acc, op);
-  if (threadIdx.x == 0) partials[kReductionBlocks] = acc;
+  if (threadIdx.x == 0) *result = acc;
 }
 
 // Enqueues both passes; the block count depends on n only, so the order of the additions (and
-// hence the result's bits) is fixed for given inputs.
+// hence the result's bits) is fixed for given inputs.  n = 0 leaves Op's identity in *result.
 template <typename Op, typename Load>
-void reduce(cudaStream_t stream, std::size_t n, Load load, Op op, double* partials) {
+void reduce(cudaStream_t stream, std::size_t n, Load load, Op op, double* partials,
+            double* result) {
   const unsigned blocks = blocks_for(n, kReductionBlocks);
   reduce_to_partials<<<blocks, kThreads, 0, stream>>>(n, load, op, partials);
   CUDA_CHECK_LAUNCH();
-  reduce_partials<<<1, kThreads, 0, stream>>>(blocks, op, partials);
+  reduce_partials<<<1, kThreads, 0, stream>>>(blocks, op, partials, result);
   CUDA_CHECK_LAUNCH();
 }
 

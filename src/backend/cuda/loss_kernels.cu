@@ -113,20 +113,20 @@ __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, 
 
 template <typename T>
 void loss_objective(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
-                    std::size_t c, const T* z, const T* y, double* partials) {
-  reduce(stream, batch, SampleObjective<T>{loss, c, z, y}, SumOp{}, partials);
+                    std::size_t c, const T* z, const T* y, double* partials, double* result) {
+  reduce(stream, batch, SampleObjective<T>{loss, c, z, y}, SumOp{}, partials, result);
 }
 
 template <typename T>
 void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t batch,
                     std::size_t c, const T* z, const T* y, T* r, T* seeds, double* scratch,
-                    double* partials) {
+                    double* partials, double* result) {
   const std::size_t rows = residuals_per_sample(loss.kind, c);
   double* probabilities = loss_needs_scratch(loss.kind) ? scratch : nullptr;
   double* per_sample =
       loss_scratch_doubles(loss.kind, batch, c) > batch * c ? scratch + batch * c : nullptr;
   reduce(stream, batch, SampleLinearizationObjective<T>{loss, c, z, y, probabilities, per_sample},
-         SumOp{}, partials);
+         SumOp{}, partials, result);
   const std::size_t entries = batch * rows * c;
   linearize_entries_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(
       loss, batch, c, rows, z, y, probabilities, per_sample, r, seeds);
@@ -135,9 +135,9 @@ void loss_linearize(cudaStream_t stream, const LossParams<T>& loss, std::size_t 
 
 #define LMTRAIN_INSTANTIATE(T)                                                                  \
   template void loss_objective<T>(cudaStream_t, const LossParams<T>&, std::size_t, std::size_t, \
-                                  const T*, const T*, double*);                                 \
+                                  const T*, const T*, double*, double*);                        \
   template void loss_linearize<T>(cudaStream_t, const LossParams<T>&, std::size_t, std::size_t, \
-                                  const T*, const T*, T*, T*, double*, double*);
+                                  const T*, const T*, T*, T*, double*, double*, double*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)
 #undef LMTRAIN_INSTANTIATE

@@ -107,6 +107,10 @@ __global__ void clamp_strided_kernel(std::size_t n, const T* x, std::size_t stri
   }
 }
 
+__global__ void store_status_kernel(const int* info, double* status) {
+  *status = static_cast<double>(*info);
+}
+
 }  // namespace
 
 template <typename T>
@@ -135,6 +139,11 @@ void finish_inverse(cudaStream_t stream, std::size_t n, const T* diagonal, T* a)
   if (n == 0) return;
   launch_mirror(stream, n, a, true);
   set_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, diagonal, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+void store_status(cudaStream_t stream, const int* info, double* status) {
+  store_status_kernel<<<1, 1, 0, stream>>>(info, status);
   CUDA_CHECK_LAUNCH();
 }
 

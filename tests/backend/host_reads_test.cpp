@@ -1,0 +1,202 @@
+// DeviceQueue::host_reads on the CPU backend: every call that returns device data to the host
+// counts one read, whatever it returns, and the calls that only queue work count none — the
+// contract that lets CI check a GPU's synchronizations on a machine without one.  And the *_into
+// calls, which leave their scalars on the device for one read_scalars, against sums in double
+// and against the calls that return the same figures (tests/cuda/ checks the CUDA backend's).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/rng.h"
+
+namespace lmtrain {
+namespace {
+
+// Reads counted while `call` runs.
+std::uint64_t reads_of(const DeviceQueue& device, const std::function<void()>& call) {
+  const std::uint64_t before = device.host_reads();
+  call();
+  return device.host_reads() - before;
+}
+
+TEST(HostReads, EveryCallThatReturnsDeviceDataCountsOneAndQueuedWorkNone) {
+  auto b = make_cpu_backend<double>();
+  constexpr std::size_t n = 5;
+  Rng rng(11);
+  std::vector<double> x(n), y(n), host(n), w(n), spd(n * n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = rng.normal();
+    y[i] = rng.normal();
+  }
+  // A diagonally dominant, hence positive definite, upper triangle.
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i; j < n; ++j) spd[i * n + j] = i == j ? 10.0 + rng.uniform(0, 1) : 0.5;
+  std::vector<double> a = spd;
+  EXPECT_EQ(reads_of(*b, [&] { b->copy_to_host(x.data(), host.data(), n); }), 1u);
+  EXPECT_EQ(reads_of(*b, [&] { (void)b->dot(n, x.data(), y.data()); }), 1u);
+  EXPECT_EQ(reads_of(*b, [&] { (void)b->max_abs(n, x.data()); }), 1u);
+  EXPECT_EQ(reads_of(*b, [&] { (void)b->all_finite(n, x.data()); }), 1u);
+  EXPECT_EQ(reads_of(*b, [&] { EXPECT_EQ(b->potrf(n, a.data()), 0); }), 1u);
+  EXPECT_EQ(reads_of(*b, [&] { b->potrs(n, a.data(), host.data()); }), 0u);
+  EXPECT_EQ(reads_of(*b, [&] { EXPECT_EQ(b->potri(n, a.data()), 0); }), 1u);
+  a = spd;
+  EXPECT_EQ(reads_of(*b, [&] { EXPECT_EQ(b->eigenvalues(n, a.data(), w.data()), 0); }), 1u);
+  a = spd;
+  EXPECT_EQ(reads_of(*b, [&] { EXPECT_EQ(b->syevd(n, a.data(), w.data()), 0); }), 1u);
+  const LossParams<double> mse{};
+  std::vector<double> r(n), seeds(n);
+  EXPECT_EQ(reads_of(*b, [&] { (void)b->loss_objective(mse, n, 1, x.data(), y.data()); }), 1u);
+  EXPECT_EQ(
+      reads_of(
+          *b,
+          [&] { (void)b->loss_linearize(mse, n, 1, x.data(), y.data(), r.data(), seeds.data()); }),
+      1u);
+  EXPECT_EQ(reads_of(*b,
+                     [&] {
+                       b->copy_from_host(x.data(), host.data(), n);
+                       b->axpy(n, 2.0, x.data(), host.data());
+                       b->gemv(Trans::kNo, 1, n, 1.0, x.data(), n, y.data(), 0.0, host.data());
+                       b->add_diagonal(n, a.data(), 1.0, nullptr);
+                     }),
+            0u);
+}
+
+template <typename T>
+class DeviceScalars : public ::testing::Test {};
+using Precisions = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(DeviceScalars, Precisions);
+
+// n above the backend's serial threshold (2¹⁷) too, where sums run in blocks on threads.
+TYPED_TEST(DeviceScalars, DotAndNormsMatchSumsInDoubleAndDotsBits) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  Rng rng(5);
+  for (const std::size_t n : {std::size_t{1}, std::size_t{769}, (std::size_t{1} << 17) + 9}) {
+    SCOPED_TRACE(n);
+    std::vector<T> x(n), y(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<T>(rng.normal());
+      y[i] = static_cast<T>(rng.normal());
+    }
+    double xy = 0, xx = 0, largest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(x[i]);
+      xy += v * static_cast<double>(y[i]);
+      xx += v * v;
+      largest = std::max(largest, std::fabs(v));
+    }
+    std::vector<double> out(4, -1.0);
+    const std::uint64_t before = b->host_reads();
+    b->dot_into(n, x.data(), y.data(), &out[0]);
+    b->vector_norms(n, x.data(), 1, &out[1]);
+    EXPECT_EQ(b->host_reads(), before);  // nothing read yet
+    std::vector<double> host(4);
+    b->read_scalars(out.data(), host.data(), 4);
+    EXPECT_EQ(b->host_reads(), before + 1);
+    EXPECT_NEAR(host[0], xy, 1e-12 * static_cast<double>(n));
+    EXPECT_EQ(host[1], 0.0);
+    EXPECT_EQ(host[2], largest);
+    EXPECT_NEAR(host[3], xx, 1e-12 * xx);
+    // The bits the reading calls return: a norm taken here decides what dot's decided.
+    EXPECT_EQ(host[0], b->dot(n, x.data(), y.data()));
+    EXPECT_EQ(host[3], b->dot(n, x.data(), x.data()));
+  }
+}
+
+TYPED_TEST(DeviceScalars, NormsCountNonFiniteValuesAndReadAStridedDiagonal) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  constexpr std::size_t n = 6;
+  Rng rng(8);
+  std::vector<T> a(n * n);
+  for (T& v : a) v = static_cast<T>(rng.uniform(0.5, 2));
+  a[0] = T(-7);                                        // the diagonal's largest |a_ii|
+  a[2 * n + 2] = std::numeric_limits<T>::quiet_NaN();  // skipped by the maximum
+  a[1] = std::numeric_limits<T>::infinity();           // off the diagonal: not read
+  double largest = 0, squares = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i == 2) continue;
+    const double v = static_cast<double>(a[i * n + i]);
+    largest = std::max(largest, std::fabs(v));
+    squares += v * v;
+  }
+  double out[3];
+  b->vector_norms(n, a.data(), n + 1, out);
+  EXPECT_EQ(out[0], 1.0);
+  EXPECT_EQ(out[1], largest);
+  EXPECT_TRUE(std::isnan(out[2]));
+  a[2 * n + 2] = T(0.25);
+  b->vector_norms(n, a.data(), n + 1, out);
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_NEAR(out[2], squares + 0.0625, 1e-6 * squares);
+  // Every entry of row 0: −7, +∞ and four finite values.
+  b->vector_norms(n, a.data(), 1, out);
+  EXPECT_EQ(out[0], 1.0);
+  EXPECT_EQ(out[1], std::numeric_limits<double>::infinity());
+  b->vector_norms(0, a.data(), 1, out);
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_EQ(out[1], 0.0);
+  EXPECT_EQ(out[2], 0.0);
+}
+
+// The status potrf would return, and its (partial) factor, for a positive definite matrix and
+// for one whose third leading minor is not (a negative diagonal entry among small off-diagonal
+// ones).
+TYPED_TEST(DeviceScalars, PotrfLeavesPotrfsStatusAndFactor) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  constexpr std::size_t n = 5;
+  Rng rng(13);
+  std::vector<T> spd(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      spd[i * n + j] = i == j ? static_cast<T>(4 + i) : static_cast<T>(rng.uniform(0.01, 0.1));
+  for (const std::size_t bad : {n, std::size_t{2}}) {
+    std::vector<T> a = spd;
+    if (bad < n) a[bad * n + bad] = T(-1);
+    std::vector<T> factor = a;
+    const std::uint64_t before = b->host_reads();
+    double status = -1;
+    b->potrf_into(n, a.data(), &status);
+    EXPECT_EQ(b->host_reads(), before);
+    EXPECT_EQ(status, bad < n ? static_cast<double>(bad + 1) : 0.0);
+    EXPECT_EQ(static_cast<double>(b->potrf(n, factor.data())), status);
+    EXPECT_EQ(a, factor);
+  }
+}
+
+TYPED_TEST(DeviceScalars, LossesLeaveTheObjectiveTheyReturn) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  constexpr std::size_t batch = 300, c = 2;
+  Rng rng(21);
+  std::vector<T> z(batch * c), y(batch * c), r(batch * c), seeds(batch * c * c);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    z[i] = static_cast<T>(rng.normal());
+    y[i] = static_cast<T>(rng.normal());
+  }
+  double half_squares = 0;  // mse: F = ½Σ(z − y)²
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const double e = static_cast<double>(z[i]) - static_cast<double>(y[i]);
+    half_squares += 0.5 * e * e;
+  }
+  const LossParams<T> mse{};
+  double f[2] = {-1, -1};
+  const std::uint64_t before = b->host_reads();
+  b->loss_objective_into(mse, batch, c, z.data(), y.data(), &f[0]);
+  b->loss_linearize_into(mse, batch, c, z.data(), y.data(), r.data(), seeds.data(), &f[1]);
+  EXPECT_EQ(b->host_reads(), before);
+  EXPECT_NEAR(f[0], half_squares, 1e-12 * half_squares);
+  EXPECT_EQ(f[0], b->loss_objective(mse, batch, c, z.data(), y.data()));
+  EXPECT_EQ(f[1], b->loss_linearize(mse, batch, c, z.data(), y.data(), r.data(), seeds.data()));
+  for (std::size_t i = 0; i < z.size(); ++i)
+    EXPECT_EQ(r[i], static_cast<T>(static_cast<double>(z[i]) - static_cast<double>(y[i])));
+}
+
+}  // namespace
+}  // namespace lmtrain
