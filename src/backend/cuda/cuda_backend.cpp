@@ -353,6 +353,11 @@ class CudaBackend final : public Backend<T> {
     CUBLAS_CHECK(
         blas_syrk(cublas(), CUBLAS_OP_T, i64(m), i64(n), &alpha, j, i64(ldj), &beta, c, i64(m)));
   }
+  void reduce_upper(std::size_t n, std::size_t count, const T* partials, std::size_t ldp,
+                    std::size_t stride, T beta, T* c) override {
+    bind(device_);
+    cuda::reduce_upper(stream(), n, count, partials, ldp, stride, beta, c);
+  }
   void symmetrize_upper(std::size_t n, T* a) override {
     bind(device_);
     cuda::symmetrize_upper(stream(), n, a);
