@@ -157,6 +157,9 @@ void bind_summary(nb::module_& m) {
       .def_prop_ro("batch_shares", tuple_field(&S::batch_shares),
                    "Each rank's share of a batch at the end, in rank order.")
       .def_prop_ro("threads", field(&S::threads))
+      .def_prop_ro("normal_matrix", field(&S::normal_matrix),
+                   "How A = JᵀJ was formed and why, one line per shape (the CUDA backend's "
+                   "measured choice between SYRK and split-K); empty on the CPU.")
       .def_prop_ro(
           "loss_curve",
           [](const S& s) {

@@ -214,6 +214,7 @@ std::string Summary::full_report() const {
   if (steps > 0)
     s += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * total_seconds / steps);
   if (!threads.empty()) s += "\n" + threads;
+  if (!normal_matrix.empty()) s += "\n" + normal_matrix + "\n";
 
   s += "\n";
   line("Termination",

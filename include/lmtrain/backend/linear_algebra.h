@@ -81,6 +81,10 @@ class LinearAlgebra : public DeviceQueue {
   // JₛᵀJₛ.
   virtual void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;
+  // How this backend forms A = JᵀJ (syrk_ata) and why, for the Summary: the CUDA backend's
+  // per-shape choice between cuBLAS's SYRK and split-K, with the times it measured
+  // (syrk_choice.h).  Empty on the CPU, whose syrk_ata is always OpenBLAS's SYRK.
+  virtual std::string normal_matrix_report() const { return {}; }
   // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
   virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;
