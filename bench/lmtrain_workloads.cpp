@@ -821,7 +821,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       "\"peak_rss_bytes\":{},\"termination\":{},\"solver\":{},\"slice_samples\":{},"
       "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{},"
       "\"phases_per_step\":{},\"phases_per_step_basis\":{},\"device_kind\":{},"
-      "\"peak_device_bytes\":{},\"planned_peak_bytes\":{}{}}}\n",
+      "\"peak_device_bytes\":{},\"planned_peak_bytes\":{},\"normal_matrix\":{}{}}}\n",
       json_string(workload), json_string(variant), json_string(summary.device),
       json_string(summary.precision), json_string(summary.model),
       json_string(lmtrain::to_string(loss.kind)), summary.num_params, train.samples, test.samples,
@@ -836,7 +836,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       phases_json(summary.times, std::max(1, summary.steps)),
       json_string("mean: phase totals / steps"),
       json_string(device_kind_name(backend->device_kind())), summary.peak_device_bytes,
-      summary.planned_peak_bytes, rates);
+      summary.planned_peak_bytes, json_string(summary.normal_matrix), rates);
   // The human-readable report goes to stderr, so stdout stays JSON.
   fmt::print(stderr, "{}", summary.full_report());
   return summary.termination == lmtrain::TerminationReason::kNonFiniteObjective ? 1 : 0;
@@ -1092,12 +1092,13 @@ int run_jacobian(const Args& args) {
       "\"samples\":{},\"params\":{},\"slice_samples\":{},"
       "\"median_s\":{},\"median_jacobian_s\":{},\"median_jtj_s\":{},\"peak_rss_bytes\":{},"
       "\"planned_peak_bytes\":{},\"peak_device_bytes\":{},\"repeats\":{},\"phases\":{},"
-      "\"median_jacobian_assembly_s\":{}{}}}\n",
+      "\"median_jacobian_assembly_s\":{},\"normal_matrix\":{}{}}}\n",
       json_string(fmt::format("w{}-d{}-s{}", args.width, args.depth, s)),
       json_string(backend->name()), json_string(device_kind_name(backend->device_kind())),
       json_string(sizeof(T) == 4 ? "float32" : "float64"), args.width, args.depth, s, n,
       plan.slice_samples, num(median(seconds)), num(median(jac_seconds)), num(syrk_s), rss,
-      plan.peak_bytes, peak_device_bytes, args.repeats, phases_json(total), num(assembly_s), rates);
+      plan.peak_bytes, peak_device_bytes, args.repeats, phases_json(total), num(assembly_s),
+      json_string(backend->normal_matrix_report()), rates);
   return 0;
 }
 

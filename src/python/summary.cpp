@@ -170,7 +170,10 @@ void bind_costs(SummaryClass& summary) {
       .def_prop_ro("balance", [](const S& s) { return std::string(to_string(s.balance)); })
       .def_prop_ro("batch_shares", tuple_field(&S::batch_shares),
                    "Each rank's share of a batch at the end, in rank order.")
-      .def_prop_ro("threads", field(&S::threads));
+      .def_prop_ro("threads", field(&S::threads))
+      .def_prop_ro("normal_matrix", field(&S::normal_matrix),
+                   "How A = JᵀJ was formed and why, one line per shape (the CUDA backend's "
+                   "measured choice between SYRK and split-K); empty on the CPU.");
 }
 
 void bind_curves(SummaryClass& summary) {

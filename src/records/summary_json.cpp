@@ -192,7 +192,8 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"message", s.message},
           {"times", times},
           {"total_seconds", s.total_seconds},
-          {"threads", s.threads}};
+          {"threads", s.threads},
+          {"normal_matrix", s.normal_matrix}};
 }
 
 Summary summary_from_json(const nlohmann::json& j) {
@@ -250,6 +251,7 @@ Summary summary_from_json(const nlohmann::json& j) {
       s.times.seconds[p] = times.value(std::string(phase_name(static_cast<Phase>(p))), 0.0);
     s.total_seconds = j.at("total_seconds").get<double>();
     s.threads = j.value("threads", std::string());
+    s.normal_matrix = j.value("normal_matrix", std::string());  // absent before issue 36
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("not a summary of lmtrain: {}", e.what()));
   }

@@ -484,6 +484,7 @@ Summary FitRun<T>::finish(std::vector<T>& params) {
   device_.synchronize();
   summary_.total_seconds = seconds_since(start_);
   summary_.threads = device_.thread_report();
+  summary_.normal_matrix = step_->normal_matrix_report();
   return summary_;
 }
 

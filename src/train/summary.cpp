@@ -245,6 +245,7 @@ void time_table(const Summary& s, ReportText& r) {
   if (s.steps > 0)
     r.text += fmt::format("  {:<32}{:>7.3f} ms\n", "per LM step", 1e3 * s.total_seconds / s.steps);
   if (!s.threads.empty()) r.text += "\n" + s.threads;
+  if (!s.normal_matrix.empty()) r.text += "\n" + s.normal_matrix + "\n";
 }
 
 }  // namespace

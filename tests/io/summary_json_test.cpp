@@ -54,6 +54,8 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   // NaN (a failed linearization's) travels as null.
   s.final_block_losses = {{"pde", 1.25e-3}, {"initial", 3.5e-7}, {"boundary", std::nan("")}};
   s.history.back().block_losses = s.final_block_losses;
+  // The CUDA backend's choice of how to form A (issue 36), which the CPU leaves empty.
+  s.normal_matrix = "A = JᵀJ, n = 769, 10000 rows: split-K, chosen for the round trip";
   ASSERT_FALSE(s.penalty_groups.empty());
   ASSERT_FALSE(s.history.empty());
   ASSERT_TRUE(std::isnan(s.history.front().validation_loss) == false);
@@ -64,6 +66,7 @@ TEST(SummaryJson, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(back.precision_reason, s.precision_reason);
   EXPECT_TRUE(back.float32_system);
   EXPECT_EQ(back.distribution, s.distribution);
+  EXPECT_EQ(back.normal_matrix, s.normal_matrix);
   EXPECT_EQ(back.rank_peak_bytes, s.rank_peak_bytes);
   EXPECT_EQ(back.balance, BatchBalance::kMeasured);
   EXPECT_EQ(back.batch_shares, s.batch_shares);

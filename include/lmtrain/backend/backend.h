@@ -28,6 +28,7 @@ template <typename T>
 class Backend : public LinearAlgebra<T> {
  public:
   using LinearAlgebra<T>::gemm;
+  using LinearAlgebra<T>::gemm_strided_batched;
 
   // ---- neural-network kernels -------------------------------------------------------------------
   // z[r, :] += bias for r < rows.
@@ -53,12 +54,7 @@ class Backend : public LinearAlgebra<T> {
                               const T* g_out, const T* a_in, T* j, std::size_t ldj) = 0;
 
   // ---- convolution and pooling (NCHW: sample s starts at s·C·H·W; see core/image_shape.h) ------
-  // Batched C_b = α op(A_b) op(B_b) + β C_b for b < count, X_b = x + b·stride_x (row-major as
-  // gemm).  A stride of 0 shares one matrix across the batch (a layer's weights).
-  virtual void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
-                                    T alpha, const T* a, std::size_t lda, std::size_t stride_a,
-                                    const T* b, std::size_t ldb, std::size_t stride_b, T beta, T* c,
-                                    std::size_t ldc, std::size_t stride_c, std::size_t count) = 0;
+  // (The batched GEMM they use, gemm_strided_batched, is linear_algebra.h's.)
   // Patches of `samples` inputs x (each C × H × W) as columns: cols_s (K × P row-major,
   // K = C·kh·kw, P = Ho·Wo, cols_s at cols + s·K·P) with
   //   cols_s[(c·kh + i)·kw + j, oy·Wo + ox] = x_s[c, oy·sh − ph + i, ox·sw − pw + j]  (0 in

@@ -96,6 +96,13 @@ class LinearAlgebra : public DeviceQueue {
   virtual void gemm(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                     const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                     std::size_t ldc) = 0;
+  // Batched C_b = α op(A_b) op(B_b) + β C_b for b < count, X_b = x + b·stride_x (row-major as
+  // gemm), in one launch where the device has one.  A stride of 0 shares one matrix across the
+  // batch (a convolution's weights).
+  virtual void gemm_strided_batched(Trans ta, Trans tb, std::size_t m, std::size_t n, std::size_t k,
+                                    T alpha, const T* a, std::size_t lda, std::size_t stride_a,
+                                    const T* b, std::size_t ldb, std::size_t stride_b, T beta, T* c,
+                                    std::size_t ldc, std::size_t stride_c, std::size_t count) = 0;
   // y = α op(A) x + β y with A (m × n) row-major.
   virtual void gemv(Trans ta, std::size_t m, std::size_t n, T alpha, const T* a, std::size_t lda,
                     const T* x, T beta, T* y) = 0;
@@ -103,9 +110,20 @@ class LinearAlgebra : public DeviceQueue {
   // JₛᵀJₛ.
   virtual void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;
+  // How this backend forms A = JᵀJ (syrk_ata) and why, for the Summary: the CUDA backend's
+  // per-shape choice between cuBLAS's SYRK and split-K, with the times it measured
+  // (syrk_choice.h).  Empty on the CPU, whose syrk_ata is always OpenBLAS's SYRK.
+  virtual std::string normal_matrix_report() const { return {}; }
   // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
   virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;
+  // Upper triangle (row-major) of C (n × n) = β C + Σ_{b < count} P_b, P_b = partials + b·stride
+  // (n × n, row stride ldp ≥ n): each element's terms added in the order b = 0, 1, … in double and
+  // rounded to T once, so the result's bits depend on the inputs only, never on the scheduling.
+  // The fixed-order reduction of split-K (split_k_syrk.h).  β = 0: C is not read.  C's strict
+  // lower triangle is left as it was, as syrk_ata leaves it.
+  virtual void reduce_upper(std::size_t n, std::size_t count, const T* partials, std::size_t ldp,
+                            std::size_t stride, T beta, T* c) = 0;
   // Copies the upper triangle (row-major) into the lower one.
   virtual void symmetrize_upper(std::size_t n, T* a) = 0;
   // dst's upper triangle (row-major, diagonal included) = src's; dst's strict lower triangle is

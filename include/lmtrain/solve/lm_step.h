@@ -119,6 +119,8 @@ class LmStepper {
   virtual const std::vector<double>& effective_parameters() const = 0;
   // Peak bytes of the float64 backend the step owns in mixed precision (0 otherwise).
   virtual std::size_t system_peak_bytes() const { return 0; }
+  // How the system's backend formed A and why (LinearAlgebra::normal_matrix_report).
+  virtual std::string normal_matrix_report() const { return {}; }
 };
 
 template <typename T, typename S = T>
@@ -157,6 +159,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
+  std::string normal_matrix_report() const override { return system_.normal_matrix_report(); }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
   std::size_t slice_samples() const { return builder_.slice_samples(); }

@@ -60,6 +60,7 @@ class PlannedStep {
   double lambda() const { return step_->lambda(); }
   const std::vector<double>& effective_parameters() const { return step_->effective_parameters(); }
   std::size_t system_peak_bytes() const { return step_->system_peak_bytes(); }
+  std::string normal_matrix_report() const { return step_->normal_matrix_report(); }
 
  private:
   // The largest of the ranks' unit counts (this rank's alone with one rank).

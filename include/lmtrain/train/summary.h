@@ -140,6 +140,9 @@ struct Summary : TrainingProgress {
   double total_seconds = 0;
   // The host threads of each phase and why (Backend::thread_report; empty on a GPU).
   std::string threads;
+  // How A = JᵀJ was formed and why, one line per shape of J: the CUDA backend's measured choice
+  // between SYRK and split-K (LinearAlgebra::normal_matrix_report); empty on the CPU (SYRK).
+  std::string normal_matrix;
 
   bool converged() const { return is_convergence(termination); }
   std::string brief_report() const;

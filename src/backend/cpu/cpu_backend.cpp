@@ -288,6 +288,32 @@ class CpuBackend final : public Backend<T> {
     cpu::BlasCall call(*threads_, work(m, m, n) / 2);
     blas_syrk(CblasNoTrans, bi(m), bi(n), alpha, j, bi(ldj), beta, c);
   }
+  void reduce_upper(std::size_t n, std::size_t count, const T* partials, std::size_t ldp,
+                    std::size_t stride, T beta, T* c) override {
+    // Row by row, each row's sums in a double accumulator, the partials added in the order
+    // b = 0, 1, …: the same bits on any number of threads.
+#pragma omp parallel if (n * n * count > 2 * kParallelThreshold)
+    {
+      std::vector<double> sum(n);
+#pragma omp for schedule(static)
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t width = n - i;
+        std::fill_n(sum.begin(), width, 0.0);
+        for (std::size_t b = 0; b < count; ++b) {
+          const T* p = partials + b * stride + i * ldp + i;
+          for (std::size_t j = 0; j < width; ++j) sum[j] += static_cast<double>(p[j]);
+        }
+        T* ci = c + i * n + i;
+        if (beta == T(0)) {
+          for (std::size_t j = 0; j < width; ++j) ci[j] = static_cast<T>(sum[j]);
+        } else {
+          const auto b = static_cast<double>(beta);
+          for (std::size_t j = 0; j < width; ++j)
+            ci[j] = static_cast<T>(b * static_cast<double>(ci[j]) + sum[j]);
+        }
+      }
+    }
+  }
   void symmetrize_upper(std::size_t n, T* a) override {
 #pragma omp parallel for if (n * n > kParallelThreshold)
     for (std::size_t i = 0; i < n; ++i)

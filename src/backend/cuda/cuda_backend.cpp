@@ -33,6 +33,7 @@
 #include "device_memory.h"
 #include "kernels.h"
 #include "lmtrain/backend/backend.h"
+#include "lmtrain/backend/syrk_choice.h"
 #include "lmtrain/core/error.h"
 #include "phase_clock.h"
 
@@ -169,6 +170,12 @@ cublasStatus_t blas_syrk(cublasHandle_t h, cublasOperation_t t, std::int64_t n, 
   return cublasDsyrk_64(h, CUBLAS_FILL_MODE_LOWER, t, n, k, alpha, a, lda, beta, c, ldc);
 }
 
+int multiprocessor_count(int device) {
+  int count = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
 std::string runtime_versions() {
   int runtime = 0;
   int driver = 0;
@@ -189,6 +196,12 @@ class CudaBackend final : public Backend<T> {
         cublas_(make_cublas(stream_.get())),
         cusolver_(make_cusolver(stream_.get())),
         solver_params_(make_cusolver_params()),
+        syrk_choice_(*this, static_cast<std::size_t>(multiprocessor_count(device)), kStrideMultiple,
+                     [this](std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj,
+                            T beta, T* c) {
+                       CUBLAS_CHECK(blas_syrk(cublas(), CUBLAS_OP_N, i64(n), i64(k), &alpha, j,
+                                              i64(ldj), &beta, c, i64(n)));
+                     }),
         reduction_(memory_, kReductionBlocks + 1),
         norm_partials_(memory_, 3 * kReductionBlocks),
         info_(memory_, 1),
@@ -322,14 +335,16 @@ class CudaBackend final : public Backend<T> {
     const cublasOperation_t t = ta == Trans::kNo ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(blas_gemv(cublas(), t, i64(n), i64(m), &alpha, a, i64(lda), x, &beta, y));
   }
-  // Row-major J (k × n) is column-major M = Jᵀ (n × k), and JᵀJ = M Mᵀ: a non-transposed SYRK.
+  // cuBLAS's SYRK or split-K (split_k_syrk.h), whichever ran this shape faster on its first call
+  // (syrk_choice.h).  For SYRK, row-major J (k × n) is column-major M = Jᵀ (n × k), and
+  // JᵀJ = M Mᵀ: a non-transposed SYRK.
   void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
     if (n == 0) return;
     bind(device_);
-    CUBLAS_CHECK(
-        blas_syrk(cublas(), CUBLAS_OP_N, i64(n), i64(k), &alpha, j, i64(ldj), &beta, c, i64(n)));
+    syrk_choice_.syrk_ata(n, k, alpha, j, ldj, beta, c);
   }
+  std::string normal_matrix_report() const override { return syrk_choice_.report(); }
   // Row-major J (m × n) is column-major M = Jᵀ (n × m), and JJᵀ = MᵀM: a transposed SYRK.
   void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
@@ -337,6 +352,11 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     CUBLAS_CHECK(
         blas_syrk(cublas(), CUBLAS_OP_T, i64(m), i64(n), &alpha, j, i64(ldj), &beta, c, i64(m)));
+  }
+  void reduce_upper(std::size_t n, std::size_t count, const T* partials, std::size_t ldp,
+                    std::size_t stride, T beta, T* c) override {
+    bind(device_);
+    cuda::reduce_upper(stream(), n, count, partials, ldp, stride, beta, c);
   }
   void symmetrize_upper(std::size_t n, T* a) override {
     bind(device_);
@@ -693,12 +713,17 @@ class CudaBackend final : public Backend<T> {
     if (host_bytes > host_workspace_.size()) host_workspace_.resize(host_bytes);
   }
 
+  // Split-K's partials are padded to this many elements per row, 16 bytes of float (32 of
+  // double), the alignment of strides that Hopper's tensor-memory copies require.
+  static constexpr std::size_t kStrideMultiple = 4;
+
   int device_;
   DeviceMemory memory_;
   StreamHandle stream_;
   CublasHandle cublas_;
   CusolverHandle cusolver_;
   CusolverParams solver_params_;
+  SyrkChoice<T> syrk_choice_;           // how syrk_ata forms A, per shape
   DeviceBuffer<double> reduction_;      // kReductionBlocks partials + the result
   DeviceBuffer<double> norm_partials_;  // vector_norms' three figures per block
   DeviceBuffer<int> info_;              // cuSOLVER's status

@@ -62,6 +62,9 @@ template <typename T>
 void symmetrize_upper(cudaStream_t stream, std::size_t n, T* a);
 template <typename T>
 void copy_upper(cudaStream_t stream, std::size_t n, const T* src, T* dst);
+template <typename T>
+void reduce_upper(cudaStream_t stream, std::size_t n, std::size_t count, const T* partials,
+                  std::size_t ldp, std::size_t stride, T beta, T* c);
 // The inverse (LLᵀ)⁻¹ from a column-major lower factor in `a`, built k columns at a time
 // (cuda_backend.cpp, potri): identity_columns writes columns [j0, j0 + count) of I (column-major,
 // n × count) into b; after a solve turns them into columns of the inverse X,

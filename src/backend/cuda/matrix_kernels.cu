@@ -169,6 +169,28 @@ void clamp_strided(cudaStream_t stream, std::size_t n, const T* x, std::size_t s
   CUDA_CHECK_LAUNCH();
 }
 
+// c[i, j] (j ≥ i) = β c[i, j] + Σ_b partials[b·stride + i·ldp + j], the b-sum in double in the
+// order b = 0, 1, …: split-K's fixed-order reduction (linear_algebra.h, reduce_upper).  Rows on
+// the grid's y, each row's columns from its diagonal on along x, so a warp reads 32 consecutive
+// entries of every partial (coalesced) and the lower triangle costs no thread.
+template <typename T>
+__global__ void reduce_upper_kernel(std::size_t n, std::size_t count, const T* partials,
+                                    std::size_t ldp, std::size_t stride, T beta, T* c) {
+  for (std::size_t i = blockIdx.y; i < n; i += gridDim.y) {
+    for (std::size_t j = i + static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+         j += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+      const T* p = partials + i * ldp + j;
+      double s = 0;
+#pragma unroll 4
+      for (std::size_t b = 0; b < count; ++b) s += static_cast<double>(p[b * stride]);
+      T* cij = c + i * n + j;
+      *cij = beta == T(0)
+                 ? static_cast<T>(s)
+                 : static_cast<T>(static_cast<double>(beta) * static_cast<double>(*cij) + s);
+    }
+  }
+}
+
 // Row i of the upper triangle starts at packed offset i·n − i(i−1)/2.  One thread per packed
 // element; the row is recovered from the offset by the closed-form inverse of that formula, then
 // corrected for rounding.
@@ -270,6 +292,16 @@ void copy_upper(cudaStream_t stream, std::size_t n, const T* src, T* dst) {
   CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+void reduce_upper(cudaStream_t stream, std::size_t n, std::size_t count, const T* partials,
+                  std::size_t ldp, std::size_t stride, T beta, T* c) {
+  if (n == 0) return;
+  const unsigned rows = n < 65535 ? static_cast<unsigned>(n) : 65535u;
+  reduce_upper_kernel<<<dim3(blocks_for(n, 65535), rows), kThreads, 0, stream>>>(
+      n, count, partials, ldp, stride, beta, c);
+  CUDA_CHECK_LAUNCH();
+}
+
 std::size_t column_sum_chunks(std::size_t m, std::size_t n) {
   // Enough blocks to fill a GPU (132 SMs × 8 resident blocks of 256 threads on an H100) when
   // n alone gives too few, each chunk at least 64 rows (8 per lane); never more than the grid's
@@ -299,19 +331,21 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
   CUDA_CHECK_LAUNCH();
 }
 
-#define LMTRAIN_INSTANTIATE(T)                                                                \
-  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
-  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                     \
-  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,   \
-                                          std::size_t, double*, T*);                          \
-  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                           \
-  template void copy_upper<T>(cudaStream_t, std::size_t, const T*, T*);                       \
-  template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*); \
-  template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, \
-                                         const T*, T*, T*);                                   \
-  template void finish_inverse<T>(cudaStream_t, std::size_t, const T*, T*);                   \
-  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*);                  \
-  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*);                  \
+#define LMTRAIN_INSTANTIATE(T)                                                                 \
+  template void pack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                        \
+  template void unpack_upper<T>(cudaStream_t, std::size_t, const T*, T*);                      \
+  template void column_sums_of_squares<T>(cudaStream_t, std::size_t, std::size_t, const T*,    \
+                                          std::size_t, double*, T*);                           \
+  template void symmetrize_upper<T>(cudaStream_t, std::size_t, T*);                            \
+  template void copy_upper<T>(cudaStream_t, std::size_t, const T*, T*);                        \
+  template void reduce_upper<T>(cudaStream_t, std::size_t, std::size_t, const T*, std::size_t, \
+                                std::size_t, T, T*);                                           \
+  template void identity_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t, T*);  \
+  template void store_inverse_columns<T>(cudaStream_t, std::size_t, std::size_t, std::size_t,  \
+                                         const T*, T*, T*);                                    \
+  template void finish_inverse<T>(cudaStream_t, std::size_t, const T*, T*);                    \
+  template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*);                   \
+  template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*);                   \
   template void clamp_strided<T>(cudaStream_t, std::size_t, const T*, std::size_t, T, T, T*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)

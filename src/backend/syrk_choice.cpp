@@ -1,0 +1,152 @@
+#include "lmtrain/backend/syrk_choice.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "lmtrain/core/error.h"
+
+namespace lmtrain {
+namespace {
+
+double mib(std::size_t bytes) {
+  return static_cast<double>(bytes) / (1 << 20);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string ms(double seconds) {
+  return fmt::format("{:.3g} ms", 1e3 * seconds);
+}
+
+}  // namespace
+
+template <typename T>
+SyrkChoice<T>::SyrkChoice(LinearAlgebra<T>& la, std::size_t multiprocessors,
+                          std::size_t stride_multiple, Syrk syrk)
+    : la_(la),
+      multiprocessors_(multiprocessors),
+      stride_multiple_(stride_multiple),
+      syrk_(std::move(syrk)) {}
+
+template <typename T>
+void SyrkChoice<T>::syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj,
+                             T beta, T* c) {
+  const Shape shape{n, k, ldj};
+  auto it = decisions_.find(shape);
+  if (it == decisions_.end()) {
+    Decision d = decide(n, k, j, ldj);
+    d.order = decisions_.size();
+    it = decisions_.emplace(shape, std::move(d)).first;
+  }
+  if (!it->second.plan) {
+    syrk_(n, k, alpha, j, ldj, beta, c);
+    return;
+  }
+  workspace_.reserve(la_.memory(), it->second.plan->workspace_elements());
+  split_k_syrk_ata(la_, *it->second.plan, alpha, j, ldj, beta, c, workspace_.data());
+}
+
+template <typename T>
+typename SyrkChoice<T>::Decision SyrkChoice<T>::decide(std::size_t n, std::size_t k, const T* j,
+                                                       std::size_t ldj) {
+  std::vector<SplitKPlan> plans = split_k_candidates(n, k, multiprocessors_, stride_multiple_);
+  const std::size_t tiles = (n + kSplitKTile - 1) / kSplitKTile;
+  if (plans.empty()) {
+    if (tiles * tiles >= kSplitKWaves * multiprocessors_)
+      return {std::nullopt,
+              fmt::format("SYRK: A's {} tiles of {}² fill {} waves of the {} multiprocessors "
+                          "without splitting J's rows",
+                          tiles * tiles, kSplitKTile, kSplitKWaves, multiprocessors_)};
+    return {std::nullopt,
+            fmt::format("SYRK: {} rows are too few to split (a block needs at least {})", k,
+                        std::max(n, kSplitKMinBlockRows))};
+  }
+  // What the measurement needs: the largest plan's partials and one n × n scratch output.
+  std::size_t largest = 0;
+  for (const SplitKPlan& p : plans) largest = std::max(largest, p.workspace_elements());
+  const std::size_t bytes = (largest + n * n) * sizeof(T);
+  const std::size_t free = la_.available_memory_bytes();
+  if (bytes > free / 4)
+    return {std::nullopt,
+            fmt::format("SYRK: split-K's partials and scratch ({:.1f} MiB) exceed a quarter of "
+                        "the device's free memory ({:.1f} MiB)",
+                        mib(bytes), mib(free))};
+  std::vector<double> seconds;
+  try {
+    workspace_.reserve(la_.memory(), largest);
+    DeviceBuffer<T> scratch = la_.allocate(n * n);
+    seconds = time_ways(plans, n, k, j, ldj, scratch.data());
+  } catch (const OutOfMemory& e) {
+    return {std::nullopt, fmt::format("SYRK: split-K's {:.1f} MiB could not be allocated ({})",
+                                      mib(bytes), e.what())};
+  }
+  const std::size_t best =
+      static_cast<std::size_t>(std::min_element(seconds.begin(), seconds.end()) - seconds.begin());
+  std::string others;
+  for (std::size_t w = 0; w < seconds.size(); ++w) {
+    if (w == best) continue;
+    others += fmt::format("{}{} {}", others.empty() ? "" : ", ",
+                          w == 0 ? std::string("SYRK") : "split-K " + plans[w - 1].describe(),
+                          ms(seconds[w]));
+  }
+  const std::string timed =
+      fmt::format("median of {} on the first call of the shape; against {}", kRepeats, others);
+  if (best == 0) return {std::nullopt, fmt::format("SYRK {} ({})", ms(seconds[0]), timed)};
+  const SplitKPlan& plan = plans[best - 1];
+  return {plan, fmt::format("split-K, {}: {} ({})", plan.describe(), ms(seconds[best]), timed)};
+}
+
+template <typename T>
+std::vector<double> SyrkChoice<T>::time_ways(const std::vector<SplitKPlan>& plans, std::size_t n,
+                                             std::size_t k, const T* j, std::size_t ldj,
+                                             T* scratch) {
+  const std::size_t ways = plans.size() + 1;
+  const auto run = [&](std::size_t w) {
+    if (w == 0)
+      syrk_(n, k, T(1), j, ldj, T(0), scratch);
+    else
+      split_k_syrk_ata(la_, plans[w - 1], T(1), j, ldj, T(0), scratch, workspace_.data());
+  };
+  for (std::size_t w = 0; w < ways; ++w) run(w);  // warm-up: kernels loaded, heuristics cached
+  std::vector<std::vector<double>> samples(ways);
+  const std::unique_ptr<PhaseClock> clock = la_.make_phase_clock();
+  for (int r = 0; r < kRepeats; ++r) {
+    for (std::size_t w = 0; w < ways; ++w) {
+      PhaseTimes times;
+      clock->begin(Phase::kOther);
+      run(w);
+      clock->end(Phase::kOther);
+      la_.synchronize();
+      clock->collect(times);
+      samples[w].push_back(times[Phase::kOther]);
+    }
+  }
+  std::vector<double> medians;
+  for (const auto& s : samples) medians.push_back(median(s));
+  return medians;
+}
+
+template <typename T>
+std::string SyrkChoice<T>::report() const {
+  std::vector<std::pair<std::size_t, std::string>> lines;
+  for (const auto& [shape, d] : decisions_) {
+    const auto [n, k, ldj] = shape;
+    lines.emplace_back(d.order,
+                       fmt::format("A = JᵀJ, n = {}, {} rows{}: {}", n, k,
+                                   ldj > n ? fmt::format(" (row stride {})", ldj) : "", d.why));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& [order, line] : lines) out += (out.empty() ? "" : "\n") + line;
+  return out;
+}
+
+template class SyrkChoice<float>;
+template class SyrkChoice<double>;
+
+}  // namespace lmtrain
