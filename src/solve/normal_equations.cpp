@@ -19,7 +19,11 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
       store_jacobian_(store_jacobian),
       ld_(source.borrows_slices()
               ? source.num_params()
-              : leading_dimension(source.num_params(), source.slice_preference(), store_jacobian)) {
+              : leading_dimension(source.num_params(), source.slice_preference(), store_jacobian)),
+      padded_a_side_(source.borrows_slices()
+                         ? 0
+                         : padded_normal_matrix(source.num_params(), source.slice_preference(),
+                                                store_jacobian)) {
   const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   source_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
@@ -29,10 +33,10 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
   if (ld_ > n) {
     // The layers write columns 0 … n−1 of each row; the rest stay zero for SYRK and GEMV.
     backend_.fill(slice_.data(), slice_samples_ * R * ld_, T(0));
-    padded_a_ = system_.allocate(ld_ * ld_);
+    if (padded_a_side_ > 0) padded_a_ = system_.allocate(padded_a_side_ * padded_a_side_);
   }
   if constexpr (kWiden) {
-    if (!store_jacobian_) wide_slice_ = system_.allocate(slice_samples_ * R * n);
+    if (!store_jacobian_) wide_slice_ = system_.allocate(slice_samples_ * R * ld_);
     wide_r_ = system_.allocate(max_batch_ * R);
   }
 }
@@ -69,13 +73,13 @@ JacobianRows<S> NormalEquationsBuilder<T, S>::in_system_precision(const Jacobian
   if constexpr (kWiden) {
     const std::size_t n = source_.num_params(), m = count * source_.residuals_per_sample();
     system_.order_after(backend_.native_stream());
-    if (rows.ld == n) {
-      system_.convert(m * n, rows.data, wide_slice_.data());
-    } else {
-      for (std::size_t r = 0; r < m; ++r)
-        system_.convert(n, rows.data + r * rows.ld, wide_slice_.data() + r * n);
+    if (rows.ld == ld_) {  // the builder's own slice (or a source's rows of its stride): at once
+      system_.convert(m * ld_, rows.data, wide_slice_.data());
+      return {wide_slice_.data(), ld_};
     }
-    return {wide_slice_.data(), n};
+    for (std::size_t r = 0; r < m; ++r)
+      system_.convert(n, rows.data + r * rows.ld, wide_slice_.data() + r * n);
+    return {wide_slice_.data(), ld_};
   } else {
     return rows;
   }
@@ -154,18 +158,18 @@ std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     const JacobianRows<S> j = in_system_precision(built, count);
     const S beta = first == 0 ? S(0) : S(1);
-    if (ld_ > n)
-      system_.syrk_ata(ld_, rows, S(1), j.data, ld_, beta, padded_a_.data());
+    if (padded_a_side_ > 0)
+      system_.syrk_ata(padded_a_side_, rows, S(1), j.data, j.ld, beta, padded_a_.data());
     else
       system_.syrk_ata(n, rows, S(1), j.data, j.ld, beta, ne.a.data());
     system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R, beta, ne.g.data());
     held_ = j;
   }
   slice_holds_batch_ = batch <= slice_samples_;
-  if (ld_ > n) {
+  if (padded_a_side_ > 0) {  // a CPU's float SYRK on few columns: n < 128 rows to copy
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
     for (std::size_t i = 0; i < n; ++i)  // A's upper triangle, row by row
-      system_.copy(padded_a_.data() + i * ld_ + i, ne.a.data() + i * n + i, n - i);
+      system_.copy(padded_a_.data() + i * padded_a_side_ + i, ne.a.data() + i * n + i, n - i);
   }
   return objective;
 }

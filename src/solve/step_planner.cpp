@@ -51,7 +51,7 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   const SourceFootprint own = source.footprint(p.local_batch, geodesic);
   std::size_t model_elements = LevenbergMarquardtStep<T, S>::model_elements(n);
   std::size_t system_elements =
-      Builder::system_elements(n, m, stored, ld, !distributed) +
+      Builder::system_elements(n, m, stored, borrowed ? SlicePreference{} : slice, !distributed) +
       (distributed ? DistributedCholeskySolver<S>::workspace_elements(
                          n, options.distributed_block_size, p.ranks,
                          source.model_backend().device_kind()) +

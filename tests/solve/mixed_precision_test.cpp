@@ -8,6 +8,7 @@
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/solve/lm_step.h"
+#include "support/block_source.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -118,6 +119,60 @@ TEST_P(MixedPrecisionOn, NormalEquationsAreFloat64ProductsOfTheFloat32Jacobian) 
   mp.system->copy_to_host(nes.g.data(), gs.data(), n);
   EXPECT_EQ(js, j);
   EXPECT_LE(relative_error(gs, ref.g), 1e-12);
+}
+
+// The CUDA backend's slicing (CudaBackend::slice_preference): rows padded to a stride of a
+// multiple of 4 elements, the padding not part of SYRK (A summed n × n from the strided rows).
+// The builder's arithmetic under that slicing, on every device: A and g of the float and the
+// mixed system, in one slice and in several, against the double products of the engine's J and
+// r; and Jᵀu read back from the strided slice.
+TEST_P(MixedPrecisionOn, StrideOnlyPaddedSlicesGiveTheSameSystem) {
+  MixedProblem mp(Rng(44), cuda());
+  Problem<float>& p = mp.p;
+  const std::size_t n = mp.n(), rows = p.rows();
+  ASSERT_EQ(n, 122u);
+  BlockSource<float> strided(*p.source, {});
+  SlicePreference preference;
+  preference.leading_dimension = 124;
+  preference.syrk_on_padding = false;
+  strided.prefer(preference);
+  ASSERT_EQ(NormalEquationsBuilder<float>::leading_dimension(n, preference, false), 124u);
+  ASSERT_EQ(NormalEquationsBuilder<float>::padded_normal_matrix(n, preference, false), 0u);
+  ASSERT_EQ((NormalEquationsBuilder<float, double>::leading_dimension(n, preference, false)), 124u);
+
+  const auto j = p.jacobian(mp.theta);
+  const auto r = p.residuals(mp.theta);
+  const Reference ref = normal_equations(j, r, rows, n);
+  Rng rng(45);
+  const auto u = rounded_to_float(random_vector(rows, rng));  // exact in the float problem
+  std::vector<double> ju_ref(n, 0.0);
+  for (std::size_t k = 0; k < rows; ++k)
+    for (std::size_t q = 0; q < n; ++q) ju_ref[q] += j[k * n + q] * u[k];
+  DeviceBuffer<float> u_dev = p.upload(u);
+  p.set_params(mp.theta);
+  PhaseTimes times;
+  for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
+    NormalEquationsBuilder<float, double> mixed(strided, *mp.system, slice, p.batch, false);
+    NormalEquations<double> ne;
+    mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+    std::vector<double> a(n * n), g(n), ju(n);
+    mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
+    mp.system->copy_to_host(ne.g.data(), g.data(), n);
+    EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << "mixed, slice " << slice;
+    EXPECT_LE(relative_error(g, ref.g), 1e-12) << "mixed, slice " << slice;
+    DeviceBuffer<double> ju_dev = mp.system->allocate(n);
+    mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
+    mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
+    EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << "mixed, slice " << slice;
+
+    NormalEquationsBuilder<float> single(strided, slice, p.batch, false);
+    NormalEquations<float> ne32;
+    single.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne32, times);
+    EXPECT_LE(upper_relative_error(p.download(ne32.a.data(), n * n), ref.a, n), 1e-5)
+        << "float, slice " << slice;
+    EXPECT_LE(relative_error(p.download(ne32.g.data(), n), ref.g), 1e-5)
+        << "float, slice " << slice;
+  }
 }
 
 TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {

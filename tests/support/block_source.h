@@ -1,7 +1,9 @@
 // A LinearizationSource that declares residual blocks over another source's batch (as a PINN's
-// conditions are), for the tests of the step's block losses.
+// conditions are), for the tests of the step's block losses; and, for the tests of the builder's
+// slicing, one that prefers another device's slicing (prefer()).
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -20,7 +22,11 @@ class BlockSource final : public LinearizationSource<T> {
   LinearAlgebra<T>& model_backend() const override { return inner_.model_backend(); }
   void reserve(std::size_t batch, std::size_t slice) override { inner_.reserve(batch, slice); }
   void release_slices() override { inner_.release_slices(); }
-  SlicePreference slice_preference() const override { return inner_.slice_preference(); }
+  SlicePreference slice_preference() const override {
+    return preference_ ? *preference_ : inner_.slice_preference();
+  }
+  // The slicing another device prefers (the CUDA backend's stride-only padding, on the CPU).
+  void prefer(const SlicePreference& preference) { preference_ = preference; }
   SourceFootprint footprint(std::size_t batch, bool trial) const override {
     return inner_.footprint(batch, trial);
   }
@@ -43,6 +49,7 @@ class BlockSource final : public LinearizationSource<T> {
  private:
   LinearizationSource<T>& inner_;
   std::vector<ResidualBlock> blocks_;
+  std::optional<SlicePreference> preference_;
 };
 
 }  // namespace lmtrain::testing

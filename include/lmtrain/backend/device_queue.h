@@ -22,9 +22,14 @@ enum class DeviceKind { kCpu, kCuda };
 struct SlicePreference {
   std::size_t bytes = 0;
   std::size_t min_rows = 1;
-  // Stride of a slice's rows (≥ n; 0: n), its extra columns held at zero: SYRK on a few dozen
-  // columns runs faster on a multiple of its kernel's width.
+  // Stride of a slice's rows (≥ n; 0: n), its extra columns held at zero.
   std::size_t leading_dimension = 0;
+  // How the padding reaches SYRK.  true: as extra zero columns of J — A is summed ld × ld and its
+  // n × n corner copied to the normal matrix (OpenBLAS's float SYRK on a few dozen columns runs
+  // faster on a multiple of its kernel's width).  false: as the row stride only — SYRK and GEMM
+  // read n columns of rows that start aligned, and A is n × n (the CUDA backend).  A widened
+  // float64 slice (mixed precision) takes the stride only.
+  bool syrk_on_padding = true;
 };
 
 class DeviceQueue {

@@ -78,13 +78,14 @@ class NormalEquationsBuilder {
   // batch and R rows per sample: A and g (or the stored J, r and g), in mixed precision the
   // batch's residuals widened; per slice sample the Jacobian rows as built (T) and, in mixed
   // precision with A formed, their widened copy (S).
-  // `ld`: the slice's row stride (leading_dimension); with ld > n, A is summed in an ld × ld
-  // buffer and copied to ne.a.
+  // `preference`: the device's slicing (as leading_dimension takes it); where the padding takes
+  // part in SYRK, A is summed in an ld × ld buffer and copied to ne.a.
   // `a_formed`: false when A is distributed (distributed_normal_matrix.h counts its share).
   static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian,
-                                     std::size_t ld, bool a_formed = true) {
+                                     const SlicePreference& preference, bool a_formed = true) {
+    const std::size_t padded = padded_normal_matrix(n, preference, store_jacobian);
     return (store_jacobian ? max_residuals * n + max_residuals + n : (a_formed ? n * n : 0) + n) +
-           (kWiden ? max_residuals : 0) + (ld > n ? ld * ld : 0);
+           (kWiden ? max_residuals : 0) + padded * padded;
   }
   // `borrowed`: the source hands over its own slices (LinearizationSource::borrows_slices), so
   // the builder keeps no scratch for them.
@@ -96,11 +97,20 @@ class NormalEquationsBuilder {
                                                   bool store_jacobian) {
     return kWiden && !store_jacobian ? residuals_per_sample * ld : 0;
   }
-  // The slice's row stride for n parameters: the model backend's preference for a float SYRK on
-  // slices (SlicePreference::leading_dimension), else n (stored J, or a widened float64 system).
+  // The slice's row stride for n parameters: the model backend's preference
+  // (SlicePreference::leading_dimension), else n (stored J, or a widened float64 system where the
+  // padding would be SYRK's columns).
   static std::size_t leading_dimension(std::size_t n, const SlicePreference& preference,
                                        bool store_jacobian) {
-    return store_jacobian || kWiden ? n : std::max(n, preference.leading_dimension);
+    if (store_jacobian || (kWiden && preference.syrk_on_padding)) return n;
+    return std::max(n, preference.leading_dimension);
+  }
+  // The side of the buffer A is summed in before ne.a when the padding takes part in SYRK
+  // (SlicePreference::syrk_on_padding); 0 when A is summed in ne.a itself.
+  static std::size_t padded_normal_matrix(std::size_t n, const SlicePreference& preference,
+                                          bool store_jacobian) {
+    const std::size_t ld = leading_dimension(n, preference, store_jacobian);
+    return ld > n && preference.syrk_on_padding ? ld : 0;
   }
   // out = Jᵀu for the batch of the last build (u: batch·R values in T on the model's backend,
   // out: n values in S).  Reads J where it still is — the stored J, or the slice when the batch
@@ -133,9 +143,10 @@ class NormalEquationsBuilder {
   std::size_t slice_samples_;
   std::size_t max_batch_;
   bool store_jacobian_;
-  std::size_t ld_;  // the slice's row stride (≥ n)
+  std::size_t ld_;             // the slice's row stride (≥ n)
+  std::size_t padded_a_side_;  // ld_ when A is summed in padded_a_ (padded_normal_matrix), else 0
   DeviceBuffer<T> slice_;
-  DeviceBuffer<S> padded_a_;        // ld_ × ld_ when ld_ > n: SYRK's output before ne.a
+  DeviceBuffer<S> padded_a_;        // padded_a_side_² when set: SYRK's output before ne.a
   DeviceBuffer<S> wide_slice_;      // the slice in S (mixed precision only)
   DeviceBuffer<S> wide_r_;          // the batch's residuals in S (mixed precision only)
   DeviceBuffer<S> wide_u_;          // jacobian_transpose_times' u in S (mixed precision only)

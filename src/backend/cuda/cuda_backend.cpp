@@ -246,6 +246,17 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
+  // A slice as large as the memory plan allows (no preferred size), its rows padded to a multiple
+  // of kStrideMultiple elements so that every row starts 16-byte aligned: W2's 769 columns make
+  // 3 076-byte float rows, which rules out the tensor-memory loads of cuBLAS's Hopper kernels (a
+  // lead from their documented alignment; not measured on a GPU yet).  The stride only: SYRK and
+  // split-K read the n columns, and A stays n × n.
+  SlicePreference slice_preference(std::size_t num_params) const override {
+    SlicePreference p;
+    p.leading_dimension = (num_params + kStrideMultiple - 1) / kStrideMultiple * kStrideMultiple;
+    p.syrk_on_padding = false;
+    return p;
+  }
 
   // ---- transfers and fills ------------------------------------------------------------------
   // backend.h's contract: `host` may be reused or freed on return (upload() says how).
