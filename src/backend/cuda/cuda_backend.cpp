@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <type_traits>
@@ -450,6 +451,14 @@ class CudaBackend final : public Backend<T> {
   }
   void dense_jacobian(std::size_t rows, std::size_t out, std::size_t in, std::size_t group,
                       const T* g_out, const T* a_in, T* j, std::size_t ldj) override {
+    // The kernel's column arithmetic is 32-bit: a layer of 2³² parameters or more (whose A alone
+    // would take 2⁶⁴ elements) is refused rather than indexed wrongly.
+    if (in >= std::numeric_limits<std::uint32_t>::max() ||
+        out > std::numeric_limits<std::uint32_t>::max() / (in + 1))
+      throw InvalidArgument(fmt::format(
+          "dense layer {} → {}: {} parameters exceed the CUDA Jacobian kernel's 32-bit column "
+          "index; use narrower layers",
+          in, out, static_cast<double>(out) * static_cast<double>(in + 1)));
     bind(device_);
     cuda::dense_jacobian(stream(), rows, out, in, group, g_out, a_in, j, ldj);
   }

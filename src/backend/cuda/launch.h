@@ -15,6 +15,8 @@ inline constexpr unsigned kThreads = 256;  // a multiple of the warp size (block
 // Enough resident blocks to fill any current GPU (an H100 holds 132 SMs × 8 blocks of 256);
 // larger inputs are covered by the grid-stride loops.
 inline constexpr unsigned kMaxBlocks = 4096;
+// The largest gridDim.y (and z) a launch may have.
+inline constexpr std::size_t kMaxGridY = 65535;
 
 inline unsigned blocks_for(std::size_t n, unsigned max_blocks = kMaxBlocks) {
   const std::size_t blocks = (n + kThreads - 1) / kThreads;

@@ -1,6 +1,9 @@
 // Kernels of the network layers: batch gathering, bias, seed scaling and the dense layer's block
-// of a Jacobian slice.  Each is one grid-stride loop over the flat output (row-major), so writes
-// are coalesced whatever the shape; the index arithmetic is cheap next to the memory traffic.
+// of a Jacobian slice.  Each but the last is one grid-stride loop over the flat output
+// (row-major), so writes are coalesced whatever the shape; the Jacobian block, the largest
+// output, runs on a 2-D grid (rows × columns) with 32-bit column arithmetic.
+#include <algorithm>
+
 #include "launch.h"
 
 namespace lmtrain::cuda {
@@ -35,25 +38,29 @@ __global__ void scale_row_groups_kernel(std::size_t rows, std::size_t cols, std:
 }
 
 // Row r of the slice holds out·in weight columns (PyTorch's (out, in) order) then out bias columns.
+// A 2-D grid: blockIdx.y strides over the rows, x over a row's columns, so a row's pointers and
+// its sample's index (r / group) are formed once per row, and the per-element arithmetic is one
+// 32-bit division (the layer's width out·(in + 1) < 2³², checked by the caller) where the flat
+// loop made three 64-bit ones.
 template <typename T>
-__global__ void dense_jacobian_kernel(std::size_t rows, std::size_t out, std::size_t in,
-                                      std::size_t group, const T* g_out, const T* a_in, T* j,
-                                      std::size_t ldj) {
-  const std::size_t weights = out * in;
-  const std::size_t width = weights + out;
-  const std::size_t n = rows * width;
-  for (std::size_t idx = thread_index(); idx < n; idx += grid_size()) {
-    const std::size_t r = idx / width;
-    const std::size_t col = idx - r * width;
+__global__ void __launch_bounds__(kThreads)
+    dense_jacobian_kernel(std::size_t rows, unsigned out, unsigned in, std::size_t group,
+                          const T* g_out, const T* a_in, T* j, std::size_t ldj) {
+  const unsigned weights = out * in;
+  const unsigned width = weights + out;
+  for (std::size_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const T* g = g_out + r * out;
-    T value;
-    if (col < weights) {
-      const std::size_t o = col / in;
-      value = g[o] * a_in[(r / group) * in + (col - o * in)];
-    } else {
-      value = g[col - weights];
+    const T* a = a_in + (r / group) * in;
+    T* row = j + r * ldj;
+    for (unsigned col = blockIdx.x * blockDim.x + threadIdx.x; col < width;
+         col += gridDim.x * blockDim.x) {
+      if (col < weights) {
+        const unsigned o = col / in;
+        row[col] = g[o] * a[col - o * in];
+      } else {
+        row[col] = g[col - weights];
+      }
     }
-    j[r * ldj + col] = value;
   }
 }
 
@@ -88,8 +95,12 @@ template <typename T>
 void dense_jacobian(cudaStream_t stream, std::size_t rows, std::size_t out, std::size_t in,
                     std::size_t group, const T* g_out, const T* a_in, T* j, std::size_t ldj) {
   if (rows == 0 || out == 0) return;
-  dense_jacobian_kernel<<<blocks_for(rows * out * (in + 1)), kThreads, 0, stream>>>(
-      rows, out, in, group, g_out, a_in, j, ldj);
+  // x: enough blocks for a row's columns (at most kMaxBlocks); y: one block row per slice row,
+  // up to the grid's limit of 65 535 (the kernel strides over the rest).
+  const unsigned x = blocks_for(out * (in + 1));
+  const dim3 grid(x, static_cast<unsigned>(std::min<std::size_t>(rows, kMaxGridY)));
+  dense_jacobian_kernel<<<grid, kThreads, 0, stream>>>(
+      rows, static_cast<unsigned>(out), static_cast<unsigned>(in), group, g_out, a_in, j, ldj);
   CUDA_CHECK_LAUNCH();
 }
 
