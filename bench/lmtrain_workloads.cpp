@@ -21,10 +21,11 @@
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
 //    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
-//    [--per-sample-damping]
+//    [--per-sample-damping] [--tf32]
 //    [--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N]: every
 //    solver option at lmtrain's defaults unless given; --per-sample-damping is
-//    SolverOptions::damping_per_sample, the peers' λ on JᵀJ/B)
+//    SolverOptions::damping_per_sample, the peers' λ on JᵀJ/B; --tf32 is SolverOptions::tf32,
+//    A on TF32 tensor cores on CUDA)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
 //                        [--double]
@@ -115,6 +116,7 @@ struct Args {
   // λ as torch-levenberg-marquardt applies it, to JᵀJ/B (B samples per batch):
   // SolverOptions::damping_per_sample, so the ×10 / ×0.1 sequence damps exactly as the peer's.
   bool per_sample_damping = false;
+  bool tf32 = false;
   double lambda_initial = 0;          // 0: SolverOptions' default
   double lambda_increase = 0;         // 0: SolverOptions' default
   double lambda_decrease = 0;         // 0: SolverOptions' default
@@ -136,7 +138,7 @@ struct Args {
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
       "[--lambda-increase U] [--lambda-decrease D] "
-      "[--per-sample-damping] "
+      "[--per-sample-damping] [--tf32] "
       "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W5 [--width 100] [--rows 100000] [--epochs 4] (and W1's options)\n"
@@ -210,6 +212,8 @@ Args parse(int argc, char** argv) {
       a.lambda_decrease = std::stod(value());
     else if (arg == "--per-sample-damping")
       a.per_sample_damping = true;
+    else if (arg == "--tf32")
+      a.tf32 = true;
     else if (arg == "--geodesic")
       a.geodesic = true;
     else if (arg == "--no-geodesic")
@@ -739,6 +743,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   if (args.cg_max_iterations > 0) solver.cg_max_iterations = args.cg_max_iterations;
   solver.max_slice_samples = args.max_slice_samples;
   solver.damping_per_sample = args.per_sample_damping;
+  solver.tf32 = args.tf32;
   solver.validate();
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);
   std::vector<T> params =

@@ -378,6 +378,7 @@ void parse_solver(Section& s, SolverOptions& o) {
   if (const auto v = s.integer("geodesic_backoff_max"))
     o.geodesic_backoff_max = static_cast<int>(std::clamp<std::int64_t>(
         *v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+  if (const auto v = s.boolean("tf32")) o.tf32 = *v;
   s.finish();
 }
 

@@ -125,6 +125,9 @@ void bind_solver_options(nb::module_& m) {
       .field("geodesic_backoff_max", &S::geodesic_backoff_max, "int",
              "After a refused correction skip it for the next 1, 2, 4 … attempts, at most this "
              "many (0: compute it on every attempt; -1: 2 for a float32 model, 0 for float64).")
+      .field("tf32", &S::tf32, "bool",
+             "Form a float32 A on TF32 tensor cores (CUDA; ignored on the CPU and for a float64 "
+             "system): faster, A rounded at about 1e-3 of float32's 1e-7.")
       .field("gradient_tolerance", &S::gradient_tolerance, "float", "‖Jᵀr‖∞ stop (0: off).")
       .field("function_tolerance", &S::function_tolerance, "float",
              "Relative decrease of F stop (0: off).")

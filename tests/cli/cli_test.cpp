@@ -288,6 +288,30 @@ INSTANTIATE_TEST_SUITE_P(
                  kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
     [](const auto& test_param) { return test_param.param.name; });
 
+// solver.tf32 on a machine without TF32: the fit runs as without it (the same final parameters,
+// bit for bit) and summary.txt says why the option was not applied, for a float32 system and for
+// a float64 one.
+TEST(Cli, Tf32IsReportedAsIgnoredOnTheCpu) {
+  Scratch s;
+  s.write("data.csv", regression_csv(300, 2));
+  for (const auto& [precision, why] :
+       {std::pair{"float32", "solver.tf32: ignored, the CPU has no TF32 arithmetic"},
+        std::pair{"mixed", "solver.tf32: ignored, the system is float64"}}) {
+    const std::string base = regression_config("", 3) + "[solver]\n";
+    const std::string plain = s.write(std::string("plain-") + precision + ".toml",
+                                      std::string("precision = \"") + precision + "\"\n" + base);
+    const std::string tf32 =
+        s.write(std::string("tf32-") + precision + ".toml",
+                std::string("precision = \"") + precision + "\"\n" + base + "tf32 = true\n");
+    ASSERT_EQ(run("fit " + plain + " --quiet --set output_dir='\"plain\"'").exit_code, 0);
+    const Result fit = run("fit " + tf32 + " --quiet --set output_dir='\"tf32\"'");
+    ASSERT_EQ(fit.exit_code, 0) << fit.output;
+    EXPECT_NE(read_file(s.path("tf32") / "summary.txt").find(why), std::string::npos) << precision;
+    EXPECT_EQ(read_file(s.path("plain") / "summary.txt").find("solver.tf32"), std::string::npos);
+    EXPECT_EQ(final_parameters(s.path("tf32")), final_parameters(s.path("plain"))) << precision;
+  }
+}
+
 // solver.geodesic_acceleration: a config file's false is what the report says, and
 // `--set solver.geodesic_acceleration='"auto"'` undoes it (auto is on for an MSE fit).
 TEST(Cli, GeodesicAccelerationFalseOrAutoFromTheCommandLine) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -288,6 +289,42 @@ TYPED_TEST(CudaBackendTest, SyrkAtaAndAat) {
     cpu.syrk_aat(m, n, 0.8, j64.data(), ldj, -0.2, want.data());
     EXPECT_LE(relative_error(upper(this->download(dc), m), upper(want, m)), kTolerance<T>)
         << "syrk_aat";
+  }
+}
+
+// SolverOptions::tf32: a float backend forms A on TF32 tensor cores when asked (its inputs
+// rounded to 10-bit mantissas: about 1e-3 of A where float32 keeps 1e-7; bounded at 4e-3) and
+// says so in its report; off again, float32's bound holds.  A float64 backend refuses.  The error
+// measured is printed for the run's log (whether cuBLAS's SYRK honours the math mode decides
+// whether it is TF32's or float32's).
+TYPED_TEST(CudaBackendTest, SyrkAtaOnTf32) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  if constexpr (!std::is_same_v<T, float>) {
+    EXPECT_FALSE(gpu.use_tf32(true));
+    EXPECT_EQ(gpu.normal_matrix_report().find("TF32"), std::string::npos);
+  } else {
+    const std::size_t k = 4096, n = 769, ldj = 772;
+    const std::vector<T> j = this->random(k * ldj);
+    DeviceBuffer<T> dj = this->upload(j), dc = gpu.allocate(n * n);
+    const std::vector<double> j64 = this->widen(j);
+    std::vector<double> want(n * n, 0.0);
+    this->cpu_->syrk_ata(n, k, 1.0, j64.data(), ldj, 0.0, want.data());
+    ASSERT_TRUE(gpu.use_tf32(true));
+    gpu.syrk_ata(n, k, T(1), dj.data(), ldj, T(0), dc.data());
+    const double tf32 = relative_error(upper(this->download(dc), n), upper(want, n));
+    EXPECT_LE(tf32, 4e-3);
+    EXPECT_NE(gpu.normal_matrix_report().find("TF32 tensor cores"), std::string::npos)
+        << gpu.normal_matrix_report();
+    ASSERT_TRUE(gpu.use_tf32(false));
+    gpu.syrk_ata(n, k, T(1), dj.data(), ldj, T(0), dc.data());
+    const double plain = relative_error(upper(this->download(dc), n), upper(want, n));
+    EXPECT_LE(plain, kTolerance<T>);
+    EXPECT_EQ(gpu.normal_matrix_report().find("TF32"), std::string::npos);
+    std::printf(
+        "SyrkAtaOnTf32: A's relative error %.3e with TF32, %.3e without (n = %zu, %zu "
+        "rows)\n%s\n",
+        tf32, plain, n, k, gpu.normal_matrix_report().c_str());
   }
 }
 

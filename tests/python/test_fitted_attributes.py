@@ -154,3 +154,14 @@ def test_classifier_with_the_sampled_gauss_newton_loss() -> None:
     assert sampled.loss_curve_[-1] < 1.5 * exact.loss_curve_[-1]
     again = LMClassifier(loss="cross_entropy_sampled", **kwargs).fit(X, labels)
     np.testing.assert_array_equal(again.predict_proba(X), proba)
+
+
+def test_tf32_on_the_cpu_is_reported_and_changes_nothing() -> None:
+    # solver.tf32 is a CUDA option: on the CPU the fit's parameters are those without it, bit for
+    # bit, and the summary says why it was not applied.
+    X, y = data(rows=80, seed=4)
+    plain, _ = lmtrain.fit([6, "tanh", 1], X, y, precision="float32", max_epochs=3, seed=1)
+    asked, summary = lmtrain.fit([6, "tanh", 1], X, y, precision="float32", max_epochs=3, seed=1,
+                                 tf32=True)
+    assert "solver.tf32: ignored, the CPU has no TF32 arithmetic" in summary.normal_matrix
+    assert np.array_equal(asked.parameters, plain.parameters)

@@ -114,6 +114,9 @@ class LinearAlgebra : public DeviceQueue {
   // per-shape choice between cuBLAS's SYRK and split-K, with the times it measured
   // (syrk_choice.h).  Empty on the CPU, whose syrk_ata is always OpenBLAS's SYRK.
   virtual std::string normal_matrix_report() const { return {}; }
+  // Forms A (syrk_ata) on TF32 tensor cores from now on (SolverOptions::tf32); returns false,
+  // changing nothing, where the backend has no TF32 arithmetic (a float64 backend, the CPU).
+  virtual bool use_tf32(bool /*on*/) { return false; }
   // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
   virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;

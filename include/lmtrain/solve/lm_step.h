@@ -159,7 +159,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
-  std::string normal_matrix_report() const override { return system_.normal_matrix_report(); }
+  std::string normal_matrix_report() const override {
+    const std::string formed = system_.normal_matrix_report();
+    if (tf32_ignored_.empty()) return formed;
+    return formed.empty() ? tf32_ignored_ : formed + "\n" + tf32_ignored_;
+  }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
   std::size_t slice_samples() const { return builder_.slice_samples(); }
@@ -268,6 +272,7 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   bool lambda_above_max(bool can_grow, StepReport& report) const;
 
   SolverOptions options_;
+  std::string tf32_ignored_;  // why SolverOptions::tf32 was not applied (empty: off or applied)
   LinearAlgebra<T>& backend_;
   std::unique_ptr<LinearAlgebra<S>>
       system_owned_;  // mixed precision: S's backend on the same device

@@ -228,6 +228,14 @@ struct SolverOptions {
   // the torch path's float64 W1 worse on three seeds of three.
   int geodesic_backoff_max = -1;
 
+  // A float32 A formed on TF32 tensor cores (CUDA, opt-in): the products of J's columns take
+  // J rounded to TF32's 10-bit mantissa and add in float32, so A's entries carry a relative
+  // error of about 2⁻¹¹ · √rows where float32 carries 2⁻²⁴ · √rows — a rounding that λ·D must
+  // exceed for the step to stay a descent direction.  Where the system is float64 (mixed,
+  // float64) or the device has no TF32 (the CPU), it is ignored and the Summary's normal-matrix
+  // line says so.  Off by default: lmtrain's float32 results match the CPU's at float rounding.
+  bool tf32 = false;
+
   // Convergence tolerances on the current batch (0 disables; the peers train for a fixed number
   // of epochs, so they are off by default).  With F the objective and θ the parameters:
   //   gradient:  ‖Jᵀr‖∞ ≤ gradient_tolerance

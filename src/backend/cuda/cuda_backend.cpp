@@ -349,14 +349,41 @@ class CudaBackend final : public Backend<T> {
   }
   // cuBLAS's SYRK or split-K (split_k_syrk.h), whichever ran this shape faster on its first call
   // (syrk_choice.h).  For SYRK, row-major J (k × n) is column-major M = Jᵀ (n × k), and
-  // JᵀJ = M Mᵀ: a non-transposed SYRK.
+  // JᵀJ = M Mᵀ: a non-transposed SYRK.  With TF32 (use_tf32) the handle's math mode allows TF32
+  // tensor cores for this call only: the layers' GEMMs and the solve keep float32 arithmetic.
   void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
     if (n == 0) return;
     bind(device_);
-    syrk_choice_.syrk_ata(n, k, alpha, j, ldj, beta, c);
+    if (!tf32_) {
+      syrk_choice_.syrk_ata(n, k, alpha, j, ldj, beta, c);
+      return;
+    }
+    CUBLAS_CHECK(cublasSetMathMode(cublas(), CUBLAS_TF32_TENSOR_OP_MATH));
+    try {
+      syrk_choice_.syrk_ata(n, k, alpha, j, ldj, beta, c);
+    } catch (...) {
+      (void)cublasSetMathMode(cublas(), CUBLAS_DEFAULT_MATH);
+      throw;
+    }
+    CUBLAS_CHECK(cublasSetMathMode(cublas(), CUBLAS_DEFAULT_MATH));
   }
-  std::string normal_matrix_report() const override { return syrk_choice_.report(); }
+  std::string normal_matrix_report() const override {
+    const std::string report = syrk_choice_.report();
+    return tf32_ ? "A = JᵀJ on TF32 tensor cores (solver.tf32)" +
+                       (report.empty() ? "" : "\n" + report)
+                 : report;
+  }
+  // TF32 for a float A; the shapes' SYRK-or-split-K choices are measured again under it.
+  bool use_tf32(bool on) override {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      if (on != tf32_) syrk_choice_.forget();
+      tf32_ = on;
+      return true;
+    }
+  }
   // Row-major J (m × n) is column-major M = Jᵀ (n × m), and JJᵀ = MᵀM: a transposed SYRK.
   void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
@@ -744,6 +771,7 @@ class CudaBackend final : public Backend<T> {
   CusolverHandle cusolver_;
   CusolverParams solver_params_;
   SyrkChoice<T> syrk_choice_;           // how syrk_ata forms A, per shape
+  bool tf32_ = false;                   // syrk_ata on TF32 tensor cores (use_tf32)
   DeviceBuffer<double> reduction_;      // kReductionBlocks partials + the result
   DeviceBuffer<double> norm_partials_;  // vector_norms' three figures per block
   DeviceBuffer<int> info_;              // cuSOLVER's status
