@@ -826,7 +826,8 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       "\"peak_rss_bytes\":{},\"termination\":{},\"solver\":{},\"slice_samples\":{},"
       "\"accepted\":{},\"rejected\":{},\"invalid\":{},\"final_lambda\":{},\"phases\":{},"
       "\"phases_per_step\":{},\"phases_per_step_basis\":{},\"device_kind\":{},"
-      "\"peak_device_bytes\":{},\"planned_peak_bytes\":{},\"normal_matrix\":{}{}}}\n",
+      "\"peak_device_bytes\":{},\"planned_peak_bytes\":{},\"host_reads_per_step\":{},"
+      "\"normal_matrix\":{}{}}}\n",
       json_string(workload), json_string(variant), json_string(summary.device),
       json_string(summary.precision), json_string(summary.model),
       json_string(lmtrain::to_string(loss.kind)), summary.num_params, train.samples, test.samples,
@@ -841,7 +842,8 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       phases_json(summary.times, std::max(1, summary.steps)),
       json_string("mean: phase totals / steps"),
       json_string(device_kind_name(backend->device_kind())), summary.peak_device_bytes,
-      summary.planned_peak_bytes, json_string(summary.normal_matrix), rates);
+      summary.planned_peak_bytes, num(summary.host_reads_per_step()),
+      json_string(summary.normal_matrix), rates);
   // The human-readable report goes to stderr, so stdout stays JSON.
   fmt::print(stderr, "{}", summary.full_report());
   return summary.termination == lmtrain::TerminationReason::kNonFiniteObjective ? 1 : 0;

@@ -592,7 +592,10 @@ fi
 
 # ---- bench: the benchmark drivers with the device roofline --------------------------------
 if wants bench; then
+  # --tf32: A on TF32 tensor cores (issue 36) — its final losses beside the float32 rows' are
+  # the accuracy cost the docs do not have yet; normal_matrix says which way A was formed.
   for args in "W1 --epochs 50" "W1 --epochs 50 --mixed" "W2 --epochs 10" "W2 --epochs 10 --mixed" \
+              "W1 --epochs 50 --tf32" "W2 --epochs 10 --tf32" \
               "W3 --width 64 --depth 2 --samples 50000 --repeats 5" \
               "W3 --width 256 --depth 1 --samples 100000 --repeats 5" \
               "W3 --width 1024 --depth 1 --samples 20000 --repeats 5"; do
