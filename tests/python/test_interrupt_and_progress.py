@@ -70,8 +70,11 @@ def test_sigint_from_a_thread_stops_within_a_step_and_keeps_the_checkpoint(
     thread.start()
     with pytest.raises(KeyboardInterrupt):
         # checkpoint_every=0: the file is written only on the interruption.
+        # max_time_seconds: a run that missed the signal fails the test in 90 s instead of
+        # training its 10⁵ epochs (minutes on a loaded machine).
         lmtrain.fit([16, "tanh", 1], X, y, precision="float64", batch_size=500,
-                    max_epochs=100000, checkpoint=checkpoint, checkpoint_every=0, verbose=True)
+                    max_epochs=100000, checkpoint=checkpoint, checkpoint_every=0, verbose=True,
+                    max_time_seconds=90)
     latency = time.perf_counter() - sent[0]
     thread.join()
     epoch = float(np.median(np.diff(epochs)))
@@ -138,7 +141,8 @@ def test_keyboard_interrupt_at_once_on_a_second_sigint_or_after_the_grace_period
         with pytest.raises(KeyboardInterrupt):
             lmtrain.fit([16, "tanh", 1], X, y, precision="float64", batch_size=500,
                         max_epochs=100000, checkpoint=checkpoint, checkpoint_every=1,
-                        stop_grace_s=0.5 if not second_sigint else 30.0, verbose=True)
+                        stop_grace_s=0.5 if not second_sigint else 30.0, verbose=True,
+                        max_time_seconds=90)
         latency = time.perf_counter() - sent[-1]
     finally:
         release.set()
