@@ -52,8 +52,53 @@ void SyrkChoice<T>::syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, 
 }
 
 template <typename T>
+void SyrkChoice<T>::set_method(NormalMatrixMethod method) {
+  if (method != method_) forget();
+  method_ = method;
+}
+
+template <typename T>
 typename SyrkChoice<T>::Decision SyrkChoice<T>::decide(std::size_t n, std::size_t k, const T* j,
                                                        std::size_t ldj) {
+  switch (method_) {
+    case NormalMatrixMethod::kSyrk:
+      return {std::nullopt, "SYRK: solver.normal_matrix = \"syrk\""};
+    case NormalMatrixMethod::kSplitK:
+      return split_k_as_asked(n, k);
+    case NormalMatrixMethod::kAuto:
+      break;
+  }
+  return measure(n, k, j, ldj);
+}
+
+// solver.normal_matrix = "split_k": one panel, J's rows in as many blocks as the device's
+// multiprocessors want (plan_split_k; at least two), without a measurement; SYRK where the rows
+// are too few to split or the partials cannot be had.
+template <typename T>
+typename SyrkChoice<T>::Decision SyrkChoice<T>::split_k_as_asked(std::size_t n, std::size_t k) {
+  SplitKPlan plan = plan_split_k(n, k, 1, multiprocessors_, stride_multiple_);
+  if (plan.blocks < 2 && k >= 2 * std::max(n, kSplitKMinBlockRows)) {
+    // A that fills the device alone: the plan wants one block; asked for split-K, take two.
+    plan.block_rows = (k + 1) / 2;
+    plan.blocks = 2;
+  }
+  if (plan.blocks < 2)
+    return {std::nullopt, fmt::format("SYRK: solver.normal_matrix = \"split_k\", but {} rows are "
+                                      "too few to split (a block needs at least {})",
+                                      k, std::max(n, kSplitKMinBlockRows))};
+  const std::size_t bytes = plan.workspace_elements() * sizeof(T);
+  try {
+    workspace_.reserve(la_.memory(), plan.workspace_elements());
+  } catch (const OutOfMemory& e) {
+    return {std::nullopt, fmt::format("SYRK: split-K's {:.1f} MiB could not be allocated ({})",
+                                      mib(bytes), e.what())};
+  }
+  return {plan, fmt::format("split-K, {}: solver.normal_matrix = \"split_k\"", plan.describe())};
+}
+
+template <typename T>
+typename SyrkChoice<T>::Decision SyrkChoice<T>::measure(std::size_t n, std::size_t k, const T* j,
+                                                        std::size_t ldj) {
   std::vector<SplitKPlan> plans = split_k_candidates(n, k, multiprocessors_, stride_multiple_);
   const std::size_t tiles = (n + kSplitKTile - 1) / kSplitKTile;
   if (plans.empty()) {

@@ -91,6 +91,11 @@ void bind_solver_options(nb::module_& m) {
           "damping", &S::damping, [](DampingType t) { return to_string(t); }, parse_damping,
           {"multiplicative", "nielsen"}, "λ's schedule: nielsen (default) or multiplicative.")
       .choice(
+          "normal_matrix", &S::normal_matrix, [](NormalMatrixMethod way) { return to_string(way); },
+          parse_normal_matrix_method, {"auto", "syrk", "split_k"},
+          "How A = JᵀJ is formed: auto (CUDA: SYRK or split-K, measured per shape; CPU: "
+          "SYRK), syrk, or split_k (on the CPU too).")
+      .choice(
           "damping_matrix", &S::damping_matrix, [](DampingMatrix t) { return to_string(t); },
           parse_damping_matrix, {"identity", "marquardt"},
           "D: identity (Levenberg) or marquardt (clamped diag(JᵀJ)).")

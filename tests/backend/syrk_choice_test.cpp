@@ -140,5 +140,45 @@ TYPED_TEST(SyrkChoiceTest, SplitKThatWouldTakeOverAQuarterOfTheFreeMemoryIsNotTr
       << choice.report();
 }
 
+// solver.normal_matrix: syrk and split_k take their way without measuring — split_k even for a
+// shape the measurement would not split (2 100 columns fill the device) — and say so; a change of
+// method forgets the decisions.  split_k's A against the CPU's SYRK.
+TYPED_TEST(SyrkChoiceTest, AMethodAskedForIsTakenWithoutMeasuring) {
+  using T = TypeParam;
+  Fixture<T> f;
+  f.syrk_delay = std::chrono::milliseconds(30);  // auto would choose split-K
+  SyrkChoice<T> choice = f.choice(132);
+  const std::size_t n = 301, k = 2003;
+  const std::vector<T> j = random_rows<T>(k, n, 11);
+  std::vector<T> want(n * n, T(0)), got(n * n, T(0));
+  f.backend->syrk_ata(n, k, T(1), j.data(), n, T(0), want.data());
+
+  choice.set_method(NormalMatrixMethod::kSyrk);
+  choice.syrk_ata(n, k, T(1), j.data(), n, T(0), got.data());
+  EXPECT_EQ(f.syrk_calls, 1);  // the call itself, nothing timed
+  EXPECT_EQ(got, want);
+  EXPECT_NE(choice.report().find("SYRK: solver.normal_matrix = \"syrk\""), std::string::npos)
+      << choice.report();
+
+  f.syrk_delay = std::chrono::milliseconds(0);  // auto would keep SYRK now
+  choice.set_method(NormalMatrixMethod::kSplitK);
+  EXPECT_EQ(choice.report(), "");
+  choice.syrk_ata(n, k, T(1), j.data(), n, T(0), got.data());
+  EXPECT_EQ(f.syrk_calls, 1);
+  EXPECT_NE(choice.report().find("split-K, "), std::string::npos) << choice.report();
+  EXPECT_LE(upper_error(got, want, n), 50 * std::numeric_limits<T>::epsilon());
+
+  // 2 100 columns: auto keeps SYRK unmeasured (A fills the device); split_k splits all the same.
+  const std::size_t wide = 2100, rows = 4500;
+  const std::vector<T> jw = random_rows<T>(rows, wide, 12);
+  std::vector<T> want_w(wide * wide, T(0)), got_w(wide * wide, T(0));
+  f.backend->syrk_ata(wide, rows, T(1), jw.data(), wide, T(0), want_w.data());
+  choice.syrk_ata(wide, rows, T(1), jw.data(), wide, T(0), got_w.data());
+  EXPECT_EQ(f.syrk_calls, 1);
+  EXPECT_NE(choice.report().find("n = 2100, 4500 rows: split-K, 2 blocks"), std::string::npos)
+      << choice.report();
+  EXPECT_LE(upper_error(got_w, want_w, wide), 50 * std::numeric_limits<T>::epsilon());
+}
+
 }  // namespace
 }  // namespace lmtrain

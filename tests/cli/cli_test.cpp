@@ -284,6 +284,8 @@ INSTANTIATE_TEST_SUITE_P(
                  kTrain + "[solver]\ngeodesic_acceleration = \"sometimes\"\n",
                  "solver.geodesic_acceleration has the wrong type (string); expected true, false "
                  "or \"auto\""},
+        BadInput{"NormalMatrixNotAWay", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[solver]\nnormal_matrix = \"fast\"\n", "solver.normal_matrix"},
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
     [](const auto& test_param) { return test_param.param.name; });
@@ -310,6 +312,40 @@ TEST(Cli, Tf32IsReportedAsIgnoredOnTheCpu) {
     EXPECT_EQ(read_file(s.path("plain") / "summary.txt").find("solver.tf32"), std::string::npos);
     EXPECT_EQ(final_parameters(s.path("tf32")), final_parameters(s.path("plain"))) << precision;
   }
+}
+
+// solver.normal_matrix = "split_k" on the CPU: the fit forms A by split-K (the algorithm a GPU
+// may choose), summary.txt says how, and the parameters after 4 float64 steps are the SYRK run's
+// to rounding: measured 2.8e-15 (relative, max over parameters; AMD Zen 5, OpenBLAS's Haswell
+// kernels) and 9.1e-15 (OPENBLAS_CORETYPE=SkylakeX), bound 1e-9.  With the last partial dropped
+// from the sum they move by 3.0e-1.
+TEST(Cli, SplitKNormalMatrixOnTheCpuFollowsSyrk) {
+  Scratch s;
+  s.write("data.csv", regression_csv(2000, 5));
+  const std::string config =
+      s.write("run.toml", "precision = \"float64\"\n" + regression_config("", 2) + "[solver]\n");
+  // batch_size 1000 (the config's is 100: too few rows to split into blocks of ≥ 256).
+  const std::string common = " --quiet --set trainer.batch_size=1000 --set output_dir=";
+  ASSERT_EQ(run("fit " + config + common + "'\"syrk\"'").exit_code, 0);
+  const Result fit =
+      run("fit " + config + common + "'\"split\"'" + " --set solver.normal_matrix='\"split_k\"'");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const std::string summary = read_file(s.path("split") / "summary.txt");
+  // 1 600 training rows: batches of 1 000 and 600.
+  for (const char* line : {"n = 49, 1000 rows: split-K, 3 blocks of 334 rows, 1 panel: "
+                           "solver.normal_matrix = \"split_k\"",
+                           "n = 49, 600 rows: split-K, 2 blocks of 300 rows"})
+    EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  const std::vector<double> a = final_parameters(s.path("split"));
+  const std::vector<double> b = final_parameters(s.path("syrk"));
+  ASSERT_EQ(a.size(), b.size());
+  double gap = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    gap = std::max(gap, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  std::printf("split-K vs SYRK after 4 float64 steps: %.3e relative\n", gap / scale);
+  EXPECT_LE(gap / scale, 1e-9);
 }
 
 // solver.geodesic_acceleration: a config file's false is what the report says, and

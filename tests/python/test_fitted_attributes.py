@@ -165,3 +165,18 @@ def test_tf32_on_the_cpu_is_reported_and_changes_nothing() -> None:
                                  tf32=True)
     assert "solver.tf32: ignored, the CPU has no TF32 arithmetic" in summary.normal_matrix
     assert np.array_equal(asked.parameters, plain.parameters)
+
+
+def test_split_k_normal_matrix_follows_syrk() -> None:
+    # normal_matrix="split_k" forms A by split-K on the CPU too (the algorithm a GPU may choose):
+    # the summary says so, and 4 float64 steps end where SYRK's end, to rounding (measured
+    # 2.8e-15 relative through the CLI, tests/cli/cli_test.cpp; bound 1e-9).
+    X, y = data(rows=1200, seed=5)
+    kwargs = dict(precision="float64", max_epochs=2, batch_size=600, seed=2)
+    syrk, _ = lmtrain.fit([8, "tanh", 1], X, y, **kwargs)
+    split, summary = lmtrain.fit([8, "tanh", 1], X, y, normal_matrix="split_k", **kwargs)
+    assert "600 rows: split-K, 2 blocks of 300 rows" in summary.normal_matrix
+    gap = np.max(np.abs(split.parameters - syrk.parameters)) / np.max(np.abs(syrk.parameters))
+    assert gap <= 1e-9
+    with pytest.raises(ValueError, match="normal_matrix"):
+        lmtrain.fit([8, "tanh", 1], X, y, normal_matrix="fast", **kwargs)

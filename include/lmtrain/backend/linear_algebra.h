@@ -20,6 +20,7 @@
 #include <span>
 
 #include "lmtrain/backend/device_queue.h"
+#include "lmtrain/backend/normal_matrix_method.h"
 
 namespace lmtrain {
 
@@ -117,6 +118,9 @@ class LinearAlgebra : public DeviceQueue {
   // Forms A (syrk_ata) on TF32 tensor cores from now on (SolverOptions::tf32); returns false,
   // changing nothing, where the backend has no TF32 arithmetic (a float64 backend, the CPU).
   virtual bool use_tf32(bool /*on*/) { return false; }
+  // How syrk_ata forms A from now on (normal_matrix_method.h); false where the backend has no
+  // choice (then its SYRK).
+  virtual bool set_normal_matrix_method(NormalMatrixMethod /*method*/) { return false; }
   // Upper triangle (row-major) of C(m×m) = α JJᵀ + β C, J (m × n) row-major.  The dual form's Gram.
   virtual void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                         T* c) = 0;

@@ -48,6 +48,9 @@ class SyrkChoice {
   // Drops every decision (the device's arithmetic changed, e.g. TF32 switched): the next call of
   // each shape measures again.
   void forget() { decisions_.clear(); }
+  // auto (the default): measure each shape; syrk or split_k: that way without measuring
+  // (normal_matrix_method.h).  A change forgets the decisions made.
+  void set_method(NormalMatrixMethod method);
   // One line per shape decided, in the order decided: which way and why, with the times.
   std::string report() const;
 
@@ -58,7 +61,10 @@ class SyrkChoice {
     std::string why;
     std::size_t order = 0;  // when decided, for the report
   };
+  // The way of a new shape: as asked (method_), or measured (auto).
   Decision decide(std::size_t n, std::size_t k, const T* j, std::size_t ldj);
+  Decision split_k_as_asked(std::size_t n, std::size_t k);
+  Decision measure(std::size_t n, std::size_t k, const T* j, std::size_t ldj);
   // Median seconds of each way (index 0: SYRK, then the plans' order) into scratch output.
   std::vector<double> time_ways(const std::vector<SplitKPlan>& plans, std::size_t n, std::size_t k,
                                 const T* j, std::size_t ldj, T* scratch);
@@ -68,6 +74,7 @@ class SyrkChoice {
   std::size_t stride_multiple_;
   Syrk syrk_;
   std::map<Shape, Decision> decisions_;
+  NormalMatrixMethod method_ = NormalMatrixMethod::kAuto;
   DeviceBuffer<T> workspace_;  // the partials of the largest plan in use (grow-only)
 };
 

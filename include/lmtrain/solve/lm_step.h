@@ -161,8 +161,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   }
   std::string normal_matrix_report() const override {
     const std::string formed = system_.normal_matrix_report();
-    if (tf32_ignored_.empty()) return formed;
-    return formed.empty() ? tf32_ignored_ : formed + "\n" + tf32_ignored_;
+    if (options_ignored_.empty()) return formed;
+    return formed.empty() ? options_ignored_ : formed + "\n" + options_ignored_;
   }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }
@@ -272,7 +272,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   bool lambda_above_max(bool can_grow, StepReport& report) const;
 
   SolverOptions options_;
-  std::string tf32_ignored_;  // why SolverOptions::tf32 was not applied (empty: off or applied)
+  // Why SolverOptions::tf32 or normal_matrix were not applied (empty: applied, or not asked).
+  std::string options_ignored_;
   LinearAlgebra<T>& backend_;
   std::unique_ptr<LinearAlgebra<S>>
       system_owned_;  // mixed precision: S's backend on the same device

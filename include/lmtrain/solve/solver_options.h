@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "lmtrain/backend/normal_matrix_method.h"
 #include "lmtrain/core/loss_kind.h"
 
 namespace lmtrain {
@@ -235,6 +236,10 @@ struct SolverOptions {
   // float64) or the device has no TF32 (the CPU), it is ignored and the Summary's normal-matrix
   // line says so.  Off by default: lmtrain's float32 results match the CPU's at float rounding.
   bool tf32 = false;
+  // How A = JᵀJ is formed: auto (CUDA measures SYRK against split-K per shape; the CPU runs
+  // OpenBLAS's SYRK), syrk, or split_k (normal_matrix_method.h).  syrk and split_k make a GPU run
+  // form A the same way every time.
+  NormalMatrixMethod normal_matrix = NormalMatrixMethod::kAuto;
 
   // Convergence tolerances on the current batch (0 disables; the peers train for a fixed number
   // of epochs, so they are off by default).  With F the objective and θ the parameters:

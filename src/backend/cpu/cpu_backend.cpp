@@ -19,6 +19,7 @@
 #include "cpu_memory.h"
 #include "cpu_threads.h"
 #include "lmtrain/backend/backend.h"
+#include "lmtrain/backend/syrk_choice.h"
 #include "lmtrain/core/error.h"
 
 namespace lmtrain {
@@ -157,7 +158,10 @@ class CpuBackend final : public Backend<T> {
   CpuBackend(std::size_t memory_limit_bytes, std::shared_ptr<cpu::ThreadController> threads)
       : memory_(memory_limit_bytes),
         simd_(cpu::simd_path()),
-        threads_(threads ? std::move(threads) : std::make_shared<cpu::ThreadController>()) {}
+        threads_(threads ? std::move(threads) : std::make_shared<cpu::ThreadController>()),
+        split_k_(*this, static_cast<std::size_t>(threads_->max_threads()), kSplitKStrideMultiple,
+                 [this](std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
+                        T* c) { own_syrk_ata(n, k, alpha, j, ldj, beta, c); }) {}
 
   std::string name() const override {
     if (memory_.limit_bytes() > 0)
@@ -278,10 +282,22 @@ class CpuBackend final : public Backend<T> {
     cpu::BlasCall call(*threads_, work(m, n, 1));
     blas_gemv(cblas_trans(ta), bi(m), bi(n), alpha, a, bi(lda), x, beta, y);
   }
+  // OpenBLAS's SYRK, or split-K when solver.normal_matrix asks for it (the algorithm the CUDA
+  // backend may choose, run here so that CI trains with it; normal_matrix_method.h).
   void syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
-    cpu::BlasCall call(*threads_, work(n, n, k) / 2);
-    blas_syrk(CblasTrans, bi(n), bi(k), alpha, j, bi(ldj), beta, c);
+    if (method_ == NormalMatrixMethod::kSplitK)
+      split_k_.syrk_ata(n, k, alpha, j, ldj, beta, c);
+    else
+      own_syrk_ata(n, k, alpha, j, ldj, beta, c);
+  }
+  bool set_normal_matrix_method(NormalMatrixMethod method) override {
+    method_ = method;
+    split_k_.set_method(method);
+    return true;
+  }
+  std::string normal_matrix_report() const override {
+    return method_ == NormalMatrixMethod::kSplitK ? split_k_.report() : std::string();
   }
   void syrk_aat(std::size_t m, std::size_t n, T alpha, const T* j, std::size_t ldj, T beta,
                 T* c) override {
@@ -580,9 +596,20 @@ class CpuBackend final : public Backend<T> {
   }
 
  private:
+  void own_syrk_ata(std::size_t n, std::size_t k, T alpha, const T* j, std::size_t ldj, T beta,
+                    T* c) {
+    cpu::BlasCall call(*threads_, work(n, n, k) / 2);
+    blas_syrk(CblasTrans, bi(n), bi(k), alpha, j, bi(ldj), beta, c);
+  }
+
+  // Split-K's partials rows padded to 8 elements (a 32- or 64-byte line).
+  static constexpr std::size_t kSplitKStrideMultiple = 8;
+
   cpu::HostMemory memory_;
   cpu::SimdPath simd_;
   std::shared_ptr<cpu::ThreadController> threads_;
+  SyrkChoice<T> split_k_;  // syrk_ata under solver.normal_matrix = "split_k"
+  NormalMatrixMethod method_ = NormalMatrixMethod::kAuto;
 };
 
 }  // namespace

@@ -374,6 +374,10 @@ class CudaBackend final : public Backend<T> {
                        (report.empty() ? "" : "\n" + report)
                  : report;
   }
+  bool set_normal_matrix_method(NormalMatrixMethod method) override {
+    syrk_choice_.set_method(method);
+    return true;
+  }
   // TF32 for a float A; the shapes' SYRK-or-split-K choices are measured again under it.
   bool use_tf32(bool on) override {
     if constexpr (!std::is_same_v<T, float>) {
