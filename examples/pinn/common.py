@@ -7,7 +7,9 @@ budget, LM options) and ``build(seed, **recipe) → (problem, model, error)``; `
 ``build``.
 
 The loop is lmtrain.torch's ``step()`` in a loop; every ``resample_every`` steps the problem
-draws fresh collocation points (``problem.resample(step)``, seeded), and the relative L2 error
+draws fresh collocation points (``problem.resample(step)``, seeded), before every step the
+conditions' point weights are updated (``problem.update_weights(model)``: causal weights,
+residual-based attention; nothing without them), and the relative L2 error
 against the example's reference is evaluated after every step *outside* the training clock (so
 the reported times are training times).  At the end the residual on a held-out set of fresh
 points is compared with the training residual, and a run that fits its collocation points but
@@ -129,6 +131,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         start = time.perf_counter()
         if resample_every and step > 0 and step % resample_every == 0:
             problem.resample(step)
+        problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
         report = optimizer.step(problem.points)
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
