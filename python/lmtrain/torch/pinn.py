@@ -430,12 +430,17 @@ class Problem:
         transform in θ per point, PointwiseJacobian).
     chunk_bytes : int
         Memory for one vmapped chunk of points (their rows of J and the intermediates).
+    device : torch.device or str
+        Where ``points`` live: the model's device (a CUDA model needs ``device="cuda"``).
+        The draws are made on the CPU and copied, so a run draws the same points on any
+        device.
     """
 
     def __init__(self, coordinates: str | Sequence[str], conditions: Sequence[Condition], *,
                  outputs: str | Sequence[str] = "u", seed: int = 0,
                  dtype: torch.dtype = torch.float64, jacobian: str = "auto",
-                 chunk_bytes: int = 256 << 20) -> None:
+                 chunk_bytes: int = 256 << 20, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
         self.coordinates = "".join(coordinates)
         self.outputs = "".join(outputs)
         for kind, names in (("coordinate", self.coordinates), ("output", self.outputs)):
@@ -491,12 +496,12 @@ class Problem:
             sampler = condition.points
             if stream != 0 and isinstance(sampler, Fixed):
                 if sampler.heldout_sampler is None:
-                    parts.append(sampler.points.to(self.dtype))
+                    parts.append(sampler.points.to(self.dtype).cpu())
                     continue
                 sampler = sampler.heldout_sampler
             parts.append(sampler.draw(self.coordinates, _seed(self.seed, stream, step, index),
-                                      self.dtype, self.counts[index]))
-        return torch.cat(parts)
+                                      self.dtype, self.counts[index]).cpu())
+        return torch.cat(parts).to(self.device)
 
     def resample(self, step: int) -> torch.Tensor:
         """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
