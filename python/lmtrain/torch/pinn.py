@@ -181,8 +181,8 @@ class Fixed:
 # ---- weights of points ------------------------------------------------------------------------
 class CausalWeights:
     """Causal weights for a time-dependent PDE (Wang, Sankaran & Perdikaris, "Respecting
-    causality for training physics-informed neural networks", CMAME 421, 2024, arXiv
-    2203.07404, eq. (3.8)–(3.9)).  The interval of the time coordinate is cut into ``slabs``
+    causality is all you need for training physics-informed neural networks", CMAME 421, 2024,
+    arXiv 2203.07404).  The interval of the time coordinate is cut into ``slabs``
     equal slabs; a point in slab i gets the weight
 
         w_i = exp(−ε · Σ_{k<i} L_k),
@@ -238,8 +238,8 @@ class CausalWeights:
 
 class ResidualBasedAttention:
     """Residual-based attention (RBA; Anagnostopoulos, Toscano, Stergiopulos & Karniadakis,
-    "Residual-based attention in physics-informed neural networks", CMAME 421, 2024, arXiv
-    2307.00379): each point i carries a multiplier λ_i on its residual, updated between steps by
+    "Residual-based attention in physics-informed neural networks", CMAME 421, 2024,
+    doi:10.1016/j.cma.2024.116805, arXiv 2307.00379): each point i carries a multiplier λ_i on its residual, updated between steps by
 
         λ_i ← γ·λ_i + η·|F_i| / max_j |F_j|,
 
