@@ -10,12 +10,15 @@
 #                     [--budget SECONDS] [--quick] [--no-install] [--tag NAME]
 #                     [--build-dir DIR] [--no-build]
 #   (no workload: W1 W2 W6)
-#   PINN        W8 (issue 29): bench/pinn.py — each PDE of examples/pinn/ with lmtrain.torch's LM
-#               and Adam → L-BFGS, same network, points and budget, seeds interleaved (--repeats
-#               R: seeds 0..R-1, default 3; --quick: one seed, 2% of the budgets; --threads N,
-#               default 1). Needs lmtrain.torch in build/venv-torch (scripts/test-torch.sh) and
-#               no C++ build; writes bench/results/<date>-<machine>-PINN.md and .json. Long:
-#               about 4 hours for the 3 seeds.
+#   PINN        W8 (issue 29): bench/pinn.py — each PDE of examples/pinn/ (KdV included, issue
+#               39) with lmtrain.torch's LM and Adam → L-BFGS, same network, points and budget,
+#               seeds interleaved (--repeats R: seeds 0..R-1, default 3; --quick: one seed, 2% of
+#               the budgets; --threads N, default 1), judged against issue 39's targets.
+#               LMTRAIN_PINN_PDES (environment, space-separated) picks the PDEs and the recipe
+#               variants (bench/pinn.py --help: poisson2d-rba, allen_cahn-causal, …).  Needs
+#               lmtrain.torch in build/venv-torch (scripts/test-torch.sh) and no C++ build;
+#               writes bench/results/<date>-<machine>-PINN.md and .json. Long: about 5.5 hours
+#               for the five PDEs and 3 seeds.
 #   --device    cpu (default) or cuda: the device of lmtrain and of the PyTorch peers; with cuda
 #               the report judges issue 4's roofline targets (W1 W2 W3: Jacobian assembly against
 #               the measured copy bandwidth, SYRK against the measured GEMM rate)
@@ -129,6 +132,7 @@ if [ "$pinn" = 1 ]; then
     exit 2
   fi
   pinn_args=(--machine "$machine" --threads "${threads:-1}")
+  [ -n "${LMTRAIN_PINN_PDES:-}" ] && pinn_args+=(--pde $LMTRAIN_PINN_PDES)
   [ "$repeats_given" = 1 ] && pinn_args+=(--seeds $(seq 0 $((repeats - 1))))
   [ "$quick" = 1 ] && pinn_args+=(--quick)
   "$venv/bin/python" "$bench/pinn.py" "${pinn_args[@]}" || exit $?

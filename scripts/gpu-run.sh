@@ -17,6 +17,8 @@
 #                    other error there, API or not, still fails it).  racecheck runs only the tests
 #                    of the kernels that have shared memory, each family once, to finish within its
 #                    limit.  The sanitizers stage says why.
+#                    The pinn stage appends lmtrain.torch.pinn on CUDA tensors (Burgers, float64,
+#                    the Taylor and the jacrev routes) against the same run on the CPU.
 #   fits.log         `lmtrain fit` on the GPU against the same configuration on the CPU
 #   ranks.log        mpirun -np 2 (bundled OpenMPI): CPU ranks, 2 ranks on one GPU through the host
 #                    communicator, NCCL across 2 GPUs when there are 2, NCCL with one rank
@@ -40,9 +42,9 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,fits,ranks,sanitizers,bench,peers]
+# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers]
 #                                [--skip-bench]
-#   (peers needs the torch stage's extension in the same call: --stages env,torch,peers)
+#   (pinn and peers need the torch stage's extension in the same call: --stages env,torch,pinn)
 #   Stages run in that order; each check has its own timeout, and a check that would start after
 #   LMTRAIN_GPU_RUN_SECONDS (default 540) is skipped, so $OUT comes back within the device tool's
 #   10 minutes.  One call cannot hold everything on a slow machine: split it, e.g.
@@ -55,7 +57,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-stages=env,tests,torch,fits,ranks,sanitizers,bench,peers
+stages=env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stages) stages=${2:?--stages needs a list}; shift 2 ;;
@@ -254,6 +256,23 @@ if wants torch; then
       gpu_check "torch: test_torch_cuda.py" tests.log 300 bash -c pytest_cuda
       [[ -f $work/pytest.log ]] && pytest_lines "$work/pytest.log" | tee -a "$out/summary.txt"
     fi
+  fi
+fi
+
+# ---- pinn: lmtrain.torch.pinn on CUDA tensors against the CPU (issue 39) --------------------
+# Burgers (examples/pinn/burgers.py, 921 parameters, float64) for 100 LM steps on cuda:0 and on
+# the CPU from the same seed, by the Taylor route and the per-point jacrev route:
+# scripts/gpu-python/pinn_cuda.py checks J (device against CPU, 1e-10) and the relative L2 error
+# after the steps (within 3× of the CPU's, and trained), and prints each route's ms per step on
+# both.  Never run on a GPU when it was written: only its logic, with --device cpu.
+if wants pinn; then
+  if compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
+    gpu_check "pinn: Burgers on cuda vs cpu" tests.log 240 env PYTHONPATH="$pkg" \
+      OMP_NUM_THREADS=$cores "$py" "$root/scripts/gpu-python/pinn_cuda.py" --device cuda
+    grep -E '^(taylor|jacrev): ' "$out/tests.log" | tail -n 2 | sed 's/^/    /' |
+      tee -a "$out/summary.txt"
+  else
+    report "pinn: Burgers on cuda vs cpu" SKIP 0 "no extension from the torch stage in this call"
   fi
 fi
 

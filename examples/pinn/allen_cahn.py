@@ -5,8 +5,9 @@
 The network sees (t, cos kπx, sin kπx), so u is periodic in x exactly and needs no boundary
 residual.  Causality, two ways (recipe keys): time marching — the interior points are drawn on
 t ∈ [0, T] with the horizon T grown from horizon_start to 1 in horizon_steps LM steps — and
-causal weights (causal_epsilon > 0; Wang, Sankaran & Perdikaris, arXiv 2203.07404).  Prints the relative L2 error against the ETDRK4
-reference (references.py) on its 201 × 512 grid.
+causal weights (causal_epsilon > 0: ``pinn.CausalWeights``, Wang, Sankaran & Perdikaris, arXiv
+2203.07404).  Prints the relative L2 error against the ETDRK4 reference (references.py) on its
+201 × 512 grid.
 
 usage: python examples/pinn/allen_cahn.py [--seed 0] [--budget 900] [--points 8000] …
        (--set KEY=VALUE for the other keys of RECIPE)
@@ -56,31 +57,6 @@ class MarchingUniform(pinn.Uniform):
         return points
 
 
-class CausalWeights:
-    """Wang, Sankaran & Perdikaris (arXiv 2203.07404): the PDE residual in time slab i is
-    weighted by wᵢ = exp(−ε Σ_{k<i} Lₖ), Lₖ the slab's mean squared residual, so a slab counts
-    only once the earlier ones are solved.  A least-squares residual carries √wᵢ; the weights
-    are constants within an LM step and updated between steps."""
-
-    def __init__(self, slabs: int, epsilon: float) -> None:
-        self.slabs, self.epsilon = slabs, epsilon
-        self.root_weights = torch.ones(slabs, dtype=torch.float64)
-
-    def factor(self, t: torch.Tensor) -> torch.Tensor:
-        # index_select, not [index]: the residual runs under vmap, one point at a time.
-        index = torch.clamp((t * self.slabs).long(), 0, self.slabs - 1)
-        return torch.index_select(self.root_weights, 0, index.reshape(1)).reshape(t.shape)
-
-    def update(self, t: torch.Tensor, squared: torch.Tensor) -> None:
-        index = torch.clamp((t * self.slabs).long(), 0, self.slabs - 1)
-        total = torch.zeros(self.slabs, dtype=torch.float64).index_add_(0, index, squared)
-        count = torch.zeros(self.slabs, dtype=torch.float64).index_add_(
-            0, index, torch.ones_like(squared))
-        mean = total / count.clamp(min=1)
-        before = torch.cumsum(mean, 0) - mean
-        self.root_weights = torch.exp(-0.5 * self.epsilon * before)
-
-
 # The recipe (docs/pinn.md): fresh Sobol points every step, 4 000 doubled every 100 steps up to
 # 16 000, and time marching (horizon 0.1 → 1 in 200 steps).  Measured after 600 s on the shared
 # machine: 1.8e-4; without the growth 4.4e-4, without marching 7.2e-4, causal weights
@@ -91,10 +67,10 @@ RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, 
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
-            causal: CausalWeights) -> pinn.Problem:
+            causal: pinn.CausalWeights | None) -> pinn.Problem:
     return pinn.Problem("tx", [
-        pinn.Condition("pde", lambda t, u, u_t, u_xx: causal.factor(t) * (
-            u_t - D * u_xx + C * u ** 3 - C * u), MarchingUniform(points, horizon)),
+        pinn.Condition("pde", lambda u, u_t, u_xx: u_t - D * u_xx + C * u ** 3 - C * u,
+                       MarchingUniform(points, horizon), point_weights=causal),
         pinn.Condition("initial", lambda x, u: u - x ** 2 * torch.cos(math.pi * x),
                        pinn.Uniform(max(256, points // 8), t=0, x=(-1, 1), method="sobol"),
                        weight=initial_weight),
@@ -110,22 +86,17 @@ def build(seed: int, points: int, points_max: int, grow_every: int, width: int, 
     error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
     model = common.mlp([1 + 2 * harmonics] + [width] * depth + [1], seed,
                        first=PeriodicInput(harmonics))
-    causal = CausalWeights(causal_slabs, causal_epsilon)
+    # The causal weights are updated before every step from the residuals at the step's
+    # points (common.train_lm calls problem.update_weights).
+    causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
     pde = problem(points, seed, initial_weight, horizon_start, causal)
     sampler = pde.conditions[0].points
     draw = pde.resample
 
     def resample(step: int) -> torch.Tensor:
-        # The horizon grows before the draw (time marching); the causal weights follow the
-        # residuals of the points just trained on.
+        # The horizon grows before the draw (time marching).
         sampler.horizon = min(1.0, horizon_start + (1 - horizon_start) * step /
                               max(horizon_steps, 1))
-        if causal_epsilon > 0:
-            points = pde.points[:pde.counts[0]]
-            with torch.no_grad():
-                causal.root_weights = torch.ones(causal_slabs, dtype=torch.float64)
-                r = pde.condition_residuals(model, pde.points)[0]
-            causal.update(points[:, 0], r.double() ** 2 * pde.counts[0])
         return draw(step)
 
     pde.resample = resample

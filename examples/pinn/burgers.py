@@ -31,13 +31,15 @@ NU = references.BURGERS_NU
 # sampling error is the floor of the fit: a fixed set of m/n ≈ 5 is interpolated within a few
 # steps (held-out residual 200× the training one), and a fixed count per draw levels off
 # (≈ 2e-4 with 4 000 points, ≈ 1e-5 with 8 000, after 600 s).
+# device: where the network, the points and the error's grid live ("cuda": scripts/gpu-run.sh's
+# pinn stage).
 RECIPE = dict(points=2000, points_max=16000, grow_every=100, edge_points=400, method="sobol",
-              width=20, depth=3, weights=(1.0, 1.0), budget=900.0, resample_every=1,
-              options={})
+              width=20, depth=3, weights=(1.0, 1.0), device="cpu", budget=900.0,
+              resample_every=1, options={})
 
 
 def problem(points: int, seed: int, edge_points: int, weights: tuple[float, float],
-            method: str) -> pinn.Problem:
+            method: str, device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - NU * u_xx,
                        pinn.Uniform(points, t=(0, 1), x=(-1, 1), method=method)),
@@ -47,17 +49,17 @@ def problem(points: int, seed: int, edge_points: int, weights: tuple[float, floa
         pinn.Condition("boundary", lambda u: u,
                        pinn.Uniform(edge_points // 2, t=(0, 1), x=[-1, 1], method=method),
                        weight=weights[1]),
-    ], seed=seed)
+    ], seed=seed, device=device)
 
 
 def build(seed: int, points: int, points_max: int, grow_every: int, edge_points: int,
-          method: str, width: int, depth: int,
-          weights: tuple[float, float]) -> tuple[pinn.Problem, torch.nn.Module, object]:
+          method: str, width: int, depth: int, weights: tuple[float, float],
+          device: str) -> tuple[pinn.Problem, torch.nn.Module, object]:
     t, x, u = references.burgers_grid()
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
-    model = common.mlp([2] + [width] * depth + [1], seed)
-    pde = problem(points, seed, edge_points, weights, method)
+    error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+    model = common.mlp([2] + [width] * depth + [1], seed).to(device)
+    pde = problem(points, seed, edge_points, weights, method, device)
     if points_max > points:
         common.grow_points(pde, "pde", points, points_max, grow_every)
     return pde, model, error

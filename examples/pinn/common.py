@@ -7,7 +7,9 @@ budget, LM options) and ``build(seed, **recipe) → (problem, model, error)``; `
 ``build``.
 
 The loop is lmtrain.torch's ``step()`` in a loop; every ``resample_every`` steps the problem
-draws fresh collocation points (``problem.resample(step)``, seeded), and the relative L2 error
+draws fresh collocation points (``problem.resample(step)``, seeded), before every step the
+conditions' point weights are updated (``problem.update_weights(model)``: causal weights,
+residual-based attention; nothing without them), and the relative L2 error
 against the example's reference is evaluated after every step *outside* the training clock (so
 the reported times are training times).  At the end the residual on a held-out set of fresh
 points is compared with the training residual, and a run that fits its collocation points but
@@ -30,7 +32,7 @@ import lmtrain.torch as lt
 from lmtrain.torch import pinn
 
 # Recipe keys the loop reads; every other key goes to the example's build().
-LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options")
+LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose")
 
 
 def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,
@@ -95,6 +97,8 @@ class Run:
     parameters: int
     history: list[tuple[int, float, float, float]] = field(default_factory=list)
     termination: str = ""
+    final_lambda: float = float("nan")  # λ after the last step
+    condition: float | None = None  # cond(JᵀJ) at the end, at most 2⁵² (train_lm(diagnose=True))
 
 
 def finish(problem: pinn.Problem, model: torch.nn.Module, error: float, seconds: float,
@@ -118,9 +122,12 @@ def finish(problem: pinn.Problem, model: torch.nn.Module, error: float, seconds:
 def train_lm(problem: pinn.Problem, model: torch.nn.Module,
              error: Callable[[torch.nn.Module], float], *, budget: float, steps: int,
              resample_every: int, target: float = 0.0, verbose: bool = False,
-             log_every: int = 25, options: dict[str, Any] | None = None) -> Run:
+             log_every: int = 25, options: dict[str, Any] | None = None,
+             diagnose: bool = False) -> Run:
     """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
-    stop (ignored while resampling: a new draw is a new problem); returns the Run."""
+    stop (ignored while resampling: a new draw is a new problem); returns the Run.
+    `diagnose`: also the condition number of JᵀJ at the end, outside the clock (an
+    eigendecomposition of the n × n matrix)."""
     optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **(options or {}))
     history: list[tuple[int, float, float, float]] = []
     phases: dict[str, float] = {}
@@ -129,6 +136,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         start = time.perf_counter()
         if resample_every and step > 0 and step % resample_every == 0:
             problem.resample(step)
+        problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
         report = optimizer.step(problem.points)
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
@@ -149,7 +157,16 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         if target and e <= target:
             termination = "target"
             break
-    return finish(problem, model, e, clock, step, first_below, phases, history, termination)
+    run = finish(problem, model, e, clock, step, first_below, phases, history, termination)
+    run.final_lambda = optimizer.lambda_
+    if diagnose:
+        _, a, _ = optimizer.normal_equations(problem.points)
+        eigenvalues = torch.linalg.eigvalsh(a.double())
+        # JᵀJ of a PINN is numerically singular: its smallest eigenvalue is rounding (≤ 0
+        # included); then the condition is given as at least 1/ε64.
+        smallest = max(float(eigenvalues[0]), float(eigenvalues[-1]) * 2.0 ** -52)
+        run.condition = float(eigenvalues[-1]) / smallest
+    return run
 
 
 def split_recipe(example: ModuleType, overrides: dict[str, Any]) -> tuple[dict, dict]:

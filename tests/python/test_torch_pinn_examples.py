@@ -29,21 +29,32 @@ def examples():
 
 # name, recipe overrides, steps, bound.  Measured (seed 0, OMP_NUM_THREADS=1): poisson2d
 # 2.2e-4, helmholtz 4.7e-3, burgers 5.3e-3 (Burgers' error stays near 0.2 until the shock
-# forms, about step 100), allen_cahn 1.4e-2; the bounds leave a factor of 7–10.
+# forms, about step 100), allen_cahn 1.4e-2; the bounds leave a factor of 7–10.  The recipes of
+# issue 39, measured the same way (example.train(0, steps=steps, budget=1e9, **overrides), as
+# below): kdv 6.5e-2 (from 1.37 at the first step; 17 s on the shared machine, its
+# jacrev route with u_xxx), allen_cahn with causal weights 2.1e-2, poisson2d with
+# residual-based attention (γ 0.9, η 0.1) 1.3e-4 (7.7e-7 after 150 steps, where the plain
+# recipe has 3.0e-6); bounds a factor 7–8 above.
 SHORT_RUNS = [
     ("poisson2d", dict(points=900), 40, 2e-3),
     ("helmholtz", dict(points=1000, points_max=1000), 100, 5e-2),
     ("burgers", dict(points=2000, points_max=2000, edge_points=200), 130, 5e-2),
     ("allen_cahn", dict(points=1000, points_max=1000, horizon_steps=50), 60, 0.1),
+    ("kdv", dict(points=600, points_max=600, horizon_steps=25), 40, 0.5),
+    ("allen_cahn", dict(points=1000, points_max=1000, horizon_steps=50, causal_epsilon=1.0),
+     60, 0.15),
+    ("poisson2d", dict(points=900, rba=(0.9, 0.1)), 40, 1e-3),
 ]
+IDS = ["poisson2d", "helmholtz", "burgers", "allen_cahn", "kdv", "allen_cahn-causal",
+       "poisson2d-rba"]
 
 
 CONDITIONS = {"poisson2d": {"pde", "boundary"}, "helmholtz": {"pde", "boundary"},
-              "burgers": {"pde", "initial", "boundary"}, "allen_cahn": {"pde", "initial"}}
+              "burgers": {"pde", "initial", "boundary"}, "allen_cahn": {"pde", "initial"},
+              "kdv": {"pde", "initial"}}
 
 
-@pytest.mark.parametrize("name, overrides, steps, bound", SHORT_RUNS,
-                         ids=[run[0] for run in SHORT_RUNS])
+@pytest.mark.parametrize("name, overrides, steps, bound", SHORT_RUNS, ids=IDS)
 def test_a_short_run_of_each_example_approaches_its_reference(examples, name, overrides, steps,
                                                               bound) -> None:
     example = examples(name)

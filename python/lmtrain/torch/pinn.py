@@ -52,6 +52,15 @@ evaluated on the linearization's points, which it is given).  The draws depend o
 (``seed``, step, condition), so a run is reproducible and a resumed run draws what the
 uninterrupted one would.  ``Fixed`` points never change.
 
+**Weights of points** (``Condition(…, point_weights=…)``): a factor per point on the
+condition's rows, the problem's business, set between steps by ``problem.update_weights(model)``
+from the residuals at ``problem.points`` (after ``resample``, before the step) and constant
+within a step, so the engine sees an ordinary least-squares problem.  ``CausalWeights`` (time
+slabs weighted by exp(−ε·the loss of the earlier slabs)) and ``ResidualBasedAttention``
+(λ_i ← γλ_i + η|F_i|/max|F|) are the two given; any object with ``factors(points,
+coordinates)`` and ``update(points, squared, coordinates)`` is one.  The held-out check and
+``mean_squared`` leave them out (plain mean F²); the step's ``block_losses`` include them.
+
 **Interpolation check.** ``problem.heldout(seed)`` draws fresh points with the same layout, and
 ``problem.interpolation_ratios(model, problem.points, heldout)`` compares each condition's RMS
 residual on them; ``warn_if_interpolating`` warns (``InterpolationWarning``) when the held-out
@@ -76,8 +85,8 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from ._jacobian import BatchedReverseJacobian, PointwiseJacobian, SlowJacobianWarning, TaylorMLP
 
-__all__ = ["Condition", "Fixed", "InterpolationWarning", "Pointwise", "Problem",
-           "SlowJacobianWarning", "Uniform"]
+__all__ = ["CausalWeights", "Condition", "Fixed", "InterpolationWarning", "Pointwise", "Problem",
+           "ResidualBasedAttention", "SlowJacobianWarning", "Uniform"]
 
 
 class InterpolationWarning(UserWarning):
@@ -169,16 +178,120 @@ class Fixed:
         return self.points.to(dtype)
 
 
+# ---- weights of points ------------------------------------------------------------------------
+class CausalWeights:
+    """Causal weights for a time-dependent PDE (Wang, Sankaran & Perdikaris, "Respecting
+    causality is all you need for training physics-informed neural networks", CMAME 421, 2024,
+    arXiv 2203.07404).  The interval of the time coordinate is cut into ``slabs``
+    equal slabs; a point in slab i gets the weight
+
+        w_i = exp(−ε · Σ_{k<i} L_k),
+
+    L_k the mean of |F|² over the condition's points in slab k at the last ``update`` (0 for a
+    slab without points), so a slab's residual counts only once the earlier slabs are solved.
+    A least-squares row carries √w_i (``factors``), so the condition's loss is the mean of
+    w_i·|F|².  Larger ε is stricter; the paper raises ε over the training (set ``epsilon``
+    between steps)."""
+
+    def __init__(self, epsilon: float, slabs: int = 32, coordinate: str = "t",
+                 interval: tuple[float, float] = (0.0, 1.0)) -> None:
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+            raise ValueError(f"CausalWeights(epsilon={epsilon!r}): expected a number ≥ 0")
+        if not isinstance(slabs, int) or slabs < 1:
+            raise ValueError(f"CausalWeights(slabs={slabs!r}): expected a positive integer")
+        if len(interval) != 2 or not interval[0] < interval[1]:
+            raise ValueError(f"CausalWeights(interval={interval!r}): expected (low, high) with "
+                             "low < high")
+        self.epsilon, self.slabs, self.coordinate = float(epsilon), slabs, coordinate
+        self.interval = (float(interval[0]), float(interval[1]))
+        self.slab_losses = torch.zeros(slabs, dtype=torch.float64)  # L_k at the last update
+
+    def _slab(self, points: torch.Tensor, coordinates: str) -> torch.Tensor:
+        if self.coordinate not in coordinates:
+            raise ValueError(f"CausalWeights(coordinate={self.coordinate!r}): the problem's "
+                             f"coordinates are {tuple(coordinates)}")
+        low, high = self.interval
+        t = points[:, coordinates.index(self.coordinate)].double()
+        return torch.clamp(((t - low) / (high - low) * self.slabs).floor().long(), 0,
+                           self.slabs - 1)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """w_k of each slab, from the losses of the last update."""
+        before = torch.cumsum(self.slab_losses, 0) - self.slab_losses
+        return torch.exp(-self.epsilon * before)
+
+    def factors(self, points: torch.Tensor, coordinates: str) -> torch.Tensor:
+        """√w of each point's slab (the factor on its rows)."""
+        root = torch.sqrt(self.weights).to(points.device)
+        return root[self._slab(points, coordinates).to(points.device)].to(points.dtype)
+
+    def update(self, points: torch.Tensor, squared: torch.Tensor, coordinates: str) -> None:
+        """The slabs' mean |F|² from each point's |F|² (``squared``, without any weight)."""
+        slab = self._slab(points, coordinates).cpu()
+        squared = squared.detach().double().cpu()
+        total = torch.zeros(self.slabs, dtype=torch.float64).index_add_(0, slab, squared)
+        count = torch.zeros(self.slabs, dtype=torch.float64).index_add_(
+            0, slab, torch.ones_like(squared))
+        self.slab_losses = total / count.clamp(min=1)
+
+
+class ResidualBasedAttention:
+    """Residual-based attention (RBA; Anagnostopoulos, Toscano, Stergiopulos & Karniadakis,
+    "Residual-based attention in physics-informed neural networks", CMAME 421, 2024,
+    doi:10.1016/j.cma.2024.116805, arXiv 2307.00379): each point i carries a multiplier λ_i on its residual, updated between steps by
+
+        λ_i ← γ·λ_i + η·|F_i| / max_j |F_j|,
+
+    |F_i| the norm of the point's residual values (without weights), so λ stays in
+    [0, max(initial, η/(1 − γ))] and grows where the residual stays large.  The rows carry λ_i
+    (the loss is the mean of (λ_i·|F_i|)²).  The multipliers belong to the points they were
+    updated on: points not seen at the last update (a fresh draw, the held-out set) get
+    ``initial``, so with ``resample`` every step the memory is one step long — use it with
+    ``Fixed`` points or a resampling period of many steps."""
+
+    def __init__(self, gamma: float = 0.999, eta: float = 0.01, initial: float = 1.0) -> None:
+        for name, value, low, high in (("gamma", gamma, 0.0, 1.0), ("eta", eta, 0.0, math.inf),
+                                       ("initial", initial, 0.0, math.inf)):
+            if not (isinstance(value, (int, float)) and low <= value < high):
+                raise ValueError(f"ResidualBasedAttention({name}={value!r}): expected a number "
+                                 f"in [{low}, {high})")
+        if eta == 0 and initial == 0:
+            raise ValueError("ResidualBasedAttention(eta=0, initial=0) weights every point 0")
+        self.gamma, self.eta, self.initial = float(gamma), float(eta), float(initial)
+        self.points: torch.Tensor | None = None
+        self.multipliers: torch.Tensor | None = None  # λ of self.points
+
+    def factors(self, points: torch.Tensor, coordinates: str) -> torch.Tensor:
+        """λ of each point: the updated ones where `points` are those of the last update,
+        ``initial`` otherwise."""
+        if self.points is not None and self.points.shape == points.shape and \
+                self.points.device == points.device and torch.equal(self.points, points):
+            return self.multipliers.to(points.dtype)
+        return torch.full((points.shape[0],), self.initial, dtype=points.dtype,
+                          device=points.device)
+
+    def update(self, points: torch.Tensor, squared: torch.Tensor, coordinates: str) -> None:
+        norm = torch.sqrt(squared.detach().double())
+        largest = float(norm.max()) if norm.numel() else 0.0
+        previous = self.factors(points, coordinates).double()
+        relative = norm / largest if largest > 0 else torch.zeros_like(norm)
+        self.multipliers = self.gamma * previous + self.eta * relative
+        self.points = points.detach().clone()
+
+
 @dataclass
 class Condition:
     """One residual block: ``residual(**symbols)`` at every point of ``points``, times
     ``weight``.  ``residual`` names what it needs (see the module's doc) and returns a scalar or
-    a vector of k values per point."""
+    a vector of k values per point.  ``point_weights``: a factor per point on the rows
+    (``CausalWeights``, ``ResidualBasedAttention``), updated by ``Problem.update_weights``."""
 
     name: str
     residual: Callable[..., Any]
     points: Uniform | Fixed
     weight: float = 1.0
+    point_weights: Any = None
 
 
 # ---- derivatives of the network at one point ----------------------------------------------------
@@ -317,12 +430,17 @@ class Problem:
         transform in θ per point, PointwiseJacobian).
     chunk_bytes : int
         Memory for one vmapped chunk of points (their rows of J and the intermediates).
+    device : torch.device or str
+        Where ``points`` live: the model's device (a CUDA model needs ``device="cuda"``).
+        The draws are made on the CPU and copied, so a run draws the same points on any
+        device.
     """
 
     def __init__(self, coordinates: str | Sequence[str], conditions: Sequence[Condition], *,
                  outputs: str | Sequence[str] = "u", seed: int = 0,
                  dtype: torch.dtype = torch.float64, jacobian: str = "auto",
-                 chunk_bytes: int = 256 << 20) -> None:
+                 chunk_bytes: int = 256 << 20, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
         self.coordinates = "".join(coordinates)
         self.outputs = "".join(outputs)
         for kind, names in (("coordinate", self.coordinates), ("output", self.outputs)):
@@ -350,6 +468,12 @@ class Problem:
                     c.weight > 0):
                 raise ValueError(f"condition {c.name!r}: weight = {c.weight!r}, expected a "
                                  "positive number")
+            if c.point_weights is not None and not all(
+                    callable(getattr(c.point_weights, m, None)) for m in ("factors", "update")):
+                raise ValueError(f"condition {c.name!r}: point_weights must be CausalWeights, "
+                                 "ResidualBasedAttention or an object with factors(points, "
+                                 "coordinates) and update(points, squared, coordinates), not "
+                                 f"{type(c.point_weights).__name__}")
         self.conditions = list(conditions)
         self.symbols = [_Symbols(c, self.coordinates, self.outputs) for c in conditions]
         self.seed, self.dtype, self.jacobian = int(seed), dtype, jacobian
@@ -372,12 +496,12 @@ class Problem:
             sampler = condition.points
             if stream != 0 and isinstance(sampler, Fixed):
                 if sampler.heldout_sampler is None:
-                    parts.append(sampler.points.to(self.dtype))
+                    parts.append(sampler.points.to(self.dtype).cpu())
                     continue
                 sampler = sampler.heldout_sampler
             parts.append(sampler.draw(self.coordinates, _seed(self.seed, stream, step, index),
-                                      self.dtype, self.counts[index]))
-        return torch.cat(parts)
+                                      self.dtype, self.counts[index]).cpu())
+        return torch.cat(parts).to(self.device)
 
     def resample(self, step: int) -> torch.Tensor:
         """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
@@ -460,10 +584,41 @@ class Problem:
                              "no symbols")
         return vmap(positional)(*arguments)
 
-    def condition_residuals(self, model: Any, x: torch.Tensor) -> list[torch.Tensor]:
+    def _point_factors(self, index: int, points: torch.Tensor) -> torch.Tensor | None:
+        """Condition `index`'s factor per point (its point_weights'), or None without."""
+        weights = self.conditions[index].point_weights
+        if weights is None:
+            return None
+        factors = torch.as_tensor(weights.factors(points, self.coordinates))
+        if factors.shape != (points.shape[0],):
+            raise ValueError(f"condition {self.conditions[index].name!r}: point_weights."
+                             f"factors gave shape {tuple(factors.shape)} for "
+                             f"{points.shape[0]} points; expected ({points.shape[0]},)")
+        return factors.to(dtype=points.dtype, device=points.device)
+
+    def update_weights(self, model: Any) -> None:
+        """Updates every condition's ``point_weights`` from the residuals at ``problem.points``
+        (without the point weights, without a graph).  Call it between steps, after
+        ``resample``; it costs one evaluation of the residuals."""
+        indices = [i for i, c in enumerate(self.conditions) if c.point_weights is not None]
+        if not indices:
+            return
+        with torch.no_grad():
+            parts = self.condition_residuals(model, self.points.detach(), point_weights=False)
+        for index, points in zip(range(len(parts)), self._split(self.points)):
+            if index not in indices:
+                continue
+            condition = self.conditions[index]
+            scale = condition.weight / math.sqrt(self.counts[index])
+            f = (parts[index].double() / scale).reshape(points.shape[0], -1)
+            condition.point_weights.update(points, (f * f).sum(dim=1), self.coordinates)
+
+    def condition_residuals(self, model: Any, x: torch.Tensor,
+                            point_weights: bool = True) -> list[torch.Tensor]:
         """Each condition's weighted residual rows at its points of x, with autograd through
         the model's parameters: the Taylor route's batched forward pass where it applies,
-        otherwise vmap over the points of the one-point residual (nested jvp)."""
+        otherwise vmap over the points of the one-point residual (nested jvp).
+        ``point_weights=False`` leaves the conditions' point weights out."""
         u = self._of_module(model)
         parameter = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
         if parameter is not None and parameter.dtype != x.dtype:
@@ -479,6 +634,9 @@ class Problem:
                 r = scale * self._residual_values(index, arguments)
             else:
                 r = vmap(lambda p, i=index: self._point_residual(i, u, p))(points)
+            factors = self._point_factors(index, points) if point_weights else None
+            if factors is not None:
+                r = r.reshape(points.shape[0], -1) * factors[:, None]
             parts.append(r.reshape(-1))
         k = [part.numel() // n for part, n in zip(parts, self.counts)]
         if self.rows_per_point is None:
@@ -517,9 +675,11 @@ class Problem:
                 for (name, rows), condition in zip(self.blocks, self.conditions)}
 
     def mean_squared(self, model: Any, x: torch.Tensor) -> dict[str, float]:
-        """block_losses of the residuals at the points x (without a graph)."""
+        """block_losses of the residuals at the points x (without a graph and without the
+        conditions' point weights: each condition's plain mean |F|²)."""
         with torch.no_grad():
-            return self.block_losses(self(model, x.detach()))
+            return self.block_losses(torch.cat(self.condition_residuals(
+                model, x.detach(), point_weights=False)))
 
     def interpolation_ratios(self, model: Any, training: torch.Tensor,
                              heldout: torch.Tensor) -> dict[str, float]:
@@ -674,6 +834,10 @@ class Problem:
                 continue
             first, last = (lo - a) // k, -(-(hi - a) // k)  # the points holding those rows
             j = self._condition_rows(route, index, model, params, points[first:last])
+            factors = self._point_factors(index, points)
+            if factors is not None:
+                j = (j.reshape(last - first, k, -1) *
+                     factors[first:last, None, None]).reshape(j.shape)
             rows.append(j[lo - a - first * k:hi - a - first * k])
         return rows[0] if len(rows) == 1 else torch.cat(rows)
 
