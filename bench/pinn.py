@@ -79,6 +79,8 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # The engine's own damping setting near convergence: λ's floor lambda_min (default
             # 1e-10, where the plain Poisson-2D runs end) lowered to 1e-14.
             "poisson2d-lambda_min": ("poisson2d", {"options": {"lambda_min": 1e-14}}),
+            "helmholtz-lambda_min": ("helmholtz", {"options": {"lambda_min": 1e-14}}),
+            "burgers-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14}}),
             # Helmholtz's recipe on Poisson-2D (fresh Sobol points every step, 2 000 doubled
             # every 100 steps up to 16 000) instead of W8's fixed grid, with λ's floor at 1e-14.
             "poisson2d-sobol": ("poisson2d", {"random_points": True, "points": 2000,
