@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -77,11 +78,16 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
     ], seed=seed)
 
 
-def build(seed: int, points: int, points_max: int, grow_every: int, width: int, depth: int,
-          harmonics: int, initial_weight: float, horizon_start: float, horizon_steps: int,
-          causal_epsilon: float, causal_slabs: int) -> tuple[pinn.Problem, torch.nn.Module,
-                                                             object]:
-    t, x, u = references.allen_cahn_grid()
+def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   make_problem: Callable[..., pinn.Problem], seed: int, points: int,
+                   points_max: int, grow_every: int, width: int, depth: int, harmonics: int,
+                   initial_weight: float, horizon_start: float, horizon_steps: int,
+                   causal_epsilon: float, causal_slabs: int
+                   ) -> tuple[pinn.Problem, torch.nn.Module, object]:
+    """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
+    the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
+    first condition's horizon grown before each draw, and its interior points grown."""
+    t, x, u = reference
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
     error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
     model = common.mlp([1 + 2 * harmonics] + [width] * depth + [1], seed,
@@ -89,7 +95,7 @@ def build(seed: int, points: int, points_max: int, grow_every: int, width: int, 
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
-    pde = problem(points, seed, initial_weight, horizon_start, causal)
+    pde = make_problem(points, seed, initial_weight, horizon_start, causal)
     sampler = pde.conditions[0].points
     draw = pde.resample
 
@@ -103,6 +109,10 @@ def build(seed: int, points: int, points_max: int, grow_every: int, width: int, 
     if points_max > points:
         common.grow_points(pde, "pde", points, points_max, grow_every)
     return pde, model, error
+
+
+def build(seed: int, **recipe: Any) -> tuple[pinn.Problem, torch.nn.Module, object]:
+    return marching_build(references.allen_cahn_grid(), problem, seed, **recipe)
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Any
 
-import numpy as np
 import torch
 
 import common
 import references
-from allen_cahn import MarchingUniform, PeriodicInput
+from allen_cahn import MarchingUniform, marching_build
 from lmtrain.torch import pinn
 
 L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
@@ -50,29 +50,8 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
     ], seed=seed)
 
 
-def build(seed: int, points: int, points_max: int, grow_every: int, width: int, depth: int,
-          harmonics: int, initial_weight: float, horizon_start: float, horizon_steps: int,
-          causal_epsilon: float, causal_slabs: int) -> tuple[pinn.Problem, torch.nn.Module,
-                                                             object]:
-    t, x, u = references.kdv_grid()
-    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
-    model = common.mlp([1 + 2 * harmonics] + [width] * depth + [1], seed,
-                       first=PeriodicInput(harmonics))
-    causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
-    pde = problem(points, seed, initial_weight, horizon_start, causal)
-    sampler = pde.conditions[0].points
-    draw = pde.resample
-
-    def resample(step: int) -> torch.Tensor:
-        sampler.horizon = min(1.0, horizon_start + (1 - horizon_start) * step /
-                              max(horizon_steps, 1))
-        return draw(step)
-
-    pde.resample = resample
-    if points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
-    return pde, model, error
+def build(seed: int, **recipe: Any) -> tuple[pinn.Problem, torch.nn.Module, object]:
+    return marching_build(references.kdv_grid(), problem, seed, **recipe)
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:

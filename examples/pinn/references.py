@@ -159,6 +159,22 @@ def _etdrk4(v: np.ndarray, nonlinear, coefficients: tuple[np.ndarray, ...]) -> n
     return e * v + nv * f1 + 2 * (na + nb) * f2 + nc * f3
 
 
+def _etdrk4_saved(v: np.ndarray, nonlinear, linear: np.ndarray, step: float, times: int,
+                  modes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(t, u): ETDRK4 steps of `step` from the spectrum v, u saved on the grid of `modes` points
+    at `times` equispaced times of [0, 1] (the step must divide the saving interval)."""
+    steps_per_save = round((1.0 / (times - 1)) / step)
+    if abs(steps_per_save * step * (times - 1) - 1.0) > 1e-12:
+        raise ValueError(f"step = {step} does not divide the saving interval 1/{times - 1}")
+    coefficients = _etdrk4_coefficients(linear, step)
+    saved = [np.fft.irfft(v, n=modes)]
+    for _ in range(times - 1):
+        for _ in range(steps_per_save):
+            v = _etdrk4(v, nonlinear, coefficients)
+        saved.append(np.fft.irfft(v, n=modes))
+    return np.linspace(0.0, 1.0, times), np.array(saved)
+
+
 @functools.lru_cache(maxsize=4)
 def allen_cahn_solve(modes: int = 2048, step: float = 1e-3, times: int = 201,
                      diffusion: float = ALLEN_CAHN_DIFFUSION,
@@ -178,22 +194,14 @@ def allen_cahn_solve(modes: int = 2048, step: float = 1e-3, times: int = 201,
     x = -1.0 + 2.0 * np.arange(modes) / modes
     k = np.pi * np.arange(modes // 2 + 1)  # the wavenumbers of a period of 2
     linear = reaction - diffusion * k ** 2
-    steps_per_save = round((1.0 / (times - 1)) / step)
-    if abs(steps_per_save * step * (times - 1) - 1.0) > 1e-12:
-        raise ValueError(f"step = {step} does not divide the saving interval 1/{times - 1}")
-    coefficients = _etdrk4_coefficients(linear, step)
 
     def nonlinear(v: np.ndarray) -> np.ndarray:
         u = np.fft.irfft(v, n=modes)
         return -reaction * np.fft.rfft(u ** 3)
 
-    v = np.fft.rfft(x ** 2 * np.cos(np.pi * x))
-    saved = [np.fft.irfft(v, n=modes)]
-    for _ in range(times - 1):
-        for _ in range(steps_per_save):
-            v = _etdrk4(v, nonlinear, coefficients)
-        saved.append(np.fft.irfft(v, n=modes))
-    return np.linspace(0.0, 1.0, times), x, np.array(saved)
+    t, u = _etdrk4_saved(np.fft.rfft(x ** 2 * np.cos(np.pi * x)), nonlinear, linear, step, times,
+                         modes)
+    return t, x, u
 
 
 @functools.lru_cache(maxsize=2)
@@ -229,23 +237,15 @@ def kdv_solve(modes: int = 512, step: float = 1e-4, times: int = 201,
     k = np.pi * n
     linear = 1j * lambda2 * k ** 3
     keep = n < modes / 3  # the 2/3 rule on the half spectrum (n ≤ modes/2)
-    steps_per_save = round((1.0 / (times - 1)) / step)
-    if abs(steps_per_save * step * (times - 1) - 1.0) > 1e-12:
-        raise ValueError(f"step = {step} does not divide the saving interval 1/{times - 1}")
-    coefficients = _etdrk4_coefficients(linear, step)
     derivative = -0.5j * lambda1 * k * keep
 
     def nonlinear(v: np.ndarray) -> np.ndarray:
         u = np.fft.irfft(v * keep, n=modes)
         return derivative * np.fft.rfft(u * u)
 
-    v = np.fft.rfft(np.cos(np.pi * x)) * keep
-    saved = [np.fft.irfft(v, n=modes)]
-    for _ in range(times - 1):
-        for _ in range(steps_per_save):
-            v = _etdrk4(v, nonlinear, coefficients)
-        saved.append(np.fft.irfft(v, n=modes))
-    return np.linspace(0.0, 1.0, times), x, np.array(saved)
+    t, u = _etdrk4_saved(np.fft.rfft(np.cos(np.pi * x)) * keep, nonlinear, linear, step, times,
+                         modes)
+    return t, x, u
 
 
 @functools.lru_cache(maxsize=2)

@@ -12,20 +12,10 @@
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/lmtrain.h"
+#include "support/sinc_data.h"
 
 namespace lmtrain {
 namespace {
-
-Dataset<float> sinc(std::size_t samples) {
-  Dataset<float> d(samples, 1, 1);
-  for (std::size_t i = 0; i < samples; ++i) {
-    const double x = -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(samples - 1);
-    const double t = std::numbers::pi * 10.0 * x;
-    d.x[i] = static_cast<float>(x);
-    d.y[i] = static_cast<float>(t == 0 ? 1.0 : std::sin(t) / t);
-  }
-  return d;
-}
 
 struct Fit {
   std::vector<float> params;
@@ -54,7 +44,7 @@ Fit train(Backend<float>& gpu, const ModelSpec& spec, std::size_t samples, std::
     fit.reads_after.push_back(static_cast<std::int64_t>(gpu.host_reads() - reads_at_step));
   });
   fit.params = Sequential<float>(spec, gpu).initial_parameters(Init::kTorch, 3);
-  fit.summary = trainer.fit(fit.params, sinc(samples));
+  fit.summary = trainer.fit(fit.params, testing::sinc_on_grid<float>(samples));
   return fit;
 }
 
@@ -80,7 +70,8 @@ TEST(CudaTrainingReads, EpochLossWithoutRepeatedWork) {
   const Fit full = train(*gpu, spec, 500, 0, 3);
   for (const std::int64_t reads : full.reads_after) EXPECT_EQ(reads, 0);
   EXPECT_EQ(full.summary.times[Phase::kValidation], 0.0);
-  EXPECT_EQ(full.summary.final_loss, evaluate(spec, LossOptions{}, full.params, sinc(500), *gpu));
+  EXPECT_EQ(full.summary.final_loss,
+            evaluate(spec, LossOptions{}, full.params, testing::sinc_on_grid<float>(500), *gpu));
 
   // Mini-batches: one read per evaluation, of one chunk of all 20 000 samples (their activations
   // were held at once), equal to the fp64 CPU's loss of the same parameters.
@@ -92,7 +83,7 @@ TEST(CudaTrainingReads, EpochLossWithoutRepeatedWork) {
   const std::size_t whole_set =
       kSamples * Sequential<float>(spec, *gpu).activation_floats_per_sample() * sizeof(float);
   EXPECT_GE(mini.summary.peak_device_bytes, whole_set);
-  const Dataset<float> data = sinc(kSamples);
+  const Dataset<float> data = testing::sinc_on_grid<float>(kSamples);
   Dataset<double> wide(kSamples, 1, 1);
   for (std::size_t i = 0; i < kSamples; ++i) {
     wide.x[i] = data.x[i];

@@ -12,22 +12,12 @@
 
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/train/predict.h"
+#include "support/sinc_data.h"
 
 namespace lmtrain {
 namespace {
 
 constexpr std::size_t kSamples = 500, kHidden = 8;
-
-Dataset<float> sinc() {
-  Dataset<float> d(kSamples, 1, 1);
-  for (std::size_t i = 0; i < kSamples; ++i) {
-    const double x = -1.0 + 2.0 * static_cast<double>(i) / (kSamples - 1);
-    const double t = std::numbers::pi * 4.0 * x;
-    d.x[i] = static_cast<float>(x);
-    d.y[i] = static_cast<float>(t == 0 ? 1.0 : std::sin(t) / t);
-  }
-  return d;
-}
 
 // The MSE of the 1-kHidden-1 tanh network in double (W1, b1, W2, b2 in the flat order).
 double mse(const std::vector<float>& p, const Dataset<float>& d) {
@@ -74,7 +64,7 @@ Fit train(std::size_t batch, Backend<float>& backend) {
     run.last_accepted.push_back(accepted);
   });
   run.params = Sequential<float>(spec, backend).initial_parameters(Init::kTorch, 5);
-  run.summary = trainer.fit(run.params, sinc());
+  run.summary = trainer.fit(run.params, testing::sinc_on_grid<float>(kSamples, 4.0));
   return run;
 }
 
@@ -93,7 +83,7 @@ TEST(EpochLoss, FullBatchIsTheAcceptedTrialsWithTheBitsOfAnEvaluation) {
   ASSERT_GT(reused, 0);
   // No epoch evaluation ran (the initial losses are setup).
   EXPECT_EQ(run.summary.times[Phase::kValidation], 0.0);
-  const Dataset<float> data = sinc();
+  const Dataset<float> data = testing::sinc_on_grid<float>(kSamples, 4.0);
   const double evaluated = evaluate(ModelSpec::mlp(1, {kHidden}, 1, Activation::kTanh),
                                     LossOptions{}, run.params, data, *backend);
   EXPECT_EQ(run.summary.final_loss, evaluated);
@@ -116,7 +106,7 @@ TEST(EpochLoss, MiniBatchEvaluationReadsOnceWithTheChunkByChunkSum) {
   const auto spec = ModelSpec::mlp(1, {kHidden}, 1, Activation::kTanh);
   const Sequential<float> model(spec, *backend);
   const Loss<float> loss(LossOptions{}, 1, *backend);
-  const Dataset<float> data = sinc();
+  const Dataset<float> data = testing::sinc_on_grid<float>(kSamples, 4.0);
   DeviceBuffer<float> x = backend->allocate(kSamples), y = backend->allocate(kSamples),
                       theta = backend->allocate(run.params.size());
   backend->copy_from_host(data.x.data(), x.data(), kSamples);

@@ -15,6 +15,7 @@
 #include <numbers>
 
 #include "lmtrain/lmtrain.h"
+#include "support/sinc_data.h"
 #include "support/spread.h"
 
 namespace lmtrain {
@@ -28,13 +29,7 @@ struct W1Run {
 template <typename T>
 W1Run w1(std::uint64_t seed, int epochs, SolverOptions solver_options = {}, bool moved = false) {
   constexpr std::size_t kSamples = 20000;
-  Dataset<T> data(kSamples, 1, 1);
-  for (std::size_t i = 0; i < kSamples; ++i) {
-    const double x = -1.0 + 2.0 * static_cast<double>(i) / (kSamples - 1);
-    const double t = std::numbers::pi * 10.0 * x;
-    data.x[i] = static_cast<T>(x);
-    data.y[i] = static_cast<T>(t == 0 ? 1.0 : std::sin(t) / t);
-  }
+  Dataset<T> data = testing::sinc_on_grid<T>(kSamples);
   if (moved) data = testing::one_ulp(std::move(data));  // scripts/measure-spread.sh
   const auto spec = ModelSpec::mlp(1, {20}, 1, Activation::kTanh);
   TrainerOptions trainer;

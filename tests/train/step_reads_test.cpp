@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lmtrain/lmtrain.h"
+#include "support/sinc_data.h"
 
 namespace lmtrain {
 namespace {
@@ -22,17 +23,6 @@ struct Shape {
   std::size_t hidden, samples, batch;
   int epochs;
 };
-
-Dataset<float> sinc(std::size_t samples) {
-  Dataset<float> d(samples, 1, 1);
-  for (std::size_t i = 0; i < samples; ++i) {
-    const double x = -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(samples - 1);
-    const double t = std::numbers::pi * 10.0 * x;
-    d.x[i] = static_cast<float>(x);
-    d.y[i] = static_cast<float>(t == 0 ? 1.0 : std::sin(t) / t);
-  }
-  return d;
-}
 
 void expect_reads_per_attempt(const Shape& shape) {
   const auto spec = ModelSpec::mlp(1, {shape.hidden}, 1, Activation::kTanh);
@@ -48,7 +38,7 @@ void expect_reads_per_attempt(const Shape& shape) {
     return CallbackResult::kContinue;
   });
   std::vector<float> params = Sequential<float>(spec, *backend).initial_parameters(Init::kTorch, 3);
-  const Summary summary = train.fit(params, sinc(shape.samples));
+  const Summary summary = train.fit(params, testing::sinc_on_grid<float>(shape.samples));
   ASSERT_EQ(summary.linear_solver_used, LinearSolverType::kCholesky);
   ASSERT_TRUE(summary.geodesic_acceleration);
   ASSERT_EQ(summary.precision, "float32");
