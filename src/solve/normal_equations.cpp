@@ -17,14 +17,14 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
       slice_samples_(std::max<std::size_t>(1, slice_samples)),
       max_batch_(max_batch),
       store_jacobian_(store_jacobian),
-      ld_(source.borrows_slices()
-              ? source.num_params()
-              : leading_dimension(source.num_params(), source.slice_preference(), store_jacobian)),
-      padded_a_side_(source.borrows_slices()
-                         ? 0
-                         : padded_normal_matrix(source.num_params(), source.slice_preference(),
-                                                store_jacobian)) {
+      ld_(leading_dimension(source.num_params(), preference_of(source), store_jacobian)),
+      padded_a_side_(
+          padded_normal_matrix(source.num_params(), preference_of(source), store_jacobian)) {
   const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
+  const SlicePreference preference = preference_of(source_);
+  widening_rows_ = widens_in_blocks(store_jacobian_, preference, true)
+                       ? std::min(slice_samples_ * R, preference.widening_rows)
+                       : slice_samples_ * R;
   source_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
   // and widened into the stored J.  A source that lends its own slices needs no scratch.
@@ -36,7 +36,8 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
     if (padded_a_side_ > 0) padded_a_ = system_.allocate(padded_a_side_ * padded_a_side_);
   }
   if constexpr (kWiden) {
-    if (!store_jacobian_) wide_slice_ = system_.allocate(slice_samples_ * R * ld_);
+    // A distributed A takes whole slices: build_distributed() grows this buffer to one.
+    if (!store_jacobian_) wide_slice_ = system_.allocate(widening_rows_ * ld_);
     wide_r_ = system_.allocate(max_batch_ * R);
   }
 }
@@ -68,20 +69,24 @@ JacobianRows<T> NormalEquationsBuilder<T, S>::slice(const T* params, std::size_t
 }
 
 template <typename T, typename S>
-JacobianRows<S> NormalEquationsBuilder<T, S>::in_system_precision(const JacobianRows<T>& rows,
-                                                                  std::size_t count) {
+template <typename F>
+void NormalEquationsBuilder<T, S>::in_system_precision(const JacobianRows<T>& rows, std::size_t m,
+                                                       std::size_t block_rows, F&& fn) {
   if constexpr (kWiden) {
-    const std::size_t n = source_.num_params(), m = count * source_.residuals_per_sample();
+    const std::size_t n = source_.num_params();
     system_.order_after(backend_.native_stream());
-    if (rows.ld == ld_) {  // the builder's own slice (or a source's rows of its stride): at once
-      system_.convert(m * ld_, rows.data, wide_slice_.data());
-      return {wide_slice_.data(), ld_};
+    for (std::size_t first = 0; first < m; first += block_rows) {
+      const std::size_t count = std::min(block_rows, m - first);
+      const T* from = rows.data + first * rows.ld;
+      if (rows.ld == ld_)  // the builder's own slice (or a source's rows of its stride): at once
+        system_.convert(count * ld_, from, wide_slice_.data());
+      else
+        for (std::size_t r = 0; r < count; ++r)
+          system_.convert(n, from + r * rows.ld, wide_slice_.data() + r * ld_);
+      fn(JacobianRows<S>{wide_slice_.data(), ld_}, first, count);
     }
-    for (std::size_t r = 0; r < m; ++r)
-      system_.convert(n, rows.data + r * rows.ld, wide_slice_.data() + r * n);
-    return {wide_slice_.data(), ld_};
   } else {
-    return rows;
+    fn(rows, std::size_t{0}, m);
   }
 }
 
@@ -156,14 +161,17 @@ std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const
     const std::size_t rows = count * R;
     const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-    const JacobianRows<S> j = in_system_precision(built, count);
-    const S beta = first == 0 ? S(0) : S(1);
-    if (padded_a_side_ > 0)
-      system_.syrk_ata(padded_a_side_, rows, S(1), j.data, j.ld, beta, padded_a_.data());
-    else
-      system_.syrk_ata(n, rows, S(1), j.data, j.ld, beta, ne.a.data());
-    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R, beta, ne.g.data());
-    held_ = j;
+    in_system_precision(
+        built, rows, widening_rows_, [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
+          const S beta = first == 0 && row == 0 ? S(0) : S(1);
+          if (padded_a_side_ > 0)
+            system_.syrk_ata(padded_a_side_, k, S(1), j.data, j.ld, beta, padded_a_.data());
+          else
+            system_.syrk_ata(n, k, S(1), j.data, j.ld, beta, ne.a.data());
+          system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, r + first * R + row, beta,
+                       ne.g.data());
+          hold(built, j, rows <= widening_rows_);
+        });
   }
   slice_holds_batch_ = batch <= slice_samples_;
   if (padded_a_side_ > 0) {  // a CPU's float SYRK on few columns: n < 128 rows to copy
@@ -190,6 +198,8 @@ void NormalEquationsBuilder<T, S>::build_distributed(const T* params, std::size_
                                                      PhaseClock& system_clock) {
   const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   dist::DistributedNormalMatrix<S>& a = *ne.distributed;
+  // Each pass hands the ranks a whole slice (a pass costs a reduce-scatter of every panel of A).
+  if constexpr (kWiden) wide_slice_.reserve(system_.memory(), slice_samples_ * R * ld_);
   std::size_t passes = 0;
   {
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
@@ -206,11 +216,12 @@ void NormalEquationsBuilder<T, S>::build_distributed(const T* params, std::size_
     const std::size_t rows = count * R;
     const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-    const JacobianRows<S> j = in_system_precision(built, count);
-    a.accumulate(j.data, rows, j.ld);
-    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R, first == 0 ? S(0) : S(1),
-                 ne.g.data());
-    held_ = j;
+    in_system_precision(built, rows, rows, [&](const JacobianRows<S>& j, std::size_t, std::size_t) {
+      a.accumulate(j.data, rows, j.ld);
+      system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, r + first * R,
+                   first == 0 ? S(0) : S(1), ne.g.data());
+      hold(built, j, true);
+    });
   }
   slice_holds_batch_ = batch <= slice_samples_;
 }
@@ -277,8 +288,17 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     system_.gemv(Trans::kYes, m, n, S(1), ne.j.data(), n, us, S(0), out);
     return;
   }
-  if (slice_holds_batch_) {
-    system_.gemv(Trans::kYes, m, n, S(1), held_.data, held_.ld, us, S(0), out);
+  if (slice_holds_batch_ && held_in_system_) {
+    system_.gemv(Trans::kYes, m, n, S(1), held_system_.data, held_system_.ld, us, S(0), out);
+    return;
+  }
+  if (slice_holds_batch_) {  // widened again, block by block, from the slice as built
+    in_system_precision(held_, m, widening_rows_,
+                        [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
+                          system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, us + row,
+                                       row == 0 ? S(0) : S(1), out);
+                        });
+    if constexpr (kWiden) backend_.order_after(system_.native_stream());
     return;
   }
   if (source_.computes_transpose_product()) {
@@ -297,9 +317,11 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
     if constexpr (kWiden) backend_.order_after(system_.native_stream());
-    const JacobianRows<S> j = in_system_precision(slice(params, first, count), count);
-    system_.gemv(Trans::kYes, rows, n, S(1), j.data, j.ld, us + first * R, first == 0 ? S(0) : S(1),
-                 out);
+    in_system_precision(slice(params, first, count), rows, widening_rows_,
+                        [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
+                          system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, us + first * R + row,
+                                       first == 0 && row == 0 ? S(0) : S(1), out);
+                        });
   }
   slice_holds_batch_ = false;
   if constexpr (kWiden) backend_.order_after(system_.native_stream());  // the last GEMV read slice_

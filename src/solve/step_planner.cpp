@@ -47,11 +47,12 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   using Builder = NormalEquationsBuilder<T, S>;
   // The device's slicing, as the builder asks the source for it, so that plan and buffers agree.
   const SlicePreference slice = source.slice_preference();
-  const std::size_t ld = borrowed ? n : Builder::leading_dimension(n, slice, stored);
+  const SlicePreference built = Builder::preference_of(source);
+  const std::size_t ld = Builder::leading_dimension(n, built, stored);
   const SourceFootprint own = source.footprint(p.local_batch, geodesic);
   std::size_t model_elements = LevenbergMarquardtStep<T, S>::model_elements(n);
   std::size_t system_elements =
-      Builder::system_elements(n, m, stored, borrowed ? SlicePreference{} : slice, !distributed) +
+      Builder::system_elements(n, m, stored, built, !distributed) +
       (distributed ? DistributedCholeskySolver<S>::workspace_elements(
                          n, options.distributed_block_size, p.ranks,
                          source.model_backend().device_kind()) +
@@ -76,7 +77,7 @@ MemoryPlanInput step_memory(const SolverOptions& options, LinearSolverType solve
   in.bytes_per_slice_sample =
       own.bytes_per_slice_sample +
       Builder::slice_sample_model_elements(ld, R, stored, borrowed) * sizeof(T) +
-      Builder::slice_sample_system_elements(ld, R, stored) * sizeof(S);
+      Builder::slice_sample_system_elements(ld, R, stored, built, !distributed) * sizeof(S);
   in.num_params = n;
   switch (solver) {
     case LinearSolverType::kDual:

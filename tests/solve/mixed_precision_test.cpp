@@ -175,6 +175,70 @@ TEST_P(MixedPrecisionOn, StrideOnlyPaddedSlicesGiveTheSameSystem) {
   }
 }
 
+// Mixed precision widening a slice to float64 in blocks (SlicePreference::widening_rows, the
+// CUDA backend's large slices): A, g and Jᵀu of several blocks per slice — a last block shorter
+// than the others, a slice shorter than a block, the batch in one slice or several — against the
+// double products of the engine's J, r and u; and the plan counts one block instead of a widened
+// slice per sample.
+TEST_P(MixedPrecisionOn, WideningBlocksGiveTheSameSystem) {
+  MixedProblem mp(Rng(46), cuda());
+  Problem<float>& p = mp.p;
+  const std::size_t n = mp.n(), rows = p.rows();
+  const auto j = p.jacobian(mp.theta);
+  const auto r = p.residuals(mp.theta);
+  const Reference ref = normal_equations(j, r, rows, n);
+  Rng rng(47);
+  const auto u = rounded_to_float(random_vector(rows, rng));
+  std::vector<double> ju_ref(n, 0.0);
+  for (std::size_t k = 0; k < rows; ++k)
+    for (std::size_t q = 0; q < n; ++q) ju_ref[q] += j[k * n + q] * u[k];
+  DeviceBuffer<float> u_dev = p.upload(u);
+  p.set_params(mp.theta);
+  PhaseTimes times;
+  using Mixed = NormalEquationsBuilder<float, double>;
+  for (const std::size_t ld : {n, std::size_t{124}})
+    for (const std::size_t widening_rows : {std::size_t{50}, std::size_t{7}, std::size_t{1000}})
+      for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
+        BlockSource<float> blocks(*p.source, {});
+        SlicePreference preference;
+        preference.leading_dimension = ld;
+        preference.syrk_on_padding = false;
+        preference.widening_rows = widening_rows;
+        blocks.prefer(preference);
+        const std::string where = "ld " + std::to_string(ld) + ", blocks of " +
+                                  std::to_string(widening_rows) + " rows, slice " +
+                                  std::to_string(slice);
+        Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+        NormalEquations<double> ne;
+        mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+        std::vector<double> a(n * n), g(n), ju(n);
+        mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
+        mp.system->copy_to_host(ne.g.data(), g.data(), n);
+        EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << where;
+        EXPECT_LE(relative_error(g, ref.g), 1e-12) << where;
+        DeviceBuffer<double> ju_dev = mp.system->allocate(n);
+        mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
+        mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
+        EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << where;
+      }
+
+  // The plan: one block of widened rows (bounded by the batch), no widened slice per sample; a
+  // distributed A (whole slices) and the device without blocks keep the widened slice.
+  SlicePreference preference;
+  preference.widening_rows = 50;
+  EXPECT_EQ(Mixed::slice_sample_system_elements(n, 2, false, preference), 0u);
+  EXPECT_EQ(Mixed::system_elements(n, rows, false, preference) -
+                Mixed::system_elements(n, rows, false, SlicePreference{}),
+            50 * n);
+  EXPECT_EQ(Mixed::system_elements(n, 20, false, preference) -
+                Mixed::system_elements(n, 20, false, SlicePreference{}),
+            20 * n);
+  EXPECT_EQ(Mixed::slice_sample_system_elements(n, 2, false, preference, false), 2 * n);
+  EXPECT_EQ(Mixed::slice_sample_system_elements(n, 2, false, SlicePreference{}), 2 * n);
+  EXPECT_EQ(NormalEquationsBuilder<float>::slice_sample_system_elements(n, 2, false, preference),
+            0u);
+}
+
 TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {
   MixedProblem mp(Rng(42), cuda());
   Problem<float>& p = mp.p;

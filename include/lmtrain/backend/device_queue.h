@@ -30,6 +30,11 @@ struct SlicePreference {
   // read n columns of rows that start aligned, and A is n × n (the CUDA backend).  A widened
   // float64 slice (mixed precision) takes the stride only.
   bool syrk_on_padding = true;
+  // Mixed precision (float32 J, float64 A): rows of a slice widened to float64 at a time, each
+  // block's SYRK and GEMV before the next is widened (0: the whole slice at once).  Where slices
+  // are large (a GPU's, with no preferred size), the widened copy is then a block, not twice the
+  // slice's bytes; a CPU's slices are cache-sized already.  A distributed A takes whole slices.
+  std::size_t widening_rows = 0;
 };
 
 class DeviceQueue {

@@ -6,7 +6,8 @@
 // A retry of the step never rebuilds any of it.
 //
 // Mixed precision: the Jacobian is built in the model's precision T and the system is held in S
-// (float32 J, float64 A, g and solve).  Each slice is widened on S's backend before its SYRK, so
+// (float32 J, float64 A, g and solve).  Each slice is widened on S's backend before its SYRK —
+// whole, or in blocks of SlicePreference::widening_rows rows where the device asks for them —, so
 // A is the exact-product, double-accumulated JᵀJ of the float J: its rounding no longer limits
 // how small λ can go before the factorization fails.
 #pragma once
@@ -74,18 +75,34 @@ class NormalEquationsBuilder {
 
   std::size_t slice_samples() const { return slice_samples_; }
 
+  // The slicing the builder takes from `source` (the memory plan's too): the device's
+  // (LinearizationSource::slice_preference); for a source that lends its own rows, their stride
+  // as it comes and the device's widening blocks only.
+  static SlicePreference preference_of(const LinearizationSource<T>& source) {
+    const SlicePreference device = source.slice_preference();
+    if (!source.borrows_slices()) return device;
+    SlicePreference lent;
+    lent.widening_rows = device.widening_rows;
+    return lent;
+  }
   // Elements it allocates, for the memory plan, with n parameters, up to `max_residuals` rows per
   // batch and R rows per sample: A and g (or the stored J, r and g), in mixed precision the
-  // batch's residuals widened; per slice sample the Jacobian rows as built (T) and, in mixed
-  // precision with A formed, their widened copy (S).
-  // `preference`: the device's slicing (as leading_dimension takes it); where the padding takes
-  // part in SYRK, A is summed in an ld × ld buffer and copied to ne.a.
-  // `a_formed`: false when A is distributed (distributed_normal_matrix.h counts its share).
+  // batch's residuals widened and, with A formed on this rank from widening blocks, one block's
+  // widened rows; per slice sample the Jacobian rows as built (T) and, in mixed precision with A
+  // formed from whole slices, their widened copy (S: slice_sample_system_elements).
+  // `preference`: the device's slicing (preference_of); where the padding takes part in SYRK, A
+  // is summed in an ld × ld buffer and copied to ne.a.
+  // `a_formed`: false when A is distributed (distributed_normal_matrix.h counts its share; the
+  // ranks' passes take whole slices).
   static std::size_t system_elements(std::size_t n, std::size_t max_residuals, bool store_jacobian,
                                      const SlicePreference& preference, bool a_formed = true) {
     const std::size_t padded = padded_normal_matrix(n, preference, store_jacobian);
+    const std::size_t widening_block = widens_in_blocks(store_jacobian, preference, a_formed)
+                                           ? std::min(max_residuals, preference.widening_rows) *
+                                                 leading_dimension(n, preference, store_jacobian)
+                                           : 0;
     return (store_jacobian ? max_residuals * n + max_residuals + n : (a_formed ? n * n : 0) + n) +
-           (kWiden ? max_residuals : 0) + padded * padded;
+           (kWiden ? max_residuals : 0) + padded * padded + widening_block;
   }
   // `borrowed`: the source hands over its own slices (LinearizationSource::borrows_slices), so
   // the builder keeps no scratch for them.
@@ -94,8 +111,18 @@ class NormalEquationsBuilder {
     return borrowed || (store_jacobian && !kWiden) ? 0 : residuals_per_sample * ld;
   }
   static std::size_t slice_sample_system_elements(std::size_t ld, std::size_t residuals_per_sample,
-                                                  bool store_jacobian) {
-    return kWiden && !store_jacobian ? residuals_per_sample * ld : 0;
+                                                  bool store_jacobian,
+                                                  const SlicePreference& preference,
+                                                  bool a_formed = true) {
+    return kWiden && !store_jacobian && !widens_in_blocks(store_jacobian, preference, a_formed)
+               ? residuals_per_sample * ld
+               : 0;
+  }
+  // Whether a mixed-precision slice is widened a block of preference.widening_rows rows at a time
+  // (A formed on this rank, the device asking for blocks) rather than whole.
+  static bool widens_in_blocks(bool store_jacobian, const SlicePreference& preference,
+                               bool a_formed) {
+    return kWiden && !store_jacobian && a_formed && preference.widening_rows > 0;
   }
   // The slice's row stride for n parameters: the model backend's preference
   // (SlicePreference::leading_dimension), else n (stored J, or a widened float64 system where the
@@ -135,8 +162,19 @@ class NormalEquationsBuilder {
   // (mixed precision widens on that queue): how build()'s loops take each slice.
   JacobianRows<T> timed_slice(const T* params, std::size_t first, std::size_t count,
                               PhaseClock& model_clock);
-  // The slice in S: the source's rows, or their widened copy (mixed precision).
-  JacobianRows<S> in_system_precision(const JacobianRows<T>& rows, std::size_t count);
+  // The m rows of a slice in S, handed to fn(rows, first row, row count): the source's rows at
+  // once (one precision), else widened into wide_slice_ — whole, or `block_rows` at a time, each
+  // block's fn queued before the next block overwrites it (mixed precision).
+  template <typename F>
+  void in_system_precision(const JacobianRows<T>& rows, std::size_t m, std::size_t block_rows,
+                           F&& fn);
+  // Keeps a slice's rows for jacobian_transpose_times: as built, and in S (`whole`: all of them
+  // are still in `system`).
+  void hold(const JacobianRows<T>& built, const JacobianRows<S>& system, bool whole) {
+    held_ = built;
+    held_system_ = system;
+    held_in_system_ = whole;
+  }
   LinearizationSource<T>& source_;
   LinearAlgebra<T>& backend_;
   LinearAlgebra<S>& system_;
@@ -145,14 +183,17 @@ class NormalEquationsBuilder {
   bool store_jacobian_;
   std::size_t ld_;             // the slice's row stride (≥ n)
   std::size_t padded_a_side_;  // ld_ when A is summed in padded_a_ (padded_normal_matrix), else 0
+  std::size_t widening_rows_;  // rows widened at a time when A is formed here (mixed precision)
   DeviceBuffer<T> slice_;
   DeviceBuffer<S> padded_a_;        // padded_a_side_² when set: SYRK's output before ne.a
-  DeviceBuffer<S> wide_slice_;      // the slice in S (mixed precision only)
+  DeviceBuffer<S> wide_slice_;      // the slice, or a block of it, in S (mixed precision only)
   DeviceBuffer<S> wide_r_;          // the batch's residuals in S (mixed precision only)
   DeviceBuffer<S> wide_u_;          // jacobian_transpose_times' u in S (mixed precision only)
   DeviceBuffer<T> source_product_;  // the source's own Jᵀu in T (mixed precision only)
   bool slice_holds_batch_ = false;  // the last build's batch fitted one slice, still in held_
-  JacobianRows<S> held_;            // that slice, in S
+  JacobianRows<T> held_;            // that slice as built
+  bool held_in_system_ = false;  // …and all of it still in held_system_ (no block overwrote it)
+  JacobianRows<S> held_system_;  // that slice in S
 };
 
 }  // namespace lmtrain

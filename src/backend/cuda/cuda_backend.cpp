@@ -251,11 +251,19 @@ class CudaBackend final : public Backend<T> {
   // of kStrideMultiple elements so that every row starts 16-byte aligned: W2's 769 columns make
   // 3 076-byte float rows, which rules out the tensor-memory loads of cuBLAS's Hopper kernels (a
   // lead from their documented alignment; not measured on a GPU yet).  The stride only: SYRK and
-  // split-K read the n columns, and A stays n × n.
+  // split-K read the n columns, and A stays n × n.  Mixed precision widens such a slice to
+  // float64 in blocks of about kWideningBytes (at least kMinWideningRows rows, so that each
+  // block's SYRK does ≥ 2·1024 flops per element of A it reads and writes): W7's 100 000 rows
+  // of 772 would otherwise take a 618 MB float64 copy; a block of 32 MiB can stay in the L2 of
+  // an H100 or H200 (50 MB) between the widening that writes it and the SYRK that reads it (not
+  // measured on a GPU yet).
   SlicePreference slice_preference(std::size_t num_params) const override {
     SlicePreference p;
     p.leading_dimension = (num_params + kStrideMultiple - 1) / kStrideMultiple * kStrideMultiple;
     p.syrk_on_padding = false;
+    p.widening_rows =
+        std::max(kMinWideningRows,
+                 kWideningBytes / (sizeof(double) * std::max<std::size_t>(p.leading_dimension, 1)));
     return p;
   }
 
@@ -767,6 +775,8 @@ class CudaBackend final : public Backend<T> {
   // Split-K's partials are padded to this many elements per row, 16 bytes of float (32 of
   // double), the alignment of strides that Hopper's tensor-memory copies require.
   static constexpr std::size_t kStrideMultiple = 4;
+  static constexpr std::size_t kWideningBytes = std::size_t{32} << 20;
+  static constexpr std::size_t kMinWideningRows = 1024;
 
   int device_;
   DeviceMemory memory_;
