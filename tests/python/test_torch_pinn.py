@@ -156,6 +156,57 @@ def test_taylor_route_through_an_input_map_and_sigmoid_layers() -> None:
     assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
 
 
+@pytest.mark.parametrize("embedded", [True, False])
+def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
+    # KdV's u_xxx (issue 39): through the periodic embedding and Sigmoid/Tanh layers, beside a
+    # mixed second derivative; without the embedding, third derivatives along both axes.
+    torch.manual_seed(23)
+    layers = [torch.nn.Linear(3 if embedded else 2, 9), torch.nn.Sigmoid(),
+              torch.nn.Linear(9, 9), torch.nn.Tanh(), torch.nn.Linear(9, 1)]
+    model = torch.nn.Sequential(*([_Periodic()] if embedded else []), *layers).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5).add_(0.1 * torch.randn_like(p))
+    if embedded:
+        pde = lambda u, u_t, u_x, u_xxx, u_tx: u_t + u * u_x + 0.0025 * u_xxx - 0.3 * u_tx  # noqa: E731
+    else:
+        pde = lambda u, u_x, u_xxx, u_ttt: u * u_x + u_xxx - 0.5 * u_ttt  # noqa: E731
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", pde, pinn.Uniform(30, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("initial", lambda x, u: u - torch.cos(math.pi * x),
+                       pinn.Uniform(8, t=0, x=(-1, 1)), weight=4.0)], jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:30].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+
+        def d(v, axis):
+            return torch.autograd.grad(v.sum(), p, create_graph=True)[0][:, axis]
+
+        u_t, u_x = d(u, 0), d(u, 1)
+        u_xxx = d(d(u_x, 1), 1)
+        if embedded:
+            rows = u_t + u * u_x + 0.0025 * u_xxx - 0.3 * d(u_t, 1)
+        else:
+            rows = u * u_x + u_xxx - 0.5 * d(d(u_t, 0), 0)
+        q = x[30:]
+        initial = 4.0 * (f(q)[:, 0] - torch.cos(math.pi * q[:, 1])) / math.sqrt(8)
+        return torch.cat([rows / math.sqrt(30), initial])
+
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-11)
+    expected = reference_jacobian(model, reference)
+    assert expected.abs().max() > 0.5  # non-trivial
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
+    assert problem.jacobian_path == "pinn taylor"
+    assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
+    # The transform route agrees (a second method on the same residuals).
+    problem.jacobian = "jacrev"
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
+                                                      r.numel()), expected, rtol=0, atol=1e-10)
+
+
 def test_taylor_route_refuses_what_it_does_not_know() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(),
                                 torch.nn.Linear(4, 1)).double()
@@ -167,6 +218,14 @@ def test_taylor_route_refuses_what_it_does_not_know() -> None:
     problem.jacobian = "auto"  # the transform route takes any module
     j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
     assert problem.jacobian_choice == {"mode": "jacrev", "by": "shape"} and j.shape == (4, 17)
+    # A mixed third derivative is beyond the Taylor route (pure ones, u_xxx, are not).
+    tanh = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
+                               torch.nn.Linear(4, 1)).double()
+    mixed = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txx: u_txx,
+                                               pinn.Uniform(4, t=(0, 1), x=(0, 1)))],
+                         jacobian="taylor")
+    with pytest.raises(ValueError, match="pure third ones"):
+        mixed.jacobian_slice(tanh, _params(tanh), mixed.points, None, 0, 4)
 
 
 def test_forward_mode_in_theta_gives_the_same_jacobian() -> None:

@@ -31,8 +31,8 @@ def examples():
 # 2.2e-4, helmholtz 4.7e-3, burgers 5.3e-3 (Burgers' error stays near 0.2 until the shock
 # forms, about step 100), allen_cahn 1.4e-2; the bounds leave a factor of 7–10.  The recipes of
 # issue 39, measured the same way (example.train(0, steps=steps, budget=1e9, **overrides), as
-# below): kdv 6.5e-2 (from 1.37 at the first step; 17 s on the shared machine, its
-# jacrev route with u_xxx), allen_cahn with causal weights 2.1e-2, poisson2d with
+# below): kdv 6.5e-2 (from 1.37 at the first step; 6.4 s on the shared machine by the Taylor
+# route's u_xxx, 17 s by the jacrev route before it), allen_cahn with causal weights 2.1e-2, poisson2d with
 # residual-based attention (γ 0.9, η 0.1) 1.3e-4 (7.7e-7 after 150 steps, where the plain
 # recipe has 3.0e-6); bounds a factor 7–8 above.
 SHORT_RUNS = [

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.func import functional_call, jacfwd, jacrev, jvp, vmap
@@ -201,50 +201,58 @@ class PointwiseJacobian:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _activation_derivatives(kind: str, h: torch.Tensor,
-                            third: bool) -> tuple[torch.Tensor, ...]:
-    """σ(h), σ′, σ″ and (if `third`) σ‴ of the activations the Taylor route knows."""
+def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[torch.Tensor, ...]:
+    """σ(h) and its derivatives σ′ … σ⁽ᵒʳᵈᵉʳ⁾ (order 2 … 4) for the activations the Taylor
+    route knows."""
     if kind == "Tanh":
         s = torch.tanh(h)
         s1 = 1 - s * s
         s2 = -2 * s * s1
-        return (s, s1, s2, -2 * (s1 * s1 + s * s2)) if third else (s, s1, s2)
-    if kind == "Sigmoid":
+        s3 = -2 * (s1 * s1 + s * s2) if order >= 3 else None
+        s4 = -2 * (3 * s1 * s2 + s * s3) if order >= 4 else None
+    elif kind == "Sigmoid":
         s = torch.sigmoid(h)
         s1 = s * (1 - s)
         s2 = s1 * (1 - 2 * s)
-        return (s, s1, s2, s2 * (1 - 2 * s) - 2 * s1 * s1) if third else (s, s1, s2)
-    one, zero = torch.ones_like(h), torch.zeros_like(h)  # Identity
-    return (h, one, zero, zero) if third else (h, one, zero)
+        s3 = s2 * (1 - 2 * s) - 2 * s1 * s1 if order >= 3 else None
+        s4 = s3 * (1 - 2 * s) - 6 * s1 * s2 if order >= 4 else None
+    else:  # Identity
+        zero = torch.zeros_like(h)
+        s, s1, s2, s3, s4 = h, torch.ones_like(h), zero, zero, zero
+    return (s, s1, s2, s3, s4)[:order + 1]
 
 
 TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "Identity")
 
 
 class TaylorMLP:
-    """u, its first derivatives along `first` and second derivatives along the pairs `second`
-    of the inputs, with their exact parameter Jacobians, for an ``nn.Sequential`` of ``Linear``
-    layers and smooth activations (Tanh, Sigmoid, Identity), optionally after a parameter-free
-    input map (a periodic embedding, say).
+    """u, its first derivatives along `first`, second derivatives along the pairs `second` and
+    pure third derivatives along the axes `third` (u_xxx) of the inputs, with their exact
+    parameter Jacobians, for an ``nn.Sequential`` of ``Linear`` layers and smooth activations
+    (Tanh, Sigmoid, Identity), optionally after a parameter-free input map (a periodic
+    embedding, say).
 
     Forward-mode Taylor propagation (DESIGN.md §10), batched over the points: a Linear layer
-    maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ; an activation gives
-    σ(h), σ′(h)ḣᵃ and σ″(h)ḣᵃḣᵇ + σ′(h)ḧᵃᵇ.  The parameter Jacobian of a pointwise combination
-    F(u, uᵃ, uᵃᵇ) is one reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ)
-    (the chain rule Σₖ ∂F/∂Dₖu · ∂Dₖu/∂θ); a Linear layer's block of J is, per point, the sum
-    over the C = 1 + |first| + |second| components of (adjoint of h) ⊗ (input): one batched
+    maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ, h⃛ᵃ = Wz⃛ᵃ; an
+    activation gives σ(h), σ′(h)ḣᵃ, σ″(h)ḣᵃḣᵇ + σ′(h)ḧᵃᵇ and σ‴(h)(ḣᵃ)³ + 3σ″(h)ḣᵃḧᵃᵃ +
+    σ′(h)h⃛ᵃ.  The parameter Jacobian of a pointwise combination F(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) is one
+    reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) (the chain rule
+    Σₖ ∂F/∂Dₖu · ∂Dₖu/∂θ); a Linear layer's block of J is, per point, the sum over the
+    C = 1 + |first| + |second| + |third| components of (adjoint of h) ⊗ (input): one batched
     matrix product writes it.  About C times a forward and backward pass per point, no nested
     transforms — the fast route for PINNs of plain MLPs.
     """
 
     def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
-                 second: Sequence[tuple[int, int]]):
+                 second: Sequence[tuple[int, int]], third: Sequence[int] = ()):
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
                              "parameter-free input map)")
         self.model, self.d = model, dimensions
-        self.second = [tuple(sorted(p)) for p in second]
+        self.third = sorted(set(third))
+        # u_aaa's propagation carries u_a and u_aa along.
+        self.second = sorted({tuple(sorted(p)) for p in second} | {(a, a) for a in self.third})
         axes = set(first) | {a for pair in self.second for a in pair}
         self.first = sorted(axes)
         modules = list(model)
@@ -265,90 +273,113 @@ class TaylorMLP:
             isinstance(m, torch.nn.Linear) or type(m).__name__ in TAYLOR_ACTIVATIONS and
             type(m).__module__.startswith("torch.nn") for m in modules)
 
-    def _inputs(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
-                                                     torch.Tensor]:
-        """z₀ (P × w), ż₀ (P × A × w), z̈₀ (P × S × w) of the points, through the input map."""
+    def _inputs(self, points: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """z₀ (P × w), ż₀ (P × A × w), z̈₀ (P × S × w), z⃛₀ (P × T × w) of the points, through
+        the input map."""
         p, dtype = points.shape[0], points.dtype
         basis = torch.eye(self.d, dtype=dtype, device=points.device)
         if self.input_map is None:
             dz = basis[self.first].unsqueeze(0).expand(p, -1, -1)
             ddz = points.new_zeros(p, len(self.second), self.d)
-            return points, dz, ddz
+            dddz = points.new_zeros(p, len(self.third), self.d)
+            return points, dz, ddz, dddz
         f = self.input_map
+
+        def along(g: Callable, a: int) -> Callable:
+            return lambda q: jvp(g, (q,), (basis[a].expand(p, -1),))[1]
+
         z = f(points)
-        dz = [jvp(f, (points,), (basis[a].expand(p, -1),))[1] for a in self.first]
-        ddz = []
-        for a, b in self.second:
-            def along_a(q: torch.Tensor, a: int = a) -> torch.Tensor:
-                return jvp(f, (q,), (basis[a].expand(p, -1),))[1]
-            ddz.append(jvp(along_a, (points,), (basis[b].expand(p, -1),))[1])
+        dz = [along(f, a)(points) for a in self.first]
+        ddz = [along(along(f, a), b)(points) for a, b in self.second]
+        dddz = [along(along(along(f, a), a), a)(points) for a in self.third]
         stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
-        return z, stack(dz), stack(ddz)
+        return z, stack(dz), stack(ddz), stack(dddz)
+
+    def _indices(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """For the pairs (a, b): a's and b's places among the first derivatives; for the third
+        derivatives along a: a's place among the first and (a, a)'s among the pairs."""
+        return ([self.first.index(a) for a, _ in self.second],
+                [self.first.index(b) for _, b in self.second],
+                [self.first.index(a) for a in self.third],
+                [self.second.index((a, a)) for a in self.third])
 
     def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
-                keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list]:
-        """u (P × q), uᵃ (P × A × q) and uᵃᵇ (P × S × q); with `keep`, what the reverse sweep
-        needs.  ``params`` by name (the module's own when None, so autograd sees them)."""
-        z, dz, ddz = self._inputs(points)
+                keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                             torch.Tensor, list]:
+        """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q) and uᵃᵃᵃ (P × T × q); with `keep`, what
+        the reverse sweep needs.  ``params`` by name (the module's own when None, so autograd
+        sees them)."""
+        z, dz, ddz, dddz = self._inputs(points)
         tape = []
-        pairs = self.second
+        ia, ib, ta, tp = self._indices()
+        # σ's derivatives up to the highest the forward pass (and, with `keep`, its reverse
+        # sweep, one more) needs.
+        order = (3 if self.third else 2) + (1 if keep else 0)
         for name, layer in self.layers:
             if isinstance(layer, torch.nn.Linear):
                 w = layer.weight if params is None else params[f"{name}.weight"]
                 b = layer.bias if params is None else params.get(f"{name}.bias")
                 if keep:
-                    tape.append(("linear", name, w, b is not None, z, dz, ddz))
+                    tape.append(("linear", name, w, b is not None, z, dz, ddz, dddz))
                 z = z @ w.T + (b if b is not None else 0)
-                dz, ddz = dz @ w.T, ddz @ w.T
+                dz, ddz, dddz = dz @ w.T, ddz @ w.T, dddz @ w.T
             else:
-                kind = type(layer).__name__
-                s = _activation_derivatives(kind, z, keep)
-                h, dh, ddh = z, dz, ddz
+                s = _activation_derivatives(type(layer).__name__, z, order)
+                dh, ddh, dddh = dz, ddz, dddz
                 z = s[0]
                 dz = s[1].unsqueeze(1) * dh
-                if pairs:
-                    ia = [self.first.index(a) for a, _ in pairs]
-                    ib = [self.first.index(b) for _, b in pairs]
+                if self.second:
                     ddz = s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh
+                if self.third:
+                    da = dh[:, ta]
+                    dddz = (s[3].unsqueeze(1) * da ** 3 + 3 * s[2].unsqueeze(1) * da * ddh[:, tp]
+                            + s[1].unsqueeze(1) * dddh)
                 if keep:
-                    tape.append(("activation", s, dh, ddh))
-        return z, dz, ddz, tape
+                    tape.append(("activation", s, dh, ddh, dddh))
+        return z, dz, ddz, dddz, tape
 
     def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
-                 seed_dd: torch.Tensor, names: Sequence[str]) -> torch.Tensor:
+                 seed_dd: torch.Tensor, seed_ddd: torch.Tensor,
+                 names: Sequence[str]) -> torch.Tensor:
         """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
-        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ."""
-        pairs = self.second
-        ia = [self.first.index(a) for a, _ in pairs]
-        ib = [self.first.index(b) for _, b in pairs]
-        zbar, dzbar, ddzbar = seed, seed_d, seed_dd
+        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵃᵃ."""
+        ia, ib, ta, tp = self._indices()
+        a, s_ = len(self.first), len(self.second)
+        zbar, dzbar, ddzbar, dddzbar = seed, seed_d, seed_dd, seed_ddd
         blocks: dict[str, torch.Tensor] = {}
         for entry in reversed(tape):
             if entry[0] == "linear":
-                _, name, w, has_bias, z, dz, ddz = entry
-                hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar], 1)  # P × C × out
-                inputs = torch.cat([z.unsqueeze(1), dz, ddz], 1)  # P × C × in
+                _, name, w, has_bias, z, dz, ddz, dddz = entry
+                hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar, dddzbar], 1)  # P × C × out
+                inputs = torch.cat([z.unsqueeze(1), dz, ddz, dddz], 1)  # P × C × in
                 blocks[f"{name}.weight"] = torch.bmm(hbar.transpose(1, 2), inputs).reshape(
                     z.shape[0], -1)
                 if has_bias:
                     blocks[f"{name}.bias"] = zbar
                 below = hbar @ w
-                zbar, dzbar, ddzbar = below[:, 0], below[:, 1:1 + len(self.first)], \
-                    below[:, 1 + len(self.first):]
-            else:
-                _, s, dh, ddh = entry
-                s1, s2, s3 = s[1], s[2], s[3]
-                hbar = s1 * zbar + (s2.unsqueeze(1) * dh * dzbar).sum(1)
-                dhbar = s1.unsqueeze(1) * dzbar
-                if pairs:
-                    da, db = dh[:, ia], dh[:, ib]
-                    hbar = hbar + (ddzbar * (s3.unsqueeze(1) * da * db +
-                                             s2.unsqueeze(1) * ddh)).sum(1)
-                    weighted = ddzbar * s2.unsqueeze(1)
-                    dhbar = dhbar.index_add(1, torch.tensor(ia, device=dh.device),
-                                            weighted * db)
-                    dhbar = dhbar.index_add(1, torch.tensor(ib, device=dh.device),
-                                            weighted * da)
-                    ddzbar = s1.unsqueeze(1) * ddzbar
-                zbar, dzbar = hbar, dhbar
+                zbar, dzbar = below[:, 0], below[:, 1:1 + a]
+                ddzbar, dddzbar = below[:, 1 + a:1 + a + s_], below[:, 1 + a + s_:]
+                continue
+            _, s, dh, ddh, dddh = entry
+            s1, s2, s3 = (x.unsqueeze(1) for x in s[1:4])
+            hbar = s[1] * zbar + (s2 * dh * dzbar).sum(1)
+            dhbar = s1 * dzbar
+            ddhbar = s1 * ddzbar
+            if self.second:
+                da, db = dh[:, ia], dh[:, ib]
+                hbar = hbar + (ddzbar * (s3 * da * db + s2 * ddh)).sum(1)
+                weighted = ddzbar * s2
+                dhbar = dhbar.index_add(1, torch.tensor(ia, device=dh.device), weighted * db)
+                dhbar = dhbar.index_add(1, torch.tensor(ib, device=dh.device), weighted * da)
+            if self.third:
+                # z⃛ = σ‴ḣ³ + 3σ″ḣḧ + σ′h⃛ along each axis of `third`.
+                s4 = s[4].unsqueeze(1)
+                da, dda = dh[:, ta], ddh[:, tp]
+                hbar = hbar + (dddzbar * (s4 * da ** 3 + 3 * s3 * da * dda + s2 * dddh)).sum(1)
+                dhbar = dhbar.index_add(1, torch.tensor(ta, device=dh.device),
+                                        dddzbar * (3 * s3 * da * da + 3 * s2 * dda))
+                ddhbar = ddhbar.index_add(1, torch.tensor(tp, device=dh.device),
+                                          dddzbar * 3 * s2 * da)
+                dddzbar = s1 * dddzbar
+            zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
         return torch.cat([blocks[name] for name in names], dim=1)

@@ -40,8 +40,9 @@ linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
 residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
 Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
-≤ 2, forward Taylor propagation of u and its input derivatives through the layers with one
-reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ) (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
+≤ 2 or pure third ones (u_xxx), forward Taylor propagation of u and its input derivatives
+through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ)
+(``_jacobian.TaylorMLP``); for any module, ``vmap`` over
 the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
 forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
 once, on up to 256 points (``jacobian_choice`` says which, and why).
@@ -372,9 +373,10 @@ class _Symbols:
         self.chains = _chains(derivatives) or [()]
 
     def taylor_arguments(self, points: torch.Tensor, taylor: TaylorMLP, u: torch.Tensor,
-                         du: torch.Tensor, ddu: torch.Tensor) -> list[torch.Tensor]:
+                         du: torch.Tensor, ddu: torch.Tensor,
+                         dddu: torch.Tensor) -> list[torch.Tensor]:
         """The residual's arguments for all points (P each) from the Taylor route's u, uᵃ,
-        uᵃᵇ, in the order of the residual's parameters."""
+        uᵃᵇ, uᵃᵃᵃ, in the order of the residual's parameters."""
         out = []
         for _, kind, index in self.arguments:
             if kind == "coordinate":
@@ -385,8 +387,10 @@ class _Symbols:
                 out.append(u[:, o])
             elif len(derivative) == 1:
                 out.append(du[:, taylor.first.index(derivative[0]), o])
-            else:
+            elif len(derivative) == 2:
                 out.append(ddu[:, taylor.second.index(derivative), o])
+            else:
+                out.append(dddu[:, taylor.third.index(derivative[0]), o])
         return out
 
     def values(self, u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
@@ -562,14 +566,16 @@ class Problem:
 
     def _taylor(self, index: int, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation for condition `index`, or None where it does not
-        apply (a model it does not know, derivatives above the second, jacobian= another)."""
+        apply (a model it does not know, a derivative above the second other than a pure third
+        one such as u_xxx, jacobian= another)."""
         if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
             return None
         derivatives = self.symbols[index].derivatives
-        if any(len(d) > 2 for d in derivatives):
+        if any(len(d) > 3 or len(d) == 3 and len(set(d)) > 1 for d in derivatives):
             return None
         return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
-                         [d for d in derivatives if len(d) == 2])
+                         [d for d in derivatives if len(d) == 2],
+                         [d[0] for d in derivatives if len(d) == 3])
 
     def _residual_values(self, index: int, arguments: list[torch.Tensor]) -> torch.Tensor:
         """F at every point (P × k) from the residual's batched arguments."""
@@ -628,8 +634,9 @@ class Problem:
         for index, points in enumerate(self._split(x)):
             taylor = self._taylor(index, model)
             if taylor is not None:
-                value, du, ddu, _ = taylor.forward(points)
-                arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu)
+                value, du, ddu, dddu, _ = taylor.forward(points)
+                arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu,
+                                                                 dddu)
                 scale = self.conditions[index].weight / math.sqrt(self.counts[index])
                 r = scale * self._residual_values(index, arguments)
             else:
@@ -721,9 +728,9 @@ class Problem:
         ∂F/∂(u, uᵃ, uᵃᵇ) per point (vmap of jacrev of the residual, a handful of scalars), and
         one reverse sweep per residual row of a point."""
         names = list(params)
-        value, du, ddu, tape = taylor.forward(points, params, keep=True)
+        value, du, ddu, dddu, tape = taylor.forward(points, params, keep=True)
         symbols = self.symbols[index]
-        arguments = symbols.taylor_arguments(points, taylor, value, du, ddu)
+        arguments = symbols.taylor_arguments(points, taylor, value, du, ddu, dddu)
         residual = self.conditions[index].residual
         arg_names = [name for name, _, _ in symbols.arguments]
 
@@ -735,8 +742,8 @@ class Problem:
         k = partials[0].shape[1]
         rows = []
         for j in range(k):
-            seed, seed_d, seed_dd = (torch.zeros_like(value), torch.zeros_like(du),
-                                     torch.zeros_like(ddu))
+            seed, seed_d, seed_dd, seed_ddd = (torch.zeros_like(value), torch.zeros_like(du),
+                                               torch.zeros_like(ddu), torch.zeros_like(dddu))
             for (_, kind, where), partial in zip(symbols.arguments, partials):
                 if kind == "coordinate":
                     continue
@@ -746,9 +753,11 @@ class Problem:
                     seed[:, o] += g
                 elif len(derivative) == 1:
                     seed_d[:, taylor.first.index(derivative[0]), o] += g
-                else:
+                elif len(derivative) == 2:
                     seed_dd[:, taylor.second.index(derivative), o] += g
-            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, names))
+                else:
+                    seed_ddd[:, taylor.third.index(derivative[0]), o] += g
+            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, seed_ddd, names))
         return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
 
     def _condition_rows(self, route: str, index: int, model: torch.nn.Module,
@@ -778,7 +787,8 @@ class Problem:
                 self._taylor(i, model) is not None for i in range(len(self.conditions))):
             raise ValueError("jacobian = 'taylor' needs an nn.Sequential of Linear layers and "
                              "Tanh/Sigmoid/Identity (after an optional parameter-free input map) "
-                             "and derivatives of order ≤ 2; use 'auto' or 'jacrev'")
+                             "and derivatives of order ≤ 2 or pure third ones (u_xxx); use "
+                             "'auto' or 'jacrev'")
         if self.jacobian != "auto":
             return self.jacobian
         if self.jacobian_choice:
