@@ -199,7 +199,13 @@ void NormalEquationsBuilder<T, S>::build_distributed(const T* params, std::size_
   const std::size_t n = source_.num_params(), R = source_.residuals_per_sample();
   dist::DistributedNormalMatrix<S>& a = *ne.distributed;
   // Each pass hands the ranks a whole slice (a pass costs a reduce-scatter of every panel of A).
-  if constexpr (kWiden) wide_slice_.reserve(system_.memory(), slice_samples_ * R * ld_);
+  // The constructor's block goes first: the plan counts a widened slice here, not both.
+  if constexpr (kWiden) {
+    if (wide_slice_.size() < slice_samples_ * R * ld_) {
+      wide_slice_ = DeviceBuffer<S>();
+      wide_slice_ = system_.allocate(slice_samples_ * R * ld_);
+    }
+  }
   std::size_t passes = 0;
   {
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
