@@ -62,18 +62,26 @@ class MarchingUniform(pinn.Uniform):
 # 16 000, and time marching (horizon 0.1 → 1 in 200 steps).  Measured after 600 s on the shared
 # machine: 1.8e-4; without the growth 4.4e-4, without marching 7.2e-4, causal weights
 # (ε = 1, 32 slabs) instead of marching 9.7e-4.
+# initial_points: the initial condition's points per draw (0: an eighth of `points`, ≥ 256).
 RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, harmonics=1,
-              initial_weight=10.0, horizon_start=0.1, horizon_steps=200, causal_epsilon=0.0,
-              causal_slabs=32, budget=900.0, resample_every=1, options={})
+              initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
+              causal_epsilon=0.0, causal_slabs=32, budget=900.0, resample_every=1, options={})
+
+
+def initial_count(points: int, initial_points: int) -> int:
+    """The initial condition's points per draw: `initial_points`, or an eighth of the interior
+    points' first count and at least 256 (0)."""
+    return initial_points if initial_points > 0 else max(256, points // 8)
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
-            causal: pinn.CausalWeights | None) -> pinn.Problem:
+            causal: pinn.CausalWeights | None, initial_points: int = 0) -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_xx: u_t - D * u_xx + C * u ** 3 - C * u,
                        MarchingUniform(points, horizon), point_weights=causal),
         pinn.Condition("initial", lambda x, u: u - x ** 2 * torch.cos(math.pi * x),
-                       pinn.Uniform(max(256, points // 8), t=0, x=(-1, 1), method="sobol"),
+                       pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
+                                    method="sobol"),
                        weight=initial_weight),
     ], seed=seed)
 
@@ -82,7 +90,7 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
                    make_problem: Callable[..., pinn.Problem], seed: int, points: int,
                    points_max: int, grow_every: int, width: int, depth: int, harmonics: int,
                    initial_weight: float, horizon_start: float, horizon_steps: int,
-                   causal_epsilon: float, causal_slabs: int
+                   causal_epsilon: float, causal_slabs: int, initial_points: int = 0
                    ) -> tuple[pinn.Problem, torch.nn.Module, object]:
     """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
@@ -95,7 +103,7 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
-    pde = make_problem(points, seed, initial_weight, horizon_start, causal)
+    pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points)
     sampler = pde.conditions[0].points
     draw = pde.resample
 

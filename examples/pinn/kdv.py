@@ -26,7 +26,7 @@ import torch
 
 import common
 import references
-from allen_cahn import MarchingUniform, marching_build
+from allen_cahn import MarchingUniform, initial_count, marching_build
 from lmtrain.torch import pinn
 
 L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
@@ -36,17 +36,18 @@ L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
 # input map for the solitons' narrow peaks.  The measured figures are in docs/pinn.md.
 # causal_epsilon > 0 adds causal weights (pinn.CausalWeights, causal_slabs slabs of [0, 1]).
 RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3, harmonics=2,
-              initial_weight=10.0, horizon_start=0.1, horizon_steps=200, causal_epsilon=0.0,
-              causal_slabs=32, budget=900.0, resample_every=1, options={})
+              initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
+              causal_epsilon=0.0, causal_slabs=32, budget=900.0, resample_every=1, options={})
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
-            causal: pinn.CausalWeights | None = None) -> pinn.Problem:
+            causal: pinn.CausalWeights | None = None, initial_points: int = 0) -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xxx: u_t + L1 * u * u_x + L2 * u_xxx,
                        MarchingUniform(points, horizon), point_weights=causal),
         pinn.Condition("initial", lambda x, u: u - torch.cos(math.pi * x),
-                       pinn.Uniform(max(256, points // 8), t=0, x=(-1, 1), method="sobol"),
+                       pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
+                                    method="sobol"),
                        weight=initial_weight),
     ], seed=seed)
 

@@ -32,6 +32,15 @@ Reference normal_equations(const std::vector<double>& j, const std::vector<doubl
   return ref;
 }
 
+// Jᵀu of a (rows × n) J in double on the host.
+std::vector<double> transpose_times(const std::vector<double>& j, const std::vector<double>& u,
+                                    std::size_t rows, std::size_t n) {
+  std::vector<double> out(n, 0.0);
+  for (std::size_t k = 0; k < rows; ++k)
+    for (std::size_t q = 0; q < n; ++q) out[q] += j[k * n + q] * u[k];
+  return out;
+}
+
 // max |upper(a) − upper(b)| / max |upper(b)| (row-major upper triangles).
 double upper_relative_error(const std::vector<double>& a, const std::vector<double>& b,
                             std::size_t n) {
@@ -145,9 +154,7 @@ TEST_P(MixedPrecisionOn, StrideOnlyPaddedSlicesGiveTheSameSystem) {
   const Reference ref = normal_equations(j, r, rows, n);
   Rng rng(45);
   const auto u = rounded_to_float(random_vector(rows, rng));  // exact in the float problem
-  std::vector<double> ju_ref(n, 0.0);
-  for (std::size_t k = 0; k < rows; ++k)
-    for (std::size_t q = 0; q < n; ++q) ju_ref[q] += j[k * n + q] * u[k];
+  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
   DeviceBuffer<float> u_dev = p.upload(u);
   p.set_params(mp.theta);
   PhaseTimes times;
@@ -189,9 +196,7 @@ TEST_P(MixedPrecisionOn, WideningBlocksGiveTheSameSystem) {
   const Reference ref = normal_equations(j, r, rows, n);
   Rng rng(47);
   const auto u = rounded_to_float(random_vector(rows, rng));
-  std::vector<double> ju_ref(n, 0.0);
-  for (std::size_t k = 0; k < rows; ++k)
-    for (std::size_t q = 0; q < n; ++q) ju_ref[q] += j[k * n + q] * u[k];
+  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
   DeviceBuffer<float> u_dev = p.upload(u);
   p.set_params(mp.theta);
   PhaseTimes times;
