@@ -345,8 +345,8 @@ struct DeviceRoofline {
 // pages on the CPU; lazy module loading and cuBLAS heuristics on CUDA).  The queue is drained
 // before the clock starts and again before it stops, so an asynchronous device is timed to the
 // completion of its work, not to the return of the launch.
-template <typename T, typename Op>
-double median_seconds(lmtrain::Backend<T>& backend, int repeats, Op&& op) {
+template <typename Op>
+double median_seconds(lmtrain::DeviceQueue& backend, int repeats, Op&& op) {
   op();
   backend.synchronize();
   std::vector<double> seconds;
@@ -441,6 +441,96 @@ DeviceRoofline measure_roofline(lmtrain::Backend<T>& backend,
   return r;
 }
 
+// The linear system's own rates, in its precision S (float64 in mixed precision, where the
+// roofline's GEMM is the model's float32): the square GEMM rate (measured here when S is not the
+// model's precision) and one Cholesky factorization and solve at the run's n — what the
+// factorization phase cannot beat at small n, where potrf runs far below the GEMM rate (issue 36:
+// a GPU's at n = 769 is a chain of small launches, and n³/3 at the GEMM rate said microseconds).
+struct SystemRoofline {
+  std::string precision;  // "float32" or "float64"
+  double gemm_gflops = std::nan("");
+  std::size_t cholesky_n = 0;
+  double cholesky_seconds = std::nan("");  // potrf + potrs of one n × n matrix, the copy left out
+  std::string error;
+
+  std::string json() const {
+    std::string s = fmt::format(
+        ",\"system_precision\":{},\"system_gemm_gflops\":{},\"cholesky_n\":{},\"cholesky_s\":{}",
+        json_string(precision), num(gemm_gflops), cholesky_n, num(cholesky_seconds));
+    if (!error.empty()) s += fmt::format(",\"system_roofline_error\":{}", json_string(error));
+    return s;
+  }
+};
+
+// `gemm_n` > 0: measure S's square GEMM at that size too (else the caller has the rate).  The
+// Cholesky: A = (n + 1)·I plus a symmetric matrix of entries in [−1, 1) (diagonally dominant, so
+// positive definite), restored from a copy before each factorization, as the linear solver does
+// on every attempt; the restoring copy's own median is subtracted.
+template <typename S>
+SystemRoofline measure_system_roofline(lmtrain::LinearAlgebra<S>& la, std::size_t n,
+                                       std::size_t gemm_n) {
+  SystemRoofline r;
+  r.precision = std::is_same_v<S, float> ? "float32" : "float64";
+  if (n == 0) return r;
+  try {
+    std::vector<S> host = random_values<S>(n * n, 0xC401ull);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < i; ++j) host[i * n + j] = host[j * n + i];
+      host[i * n + i] = static_cast<S>(n + 1);
+    }
+    const std::vector<S> rhs = random_values<S>(n, 0x501Eull);
+    auto a = la.allocate(n * n), factor = la.allocate(n * n), b = la.allocate(n);
+    lmtrain::DeviceBuffer<double> status(la.memory(), 1);
+    la.copy_from_host(host.data(), a.data(), n * n);
+    la.copy_from_host(rhs.data(), b.data(), n);
+    const double copy = median_seconds(la, 5, [&] { la.copy_upper(n, a.data(), factor.data()); });
+    const double all = median_seconds(la, 5, [&] {
+      la.copy_upper(n, a.data(), factor.data());
+      la.potrf_into(n, factor.data(), status.data());
+      la.potrs(n, factor.data(), b.data());
+    });
+    double info = 0;
+    la.read_scalars(status.data(), &info, 1);
+    if (info != 0) throw std::runtime_error(fmt::format("potrf of the test matrix: {}", info));
+    r.cholesky_n = n;
+    r.cholesky_seconds = std::max(all - copy, 0.0);
+    if (gemm_n > 0) {
+      const std::vector<S> values = random_values<S>(gemm_n * gemm_n, 0x5EEDull);
+      auto x = la.allocate(gemm_n * gemm_n), y = la.allocate(gemm_n * gemm_n),
+           z = la.allocate(gemm_n * gemm_n);
+      la.copy_from_host(values.data(), x.data(), gemm_n * gemm_n);
+      la.copy_from_host(values.data(), y.data(), gemm_n * gemm_n);
+      const double seconds = median_seconds(la, 3, [&] {
+        la.gemm(lmtrain::Trans::kNo, lmtrain::Trans::kNo, gemm_n, gemm_n, gemm_n, S(1), x.data(),
+                gemm_n, y.data(), gemm_n, S(0), z.data(), gemm_n);
+      });
+      const double nd = static_cast<double>(gemm_n);
+      r.gemm_gflops = 2.0 * nd * nd * nd / seconds / 1e9;
+    }
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+// The system's roofline for a run of `backend`'s precision T whose summary says in which
+// precision its system was (Summary::float32_system): T's own backend, or in mixed precision a
+// float64 sibling on the same device (its GEMM measured at the roofline's size).
+template <typename T>
+SystemRoofline system_roofline(lmtrain::Backend<T>& backend, const lmtrain::Summary& summary,
+                               const DeviceRoofline& roofline) {
+  SystemRoofline r;
+  if (std::is_same_v<T, float> && !summary.float32_system) {
+    const std::unique_ptr<lmtrain::LinearAlgebra<double>> sibling =
+        lmtrain::make_sibling_backend<double>(backend);
+    r = measure_system_roofline(*sibling, summary.num_params, roofline.gemm_n);
+  } else {
+    r = measure_system_roofline(backend, summary.num_params, 0);
+    r.gemm_gflops = roofline.gemm_gflops;
+  }
+  return r;
+}
+
 // Jacobian assembly and SYRK against the roofline (issue 4), for `rows` residual rows of n
 // parameters linearized in `jacobian_s` (Phase::kJacobian) and folded into A in `syrk_s`
 // (Phase::kNormalEquations):
@@ -529,12 +619,14 @@ std::set<lmtrain::Activation> activations_of(const lmtrain::ModelSpec& spec) {
 // GEMM rate.  A step's floor is their sum.
 std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Summary& summary,
                               std::size_t train_samples, std::size_t element_size,
-                              const DeviceRoofline& roofline) {
+                              const DeviceRoofline& roofline, const SystemRoofline& system) {
   if (summary.steps <= 0 || summary.batch_size == 0 || !(roofline.gemm_gflops > 0) ||
       !(roofline.copy_gbps > 0))
     return "";
   const ForwardCost cost = forward_cost(spec);
   const double gemm = roofline.gemm_gflops * 1e9, copy = roofline.copy_gbps * 1e9;
+  // A, g and the solve in the system's precision: its GEMM rate where measured.
+  const double system_gemm = system.gemm_gflops > 0 ? system.gemm_gflops * 1e9 : gemm;
   auto forward = [&](double samples) {
     double t = 2.0 * cost.macs * samples / gemm;
     for (const auto& [f, count] : cost.activations) {
@@ -555,8 +647,10 @@ std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Sum
   lmtrain::PhaseTimes f;
   f[lmtrain::Phase::kForward] = forward(batch);
   f[lmtrain::Phase::kJacobian] = std::max(j_bytes / copy, 2.0 * cost.jacobian_macs * rows / gemm);
-  f[lmtrain::Phase::kNormalEquations] = n * (n + 1) * rows / gemm;
-  f[lmtrain::Phase::kFactorization] = attempts * n * n * n / 3.0 / gemm;
+  f[lmtrain::Phase::kNormalEquations] = n * (n + 1) * rows / system_gemm;
+  // n³/3 at the GEMM rate, or where more, the Cholesky and solve of this n measured alone.
+  const double cholesky = system.cholesky_seconds > 0 ? system.cholesky_seconds : 0.0;
+  f[lmtrain::Phase::kFactorization] = attempts * std::max(n * n * n / 3.0 / system_gemm, cholesky);
   f[lmtrain::Phase::kTrialEvaluation] = attempts * forward(batch);
   if (summary.times[lmtrain::Phase::kGeodesic] > 0)
     f[lmtrain::Phase::kGeodesic] = attempts * (2.0 * forward(batch) + j_bytes / copy);
@@ -569,7 +663,7 @@ std::string phase_floors_json(const lmtrain::ModelSpec& spec, const lmtrain::Sum
 // fields of the result line, each with its leading comma; none without a roofline or rows).
 std::string run_rates_json(const lmtrain::ModelSpec& spec, const lmtrain::Summary& summary,
                            std::size_t train_samples, std::size_t element_size,
-                           const DeviceRoofline* roofline) {
+                           const DeviceRoofline* roofline, const SystemRoofline* system) {
   // Every step linearizes one batch once (a retry never rebuilds J or A), so when the batches
   // split the training set evenly the run assembled steps · batch · R rows of J; otherwise the
   // rows of the short batches are not known here and the rates are left out.
@@ -592,7 +686,9 @@ std::string run_rates_json(const lmtrain::ModelSpec& spec, const lmtrain::Summar
   } else if (roofline) {
     rates = roofline->json();
   }
-  if (roofline) rates += phase_floors_json(spec, summary, train_samples, element_size, *roofline);
+  if (roofline && system)
+    rates += system->json() +
+             phase_floors_json(spec, summary, train_samples, element_size, *roofline, *system);
   return rates;
 }
 
@@ -823,9 +919,14 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   const long long rss = peak_rss_bytes();
   // After everything timed, and after fit freed its buffers (see measure_roofline).
   std::optional<DeviceRoofline> roofline;
-  if (wants_roofline(args)) roofline = measure_roofline(*backend, activations_of(spec));
+  std::optional<SystemRoofline> system;
+  if (wants_roofline(args)) {
+    roofline = measure_roofline(*backend, activations_of(spec));
+    system = system_roofline(*backend, summary, *roofline);
+  }
   const std::string rates =
-      run_rates_json(spec, summary, train.samples, sizeof(T), roofline ? &*roofline : nullptr);
+      run_rates_json(spec, summary, train.samples, sizeof(T), roofline ? &*roofline : nullptr,
+                     system ? &*system : nullptr);
   fmt::print(
       "{{\"type\":\"result\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},\"device\":{},"
       "\"precision\":{},\"model\":{},\"loss\":{},\"params\":{},\"train_samples\":{},"

@@ -486,7 +486,9 @@ def floor_table(workload, rows, lines):
         return
     lines += ['', f'Each phase against its floor ({workload}, per LM step; floor: the least time '
               'the phase could take at the rates measured in the same process — products at the '
-              'square-GEMM rate, activations at the rate of the backend\'s own activation loop on '
+              'square-GEMM rate (A\'s and the Cholesky\'s in the system\'s precision), the '
+              'Cholesky at least one factorization and solve of the run\'s n timed alone, '
+              'activations at the rate of the backend\'s own activation loop on '
               'a large buffer, J\'s bytes at the copy bandwidth or, where more, its products at '
               'the GEMM rate (convolutions); see `phase_floors_json` in '
               '`bench/lmtrain_workloads.cpp`). "step" compares the median step time with the sum '
