@@ -61,10 +61,12 @@ class MarchingUniform(pinn.Uniform):
 # The recipe (docs/pinn.md): fresh Sobol points every step, 4 000 doubled every 100 steps up to
 # 16 000, and time marching (horizon 0.1 → 1 in 200 steps).  Measured after 600 s on the shared
 # machine: 1.8e-4; without the growth 4.4e-4, without marching 7.2e-4, causal weights
-# (ε = 1, 32 slabs) instead of marching 9.7e-4.
-# initial_points: the initial condition's points per draw (0: an eighth of `points`, ≥ 256).
+# (ε = 1, 32 slabs) instead of marching 9.7e-4.  initial_points: the initial condition's points
+# per draw (0: an eighth of `points`, ≥ 256): 2 000 rather than 500 took the median of 3 seeds
+# at 180 s from 5.8e-4 to 2.4e-4, the initial block's held-out / training residual from 8–12 to
+# 0.7–3.3 (bench/results/2026-11-27-2core-amd-epyc-PINN-scale0.2-issue39-k.md).
 RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, harmonics=1,
-              initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
+              initial_weight=10.0, initial_points=2000, horizon_start=0.1, horizon_steps=200,
               causal_epsilon=0.0, causal_slabs=32, budget=900.0, resample_every=1, options={})
 
 
