@@ -160,6 +160,8 @@ def test_taylor_route_through_an_input_map_and_sigmoid_layers() -> None:
 def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
     # KdV's u_xxx (issue 39): through the periodic embedding and Sigmoid/Tanh layers, beside a
     # mixed second derivative; without the embedding, third derivatives along both axes.
+    # Measured: r within 2.2e-16, J within 5.6e-17 of autograd's (|J| up to 1.4), the jacrev
+    # route within 4.2e-17; the bounds are the neighbouring route tests' (1e-11, 1e-10).
     torch.manual_seed(23)
     layers = [torch.nn.Linear(3 if embedded else 2, 9), torch.nn.Sigmoid(),
               torch.nn.Linear(9, 9), torch.nn.Tanh(), torch.nn.Linear(9, 1)]
