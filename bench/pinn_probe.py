@@ -1,0 +1,152 @@
+"""What limits LM near convergence on Poisson-2D (issue 39): probes from one checkpoint.
+
+Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-point grid) with
+λ's floor at 1e-14 for --warm seconds (or loads the checkpoint a previous run saved), then:
+
+  options  runs the library's LM from that checkpoint for --steps steps under each set of
+           SolverOptions given (Python literals, e.g. "{'geodesic_acceleration': False}"), each
+           from the same parameters and λ (lambda_initial = the checkpoint's λ), and prints the
+           relative L2 error at each quarter of the steps and λ at the end;
+  solve    asks whether the linear algebra is the limit: --steps steps of one LM loop
+           (Nielsen's λ update, no geodesic correction) whose only difference is the solve of
+           (JᵀJ + λI)δ = −Jᵀr: Cholesky of JᵀJ + λI (the library's route; cond(JᵀJ) =
+           cond(J)²) against the SVD of J (cond(J): the small singular directions resolved to
+           ε·σ_max).
+           The loop is this probe's, not the library's step: it exists to compare two solves on
+           the same iterates, nothing trains with it.
+
+usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
+           [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
+       build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150] [--steps 300]
+Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples" / "pinn"))
+
+import common  # noqa: E402
+import poisson2d  # noqa: E402
+
+import lmtrain.torch as lt  # noqa: E402
+
+FLOOR = {"lambda_min": 1e-14}  # the variant poisson2d-lambda_min of bench/pinn.py
+
+
+def checkpoint(args: argparse.Namespace):
+    """(problem, model, error, λ) after --warm seconds of the library's LM (cached on disk)."""
+    build_args, _ = common.split_recipe(poisson2d, {"points": args.points})
+    problem, model, error = poisson2d.build(args.seed, **build_args)
+    path = ROOT / "build" / "pinn-probe" / f"poisson2d-{args.points}-{args.seed}-{args.warm:g}.pt"
+    if path.exists():
+        state, lam = torch.load(path)
+        model.load_state_dict(state)
+        print(f"checkpoint {path.relative_to(ROOT)}: error {error(model):.3e}, λ {lam:.1e}")
+        return problem, model, error, lam
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **FLOOR)
+    start, steps = time.perf_counter(), 0
+    while time.perf_counter() - start < args.warm:
+        optimizer.step(problem.points)
+        steps += 1
+    lam = optimizer.lambda_
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save((model.state_dict(), lam), path)
+    print(f"warm-up: {steps} LM steps in {args.warm:g} s, error {error(model):.3e}, λ {lam:.1e}")
+    return problem, model, error, lam
+
+
+def probe_options(args: argparse.Namespace) -> None:
+    problem, model, error, lam = checkpoint(args)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for text in args.option_sets or ["{}"]:
+        options = {**FLOOR, "lambda_initial": lam, **ast.literal_eval(text)}
+        model.load_state_dict(state)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **options)
+        start, marks = time.perf_counter(), []
+        for k in range(1, args.steps + 1):
+            optimizer.step(problem.points)
+            if k % max(1, args.steps // 4) == 0:
+                marks.append(f"{k}: {error(model):.3e}")
+        print(f"{text}: {time.perf_counter() - start:.0f} s; error after " + ", ".join(marks) +
+              f"; λ {optimizer.lambda_:.1e}", flush=True)
+
+
+def _flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def _cholesky(j: torch.Tensor, r: torch.Tensor):
+    a, g = j.T @ j, j.T @ r
+    eye = torch.eye(a.shape[0], dtype=a.dtype)
+
+    def solve(lam: float) -> torch.Tensor:
+        factor, info = torch.linalg.cholesky_ex(a + lam * eye)
+        if int(info) != 0:  # an invalid attempt, as the library treats a failed potrf
+            return torch.full_like(g, math.nan)
+        return -torch.cholesky_solve(g[:, None], factor)[:, 0]
+    return solve
+
+
+def _svd(j: torch.Tensor, r: torch.Tensor):
+    u, s, vh = torch.linalg.svd(j, full_matrices=False)
+    c = u.T @ r
+    return lambda lam: -(vh.T @ (s / (s * s + lam) * c))
+
+
+def probe_solve(args: argparse.Namespace) -> None:
+    problem, model, error, lam0 = checkpoint(args)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x = problem.points
+    for name, route in (("cholesky of JᵀJ + λI", _cholesky), ("SVD of J", _svd)):
+        model.load_state_dict(state)
+        lam, nu, start, marks = lam0, 2.0, time.perf_counter(), []
+        for k in range(1, args.steps + 1):
+            theta = _flat(model)
+            params = {n: p.detach() for n, p in model.named_parameters()}
+            with torch.no_grad():
+                r = problem(model, x)
+            j = problem.jacobian_slice(model, params, x, None, 0, r.numel())
+            solve, f0 = route(j, r), float(r @ r)
+            while lam < 1e10:
+                delta = solve(lam)
+                torch.nn.utils.vector_to_parameters(theta + delta, model.parameters())
+                with torch.no_grad():
+                    trial = problem(model, x)
+                f1, linear = float(trial @ trial), r + j @ delta
+                predicted = f0 - float(linear @ linear)
+                rho = (f0 - f1) / predicted if predicted > 0 and math.isfinite(f1) else -1.0
+                if rho > 0:  # Nielsen (1999)
+                    lam, nu = lam * max(1 / 3, 1 - (2 * rho - 1) ** 3), 2.0
+                    break
+                torch.nn.utils.vector_to_parameters(theta, model.parameters())
+                lam, nu = lam * nu, 2 * nu
+            if k % max(1, args.steps // 4) == 0:
+                marks.append(f"{k}: {error(model):.3e} (λ {lam:.1e})")
+        print(f"{name}: {time.perf_counter() - start:.0f} s; error after " + ", ".join(marks),
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("probe", choices=("options", "solve"))
+    parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
+    parser.add_argument("--warm", type=float, default=150.0)
+    parser.add_argument("--points", type=int, default=2500)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_intermixed_args()
+    torch.set_num_threads(1)
+    (probe_options if args.probe == "options" else probe_solve)(args)
+
+
+if __name__ == "__main__":
+    main()
