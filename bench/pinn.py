@@ -97,7 +97,12 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # KdV's network 30 wide instead of 20 (n = 2 071 instead of 981, about the 2 011
             # parameters of the published 2.2e-6): its 900 s runs end with the PDE's residual
             # still falling 1.6× while the error falls 1.2× (…-PINN-issue39-j.json).
-            "kdv-width30": ("kdv", {"width": 30})}
+            "kdv-width30": ("kdv", {"width": 30}),
+            # Probes of the fresh-point recipes' pace: Helmholtz on at most 8 000 points per draw
+            # (half the cost of a step) and Burgers with λ held at 1e-7 or more, so that each
+            # step only partly fits its draw (the draws' noise moves its error up to 3×).
+            "helmholtz-points8000": ("helmholtz", {"points_max": 8000}),
+            "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7}})}
 
 
 def base(pde: str) -> str:
