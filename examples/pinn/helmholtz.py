@@ -26,11 +26,13 @@ from poisson2d import square_grid, square_problem
 A1, A2, K = references.HELMHOLTZ_A1, references.HELMHOLTZ_A2, references.HELMHOLTZ_K
 
 # The recipe (docs/pinn.md): Sobol points redrawn every step, 2 000 doubled every 100 steps up
-# to 16 000, a 2-20-20-20-1 network (921 parameters).  W8's fixed 50 × 50 grid with 1 981
+# to 8 000, a 2-20-20-20-1 network (921 parameters).  Up to 16 000 before 2026-11-27: 6.05e-7
+# after 600 s (median of 3 seeds) against 3.40e-7 with 8 000, whose steps cost 354 ms against
+# 618 (bench/results/…-PINN-issue39-m.md and -r*.md).  W8's fixed 50 × 50 grid with 1 981
 # parameters (m/n ≈ 1.4) interpolates (held-out residual 3 500× the training one; 4.8e-5 after
 # 600 s), and a 100 × 100 grid makes each step 5 s (8.3e-5 after 600 s).
 # rba = (γ, η): residual-based attention on the interior points (off: None).
-RECIPE = dict(points=2000, points_max=16000, grow_every=100, width=20, depth=3,
+RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3,
               boundary_weight=1.0, random_points=True, rba=None, budget=600.0, resample_every=1,
               options={})
 
