@@ -205,9 +205,9 @@ def lm(example, seed: int, budget: float, overrides: dict) -> dict:
             "history": hist[::max(1, len(hist) // 200)] + hist[-1:]}
 
 
-# Fractions of the budget at which the curve is read; the last column is the run's end (the
-# step that crossed the budget), so that it is the error of the targets table.
-CURVE = (0.1, 0.25, 0.5, 1.0)
+# Fractions of the budget at which the curve is read; after them, the run's end (the step that
+# crossed the budget), the error of the targets table.
+CURVE = (0.1, 0.25, 0.5)
 
 
 def _curve(history: list, budget: float) -> list[float | None]:
@@ -215,7 +215,7 @@ def _curve(history: list, budget: float) -> list[float | None]:
     yet), and at the end of the run for the last: the error-against-time curve of the
     report."""
     out = []
-    for fraction in CURVE[:-1]:
+    for fraction in CURVE:
         before = [h[3] for h in history if h[1] <= fraction * budget]
         out.append(before[-1] if before else None)
     return out + [history[-1][3] if history else None]
@@ -294,12 +294,12 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
                  "table's error), λ after the last step and cond(JᵀJ) at the end (median; "
                  "4.5e+15 = 2⁵²: JᵀJ singular to float64, its smallest eigenvalue rounding):")
     lines.append("")
-    lines.append("| PDE | " + " | ".join(f"{f:g} × budget" for f in CURVE[:-1]) + " | end" +
+    lines.append("| PDE | " + " | ".join(f"{f:g} × budget" for f in CURVE) + " | end" +
                  " | λ at the end | cond(JᵀJ) |")
-    lines.append("|---|" + "---|" * len(CURVE) + "---|---|")
+    lines.append("|---|" + "---|" * (len(CURVE) + 1) + "---|---|")
     for pde, runs in results.items():
         rs = runs["lm"]
-        curve = [_median([r["curve"][i] for r in rs]) for i in range(len(CURVE))]
+        curve = [_median([r["curve"][i] for r in rs]) for i in range(len(CURVE) + 1)]
         lines.append(f"| {pde} | " + " | ".join(_fmt(c) for c in curve) +
                      f" | {_fmt(_median([r['final_lambda'] for r in rs]))} | "
                      f"{_fmt(_median([r['condition'] for r in rs]))} |")

@@ -7,29 +7,29 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            SolverOptions given (Python literals, e.g. "{'geodesic_acceleration': False}"), each
            from the same parameters and λ (lambda_initial = the checkpoint's λ), and prints the
            relative L2 error at each quarter of the steps and λ at the end;
-  solve    asks whether the linear algebra is the limit: --steps steps of one LM loop
-           (Nielsen's λ update, no geodesic correction) whose only difference is the solve of
-           (JᵀJ + λI)δ = −Jᵀr: Cholesky of JᵀJ + λI (the library's route; cond(JᵀJ) =
-           cond(J)²) against the SVD of J (cond(J): the small singular directions resolved to
-           ε·σ_max).
-           The loop is this probe's, not the library's step: it exists to compare two solves on
-           the same iterates, nothing trains with it.
+  solve    asks whether the linear algebra is the limit: at the checkpoint, the step
+           (JᵀJ + λI)δ = −Jᵀr for each λ of --lambdas, solved by Cholesky of JᵀJ + λI (the
+           library's route; cond(JᵀJ) = cond(J)²) and by the SVD of J (cond(J): the small
+           singular directions resolved to ε·σ_max), each judged by the objective it reaches:
+           the gain ratio ρ = actual / predicted reduction, as the library's acceptance reads
+           it.  No damping schedule and no acceptance here: one linearization, two solves.
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
-       build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150] [--steps 300]
+       build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150]
+           [--lambdas 1e-8 1e-10 1e-11 1e-12 1e-13 1e-14 0]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
 
 import argparse
 import ast
-import math
 import sys
 import time
 from pathlib import Path
 
 import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "pinn"))
@@ -80,18 +80,14 @@ def probe_options(args: argparse.Namespace) -> None:
               f"; λ {optimizer.lambda_:.1e}", flush=True)
 
 
-def _flat(model: torch.nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
 def _cholesky(j: torch.Tensor, r: torch.Tensor):
     a, g = j.T @ j, j.T @ r
     eye = torch.eye(a.shape[0], dtype=a.dtype)
 
-    def solve(lam: float) -> torch.Tensor:
+    def solve(lam: float) -> torch.Tensor | None:
         factor, info = torch.linalg.cholesky_ex(a + lam * eye)
-        if int(info) != 0:  # an invalid attempt, as the library treats a failed potrf
-            return torch.full_like(g, math.nan)
+        if int(info) != 0:  # the library's attempt would be invalid (potrf failed)
+            return None
         return -torch.cholesky_solve(g[:, None], factor)[:, 0]
     return solve
 
@@ -103,36 +99,33 @@ def _svd(j: torch.Tensor, r: torch.Tensor):
 
 
 def probe_solve(args: argparse.Namespace) -> None:
-    problem, model, error, lam0 = checkpoint(args)
-    state = {k: v.clone() for k, v in model.state_dict().items()}
+    problem, model, error, _ = checkpoint(args)
     x = problem.points
-    for name, route in (("cholesky of JᵀJ + λI", _cholesky), ("SVD of J", _svd)):
-        model.load_state_dict(state)
-        lam, nu, start, marks = lam0, 2.0, time.perf_counter(), []
-        for k in range(1, args.steps + 1):
-            theta = _flat(model)
-            params = {n: p.detach() for n, p in model.named_parameters()}
+    theta = parameters_to_vector(model.parameters()).detach().clone()
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        r = problem(model, x)
+    j = problem.jacobian_slice(model, params, x, None, 0, r.numel())
+    f0 = float(r @ r)
+    routes = {"cholesky of JᵀJ + λI": _cholesky(j, r), "SVD of J": _svd(j, r)}
+    print(f"objective ‖r‖² {f0:.6e}, error {error(model):.4e}; per λ and solve: ρ, the "
+          "objective's relative change, ‖δ‖, the error after the step")
+    for lam in args.lambdas:
+        cells = []
+        for name, solve in routes.items():
+            delta = solve(lam)
+            if delta is None:
+                cells.append(f"{name}: factorization failed")
+                continue
+            vector_to_parameters(theta + delta, model.parameters())
             with torch.no_grad():
-                r = problem(model, x)
-            j = problem.jacobian_slice(model, params, x, None, 0, r.numel())
-            solve, f0 = route(j, r), float(r @ r)
-            while lam < 1e10:
-                delta = solve(lam)
-                torch.nn.utils.vector_to_parameters(theta + delta, model.parameters())
-                with torch.no_grad():
-                    trial = problem(model, x)
-                f1, linear = float(trial @ trial), r + j @ delta
-                predicted = f0 - float(linear @ linear)
-                rho = (f0 - f1) / predicted if predicted > 0 and math.isfinite(f1) else -1.0
-                if rho > 0:  # Nielsen (1999)
-                    lam, nu = lam * max(1 / 3, 1 - (2 * rho - 1) ** 3), 2.0
-                    break
-                torch.nn.utils.vector_to_parameters(theta, model.parameters())
-                lam, nu = lam * nu, 2 * nu
-            if k % max(1, args.steps // 4) == 0:
-                marks.append(f"{k}: {error(model):.3e} (λ {lam:.1e})")
-        print(f"{name}: {time.perf_counter() - start:.0f} s; error after " + ", ".join(marks),
-              flush=True)
+                trial = problem(model, x)
+            f1, linear = float(trial @ trial), r + j @ delta
+            rho = (f0 - f1) / (f0 - float(linear @ linear))
+            cells.append(f"{name}: ρ {rho:.3f}, {(f1 - f0) / f0:+.2e}, ‖δ‖ "
+                         f"{float(delta.norm()):.2e}, error {error(model):.4e}")
+            vector_to_parameters(theta, model.parameters())
+        print(f"λ {lam:.0e}:  " + ";  ".join(cells), flush=True)
 
 
 def main() -> None:
@@ -142,6 +135,8 @@ def main() -> None:
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--lambdas", type=float, nargs="+",
+                        default=[1e-8, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 0.0])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
