@@ -106,7 +106,14 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # ran with; helmholtz-points16000 is its recipe before.
             "helmholtz-points8000": ("helmholtz", {"points_max": 8000}),
             "helmholtz-points16000": ("helmholtz", {"points_max": 16000}),
-            "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7}})}
+            "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7}}),
+            # The interior points drawn where the residual is large (pinn.ResidualAdaptive,
+            # RAD: 4 × count Sobol candidates, p ∝ |F| / mean |F| + 1): Burgers' shock,
+            # Allen–Cahn's interfaces and KdV's solitons are narrow, and a uniform draw puts
+            # few of its points there.
+            "burgers-adaptive": ("burgers", {"adaptive": (4, 1.0, 1.0)}),
+            "allen_cahn-adaptive": ("allen_cahn", {"adaptive": (4, 1.0, 1.0)}),
+            "kdv-adaptive": ("kdv", {"adaptive": (4, 1.0, 1.0)})}
 
 
 def base(pde: str) -> str:
@@ -142,7 +149,7 @@ def adam_lbfgs(example, seed: int, budget: float, overrides: dict) -> dict:
         start = time.perf_counter()
         for _ in range(25):
             if resample_every and step > 0 and step % resample_every == 0:
-                problem.resample(step)
+                problem.resample(step, model)
             adam.zero_grad()
             objective().backward()
             adam.step()
@@ -155,7 +162,7 @@ def adam_lbfgs(example, seed: int, budget: float, overrides: dict) -> dict:
         start = time.perf_counter()
         if lbfgs is None or (resample_every and lbfgs_calls > 0):
             if resample_every and lbfgs is not None:
-                problem.resample(step)
+                problem.resample(step, model)
             lbfgs = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=20, history_size=50,
                                       tolerance_grad=0.0, tolerance_change=0.0,
                                       line_search_fn="strong_wolfe")

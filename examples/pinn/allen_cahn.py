@@ -67,7 +67,8 @@ class MarchingUniform(pinn.Uniform):
 # 0.7–3.3 (bench/results/2026-11-27-2core-amd-epyc-PINN-scale0.2-issue39-k.md).
 RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, harmonics=1,
               initial_weight=10.0, initial_points=2000, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, budget=900.0, resample_every=1, options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, budget=900.0, resample_every=1,
+              options={})
 
 
 def initial_count(points: int, initial_points: int) -> int:
@@ -92,11 +93,13 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
                    make_problem: Callable[..., pinn.Problem], seed: int, points: int,
                    points_max: int, grow_every: int, width: int, depth: int, harmonics: int,
                    initial_weight: float, horizon_start: float, horizon_steps: int,
-                   causal_epsilon: float, causal_slabs: int, initial_points: int = 0
+                   causal_epsilon: float, causal_slabs: int, initial_points: int = 0,
+                   adaptive: tuple[int, float, float] | None = None
                    ) -> tuple[pinn.Problem, torch.nn.Module, object]:
     """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
-    first condition's horizon grown before each draw, and its interior points grown."""
+    first condition's horizon grown before each draw, and its interior points grown (and drawn
+    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive)."""
     t, x, u = reference
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
     error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
@@ -109,13 +112,14 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     sampler = pde.conditions[0].points
     draw = pde.resample
 
-    def resample(step: int) -> torch.Tensor:
+    def resample(step: int, model: torch.nn.Module | None = None) -> torch.Tensor:
         # The horizon grows before the draw (time marching).
         sampler.horizon = min(1.0, horizon_start + (1 - horizon_start) * step /
                               max(horizon_steps, 1))
-        return draw(step)
+        return draw(step, model)
 
     pde.resample = resample
+    common.adapt(pde, "pde", adaptive)
     if points_max > points:
         common.grow_points(pde, "pde", points, points_max, grow_every)
     return pde, model, error

@@ -7,7 +7,7 @@ budget, LM options) and ``build(seed, **recipe) → (problem, model, error)``; `
 ``build``.
 
 The loop is lmtrain.torch's ``step()`` in a loop; every ``resample_every`` steps the problem
-draws fresh collocation points (``problem.resample(step)``, seeded), before every step the
+draws fresh collocation points (``problem.resample(step, model)``, seeded), before every step the
 conditions' point weights are updated (``problem.update_weights(model)``: causal weights,
 residual-based attention; nothing without them), and the relative L2 error
 against the example's reference is evaluated after every step *outside* the training clock (so
@@ -70,11 +70,22 @@ def grow_points(problem: pinn.Problem, name: str, start: int, most: int,
     the floor of the fit, and the finer the fit the more points it needs."""
     draw = problem.resample
 
-    def resample(step: int) -> torch.Tensor:
+    def resample(step: int, model: torch.nn.Module | None = None) -> torch.Tensor:
         problem.set_count(name, min(most, start * 2 ** (step // every)))
-        return draw(step)
+        return draw(step, model)
 
     problem.resample = resample
+
+
+def adapt(problem: pinn.Problem, name: str,
+          adaptive: tuple[int, float, float] | None) -> None:
+    """Condition `name` draws its points where the residual is large (adaptive = (pool, k, c):
+    ``pinn.ResidualAdaptive`` around its sampler; None leaves it as it is)."""
+    if adaptive is None:
+        return
+    pool, k, c = adaptive
+    condition = next(c for c in problem.conditions if c.name == name)
+    condition.points = pinn.ResidualAdaptive(condition.points, pool=int(pool), k=k, c=c)
 
 
 @dataclass
@@ -135,7 +146,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     while step < steps and clock < budget:
         start = time.perf_counter()
         if resample_every and step > 0 and step % resample_every == 0:
-            problem.resample(step)
+            problem.resample(step, model)
         problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
         report = optimizer.step(problem.points)
         clock += time.perf_counter() - start

@@ -37,7 +37,8 @@ L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
 # causal_epsilon > 0 adds causal weights (pinn.CausalWeights, causal_slabs slabs of [0, 1]).
 RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3, harmonics=2,
               initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, budget=900.0, resample_every=1, options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, budget=900.0, resample_every=1,
+              options={})
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,

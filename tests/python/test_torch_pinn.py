@@ -409,6 +409,64 @@ def test_resampling_is_seeded_and_keeps_the_layout() -> None:
     assert counts.tolist() == [8] * 8
 
 
+def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
+    # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
+    return pinn.Problem("x", [pinn.Condition(
+        "pde", lambda x, u: x + 0 * u,
+        pinn.ResidualAdaptive(pinn.Uniform(count, x=(0, 1), method="sobol"), pool=pool, k=k,
+                              c=c))])
+
+
+# p(x) ∝ x^k / mean(x^k) + c on (0, 1), integrated over the bins [j/10, (j+1)/10).
+def _adaptive_bins(k: float, c: float) -> torch.Tensor:
+    edges = torch.linspace(0, 1, 11, dtype=torch.float64)
+    mass = edges[1:] ** (k + 1) - edges[:-1] ** (k + 1) + c * 0.1  # mean(x^k) = 1/(k + 1)
+    return mass / mass.sum()
+
+
+@pytest.mark.parametrize("k, c", [(1.0, 1.0), (2.0, 0.0), (1.0, 1e9)])
+def test_residual_adaptive_points_follow_the_residual(k: float, c: float) -> None:
+    problem, model = _adaptive_problem(k, c), _network(1, 1, seed=23)
+    points = problem.resample(3, model)
+    assert points.shape == (20000, 1)
+    assert torch.unique(points).numel() == 20000  # chosen without replacement
+    share = torch.bincount(torch.clamp((points[:, 0] * 10).long(), max=9), minlength=10)
+    deviation = (share.double() / 20000 - _adaptive_bins(k, c)).abs().max()
+    # Measured over steps 0–19: largest bin deviation 0.0062 (k 1, c 1), 0.0052 (c 1e9:
+    # uniform) and 0.0109 (k 2, c 0, where drawing without replacement leaves the top bin
+    # 0.0043 below p on average; 0.0011 with pool 160).  A wrong density misses by more than
+    # 0.04 in the top bin (0.271 for k 2, c 0; 0.145 for k 1, c 1; 0.1 uniform).
+    assert float(deviation) < 0.015, (share, _adaptive_bins(k, c))
+
+
+def test_residual_adaptive_draws_are_seeded_and_need_the_model() -> None:
+    model = _network(1, 1, seed=23)
+    a, b = _adaptive_problem(1.0, 0.0, count=500, pool=8), _adaptive_problem(1.0, 0.0, 500, 8)
+    first = a.points.clone()  # the draw at construction is the base's (no model yet)
+    torch.testing.assert_close(first, pinn.Uniform(500, x=(0, 1), method="sobol").draw(
+        "x", pinn._seed(0, 0, 0, 0), torch.float64))
+    torch.testing.assert_close(a.resample(5, model), b.resample(5, model), rtol=0, atol=0)
+    assert not torch.equal(a.resample(6, model), b.points)
+    # The held-out points are the base's, uniform: half of them below 0.5 (a Sobol net).
+    assert int((a.heldout()[:, 0] < 0.5).sum()) in range(240, 261)
+    assert int((a.points[:, 0] < 0.5).sum()) < 160  # p = 2x: a quarter expected
+    with pytest.raises(ValueError, match=r"\['pde'\] draw their points by the residual.*"
+                       r"resample\(step, model\)"):
+        a.resample(7)
+    with torch.no_grad():
+        model[0].weight.fill_(math.nan)
+    broken = pinn.Problem("x", [pinn.Condition(
+        "pde", lambda x, u: x * u, pinn.ResidualAdaptive(pinn.Uniform(50, x=(0, 1))))])
+    with pytest.raises(ValueError, match="condition 'pde' at step 2: .*not finite"):
+        broken.resample(2, model)
+    for bad, message in ((dict(pool=0), "pool=0"), (dict(k=-1.0), "k=-1.0"),
+                         (dict(k=0.0, c=0.0), "probability 0"), (dict(c=math.inf), "c=inf")):
+        with pytest.raises(ValueError, match=message):
+            pinn.ResidualAdaptive(pinn.Uniform(5, x=(0, 1)), **bad)
+    with pytest.raises(ValueError, match="draws fresh points"):
+        pinn.ResidualAdaptive(pinn.Fixed(torch.zeros(3, 1)))
+
+
 def test_a_network_that_interpolates_its_points_is_flagged() -> None:
     # u fits u = x² exactly at the fixed points k/50 but oscillates between them.
     points = torch.linspace(0, 1, 51, dtype=torch.float64).reshape(-1, 1)

@@ -51,7 +51,9 @@ once, on up to 256 points (``jacobian_choice`` says which, and why).
 new points, and pass ``problem.points`` to that step; never inside a step (its trial points are
 evaluated on the linearization's points, which it is given).  The draws depend only on
 (``seed``, step, condition), so a run is reproducible and a resumed run draws what the
-uninterrupted one would.  ``Fixed`` points never change.
+uninterrupted one would.  ``Fixed`` points never change.  ``ResidualAdaptive(Uniform(…))``
+draws where the residual is large (among candidates, by the model's residual): pass the model,
+``resample(step, model)``; its draws depend on the model too.
 
 **Weights of points** (``Condition(…, point_weights=…)``): a factor per point on the
 condition's rows, the problem's business, set between steps by ``problem.update_weights(model)``
@@ -87,7 +89,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from ._jacobian import BatchedReverseJacobian, PointwiseJacobian, SlowJacobianWarning, TaylorMLP
 
 __all__ = ["CausalWeights", "Condition", "Fixed", "InterpolationWarning", "Pointwise", "Problem",
-           "ResidualBasedAttention", "SlowJacobianWarning", "Uniform"]
+           "ResidualAdaptive", "ResidualBasedAttention", "SlowJacobianWarning", "Uniform"]
 
 
 class InterpolationWarning(UserWarning):
@@ -177,6 +179,72 @@ class Fixed:
             raise ValueError(f"Fixed points have {self.points.shape[1]} columns but the problem "
                              f"has the coordinates {tuple(coordinates)}")
         return self.points.to(dtype)
+
+
+class ResidualAdaptive:
+    """Points drawn where the residual is large: the residual-based adaptive distribution (RAD;
+    Wu, Zhu, Tan, Kartha & Lu, "A comprehensive study of non-adaptive and residual-based
+    adaptive sampling for physics-informed neural networks", CMAME 403, 2023, arXiv
+    2207.10289).  Each draw takes ``pool`` × count candidates from ``base`` (``Uniform``, or any
+    sampler with ``draw``), evaluates the condition's residual F at them with the model of that
+    moment, and keeps ``count`` of them, chosen without replacement with probability
+
+        p(x) ∝ |F(x)|^k / mean |F|^k + c,
+
+    so c → ∞ is ``base``'s own draw and c = 0 follows the residual only.  The candidates and the
+    choice are seeded by (seed, step, condition) like every draw; the same model gives the same
+    points.  ``problem.resample(step, model)`` makes such draws (it needs the model); the
+    held-out points and the draw at construction are ``base``'s, so the interpolation check
+    still measures the residual on unbiased points.  The rows keep their weight w/√N: the loss
+    is the mean of |F|² over points drawn from p, which weights the regions of large residual up
+    (the point of the method).  One draw costs an evaluation of the residual at the pool
+    (forward only, no Jacobian)."""
+
+    def __init__(self, base: Any, *, pool: int = 8, k: float = 1.0, c: float = 1.0) -> None:
+        if not callable(getattr(base, "draw", None)) or isinstance(base, (Fixed,
+                                                                       ResidualAdaptive)):
+            raise ValueError(f"ResidualAdaptive(base={type(base).__name__}): expected a sampler "
+                             "that draws fresh points, such as Uniform(count, …)")
+        if not isinstance(pool, int) or pool < 1:
+            raise ValueError(f"ResidualAdaptive(pool={pool!r}): expected a positive integer "
+                             "(candidates per point kept)")
+        for name, value, low in (("k", k, 0.0), ("c", c, 0.0)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= low):
+                raise ValueError(f"ResidualAdaptive({name}={value!r}): expected a finite number "
+                                 f"≥ {low:g}")
+        if k == 0 and c == 0:
+            raise ValueError("ResidualAdaptive(k=0, c=0) gives every point probability 0")
+        self.base, self.pool, self.k, self.c = base, pool, float(k), float(c)
+
+    @property
+    def count(self) -> int | None:
+        return self.base.count
+
+    def draw(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
+             count: int | None = None) -> torch.Tensor:
+        """``base``'s draw (no model involved): the held-out points, the first draw."""
+        return self.base.draw(coordinates, generator_seed, dtype, count)
+
+    def candidates(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
+                   count: int) -> torch.Tensor:
+        """The pool of one draw: pool × count of ``base``'s points."""
+        return self.base.draw(coordinates, generator_seed, dtype, self.pool * count)
+
+    def choose(self, squared: torch.Tensor, count: int, generator_seed: int) -> torch.Tensor:
+        """The indices of the `count` candidates kept, from each candidate's |F|²."""
+        squared = squared.detach().double().cpu()
+        if not bool(torch.isfinite(squared).all()):
+            raise ValueError("ResidualAdaptive: the residual is not finite at some candidate "
+                             "points (the model has diverged?)")
+        if self.pool == 1:
+            return torch.arange(count)
+        magnitude = squared ** (self.k / 2)
+        mean = float(magnitude.mean())
+        density = (magnitude / mean if mean > 0 else torch.zeros_like(magnitude)) + self.c
+        if float(density.sum()) <= 0:  # c = 0 and F = 0 everywhere: nothing to prefer
+            density = torch.ones_like(density)
+        generator = torch.Generator().manual_seed(generator_seed)
+        return torch.multinomial(density, count, replacement=False, generator=generator)
 
 
 # ---- weights of points ------------------------------------------------------------------------
@@ -290,7 +358,7 @@ class Condition:
 
     name: str
     residual: Callable[..., Any]
-    points: Uniform | Fixed
+    points: Uniform | Fixed | ResidualAdaptive
     weight: float = 1.0
     point_weights: Any = None
 
@@ -492,25 +560,56 @@ class Problem:
         self.step_drawn = 0
 
     # ---- points -----------------------------------------------------------------------------
-    def sample(self, step: int, stream: int = 0) -> torch.Tensor:
+    def sample(self, step: int, stream: int = 0, model: Any = None) -> torch.Tensor:
         """The collocation points of `step` (stream 0) or held-out points (stream 1), all
-        conditions' points stacked in order; does not change ``points``."""
+        conditions' points stacked in order; does not change ``points``.  ``ResidualAdaptive``
+        conditions choose among their candidates by the residual of `model` on stream 0, and
+        draw their base's points without a model (the held-out points, the first draw)."""
         parts = []
         for index, condition in enumerate(self.conditions):
-            sampler = condition.points
+            sampler, seed = condition.points, _seed(self.seed, stream, step, index)
             if stream != 0 and isinstance(sampler, Fixed):
                 if sampler.heldout_sampler is None:
                     parts.append(sampler.points.to(self.dtype).cpu())
                     continue
                 sampler = sampler.heldout_sampler
-            parts.append(sampler.draw(self.coordinates, _seed(self.seed, stream, step, index),
-                                      self.dtype, self.counts[index]).cpu())
+            if stream == 0 and model is not None and isinstance(sampler, ResidualAdaptive):
+                parts.append(self._adaptive_draw(index, sampler, model, seed, step))
+                continue
+            parts.append(sampler.draw(self.coordinates, seed, self.dtype,
+                                      self.counts[index]).cpu())
         return torch.cat(parts).to(self.device)
 
-    def resample(self, step: int) -> torch.Tensor:
+    def _adaptive_draw(self, index: int, sampler: ResidualAdaptive, model: Any, seed: int,
+                       step: int) -> torch.Tensor:
+        """Condition `index`'s points of `step` chosen by `model`'s residual among the
+        sampler's candidates."""
+        count = self.counts[index]
+        pool = sampler.candidates(self.coordinates, seed, self.dtype, count).cpu()
+        squared = []
+        with torch.no_grad():
+            for start in range(0, pool.shape[0], 16384):
+                points = pool[start:start + 16384].to(self.device)
+                f = self._rows(index, model, points, point_weights=False)
+                f = (f.double() * math.sqrt(count) / self.conditions[index].weight).reshape(
+                    points.shape[0], -1)
+                squared.append((f * f).sum(dim=1).cpu())
+        try:
+            chosen = sampler.choose(torch.cat(squared), count, _seed(self.seed, 2, step, index))
+        except ValueError as error:
+            raise ValueError(f"condition {self.conditions[index].name!r} at step {step}: "
+                             f"{error}") from None
+        return pool[chosen]
+
+    def resample(self, step: int, model: Any = None) -> torch.Tensor:
         """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
-        between steps; see the module's doc."""
-        self.points = self.sample(int(step))
+        between steps; see the module's doc.  `model`: the network, which ``ResidualAdaptive``
+        conditions need (their points follow its residual)."""
+        adaptive = [c.name for c in self.conditions if isinstance(c.points, ResidualAdaptive)]
+        if adaptive and model is None:
+            raise ValueError(f"the conditions {adaptive} draw their points by the residual "
+                             "(ResidualAdaptive): pass the model, problem.resample(step, model)")
+        self.points = self.sample(int(step), model=model)
         self.step_drawn = int(step)
         return self.points
 
@@ -625,30 +724,36 @@ class Problem:
         the model's parameters: the Taylor route's batched forward pass where it applies,
         otherwise vmap over the points of the one-point residual (nested jvp).
         ``point_weights=False`` leaves the conditions' point weights out."""
-        u = self._of_module(model)
         parameter = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
         if parameter is not None and parameter.dtype != x.dtype:
             raise ValueError(f"the points are {x.dtype} but the model is {parameter.dtype}: "
                              f"make the Problem with dtype={parameter.dtype}")
-        parts = []
-        for index, points in enumerate(self._split(x)):
-            taylor = self._taylor(index, model)
-            if taylor is not None:
-                value, du, ddu, dddu, _ = taylor.forward(points)
-                arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu,
-                                                                 dddu)
-                scale = self.conditions[index].weight / math.sqrt(self.counts[index])
-                r = scale * self._residual_values(index, arguments)
-            else:
-                r = vmap(lambda p, i=index: self._point_residual(i, u, p))(points)
-            factors = self._point_factors(index, points) if point_weights else None
-            if factors is not None:
-                r = r.reshape(points.shape[0], -1) * factors[:, None]
-            parts.append(r.reshape(-1))
+        parts = [self._rows(index, model, points, point_weights)
+                 for index, points in enumerate(self._split(x))]
         k = [part.numel() // n for part, n in zip(parts, self.counts)]
         if self.rows_per_point is None:
             self.rows_per_point = k
         return parts
+
+    def _rows(self, index: int, model: Any, points: torch.Tensor,
+              point_weights: bool = True) -> torch.Tensor:
+        """Condition `index`'s weighted residual rows (w/√N·F) at `points`, any number of
+        them: the Taylor route's batched forward pass where it applies, else vmap of the
+        one-point residual."""
+        taylor = self._taylor(index, model)
+        if taylor is not None:
+            value, du, ddu, dddu, _ = taylor.forward(points)
+            arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu,
+                                                             dddu)
+            scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+            r = scale * self._residual_values(index, arguments)
+        else:
+            u = self._of_module(model)
+            r = vmap(lambda p: self._point_residual(index, u, p))(points)
+        factors = self._point_factors(index, points) if point_weights else None
+        if factors is not None:
+            r = r.reshape(points.shape[0], -1) * factors[:, None]
+        return r.reshape(-1)
 
     def __call__(self, model: Any, x: torch.Tensor, y: Any = None) -> torch.Tensor:
         """The residual vector r of all conditions at the points x (lmtrain.torch's
