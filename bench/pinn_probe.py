@@ -1,4 +1,4 @@
-"""What limits LM near convergence on Poisson-2D (issue 39): probes from one checkpoint.
+"""What limits LM near convergence on the PINNs of issue 39: probes from one checkpoint.
 
 Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-point grid) with
 λ's floor at 1e-14 for --warm seconds (or loads the checkpoint a previous run saved), then:
@@ -13,17 +13,30 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            singular directions resolved to ε·σ_max), each judged by the objective it reaches:
            the gain ratio ρ = actual / predicted reduction, as the library's acceptance reads
            it.  No damping schedule and no acceptance here: one linearization, two solves.
+  relax    asks whether the fresh draws' noise is the floor of a resampling recipe (--pde
+           burgers, say): trains the example's recipe (a fresh draw every step, the points
+           grown) for --warm seconds (cached), then continues it --steps steps for each α of
+           --alphas, after each LM step moving only part of the way, θ ← θ₀ + α(θ₁ − θ₀) — the
+           iterate then averages the draws' fits in the linearized function space, where an
+           average of the parameters over many steps fails (they drift along JᵀJ's flat
+           directions) — and prints the error's median, min and max over the last half of
+           the steps.  A probe, not a recipe: it moves the parameters outside the engine to
+           measure whether such a step would pay; the engine would get it as an option.
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
        build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150]
            [--lambdas 1e-8 1e-10 1e-11 1e-12 1e-13 1e-14 0]
+       build/venv-torch/bin/python bench/pinn_probe.py relax --pde burgers [--warm 450]
+           [--steps 300] [--alphas 1 0.3 0.1]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -128,9 +141,62 @@ def probe_solve(args: argparse.Namespace) -> None:
         print(f"λ {lam:.0e}:  " + ";  ".join(cells), flush=True)
 
 
+def recipe_checkpoint(args: argparse.Namespace):
+    """(problem, model, error, options, λ, steps) after --warm seconds of the example's own
+    recipe — a fresh draw before every step, its point weights updated — cached on disk."""
+    example = importlib.import_module(args.pde)
+    build_args, loop = common.split_recipe(example, {})
+    problem, model, error = example.build(args.seed, **build_args)
+    options = dict(loop.get("options") or {})
+    path = ROOT / "build" / "pinn-probe" / f"{args.pde}-recipe-{args.seed}-{args.warm:g}.pt"
+    if path.exists():
+        state, lam, steps = torch.load(path)
+        model.load_state_dict(state)
+        print(f"checkpoint {path.relative_to(ROOT)}: {steps} steps, error {error(model):.3e}, "
+              f"λ {lam:.1e}")
+        return problem, model, error, options, lam, steps
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **options)
+    start, steps = time.perf_counter(), 0
+    while time.perf_counter() - start < args.warm:
+        if steps > 0:
+            problem.resample(steps, model)
+        problem.update_weights(model)
+        optimizer.step(problem.points)
+        steps += 1
+    lam = optimizer.lambda_
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save((model.state_dict(), lam, steps), path)
+    print(f"warm-up: {steps} LM steps in {args.warm:g} s, error {error(model):.3e}, λ {lam:.1e}")
+    return problem, model, error, options, lam, steps
+
+
+def probe_relax(args: argparse.Namespace) -> None:
+    problem, model, error, options, lam, first = recipe_checkpoint(args)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for alpha in args.alphas:
+        model.load_state_dict(state)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
+                                          **{**options, "lambda_initial": lam})
+        start, errors = time.perf_counter(), []
+        for step in range(first, first + args.steps):
+            problem.resample(step, model)  # the same draws for every α
+            problem.update_weights(model)
+            before = parameters_to_vector(model.parameters()).detach().clone()
+            optimizer.step(problem.points)
+            if alpha != 1.0:
+                after = parameters_to_vector(model.parameters()).detach()
+                vector_to_parameters(before + alpha * (after - before), model.parameters())
+            errors.append(error(model))
+        half = errors[len(errors) // 2:]
+        print(f"α {alpha:g}: {time.perf_counter() - start:.0f} s; error over steps "
+              f"{first + len(errors) // 2}–{first + len(errors)}: median "
+              f"{statistics.median(half):.3e}, min {min(half):.3e}, max {max(half):.3e}; "
+              f"last {errors[-1]:.3e}; λ {optimizer.lambda_:.1e}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=("options", "solve"))
+    parser.add_argument("probe", choices=("options", "solve", "relax"))
     parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
@@ -138,9 +204,11 @@ def main() -> None:
     parser.add_argument("--lambdas", type=float, nargs="+",
                         default=[1e-8, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 0.0])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pde", default="burgers", help="relax: the example (examples/pinn/)")
+    parser.add_argument("--alphas", type=float, nargs="+", default=[1.0, 0.3, 0.1])
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
-    (probe_options if args.probe == "options" else probe_solve)(args)
+    {"options": probe_options, "solve": probe_solve, "relax": probe_relax}[args.probe](args)
 
 
 if __name__ == "__main__":
