@@ -122,7 +122,8 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "allen_cahn-average": ("allen_cahn", {"average": 0.98}),
             "kdv-average": ("kdv", {"average": 0.98}),
             "allen_cahn-adaptive": ("allen_cahn", {"adaptive": (4, 1.0, 1.0)}),
-            "kdv-adaptive": ("kdv", {"adaptive": (4, 1.0, 1.0)})}
+            "kdv-adaptive": ("kdv", {"adaptive": (4, 1.0, 1.0)}),
+            "helmholtz-adaptive": ("helmholtz", {"adaptive": (4, 1.0, 1.0)})}
 
 
 def base(pde: str) -> str:
