@@ -144,7 +144,10 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     the held-out check) is the exponential moving average of the iterates' parameters,
     θ̄ ← βθ̄ + (1 − β)θ after every step (``torch.optim.swa_utils.AveragedModel``): with fresh
     points at every step each iterate also fits its draw's sampling error, which the average
-    cancels; the last iterate's error stays in ``Run.last_error`` and the history."""
+    was meant to cancel; the last iterate's error stays in ``Run.last_error`` and the history.
+    Measured, it does the opposite (Burgers 1.44e-4 against the last iterate's 5.5e-7,
+    Helmholtz 7.4e-5 against 9.6e-8: bench/results/…-PINN-issue39-u, -v); kept so that those
+    files can be reproduced, not a recipe."""
     optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **(options or {}))
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(average)) \
         if average > 0 else None
