@@ -81,12 +81,17 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "poisson2d-lambda_min": ("poisson2d", {"options": {"lambda_min": 1e-14}}),
             "helmholtz-lambda_min": ("helmholtz", {"options": {"lambda_min": 1e-14},
                                                    "points_max": 16000}),
-            "burgers-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14}}),
+            "burgers-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14},
+                                               "adaptive": None}),
             # Helmholtz's recipe on Poisson-2D (fresh Sobol points every step, 2 000 doubled
             # every 100 steps up to 16 000) instead of W8's fixed grid, with λ's floor at 1e-14.
             "poisson2d-sobol": ("poisson2d", {"random_points": True, "points": 2000,
                                               "points_max": 16000, "resample_every": 1,
                                               "options": {"lambda_min": 1e-14}}),
+            # Burgers' recipe before 2026-11-27 (uniform Sobol draws; its rows "burgers" in the
+            # files up to …-issue39-l), and its variants above pin it; burgers-adaptive is the
+            # recipe since (files …-issue39-w, -z1, -z2).
+            "burgers-uniform": ("burgers", {"adaptive": None}),
             # Allen–Cahn's recipe before 2026-11-27: 500 initial points per draw, where the
             # initial condition is fitted on its draw only (held-out / training residual 8–12);
             # the recipe takes 2 000 since (results file …-scale0.2-issue39-k, whose rows
@@ -106,7 +111,8 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # ran with; helmholtz-points16000 is its recipe before.
             "helmholtz-points8000": ("helmholtz", {"points_max": 8000}),
             "helmholtz-points16000": ("helmholtz", {"points_max": 16000}),
-            "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7}}),
+            "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7},
+                                                   "adaptive": None}),
             # The interior points drawn where the residual is large (pinn.ResidualAdaptive,
             # RAD: 4 × count Sobol candidates, p ∝ |F| / mean |F| + 1): Burgers' shock,
             # Allen–Cahn's interfaces and KdV's solitons are narrow, and a uniform draw puts
@@ -116,7 +122,7 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # 50 steps) instead of the last iterate's: with a fresh draw every step each
             # iterate fits its draw's sampling error too (Burgers' error moves up to 3× from
             # one step to the next); the JSON keeps the last iterate's error beside it.
-            "burgers-average": ("burgers", {"average": 0.98}),
+            "burgers-average": ("burgers", {"average": 0.98, "adaptive": None}),
             "burgers-adaptive-average": ("burgers", {"adaptive": (4, 1.0, 1.0), "average": 0.98}),
             "helmholtz-average": ("helmholtz", {"average": 0.98}),
             "allen_cahn-average": ("allen_cahn", {"average": 0.98}),
