@@ -236,8 +236,6 @@ class ResidualAdaptive:
         if not bool(torch.isfinite(squared).all()):
             raise ValueError("ResidualAdaptive: the residual is not finite at some candidate "
                              "points (the model has diverged?)")
-        if self.pool == 1:
-            return torch.arange(count)
         magnitude = squared ** (self.k / 2)
         mean = float(magnitude.mean())
         density = (magnitude / mean if mean > 0 else torch.zeros_like(magnitude)) + self.c
@@ -586,6 +584,8 @@ class Problem:
         sampler's candidates."""
         count = self.counts[index]
         pool = sampler.candidates(self.coordinates, seed, self.dtype, count).cpu()
+        if sampler.pool == 1:  # nothing to choose among: no residual needed
+            return pool
         squared = []
         with torch.no_grad():
             for start in range(0, pool.shape[0], 16384):
