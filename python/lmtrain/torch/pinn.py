@@ -587,13 +587,11 @@ class Problem:
         if sampler.pool == 1:  # nothing to choose among: no residual needed
             return pool
         squared = []
-        with torch.no_grad():
-            for start in range(0, pool.shape[0], 16384):
-                points = pool[start:start + 16384].to(self.device)
-                f = self._rows(index, model, points, point_weights=False)
-                f = (f.double() * math.sqrt(count) / self.conditions[index].weight).reshape(
-                    points.shape[0], -1)
-                squared.append((f * f).sum(dim=1).cpu())
+        with torch.no_grad():  # in chunks of `count`: the memory of one evaluation at the points
+            for start in range(0, pool.shape[0], count):
+                points = pool[start:start + count].to(self.device)
+                rows = self._rows(index, model, points, point_weights=False)
+                squared.append(self._squared(index, rows, points.shape[0]).cpu())
         try:
             chosen = sampler.choose(torch.cat(squared), count, _seed(self.seed, 2, step, index))
         except ValueError as error:
@@ -713,10 +711,15 @@ class Problem:
         for index, points in zip(range(len(parts)), self._split(self.points)):
             if index not in indices:
                 continue
-            condition = self.conditions[index]
-            scale = condition.weight / math.sqrt(self.counts[index])
-            f = (parts[index].double() / scale).reshape(points.shape[0], -1)
-            condition.point_weights.update(points, (f * f).sum(dim=1), self.coordinates)
+            self.conditions[index].point_weights.update(
+                points, self._squared(index, parts[index], points.shape[0]), self.coordinates)
+
+    def _squared(self, index: int, rows: torch.Tensor, points: int) -> torch.Tensor:
+        """Each point's Σ|F|² (float64) from condition `index`'s weighted rows (w/√N·F) at
+        `points` points: the weight and the count divided out."""
+        scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+        f = (rows.double() / scale).reshape(points, -1)
+        return (f * f).sum(dim=1)
 
     def condition_residuals(self, model: Any, x: torch.Tensor,
                             point_weights: bool = True) -> list[torch.Tensor]:
