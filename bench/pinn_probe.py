@@ -14,21 +14,21 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            the gain ratio ρ = actual / predicted reduction, as the library's acceptance reads
            it.  No damping schedule and no acceptance here: one linearization, two solves.
   relax    asks whether the fresh draws' noise is the floor of a resampling recipe (--pde
-           burgers, say): trains the example's recipe (a fresh draw every step, the points
-           grown) for --warm seconds (cached), then continues it --steps steps for each α of
-           --alphas, after each LM step moving only part of the way, θ ← θ₀ + α(θ₁ − θ₀) — the
-           iterate then averages the draws' fits in the linearized function space, where an
-           average of the parameters over many steps fails (they drift along JᵀJ's flat
-           directions) — and prints the error's median, min and max over the last half of
-           the steps.  A probe, not a recipe: it moves the parameters outside the engine to
-           measure whether such a step would pay; the engine would get it as an option.
+           burgers, say; --recipe overrides its RECIPE keys): trains the example's recipe with
+           its own loop (common.train_lm: a fresh draw every step, the points grown) for
+           --warm seconds (cached), then continues it --steps steps for each α of --alphas,
+           after each LM step moving only part of the way, θ ← θ₀ + α(θ₁ − θ₀), which would
+           average the draws' fits if the steps were linear, and prints the error's median,
+           min and max over the last half of the steps.  A probe that moves the parameters
+           outside the engine to measure whether such a step would pay.  Measured on Burgers'
+           uniform draws (docs/pinn.md): it does not — α 0.3 and 0.1 end 20–40× above α 1.
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
        build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150]
            [--lambdas 1e-8 1e-10 1e-11 1e-12 1e-13 1e-14 0]
-       build/venv-torch/bin/python bench/pinn_probe.py relax --pde burgers [--warm 450]
-           [--steps 300] [--alphas 1 0.3 0.1]
+       build/venv-torch/bin/python bench/pinn_probe.py relax --pde burgers
+           [--recipe "{'adaptive': None}"] [--warm 450] [--steps 300] [--alphas 1 0.3 0.1]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -143,27 +143,24 @@ def probe_solve(args: argparse.Namespace) -> None:
 
 def recipe_checkpoint(args: argparse.Namespace):
     """(problem, model, error, options, λ, steps) after --warm seconds of the example's own
-    recipe — a fresh draw before every step, its point weights updated — cached on disk."""
+    recipe (with --recipe's overrides) trained by its own loop, cached on disk."""
     example = importlib.import_module(args.pde)
-    build_args, loop = common.split_recipe(example, {})
+    overrides = ast.literal_eval(args.recipe)
+    build_args, loop = common.split_recipe(example, overrides)
     problem, model, error = example.build(args.seed, **build_args)
     options = dict(loop.get("options") or {})
-    path = ROOT / "build" / "pinn-probe" / f"{args.pde}-recipe-{args.seed}-{args.warm:g}.pt"
+    text = repr(sorted(overrides.items()))  # the checkpoint's name says what it trained
+    tag = "".join(ch if ch.isalnum() or ch in ".-" else "_" for ch in text)
+    path = ROOT / "build" / "pinn-probe" / f"{args.pde}-{tag}-{args.seed}-{args.warm:g}.pt"
     if path.exists():
         state, lam, steps = torch.load(path)
         model.load_state_dict(state)
         print(f"checkpoint {path.relative_to(ROOT)}: {steps} steps, error {error(model):.3e}, "
               f"λ {lam:.1e}")
         return problem, model, error, options, lam, steps
-    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **options)
-    start, steps = time.perf_counter(), 0
-    while time.perf_counter() - start < args.warm:
-        if steps > 0:
-            problem.resample(steps, model)
-        problem.update_weights(model)
-        optimizer.step(problem.points)
-        steps += 1
-    lam = optimizer.lambda_
+    run = common.train_lm(problem, model, error, budget=args.warm, steps=10 ** 9,
+                          resample_every=loop.get("resample_every", 1), options=options)
+    lam, steps = run.final_lambda, run.steps
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save((model.state_dict(), lam, steps), path)
     print(f"warm-up: {steps} LM steps in {args.warm:g} s, error {error(model):.3e}, λ {lam:.1e}")
@@ -205,6 +202,8 @@ def main() -> None:
                         default=[1e-8, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 0.0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pde", default="burgers", help="relax: the example (examples/pinn/)")
+    parser.add_argument("--recipe", default="{}",
+                        help="relax: RECIPE overrides, a Python dict literal")
     parser.add_argument("--alphas", type=float, nargs="+", default=[1.0, 0.3, 0.1])
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
