@@ -27,13 +27,12 @@ from types import ModuleType
 from typing import Any, Callable
 
 import torch
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 import lmtrain.torch as lt
 from lmtrain.torch import pinn
 
 # Recipe keys the loop reads; every other key goes to the example's build().
-LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose", "average")
+LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose")
 
 
 def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,
@@ -85,7 +84,7 @@ def adapt(problem: pinn.Problem, name: str,
     if adaptive is None:
         return
     pool, k, c = adaptive
-    condition = next(c for c in problem.conditions if c.name == name)
+    condition = next(each for each in problem.conditions if each.name == name)
     condition.points = pinn.ResidualAdaptive(condition.points, pool=int(pool), k=k, c=c)
 
 
@@ -111,7 +110,6 @@ class Run:
     termination: str = ""
     final_lambda: float = float("nan")  # λ after the last step
     condition: float | None = None  # cond(JᵀJ) at the end, at most 2⁵² (train_lm(diagnose=True))
-    last_error: float | None = None  # with train_lm(average=β): the last iterate's error
 
 
 def finish(problem: pinn.Problem, model: torch.nn.Module, error: float, seconds: float,
@@ -136,58 +134,42 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
              error: Callable[[torch.nn.Module], float], *, budget: float, steps: int,
              resample_every: int, target: float = 0.0, verbose: bool = False,
              log_every: int = 25, options: dict[str, Any] | None = None,
-             diagnose: bool = False, average: float = 0.0) -> Run:
+             diagnose: bool = False) -> Run:
     """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
     stop (ignored while resampling: a new draw is a new problem); returns the Run.
     `diagnose`: also the condition number of JᵀJ at the end, outside the clock (an
-    eigendecomposition of the n × n matrix).  `average` = β > 0: the model reported (its error,
-    the held-out check) is the exponential moving average of the iterates' parameters,
-    θ̄ ← βθ̄ + (1 − β)θ after every step (``torch.optim.swa_utils.AveragedModel``): with fresh
-    points at every step each iterate also fits its draw's sampling error, which the average
-    was meant to cancel; the last iterate's error stays in ``Run.last_error`` and the history.
-    Measured, it does the opposite (Burgers 1.44e-4 against the last iterate's 5.5e-7,
-    Helmholtz 7.4e-5 against 9.6e-8: bench/results/…-PINN-issue39-u, -v); kept so that those
-    files can be reproduced, not a recipe."""
+    eigendecomposition of the n × n matrix)."""
     optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **(options or {}))
-    averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(average)) \
-        if average > 0 else None
-    reported = averaged.module if averaged is not None else model
-    history: list[tuple[int, float, float, float, float]] = []
+    history: list[tuple[int, float, float, float]] = []
     phases: dict[str, float] = {}
     clock, first_below, termination, step, e = 0.0, None, "", 0, error(model)
-    last = e
     while step < steps and clock < budget:
         start = time.perf_counter()
         if resample_every and step > 0 and step % resample_every == 0:
             problem.resample(step, model)
         problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
         report = optimizer.step(problem.points)
-        if averaged is not None:
-            averaged.update_parameters(model)
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
             phases[name] = phases.get(name, 0.0) + seconds
         step += 1
-        last = error(model)
-        e = error(reported) if averaged is not None else last
-        history.append((step, clock, report.loss_after, e, last))
+        e = error(model)
+        history.append((step, clock, report.loss_after, e))
         if first_below is None and e <= 1e-3:
             first_below = clock
         if verbose and (step % log_every == 0 or step == 1):
             # Each condition's mean |F|², as the library's step reports it (before the step).
             blocks = "  ".join(f"{k} {v:.2e}" for k, v in report.block_losses.items())
-            mean = f" (average {e:.3e})" if averaged is not None else ""
             print(f"  step {step:5d}  {clock:7.1f} s  mean r² {report.loss_after:.3e}  "
-                  f"λ {report.lambda_:.1e}  rel L2 {last:.3e}{mean}  [{blocks}]", flush=True)
+                  f"λ {report.lambda_:.1e}  rel L2 {e:.3e}  [{blocks}]", flush=True)
         if report.termination and not resample_every:
             termination = report.termination
             break
         if target and e <= target:
             termination = "target"
             break
-    run = finish(problem, reported, e, clock, step, first_below, phases, history, termination)
+    run = finish(problem, model, e, clock, step, first_below, phases, history, termination)
     run.final_lambda = optimizer.lambda_
-    run.last_error = last if averaged is not None else None
     if diagnose:
         _, a, _ = optimizer.normal_equations(problem.points)
         eigenvalues = torch.linalg.eigvalsh(a.double())
@@ -230,9 +212,7 @@ def report(name: str, run: Run) -> None:
     print(f"  held-out / training RMS residual: {ratios}")
     print(f"  ms per step by phase: {per_step}")
     print(f"  time to relative L2 1e-3: {below}")
-    last = f" (the iterates' average; the last iterate: {run.last_error:.3e})" \
-        if run.last_error is not None else ""
-    print(f"  relative L2 error: {run.error:.3e}{last}")
+    print(f"  relative L2 error: {run.error:.3e}")
 
 
 def main(example: ModuleType, name: str) -> Run:
