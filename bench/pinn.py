@@ -68,7 +68,10 @@ TARGETS = {"poisson2d": 1e-9, "helmholtz": 1e-7, "burgers": 1e-8, "allen_cahn": 
            "kdv": 2e-6}
 BEST_REPORTED = {"poisson2d": "ENGD 1e-6…1e-8", "helmholtz": "ENGD 1e-6…1e-8",
                  "burgers": "vRBA + SSBroyden 8.25e-9", "allen_cahn": "vRBA + SSBroyden 1.9e-6",
-                 "kdv": "vRBA + SSBroyden 2.2e-6"}
+                 "kdv": "vRBA + SSBroyden 2.2e-6 (two-soliton KdV)"}
+# Burgers' network before 2026-11-27 (2-20-20-20-1 on (t, x), 921 parameters): the Burgers
+# variants measured with it pin it, now that the recipe's is 3 × 30 after five harmonics.
+BURGERS_921 = {"harmonics": 0, "width": 20}
 # The recipes of lmtrain.torch.pinn's options (issue 39), run as their own rows: the example and
 # its recipe overrides.  Their peer is the base PDE's (the same build without the option), so
 # they run LM only.
@@ -82,16 +85,16 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "helmholtz-lambda_min": ("helmholtz", {"options": {"lambda_min": 1e-14},
                                                    "points_max": 16000}),
             "burgers-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14},
-                                               "adaptive": None}),
+                                               "adaptive": None, **BURGERS_921}),
             # Helmholtz's recipe on Poisson-2D (fresh Sobol points every step, 2 000 doubled
             # every 100 steps up to 16 000) instead of W8's fixed grid, with λ's floor at 1e-14.
             "poisson2d-sobol": ("poisson2d", {"random_points": True, "points": 2000,
                                               "points_max": 16000, "resample_every": 1,
                                               "options": {"lambda_min": 1e-14}}),
             # Burgers' recipe before 2026-11-27 (uniform Sobol draws; its rows "burgers" in the
-            # files up to …-issue39-l), and its variants above pin it; burgers-adaptive is the
-            # recipe since (files …-issue39-w, -z1, -z2).
-            "burgers-uniform": ("burgers", {"adaptive": None}),
+            # files up to …-issue39-l), and its variants above pin it; burgers-adaptive was the
+            # recipe after it (files …-issue39-w, -z1, -z2), burgers-h5w30 is the one since.
+            "burgers-uniform": ("burgers", {"adaptive": None, **BURGERS_921}),
             # Allen–Cahn's recipe before 2026-11-27: 500 initial points per draw, where the
             # initial condition is fitted on its draw only (held-out / training residual 8–12);
             # the recipe takes 2 000 since (results file …-scale0.2-issue39-k, whose rows
@@ -112,12 +115,12 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "helmholtz-points8000": ("helmholtz", {"points_max": 8000}),
             "helmholtz-points16000": ("helmholtz", {"points_max": 16000}),
             "burgers-lambda_min1e-7": ("burgers", {"options": {"lambda_min": 1e-7},
-                                                   "adaptive": None}),
+                                                   "adaptive": None, **BURGERS_921}),
             # The interior points drawn where the residual is large (pinn.ResidualAdaptive,
             # RAD: 4 × count Sobol candidates, p ∝ |F| / mean |F| + 1): Burgers' shock,
             # Allen–Cahn's interfaces and KdV's solitons are narrow, and a uniform draw puts
             # few of its points there.
-            "burgers-adaptive": ("burgers", {"adaptive": (4, 1.0, 1.0)}),
+            "burgers-adaptive": ("burgers", {"adaptive": (4, 1.0, 1.0), **BURGERS_921}),
             # (The variants *-average of files …-issue39-u, -v and -w, the iterates' moving
             # average, refuted there, were removed after commit 20a430f; their last iterates
             # are the runs of helmholtz, burgers-uniform and burgers-adaptive.)
@@ -129,7 +132,21 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "allen_cahn-width30": ("allen_cahn", {"width": 30}),
             # Burgers' recipe (residual-adaptive draws) with λ's floor at 1e-14: its λ ends at
             # the default floor 1e-10 on 2 of 3 seeds (files …-issue39-z1, -z2).
-            "burgers-adaptive-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14}})}
+            "burgers-adaptive-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14},
+                                                        **BURGERS_921}),
+            # Allen–Cahn with five harmonics in its periodic input map (t, cos kπx, sin kπx,
+            # k = 1 … 5), 30 and 20 wide: the vRBA code's network for its 1.9e-6 (3 × 30 tanh,
+            # five harmonics, n = 2 251; jdtoscano94/vRBA…, PINN/Potential_analysis/AC).
+            "allen_cahn-h5w30": ("allen_cahn", {"harmonics": 5, "width": 30}),
+            "allen_cahn-harmonics5": ("allen_cahn", {"harmonics": 5}),
+            # Burgers with the same network (its recipe's residual-adaptive draws): 3 seeds
+            # 5.67e-8 against 4.59e-7 with 921 parameters (files …-issue39-bu-h5w30*), the
+            # recipe since; burgers-harmonics5 keeps the 20-wide layers.
+            "burgers-h5w30": ("burgers", {"harmonics": 5, "width": 30}),
+            "burgers-harmonics5": ("burgers", {"harmonics": 5, "width": 20}),
+            "burgers-h5w30-lambda_min": ("burgers", {"harmonics": 5, "width": 30,
+                                                     "options": {"lambda_min": 1e-14}}),
+            "kdv-h5w30": ("kdv", {"harmonics": 5, "width": 30})}
 
 
 def base(pde: str) -> str:

@@ -28,7 +28,8 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
        build/venv-torch/bin/python bench/pinn_probe.py solve [--warm 150]
            [--lambdas 1e-8 1e-10 1e-11 1e-12 1e-13 1e-14 0]
        build/venv-torch/bin/python bench/pinn_probe.py relax --pde burgers
-           [--recipe "{'adaptive': None}"] [--warm 450] [--steps 300] [--alphas 1 0.3 0.1]
+           [--recipe "{'adaptive': None, 'width': 20, 'harmonics': 0}"] [--warm 450]
+           [--steps 300] [--alphas 1 0.3 0.1]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations

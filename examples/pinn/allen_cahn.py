@@ -29,21 +29,6 @@ from lmtrain.torch import pinn
 D, C = references.ALLEN_CAHN_DIFFUSION, references.ALLEN_CAHN_REACTION
 
 
-class PeriodicInput(torch.nn.Module):
-    """(t, x) → (t, cos kπx, sin kπx for k = 1 … harmonics): functions of it are 2-periodic
-    in x with every derivative, and the harmonics let the first layer make the steep interfaces
-    (Fourier features)."""
-
-    def __init__(self, harmonics: int = 1) -> None:
-        super().__init__()
-        self.harmonics = harmonics
-
-    def forward(self, p: torch.Tensor) -> torch.Tensor:
-        k = torch.arange(1, self.harmonics + 1, dtype=p.dtype, device=p.device)
-        angle = math.pi * p[:, 1:] * k
-        return torch.cat([p[:, :1], torch.cos(angle), torch.sin(angle)], dim=1)
-
-
 class MarchingUniform(pinn.Uniform):
     """Uniform (Sobol) points on t ∈ [0, horizon] × x ∈ [−1, 1], the horizon set between
     steps."""
@@ -104,7 +89,7 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
     error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
     model = common.mlp([1 + 2 * harmonics] + [width] * depth + [1], seed,
-                       first=PeriodicInput(harmonics))
+                       first=common.PeriodicInput(harmonics))
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -33,6 +34,21 @@ from lmtrain.torch import pinn
 
 # Recipe keys the loop reads; every other key goes to the example's build().
 LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose")
+
+
+class PeriodicInput(torch.nn.Module):
+    """(t, x) → (t, cos kπx, sin kπx for k = 1 … harmonics): functions of it are 2-periodic
+    in x with every derivative, and the harmonics let the first layer make the steep interfaces
+    (Fourier features)."""
+
+    def __init__(self, harmonics: int = 1) -> None:
+        super().__init__()
+        self.harmonics = harmonics
+
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        k = torch.arange(1, self.harmonics + 1, dtype=p.dtype, device=p.device)
+        angle = math.pi * p[:, 1:] * k
+        return torch.cat([p[:, :1], torch.cos(angle), torch.sin(angle)], dim=1)
 
 
 def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,

@@ -39,6 +39,10 @@ def examples():
 # the residual since 2026-11-27 (pinn.ResidualAdaptive): 2.78e-4 after the 130 steps (5.3e-3
 # with its uniform draws before), 2.78e-4–3.87e-4 over OPENBLAS_CORETYPE Haswell / Sandybridge
 # with LMTRAIN_SIMD baseline / SkylakeX and LMTRAIN_SIMD avx2; the bound 3e-3 is 8× the largest.
+# Its network is 3 × 30 after five harmonics (2 251 parameters) since 2026-11-27, later: 3.06e-4
+# after the 130 steps on all four of those paths (3.059364907917e-4 and …910594e-4 for
+# Sandybridge + baseline and SkylakeX: the trajectory differs in the 12th digit), 45–65 s of one
+# core; the bound stays 3e-3, 10× above.
 SHORT_RUNS = [
     ("poisson2d", dict(points=900), 40, 2e-3),
     ("helmholtz", dict(points=1000, points_max=1000), 100, 5e-2),
