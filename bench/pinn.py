@@ -146,7 +146,10 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "burgers-harmonics5": ("burgers", {"harmonics": 5, "width": 20}),
             "burgers-h5w30-lambda_min": ("burgers", {"harmonics": 5, "width": 30,
                                                      "options": {"lambda_min": 1e-14}}),
-            "kdv-h5w30": ("kdv", {"harmonics": 5, "width": 30})}
+            "kdv-h5w30": ("kdv", {"harmonics": 5, "width": 30}),
+            # Burgers' recipe with the draw's density ∝ |F| alone (c = 0: vRBA's "quadratic"
+            # potential, its best) instead of |F| / mean |F| + 1.
+            "burgers-c0": ("burgers", {"adaptive": (4, 1.0, 0.0)})}
 
 
 def base(pde: str) -> str:
