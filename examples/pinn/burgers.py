@@ -27,10 +27,10 @@ NU = references.BURGERS_NU
 
 # The recipe (docs/pinn.md): a fresh scrambled-Sobol draw of the points at every LM step, and
 # more of them as the fit gets finer: 2 000 interior points doubled every 100 steps up to
-# 16 000 (m/n ≈ 2 → 17 for the 921 parameters it was found with, 0.9 → 7 for 2 251).  LM fits each draw almost exactly, so the draw's
-# sampling error is the floor of the fit: a fixed set of m/n ≈ 5 is interpolated within a few
-# steps (held-out residual 200× the training one), and a fixed count per draw levels off
-# (≈ 2e-4 with 4 000 points, ≈ 1e-5 with 8 000, after 600 s).
+# 16 000 (m/n ≈ 2 → 17 for the 921 parameters it was found with, 0.9 → 7 for 2 251).  LM fits
+# each draw almost exactly, so the draw's sampling error is the floor of the fit: a fixed set of
+# m/n ≈ 5 is interpolated within a few steps (held-out residual 200× the training one), and a
+# fixed count per draw levels off (≈ 2e-4 with 4 000 points, ≈ 1e-5 with 8 000, after 600 s).
 # adaptive = (pool, k, c): the interior points drawn where the residual is large
 # (pinn.ResidualAdaptive: count of pool × count Sobol candidates, p ∝ |F|^k / mean + c); the
 # recipe takes (4, 1, 1) since 2026-11-27: after 900 s, 3 seeds, median 4.59e-7 against 9.21e-7
@@ -47,9 +47,7 @@ NU = references.BURGERS_NU
 # pinn stage).
 RECIPE = dict(points=2000, points_max=16000, grow_every=100, edge_points=400, method="sobol",
               width=30, depth=3, harmonics=5, weights=(1.0, 1.0), adaptive=(4, 1.0, 1.0),
-              device="cpu",
-              budget=900.0,
-              resample_every=1, options={})
+              device="cpu", budget=900.0, resample_every=1, options={})
 
 
 def problem(points: int, seed: int, edge_points: int, weights: tuple[float, float],

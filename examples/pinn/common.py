@@ -38,8 +38,8 @@ LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose
 
 class PeriodicInput(torch.nn.Module):
     """(t, x) → (t, cos kπx, sin kπx for k = 1 … harmonics): functions of it are 2-periodic
-    in x with every derivative, and the harmonics let the first layer make the steep interfaces
-    (Fourier features)."""
+    in x with every derivative, and the harmonics let the first layer make steep fronts
+    (Allen–Cahn's interfaces, Burgers' shock: Fourier features)."""
 
     def __init__(self, harmonics: int = 1) -> None:
         super().__init__()
