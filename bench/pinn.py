@@ -148,7 +148,8 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
                                                      "options": {"lambda_min": 1e-14}}),
             "kdv-h5w30": ("kdv", {"harmonics": 5, "width": 30}),
             # Burgers' recipe with the draw's density ∝ |F| alone (c = 0: vRBA's "quadratic"
-            # potential, its best) instead of |F| / mean |F| + 1.
+            # potential, its best) instead of |F| / mean |F| + 1: no gain at 900 s on seeds 0 and
+            # 1 (files …-issue39-bu-c0-900-s0, -s1).
             "burgers-c0": ("burgers", {"adaptive": (4, 1.0, 0.0)})}
 
 
