@@ -135,10 +135,9 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "burgers-adaptive-lambda_min": ("burgers", {"options": {"lambda_min": 1e-14},
                                                         **BURGERS_921}),
             # Allen–Cahn with five harmonics in its periodic input map (t, cos kπx, sin kπx,
-            # k = 1 … 5), 30 and 20 wide: the vRBA code's network for its 1.9e-6 (3 × 30 tanh,
-            # five harmonics, n = 2 251; jdtoscano94/vRBA…, PINN/Potential_analysis/AC).
+            # k = 1 … 5), 30 wide: the vRBA code's network for its 1.9e-6 (3 × 30 tanh, five
+            # harmonics, n = 2 251; jdtoscano94/vRBA…, PINN/Potential_analysis/AC).
             "allen_cahn-h5w30": ("allen_cahn", {"harmonics": 5, "width": 30}),
-            "allen_cahn-harmonics5": ("allen_cahn", {"harmonics": 5}),
             # Burgers with the same network (its recipe's residual-adaptive draws): 3 seeds
             # 5.67e-8 against 4.59e-7 with 921 parameters (files …-issue39-bu-h5w30*), the
             # recipe since; burgers-harmonics5 keeps the 20-wide layers.

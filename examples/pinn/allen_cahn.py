@@ -88,8 +88,8 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     t, x, u = reference
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
     error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
-    model = common.mlp([1 + 2 * harmonics] + [width] * depth + [1], seed,
-                       first=common.PeriodicInput(harmonics))
+    first = common.PeriodicInput(harmonics)
+    model = common.mlp([first.width] + [width] * depth + [1], seed, first=first)
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None

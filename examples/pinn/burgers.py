@@ -72,8 +72,8 @@ def build(seed: int, points: int, points_max: int, grow_every: int, edge_points:
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
     error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
     first = common.PeriodicInput(harmonics) if harmonics > 0 else None
-    model = common.mlp([1 + max(1, 2 * harmonics)] + [width] * depth + [1], seed,
-                       first=first).to(device)
+    inputs = first.width if first is not None else 2
+    model = common.mlp([inputs] + [width] * depth + [1], seed, first=first).to(device)
     pde = problem(points, seed, edge_points, weights, method, device)
     common.adapt(pde, "pde", adaptive)
     if points_max > points:

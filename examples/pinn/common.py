@@ -44,6 +44,7 @@ class PeriodicInput(torch.nn.Module):
     def __init__(self, harmonics: int = 1) -> None:
         super().__init__()
         self.harmonics = harmonics
+        self.width = 1 + 2 * harmonics  # the features it gives the first Linear layer
 
     def forward(self, p: torch.Tensor) -> torch.Tensor:
         k = torch.arange(1, self.harmonics + 1, dtype=p.dtype, device=p.device)
