@@ -42,9 +42,10 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers]
+# usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,fits,ranks,sanitizers,bench,peers]
 #                                [--skip-bench]
-#   (pinn and peers need the torch stage's extension in the same call: --stages env,torch,pinn)
+#   (pinn, peers and the sanitizers' torch step build lmtrain._core themselves when no
+#   $LMTRAIN_GPU_PKG holds one; the torch stage adds the tests of test_torch_cuda.py)
 #   Stages run in that order; each check has its own timeout, and a check that would start after
 #   LMTRAIN_GPU_RUN_SECONDS (default 540) is skipped, so $OUT comes back within the device tool's
 #   10 minutes.  One call cannot hold everything on a slow machine: split it, e.g.
@@ -222,10 +223,18 @@ pytest_lines() {  # log
       if (running != "") printf "    %-50s %-8s %s\n", running, "-", "did not finish"
     }' "$1"
 }
-if wants torch; then
+# The extension is built whenever a stage uses it (torch, pinn, sanitizers' torch step, peers;
+# ext builds it alone),
+# into $LMTRAIN_GPU_PKG when that is set and $work/pkg otherwise; an extension already in
+# $LMTRAIN_GPU_PKG is reused (scripts/gpu-session.sh: a later call on the same warm machine, or a
+# second stage group, then skips the build).  The tests of test_torch_cuda.py run only in the
+# torch stage.
+if wants ext || wants torch || wants pinn || wants sanitizers || wants peers; then
   py=$(command -v python3 || true)
-  pkg=$work/pkg
-  if [[ -z $py ]] || ! "$py" -c 'import torch, nanobind, pytest' 2>/dev/null; then
+  pkg=${LMTRAIN_GPU_PKG:-$work/pkg}
+  if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
+    report "torch: lmtrain._core built" PASS 0 "reused from $pkg"
+  elif [[ -z $py ]] || ! "$py" -c 'import torch, nanobind, pytest' 2>/dev/null; then
     report "torch: lmtrain._core built" SKIP 0 "no python3 with torch, nanobind and pytest"
   elif [[ ! -d $dir/python/archives ]]; then
     report "torch: lmtrain._core built" FAIL 0 "the bundle has no python/ kit (rebuild it)"
@@ -236,26 +245,26 @@ if wants torch; then
       cmake --build '$work/pyext' --target _core -j$cores &&
       mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/python/_core*.so '$pkg/lmtrain/' &&
       PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())'"
-    if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
-      # -v: each test's line (name and PASSED / FAILED / SKIPPED) as it ends, unbuffered and teed
-      # into tests.log, so a timeout still leaves the lines of the tests that finished and the name
-      # of the one that did not; -rA: the short summary at the end, a failure's error with its name.
-      # pytest cuts both to the terminal's width: 160 columns keep most errors and skip reasons.
-      pytest_cuda() {
-        COLUMNS=160 PYTHONUNBUFFERED=1 PYTHONPATH="$pkg" "$py" -m pytest -v -rA \
-          -p no:cacheprovider -m cuda "$root/tests/python/test_torch_cuda.py" 2>&1 |
-          tee "$work/pytest.log"
-        local rc=${PIPESTATUS[0]}
-        # pytest's last line counts the outcomes ("… 1 skipped in 3.2s").
-        ((rc == 0)) && tail -n 1 "$work/pytest.log" | grep -q ' skipped' &&
-          { echo "(tests were skipped with a device present)"; return 1; }
-        return "$rc"
-      }
-      export -f pytest_cuda
-      export pkg py root work
-      gpu_check "torch: test_torch_cuda.py" tests.log 300 bash -c pytest_cuda
-      [[ -f $work/pytest.log ]] && pytest_lines "$work/pytest.log" | tee -a "$out/summary.txt"
-    fi
+  fi
+  if wants torch && compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
+    # -v: each test's line (name and PASSED / FAILED / SKIPPED) as it ends, unbuffered and teed
+    # into tests.log, so a timeout still leaves the lines of the tests that finished and the name
+    # of the one that did not; -rA: the short summary at the end, a failure's error with its name.
+    # pytest cuts both to the terminal's width: 160 columns keep most errors and skip reasons.
+    pytest_cuda() {
+      COLUMNS=160 PYTHONUNBUFFERED=1 PYTHONPATH="$pkg" "$py" -m pytest -v -rA \
+        -p no:cacheprovider -m cuda "$root/tests/python/test_torch_cuda.py" 2>&1 |
+        tee "$work/pytest.log"
+      local rc=${PIPESTATUS[0]}
+      # pytest's last line counts the outcomes ("… 1 skipped in 3.2s").
+      ((rc == 0)) && tail -n 1 "$work/pytest.log" | grep -q ' skipped' &&
+        { echo "(tests were skipped with a device present)"; return 1; }
+      return "$rc"
+    }
+    export -f pytest_cuda
+    export pkg py root work
+    gpu_check "torch: test_torch_cuda.py" tests.log 300 bash -c pytest_cuda
+    [[ -f $work/pytest.log ]] && pytest_lines "$work/pytest.log" | tee -a "$out/summary.txt"
   fi
 fi
 
@@ -271,8 +280,19 @@ if wants pinn; then
       OMP_NUM_THREADS=$cores "$py" "$root/scripts/gpu-python/pinn_cuda.py" --device cuda
     grep -E '^(taylor|jacrev): ' "$out/tests.log" | tail -n 2 | sed 's/^/    /' |
       tee -a "$out/summary.txt"
+    # The recipe itself (examples/pinn/burgers.py as a user runs it: 3 × 30 tanh after five
+    # harmonics, n = 2 251, residual-adaptive draws growing from 2 000 points) on cuda:0 for
+    # LMTRAIN_GPU_PINN_SECONDS of training (default 60): its steps, ms per step by phase and
+    # relative L2 error, beside docs/pinn.md's CPU run (1.64 s per step on one core of a 2-core
+    # EPYC).  A timing: it passes when the run ends normally; the error is read, not judged.
+    pinn_s=${LMTRAIN_GPU_PINN_SECONDS:-60}
+    gpu_check "pinn: Burgers recipe on cuda, ${pinn_s} s" tests.log $((pinn_s + 120)) env \
+      PYTHONPATH="$pkg" OMP_NUM_THREADS=$cores "$py" "$root/examples/pinn/burgers.py" \
+      --budget "$pinn_s" --set device=cuda --quiet
+    awk '/^burgers: [0-9]+ LM steps/ {keep = 7} keep-- > 0' "$out/tests.log" | sed 's/^/    /' |
+      tee -a "$out/summary.txt"
   else
-    report "pinn: Burgers on cuda vs cpu" SKIP 0 "no extension from the torch stage in this call"
+    report "pinn: Burgers on cuda vs cpu" SKIP 0 "no lmtrain._core (see the line above)"
   fi
 fi
 
@@ -605,7 +625,7 @@ if wants sanitizers; then
       "$sanitizer" --tool memcheck --kernel-name kns=lmtrain --error-exitcode 99 \
       "$py" "$root/scripts/gpu-python/one_torch_step.py"
   else
-    report "compute-sanitizer: a torch step" SKIP 0 "no extension from the torch stage"
+    report "compute-sanitizer: a torch step" SKIP 0 "no lmtrain._core (see the line above)"
   fi
 fi
 
@@ -634,7 +654,7 @@ if wants peers; then
   if [[ -z $wheel ]]; then
     report "peers: bench/run.sh W2 W7" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
   elif ! compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
-    report "peers: bench/run.sh W2 W7" SKIP 0 "no extension from the torch stage in this call"
+    report "peers: bench/run.sh W2 W7" SKIP 0 "no lmtrain._core (see the line above)"
   else
     mkdir -p "$work/site" "$work/benchbuild/bench"
     ln -sf "$bin/lmtrain_workloads" "$work/benchbuild/bench/lmtrain_workloads"
