@@ -345,7 +345,7 @@ def comparison_table(workload, summary, variants, lines, raw):
     if rows:
         lines += ['', f'Speed-up per LM step ({workload}): peer step / lmtrain step, the ratio of the '
                   'medians, with the min–max of the per-repetition ratios (same seed) in brackets; '
-                  (f'**{pair}** runs in the peer\'s precision (float32), **lmtrain** is lmtrain as '
+                  + (f'**{pair}** runs in the peer\'s precision (float32), **lmtrain** is lmtrain as '
                    'shipped (precision auto):' if workload == 'W5' else
                    f'**{pair}** damps as the peer does, **lmtrain** is lmtrain as shipped:'), '',
                   '| set | lmtrain row | peer | speed-up per step | final train MSE (medians) | '

@@ -41,6 +41,10 @@
 #   --build-dir where lmtrain_workloads and fann_train are configured and built (default
 #               build/bench-<device>)
 #   --no-build  use the binaries already in the build directory as they are
+#   --rows "TOOL …"  run only these rows (the tool names of the report's tables: lmtrain,
+#               lmtrain-peerdamp, torch-lm-cholesky, …), warm-ups included; every other row is
+#               left out of the run and the report.  Where a GPU's time is short, e.g. scripts/
+#               gpu-run.sh's peers stage: --rows "lmtrain lmtrain-peerdamp torch-lm-cholesky"
 #   LMTRAIN_PEERS_PYTHON (environment): the Python of the PyTorch peers and of lmtrain.torch's rows
 #               instead of bench/peers/.venv's (a machine's own Python with torch, as
 #               scripts/gpu-run.sh's peers stage passes with --no-install)
@@ -62,6 +66,7 @@ tag=""
 tag_given=0
 build=""
 do_build=1
+rows_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     W1|W2|W3|W4|W5|W6|W7) workloads+=("$1") ;;
@@ -76,6 +81,7 @@ while [ $# -gt 0 ]; do
     --tag) tag="-$2"; tag_given=1; shift ;;
     --build-dir) build="$2"; shift ;;
     --no-build) do_build=0 ;;
+    --rows) rows_only=" $2 "; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -190,6 +196,7 @@ fi
 run_timeout=1200
 run() {
   local w="$1" v="$2" tool="$3" rep="$4"; shift 4
+  [ -n "$rows_only" ] && [[ "$rows_only" != *" $tool "* ]] && return
   local base="$raw/${w}__${v}__${tool}__${rep}" exe="$1" a
   if [ "$exe" = env ]; then  # env VAR=value … PROGRAM: check PROGRAM
     for a in "${@:2}"; do case "$a" in *=*) ;; *) exe="$a"; break ;; esac; done

@@ -24,6 +24,8 @@
 #                    communicator, NCCL across 2 GPUs when there are 2, NCCL with one rank
 #   bench.jsonl, bench.log   the W1/W2/W3 benchmark drivers with the device roofline; the peers
 #                    stage's `bench/run.sh W2 W7` and `W5 --device cuda` against torch-levenberg-marquardt
+#   peers-TAG.tar.gz the peers stage's raw run outputs and report (bench/report.py reruns on them)
+#   (more than 8 files: all but summary.txt come back in logs.tar.gz)
 #
 # The fits compare final training losses (and initial ones, which only the forward pass and the
 # loss decide) between `device = "cuda"` and `device = "cpu"` runs of one configuration, the CPU
@@ -42,7 +44,7 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,fits,ranks,sanitizers,bench,peers]
+# usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,fits,ranks,sanitizers,bench,peers,peers5]
 #                                [--skip-bench]
 #   (pinn, peers and the sanitizers' torch step build lmtrain._core themselves when no
 #   $LMTRAIN_GPU_PKG holds one; the torch stage adds the tests of test_torch_cuda.py)
@@ -58,11 +60,11 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-stages=env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers
+stages=env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers,peers5
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stages) stages=${2:?--stages needs a list}; shift 2 ;;
-    --skip-bench) stages=${stages//bench/}; stages=${stages//peers/}; shift ;;
+    --skip-bench) stages=${stages//bench/}; stages=${stages//peers5/}; stages=${stages//peers/}; shift ;;
     *) echo "gpu-run: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -229,9 +231,14 @@ pytest_lines() {  # log
 # $LMTRAIN_GPU_PKG is reused (scripts/gpu-session.sh: a later call on the same warm machine, or a
 # second stage group, then skips the build).  The tests of test_torch_cuda.py run only in the
 # torch stage.
-if wants ext || wants torch || wants pinn || wants sanitizers || wants peers; then
+if wants ext || wants torch || wants pinn || wants sanitizers || wants peers || wants peers5; then
   py=$(command -v python3 || true)
   pkg=${LMTRAIN_GPU_PKG:-$work/pkg}
+  # What the extension is made of: the bundle, the package's Python and the extension's sources.
+  # One made of anything else (a warm machine's from an earlier call) is built again.
+  key=$( (cat "$bundle"; find "$root/python/lmtrain" "$root/src/python" "$root/scripts/gpu-python" \
+          -type f -print0 | sort -z | xargs -0 cat) | sha256sum | cut -c1-16)
+  [[ -f $pkg/.made-of && $(cat "$pkg/.made-of") == "$key" ]] || rm -rf "$pkg"
   if compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
     report "torch: lmtrain._core built" PASS 0 "reused from $pkg"
   elif [[ -z $py ]] || ! "$py" -c 'import torch, nanobind, pytest' 2>/dev/null; then
@@ -244,9 +251,16 @@ if wants ext || wants torch || wants pinn || wants sanitizers || wants peers; th
         -DPython_EXECUTABLE='$py' -DCMAKE_BUILD_TYPE=Release &&
       cmake --build '$work/pyext' --target _core -j$cores &&
       mkdir -p '$pkg' && cp -rL '$root/python/lmtrain' '$pkg/' && cp '$work'/pyext/python/_core*.so '$pkg/lmtrain/' &&
-      PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())'"
+      PYTHONPATH='$pkg' '$py' -c 'import lmtrain._core as c; print(\"cuda backend built:\", c.cuda_backend_built())' &&
+      echo '$key' > '$pkg/.made-of'"
   fi
   if wants torch && compgen -G "$pkg/lmtrain/_core*.so" > /dev/null; then
+  # The host memory a CPU step plans with in this Python (scripts/gpu-python/host_memory.py says
+  # why): the figures as the process reads them, beside the plan's.
+  check "torch: a CPU step's host memory" tests.log 120 env PYTHONPATH="$pkg" \
+    "$py" "$root/scripts/gpu-python/host_memory.py"
+  grep '^host memory' "$out/tests.log" | tail -n 8 | cut -c1-200 | sed 's/^/    /' |
+    tee -a "$out/summary.txt"
     # -v: each test's line (name and PASSED / FAILED / SKIPPED) as it ends, unbuffered and teed
     # into tests.log, so a timeout still leaves the lines of the tests that finished and the name
     # of the one that did not; -rA: the short summary at the end, a failure's error with its name.
@@ -286,7 +300,7 @@ if wants pinn; then
     # relative L2 error, beside docs/pinn.md's CPU run (1.64 s per step on one core of a 2-core
     # EPYC).  A timing: it passes when the run ends normally; the error is read, not judged.
     pinn_s=${LMTRAIN_GPU_PINN_SECONDS:-60}
-    gpu_check "pinn: Burgers recipe on cuda, ${pinn_s} s" tests.log $((pinn_s + 120)) env \
+    ((pinn_s > 0)) && gpu_check "pinn: Burgers recipe on cuda, ${pinn_s} s" tests.log $((pinn_s + 120)) env \
       PYTHONPATH="$pkg" OMP_NUM_THREADS=$cores "$py" "$root/examples/pinn/burgers.py" \
       --budget "$pinn_s" --set device=cuda --quiet
     awk '/^burgers: [0-9]+ LM steps/ {keep = 7} keep-- > 0' "$out/tests.log" | sed 's/^/    /' |
@@ -646,15 +660,18 @@ fi
 # ---- peers: bench/run.sh W2 W7 W5 on the GPU, lmtrain beside torch-levenberg-marquardt -------
 # The standing rule's comparison on one device (issue 36's workloads): lmtrain_workloads (the
 # bundle's), lmtrain.torch (the torch stage's extension) and the peer from the bundle's wheel, all
-# on cuda — W2 and W7 with 2 repetitions interleaved, W5 (n = 11 101 on 100 000 rows, n = 30 771
-# on 50 000) with one; each report (bench/report.py's Markdown, with the per-phase and floor
-# tables) is appended to bench.log.
-if wants peers; then
+# on cuda — W2, W7 and W5 (n = 11 101 on 100 000 rows, n = 30 771 on 50 000) with one repetition
+# after the warm-up; each report (bench/report.py's Markdown, with the per-phase and floor tables)
+# is appended to bench.log, and the raw outputs come back in peers-TAG.tar.gz.  Stage peers runs
+# W2 and W7, stage peers5 W5: each Python run took 15–20 s to start on the H200 of 2026-11-27
+# (all rows of W2 with 2 repetitions outran 220 s), so only the comparison's rows run (--rows), and
+# they want the GPU to themselves (scripts/gpu-session.sh --alone).
+if wants peers || wants peers5; then
   wheel=$(compgen -G "$dir/python/wheels/torch_levenberg_marquardt-*.whl" | head -1)
   if [[ -z $wheel ]]; then
-    report "peers: bench/run.sh W2 W7" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
+    report "peers" SKIP 0 "the bundle has no torch-levenberg-marquardt wheel"
   elif ! compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
-    report "peers: bench/run.sh W2 W7" SKIP 0 "no lmtrain._core (see the line above)"
+    report "peers" SKIP 0 "no lmtrain._core (see the line above)"
   else
     mkdir -p "$work/site" "$work/benchbuild/bench"
     ln -sf "$bin/lmtrain_workloads" "$work/benchbuild/bench/lmtrain_workloads"
@@ -664,14 +681,29 @@ if wants peers; then
       local tag=$1
       shift
       LMTRAIN_PEERS_PYTHON="$py" PYTHONPATH="$work/site:$pkg" bash "$root/bench/run.sh" "$@" \
-        --device cuda --no-install --no-build --build-dir "$work/benchbuild" --tag "$tag" ||
-        return $?
-      cat "$(ls -t "$root"/bench/results/*-"$tag".md | head -1)"
+        --device cuda --no-install --no-build --build-dir "$work/benchbuild" --tag "$tag"
+      local rc=$?
+      # The raw output of every run (bench/run.sh's raw/ folder) and the report come back as
+      # $OUT/peers-TAG.tar.gz even when a run or the report failed: report.py can be rerun on them.
+      local results=$root/bench/results raw reports
+      raw=$(cd "$results" && ls -td raw/*-"$tag"-[0-9]* 2>/dev/null | head -1)
+      mapfile -t reports < <(cd "$results" && ls ./*-"$tag".md 2>/dev/null)
+      [[ -n $raw ]] && tar -czf "$out/peers-$tag.tar.gz" -C "$results" "$raw" "${reports[@]}"
+      cat "$(ls -t "$results"/*-"$tag".md 2>/dev/null | head -1)" 2>/dev/null
+      return $rc
     }
     export -f peers_bench
-    export py work pkg root
-    gpu_check "peers: bench/run.sh W2 W7" bench.log 220 bash -c 'peers_bench gpu-peers-W2-W7 W2 W7 --repeats 2'
-    gpu_check "peers: bench/run.sh W5" bench.log 300 bash -c 'peers_bench gpu-peers-W5 W5 --repeats 1'
+    export py work pkg root out
+    # On the H200 of 2026-11-27 each Python run (torch, lightning and CUDA loading) took 15–20 s:
+    # W2 with 2 repetitions alone outran 220 s, so one repetition each.
+    # The rows of the comparison only: lmtrain as shipped and in the peer's damping or precision,
+    # torch-levenberg-marquardt's qr (its default, W7's row) and cholesky (its fastest).
+    rows="lmtrain lmtrain-peerdamp lmtrain-float32 torch-lm torch-lm-cholesky"
+    export rows
+    wants peers && gpu_check "peers: bench/run.sh W2 W7" bench.log 300 bash -c \
+      'peers_bench gpu-peers-W2-W7 W2 W7 --repeats 1 --rows "$rows"'
+    wants peers5 && gpu_check "peers: bench/run.sh W5" bench.log 300 bash -c \
+      'peers_bench gpu-peers-W5 W5 --repeats 1 --rows "$rows"'
   fi
 fi
 
@@ -683,8 +715,13 @@ for f in "$out"/*; do
     mv "$f.cut" "$f"
   fi
 done
-files=$(find "$out" -type f | wc -l)
-((files > 8)) && report "at most 8 files in \$OUT" FAIL 0 "$files files"
+# More than 8 files (every stage, and the peers' raw outputs): all but summary.txt go into one
+# tarball, logs.tar.gz.
+if (($(find "$out" -type f | wc -l) > 8)); then
+  (cd "$out" && find . -type f ! -name summary.txt ! -name logs.tar.gz -printf '%P\n' |
+     tar -czf logs.tar.gz -T - --remove-files)
+  echo "(more than 8 files: every log but summary.txt is in $out/logs.tar.gz)" >> "$out/summary.txt"
+fi
 
 verdict=0 word="PASS: every check passed on $gpus CUDA device(s)"
 if ((failed > 0)); then verdict=1 word="FAIL: $failed check(s) failed"

@@ -12,7 +12,7 @@
 #            deadline --total-seconds (counted from this script's start)
 #
 # usage: bash scripts/gpu-session.sh [--together "A=env,tests,fits,ranks B=torch,sanitizers
-#            C=pinn D=bench"] [--alone "E=peers"] [--together-seconds 200] [--total-seconds 570]
+#            C=pinn D=bench"] [--alone "E=peers F=peers5"] [--together-seconds 200] [--total-seconds 570]
 #   (with the device tool: run(command="bash scripts/gpu-session.sh", carry=[".gpu"], timeout_s=600)
 #    after scripts/gpu-bundle.sh here)
 # Writes $OUT/summary.txt (every group's summary, in order, with its stages and wall time) and
@@ -22,7 +22,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 together="A=env,tests,fits,ranks B=torch,sanitizers C=pinn D=bench"
-alone="E=peers"
+alone="E=peers F=peers5"
 together_s=200
 total_s=570
 while [[ $# -gt 0 ]]; do
@@ -35,7 +35,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 for group in $together $alone; do
-  [[ $group =~ ^[A-Za-z0-9_-]+=[a-z,]+$ ]] ||
+  [[ $group =~ ^[A-Za-z0-9_-]+=[a-z0-9,]+$ ]] ||
     { echo "gpu-session: '$group' is not NAME=stage,stage…" >&2; exit 2; }
 done
 mkdir -p "$out"

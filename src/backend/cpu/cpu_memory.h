@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 #include "lmtrain/core/buffer.h"
 
@@ -24,5 +26,9 @@ class HostMemory final : public MemoryResource {
 // MemAvailable from /proc/meminfo (what the kernel can give without swapping), or a conservative
 // 1 GiB when that file cannot be read.
 std::size_t available_host_memory_bytes();
+
+// The "MemAvailable:" line of a /proc/meminfo text in bytes (the kernel writes kB, meaning KiB);
+// nullopt when the text has no such line or its number is missing or too large.
+std::optional<std::size_t> meminfo_available_bytes(std::string_view meminfo);
 
 }  // namespace lmtrain::cpu
