@@ -271,6 +271,9 @@ sinc_workload() {
     run "$w" "$variant" lmtrain "$rep" "${lm[@]}" "${a[@]}"
     if [ "$w" = W7 ]; then
       run "$w" "$variant" torch-lm "$rep" "${torch[@]}" "${a[@]}"
+      # Its fastest solver (issue 36 judges W7 against it; 8.9 ms per step against qr's 14.3 ms
+      # on the H200 of 2026-11-26).
+      run "$w" "$variant" torch-lm-cholesky "$rep" "${torch[@]}" "${a[@]}" --solve cholesky
       # The default (precision auto) solves W7 in float64 (mixed: 100 000 rows per A); this row
       # is float32 throughout, what the default was before issue 28.
       run "$w" "$variant" lmtrain-float32 "$rep" "${lm[@]}" "${a[@]}" --float32
