@@ -24,7 +24,7 @@ with the error-against-time curve, λ at the end and cond(JᵀJ) there; the reci
 
 usage: build/venv-torch/bin/python bench/pinn.py [--pde poisson2d helmholtz burgers allen_cahn
            kdv poisson2d-rba …] [--seeds 0 1 2] [--budget-scale 1.0] [--threads 1] [--no-peer]
-           [--tag NAME] [--quick]
+           [--tag NAME] [--quick] [--device cuda]
        (bench/run.sh PINN runs it; lmtrain.torch must be importable: scripts/test-torch.sh
         installs it into build/venv-torch)
 """
@@ -221,18 +221,23 @@ def adam_lbfgs(example, seed: int, budget: float, overrides: dict) -> dict:
             "history": history[::max(1, len(history) // 200)] + history[-1:]}
 
 
-def warm_up() -> None:
-    """torch.func's first transform in a process takes seconds (its start-up); taken here, once,
-    so that no run's clock pays it."""
+def warm_up(device: str = "cpu") -> None:
+    """torch.func's first transform in a process takes seconds (its start-up), and so do a CUDA
+    context and cuBLAS's first call; taken here, once, so that no run's clock pays them."""
+    import lmtrain.torch as lt
     from lmtrain.torch import pinn
 
-    model = common.mlp([2, 3, 1], 0)
+    model = common.mlp([2, 3, 1], 0).to(device)
     problem = pinn.Problem("xy", [pinn.Condition("pde", lambda u, u_x, u_yy: u_x + u_yy,
-                                                 pinn.Uniform(4, x=(0, 1), y=(0, 1)))])
+                                                 pinn.Uniform(16, x=(0, 1), y=(0, 1)))],
+                           device=device)
     params = {k: v.detach() for k, v in model.named_parameters()}
     for route in ("jacrev", "taylor"):
         problem.jacobian = route
-        problem.jacobian_slice(model, params, problem.points, None, 0, 4)
+        problem.jacobian_slice(model, params, problem.points, None, 0, 16)
+    if device != "cpu":  # one LM step: the library's CUDA backend, cuBLAS and cuSOLVER
+        lt.LevenbergMarquardt(model, residual_fn=problem).step(problem.points)
+        torch.cuda.synchronize()
 
 
 def lm(example, seed: int, budget: float, overrides: dict) -> dict:
@@ -279,11 +284,16 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
                  elapsed: float, loads: list) -> None:
     lines = [f"# W8 PINNs: lmtrain.torch LM beside Adam → L-BFGS — {started[:10]}", ""]
     peer_flag = " --no-peer" if args.no_peer else ""
+    device_flag = f" --device {args.device}" if args.device != "cpu" else ""
     lines.append(f"Measured by `bench/pinn.py --pde {' '.join(args.pde)} "
                  f"--seeds {' '.join(map(str, args.seeds))} --budget-scale {args.budget_scale} "
-                 f"--threads {args.threads}{peer_flag}` (what `bench/run.sh PINN` runs) on "
-                 f"{started} UTC, in {elapsed / 60:.0f} min.")
+                 f"--threads {args.threads}{peer_flag}{device_flag}` (what `bench/run.sh PINN` "
+                 f"runs) on {started} UTC, in {elapsed / 60:.0f} min.")
     lines.append("")
+    if args.device != "cpu":
+        gpu = torch.cuda.get_device_name(torch.device(args.device))
+        lines.append(f"* Device: {args.device} ({gpu}): the networks, points and error grids "
+                     f"live there; torch {torch.__version__}.")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
     lines.append(f"* Machine: {cpu}, {os.cpu_count()} cores; {args.threads} thread(s) per run "
@@ -389,20 +399,25 @@ def main() -> None:
                         help="the results file's machine name (bench/run.sh passes its own)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: one seed, 2%% of the budgets")
+    parser.add_argument("--device", default="cpu",
+                        help="where every run's network, points and error grid live (cpu, "
+                             "cuda, cuda:N): the recipes' `device` key, for LM and the peer")
     args = parser.parse_args()
+    if args.device != "cpu" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: torch sees no CUDA device")
     if args.quick:
         args.seeds, args.budget_scale = args.seeds[:1], 0.02
     torch.set_num_threads(args.threads)
     import importlib
 
-    warm_up()
+    warm_up(args.device)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.perf_counter()
     loads = [load_average()]
     results: dict = {}
     for pde in args.pde:
         example = importlib.import_module(base(pde))
-        overrides = VARIANTS[pde][1] if pde in VARIANTS else {}
+        overrides = {**(VARIANTS[pde][1] if pde in VARIANTS else {}), "device": args.device}
         budget = BUDGETS[base(pde)] * args.budget_scale
         results[pde] = {"lm": [], "peer": []}
         tools = [("lm", lm)]

@@ -44,10 +44,12 @@
 #               different trajectory (README: 2.1e-7 … 8.9e-7 between rank counts, 20 seeds
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
-# usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,fits,ranks,sanitizers,bench,peers,peers5]
+# usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,pinnbench,fits,ranks,sanitizers,
+#                                            bench,peers,peers5]
 #                                [--skip-bench]
 #   (pinn, peers and the sanitizers' torch step build lmtrain._core themselves when no
 #   $LMTRAIN_GPU_PKG holds one; the torch stage adds the tests of test_torch_cuda.py)
+#   (pinnbench, the PINN recipes on the GPU for minutes, is not among the default stages.)
 #   Stages run in that order; each check has its own timeout, and a check that would start after
 #   LMTRAIN_GPU_RUN_SECONDS (default 540) is skipped, so $OUT comes back within the device tool's
 #   10 minutes.  One call cannot hold everything on a slow machine: split it, e.g.
@@ -231,7 +233,8 @@ pytest_lines() {  # log
 # $LMTRAIN_GPU_PKG is reused (scripts/gpu-session.sh: a later call on the same warm machine, or a
 # second stage group, then skips the build).  The tests of test_torch_cuda.py run only in the
 # torch stage.
-if wants ext || wants torch || wants pinn || wants sanitizers || wants peers || wants peers5; then
+if wants ext || wants torch || wants pinn || wants pinnbench || wants sanitizers || wants peers ||
+   wants peers5; then
   py=$(command -v python3 || true)
   pkg=${LMTRAIN_GPU_PKG:-$work/pkg}
   # What the extension is made of: the bundle, the package's Python and the extension's sources.
@@ -307,6 +310,29 @@ if wants pinn; then
       tee -a "$out/summary.txt"
   else
     report "pinn: Burgers on cuda vs cpu" SKIP 0 "no lmtrain._core (see the line above)"
+  fi
+fi
+
+# ---- pinnbench: the PINN recipes on the GPU (issue 39's "within 30 minutes on one GPU") -----
+# bench/pinn.py --device cuda: every example's recipe (Poisson-2D, Helmholtz, Burgers, Allen–Cahn,
+# KdV; LMTRAIN_GPU_PINN_PDES picks others or variants), LM only, seed 0, each for
+# LMTRAIN_GPU_PINN_SCALE (default 0.1) of its W8 budget — 0.1: 30, 60, 90, 90 and 90 s, about
+# 7 minutes with the evaluations — on the GPU alone (run it --alone in gpu-session.sh).  Its
+# report and JSON (each run's error-against-time history) come back as pinnbench.tar.gz.
+if wants pinnbench; then
+  if compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
+    pinn_scale=${LMTRAIN_GPU_PINN_SCALE:-0.1}
+    pinn_pdes=${LMTRAIN_GPU_PINN_PDES:-poisson2d helmholtz burgers allen_cahn kdv}
+    # shellcheck disable=SC2086  # the PDEs are words on purpose
+    gpu_check "pinnbench: the recipes on cuda ×${pinn_scale}" tests.log 590 env PYTHONPATH="$pkg" \
+      "$py" "$root/bench/pinn.py" --device cuda --pde $pinn_pdes --seeds 0 \
+      --budget-scale "$pinn_scale" --threads "$cores" --no-peer --machine gpu --tag gpu-pinnbench
+    grep -E '^\[pinn.py|^    relative L2' "$out/tests.log" | tail -n 20 | sed 's/^/    /' |
+      tee -a "$out/summary.txt"
+    (cd "$root/bench/results" && ls ./*-gpu-PINN-gpu-pinnbench.* > /dev/null 2>&1 &&
+       tar -czf "$out/pinnbench.tar.gz" ./*-gpu-PINN-gpu-pinnbench.*)
+  else
+    report "pinnbench" SKIP 0 "no lmtrain._core (see the line above)"
   fi
 fi
 

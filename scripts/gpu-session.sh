@@ -14,7 +14,10 @@
 # usage: bash scripts/gpu-session.sh [--together "A=env,tests,fits,ranks B=torch,sanitizers
 #            C=pinn D=bench"] [--alone "E=peers F=peers5"] [--together-seconds 200] [--total-seconds 570]
 #   (with the device tool: run(command="bash scripts/gpu-session.sh", carry=[".gpu"], timeout_s=600)
-#    after scripts/gpu-bundle.sh here)
+#    after scripts/gpu-bundle.sh here).  The defaults take about 9 minutes on an H200 (2026-11-27:
+#    phase 1 about 100 s; peers about 120 s, peers5 about 180 s).  The PINN recipes on the GPU
+#    (issue 39) want a call of their own:  --together "" --alone "G=pinnbench"  (about 7 minutes
+#    at gpu-run.sh's default LMTRAIN_GPU_PINN_SCALE).
 # Writes $OUT/summary.txt (every group's summary, in order, with its stages and wall time) and
 # $OUT/<group>.tar.gz (that group's logs: see gpu-run.sh's header).  Exit status: gpu-run.sh's
 # worst (1 a check failed, 77 no device, 2 usage or no bundle), 0 when every group passed.

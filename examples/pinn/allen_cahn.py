@@ -52,8 +52,8 @@ class MarchingUniform(pinn.Uniform):
 # 0.7–3.3 (bench/results/2026-11-27-2core-amd-epyc-PINN-scale0.2-issue39-k.md).
 RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, harmonics=1,
               initial_weight=10.0, initial_points=2000, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, adaptive=None, budget=900.0, resample_every=1,
-              options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, device="cpu", budget=900.0,
+              resample_every=1, options={})
 
 
 def initial_count(points: int, initial_points: int) -> int:
@@ -63,7 +63,8 @@ def initial_count(points: int, initial_points: int) -> int:
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
-            causal: pinn.CausalWeights | None, initial_points: int = 0) -> pinn.Problem:
+            causal: pinn.CausalWeights | None, initial_points: int = 0,
+            device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_xx: u_t - D * u_xx + C * u ** 3 - C * u,
                        MarchingUniform(points, horizon), point_weights=causal),
@@ -71,7 +72,7 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),
                        weight=initial_weight),
-    ], seed=seed)
+    ], seed=seed, device=device)
 
 
 def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -79,21 +80,22 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
                    points_max: int, grow_every: int, width: int, depth: int, harmonics: int,
                    initial_weight: float, horizon_start: float, horizon_steps: int,
                    causal_epsilon: float, causal_slabs: int, initial_points: int = 0,
-                   adaptive: tuple[int, float, float] | None = None
+                   adaptive: tuple[int, float, float] | None = None, device: str = "cpu"
                    ) -> tuple[pinn.Problem, torch.nn.Module, object]:
     """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
     first condition's horizon grown before each draw, and its interior points grown (and drawn
-    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive)."""
+    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on `device`."""
     t, x, u = reference
     grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid, torch.from_numpy(u.reshape(-1, 1)))
+    error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
     first = common.PeriodicInput(harmonics)
-    model = common.mlp([first.width] + [width] * depth + [1], seed, first=first)
+    model = common.mlp([first.width] + [width] * depth + [1], seed, first=first).to(device)
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
-    pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points)
+    pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points,
+                       device)
     sampler = pde.conditions[0].points
     draw = pde.resample
 

@@ -33,8 +33,8 @@ A1, A2, K = references.HELMHOLTZ_A1, references.HELMHOLTZ_A2, references.HELMHOL
 # 600 s), and a 100 × 100 grid makes each step 5 s (8.3e-5 after 600 s).
 # rba = (γ, η): residual-based attention on the interior points (off: None).
 RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3,
-              boundary_weight=1.0, random_points=True, rba=None, adaptive=None, budget=600.0,
-              resample_every=1, options={})
+              boundary_weight=1.0, random_points=True, rba=None, adaptive=None, device="cpu",
+              budget=600.0, resample_every=1, options={})
 
 
 def _source(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -44,16 +44,17 @@ def _source(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def build(seed: int, points: int, points_max: int, grow_every: int, width: int, depth: int,
           boundary_weight: float, random_points: bool, rba: tuple[float, float] | None,
-          adaptive: tuple[int, float, float] | None = None
+          adaptive: tuple[int, float, float] | None = None, device: str = "cpu"
           ) -> tuple[object, torch.nn.Module, object]:
     grid, x, y = square_grid(-1.0, 1.0, 201)
-    error = common.grid_error(grid, torch.from_numpy(references.helmholtz(x, y).reshape(-1, 1)))
+    exact = torch.from_numpy(references.helmholtz(x, y).reshape(-1, 1))
+    error = common.grid_error(grid.to(device), exact.to(device))
     pde = square_problem(lambda x, y, u, u_xx, u_yy: u_xx + u_yy + K ** 2 * u - _source(x, y),
-                         points, seed, boundary_weight, random_points, -1.0, 1.0, rba)
+                         points, seed, boundary_weight, random_points, -1.0, 1.0, rba, device)
     common.adapt(pde, "pde", adaptive)  # (pool, k, c): pinn.ResidualAdaptive on fresh points
     if random_points and points_max > points:
         common.grow_points(pde, "pde", points, points_max, grow_every)
-    return pde, common.mlp([2] + [width] * depth + [1], seed), error
+    return pde, common.mlp([2] + [width] * depth + [1], seed).to(device), error
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:

@@ -37,12 +37,13 @@ L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
 # causal_epsilon > 0 adds causal weights (pinn.CausalWeights, causal_slabs slabs of [0, 1]).
 RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3, harmonics=2,
               initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, adaptive=None, budget=900.0, resample_every=1,
-              options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, device="cpu", budget=900.0,
+              resample_every=1, options={})
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
-            causal: pinn.CausalWeights | None = None, initial_points: int = 0) -> pinn.Problem:
+            causal: pinn.CausalWeights | None = None, initial_points: int = 0,
+            device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xxx: u_t + L1 * u * u_x + L2 * u_xxx,
                        MarchingUniform(points, horizon), point_weights=causal),
@@ -50,7 +51,7 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),
                        weight=initial_weight),
-    ], seed=seed)
+    ], seed=seed, device=device)
 
 
 def build(seed: int, **recipe: Any) -> tuple[pinn.Problem, torch.nn.Module, object]:

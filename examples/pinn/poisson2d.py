@@ -26,8 +26,10 @@ from lmtrain.torch import pinn
 # interpolate here: the solution is smooth and the grid even), LM's defaults.
 # rba = (γ, η): residual-based attention on the interior points (pinn.ResidualBasedAttention),
 # off by default (None).
+# device: where the network, the points and the error's grid live (every example's recipe has
+# it: bench/pinn.py --device cuda).
 RECIPE = dict(points=2500, points_max=2500, grow_every=100, width=20, depth=3,
-              boundary_weight=1.0, random_points=False, rba=None,
+              boundary_weight=1.0, random_points=False, rba=None, device="cpu",
               budget=300.0, resample_every=0, options={})
 
 
@@ -64,11 +66,11 @@ class Perimeter:
 
 
 def square_problem(pde, points: int, seed: int, boundary_weight: float, random_points: bool,
-                   low: float, high: float,
-                   rba: tuple[float, float] | None = None) -> pinn.Problem:
+                   low: float, high: float, rba: tuple[float, float] | None = None,
+                   device: str = "cpu") -> pinn.Problem:
     """A PDE on the square (low, high)² with u = 0 on its boundary, on a grid (held out:
     uniform points) or on uniform random points; rba = (γ, η): residual-based attention on the
-    interior points."""
+    interior points; the points on `device`."""
     side = round(math.sqrt(points))
     square = dict(x=(low, high), y=(low, high))
     if random_points:
@@ -82,7 +84,7 @@ def square_problem(pde, points: int, seed: int, boundary_weight: float, random_p
         pinn.Condition("pde", pde, inside, point_weights=None if rba is None else
                        pinn.ResidualBasedAttention(*rba)),
         pinn.Condition("boundary", lambda u: u, edge, weight=boundary_weight),
-    ], seed=seed)
+    ], seed=seed, device=device)
 
 
 def square_grid(low: float, high: float, count: int) -> tuple[torch.Tensor, np.ndarray,
@@ -93,15 +95,16 @@ def square_grid(low: float, high: float, count: int) -> tuple[torch.Tensor, np.n
 
 
 def build(seed: int, points: int, points_max: int, grow_every: int, width: int, depth: int,
-          boundary_weight: float, random_points: bool,
-          rba: tuple[float, float] | None) -> tuple[pinn.Problem, torch.nn.Module, object]:
+          boundary_weight: float, random_points: bool, rba: tuple[float, float] | None,
+          device: str = "cpu") -> tuple[pinn.Problem, torch.nn.Module, object]:
     grid, x, y = square_grid(0.0, 1.0, 101)
-    error = common.grid_error(grid, torch.from_numpy(references.poisson2d(x, y).reshape(-1, 1)))
+    exact = torch.from_numpy(references.poisson2d(x, y).reshape(-1, 1))
+    error = common.grid_error(grid.to(device), exact.to(device))
     pde = square_problem(lambda x, y, u_xx, u_yy: -(u_xx + u_yy) - _source(x, y), points, seed,
-                         boundary_weight, random_points, 0.0, 1.0, rba)
+                         boundary_weight, random_points, 0.0, 1.0, rba, device)
     if random_points and points_max > points:
         common.grow_points(pde, "pde", points, points_max, grow_every)
-    return pde, common.mlp([2] + [width] * depth + [1], seed), error
+    return pde, common.mlp([2] + [width] * depth + [1], seed).to(device), error
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:
