@@ -59,16 +59,19 @@ import torch  # noqa: E402
 sys.path.insert(0, str(ROOT / "examples" / "pinn"))
 import common  # noqa: E402
 
-PDES = ("poisson2d", "helmholtz", "burgers", "allen_cahn", "kdv")
+PDES = ("poisson2d", "helmholtz", "burgers", "allen_cahn", "kdv", "kdv_solitons")
 # Each PDE's wall-clock budget (s) at --budget-scale 1: W8's (issue 29); KdV as Allen–Cahn.
-BUDGETS = {"poisson2d": 300, "helmholtz": 600, "burgers": 900, "allen_cahn": 900, "kdv": 900}
+BUDGETS = {"poisson2d": 300, "helmholtz": 600, "burgers": 900, "allen_cahn": 900, "kdv": 900,
+           "kdv_solitons": 900}
 # Issue 39's targets (relative L2, median of 3 seeds; 30 min on a GPU, 2 h of one CPU core) and
-# the best published figure it names for each.
+# the best published figure it names for each.  Its KdV figure, 2.2e-6, was measured on the
+# two-soliton problem (kdv_solitons); kdv, Raissi et al.'s cos πx problem, keeps the same target.
 TARGETS = {"poisson2d": 1e-9, "helmholtz": 1e-7, "burgers": 1e-8, "allen_cahn": 2e-6,
-           "kdv": 2e-6}
+           "kdv": 2e-6, "kdv_solitons": 2e-6}
 BEST_REPORTED = {"poisson2d": "ENGD 1e-6…1e-8", "helmholtz": "ENGD 1e-6…1e-8",
                  "burgers": "vRBA + SSBroyden 8.25e-9", "allen_cahn": "vRBA + SSBroyden 1.9e-6",
-                 "kdv": "vRBA + SSBroyden 2.2e-6 (two-soliton KdV)"}
+                 "kdv": "none on this problem (vRBA's 2.2e-6: kdv_solitons)",
+                 "kdv_solitons": "vRBA + SSBroyden 2.2e-6"}
 # Burgers' network before 2026-11-27 (2-20-20-20-1 on (t, x), 921 parameters): the Burgers
 # variants measured with it pin it, now that the recipe's is 3 × 30 after five harmonics.
 BURGERS_921 = {"harmonics": 0, "width": 20}

@@ -16,7 +16,7 @@
 #   (with the device tool: run(command="bash scripts/gpu-session.sh", carry=[".gpu"], timeout_s=600)
 #    after scripts/gpu-bundle.sh here).  The defaults take about 9 minutes on an H200 (2026-11-27:
 #    phase 1 about 100 s; peers about 120 s, peers5 about 180 s).  The PINN recipes on the GPU
-#    (issue 39) want a call of their own:  --together "" --alone "G=pinnbench"  (about 7 minutes
+#    (issue 39) want a call of their own:  --together "" --alone "G=pinnbench"  (about 9 minutes
 #    at gpu-run.sh's default LMTRAIN_GPU_PINN_SCALE).
 # Writes $OUT/summary.txt (every group's summary, in order, with its stages and wall time) and
 # $OUT/<group>.tar.gz (that group's logs: see gpu-run.sh's header).  Exit status: gpu-run.sh's

@@ -25,6 +25,9 @@ a check of its own in tests/python/test_torch_pinn_references.py.
   J. Comput. Phys. 378, 2019, §4.2): Fourier pseudo-spectral in x with the product u² dealiased
   by the 2/3 rule, and ETDRK4 in t with the purely imaginary linear part L = iλ₂k³ exact in the
   exponentials (Kassam & Trefethen 2005, §4 treat KdV the same way).
+* Korteweg–de Vries with two solitons, u_t + 6uu_x + u_xxx = 0, t ∈ [0, 5], x ∈ [0, 20] (the KdV
+  of Toscano et al.'s vRBA code): the closed-form two-soliton solution (Hirota's, in the form of
+  Drazin & Johnson, Solitons: an Introduction, 1989, §5.1) and its x-derivative.
 """
 
 from __future__ import annotations
@@ -256,3 +259,59 @@ def kdv_grid(points: int = 512, times: int = 201) -> tuple[np.ndarray, np.ndarra
     t, x, u = kdv_solve(times=times)
     stride = x.size // points
     return t, x[::stride], u[:, ::stride]
+
+
+# ---- Korteweg–de Vries, two solitons (vRBA's KdV) -----------------------------------------------
+# u_t + 6uu_x + u_xxx = 0 on the line, the two-soliton solution of speeds c₁ = 6 and c₂ = 2 that
+# start at x₁ = −2 and x₂ = 2 (the problem of Toscano et al.'s vRBA code, t ∈ [0, 5], x ∈ [0, 20]).
+# With sᵢ = √cᵢ, aᵢ = sᵢ(x − cᵢt − xᵢ)/2:
+#
+#     u = 2(c₁ − c₂) N / D²,   N = c₁ cosh² a₂ + c₂ sinh² a₁,
+#     D = (s₁ − s₂) cosh(a₁ + a₂) + (s₁ + s₂) cosh(a₁ − a₂),
+#
+# and, from ∂aᵢ/∂x = sᵢ/2, u_x = 2(c₁ − c₂)(N_x D − 2N D_x)/D³ with
+# N_x = (c₁s₂ sinh 2a₂ + c₂s₁ sinh 2a₁)/2 and D_x = (c₁ − c₂)(sinh(a₁ + a₂) + sinh(a₁ − a₂))/2.
+# Written with the array's own cosh and sinh, so the same code serves numpy arrays (the error's
+# grid) and torch tensors (the example's exact boundary values, under autograd and vmap).
+KDV2_C, KDV2_X0 = (6.0, 2.0), (-2.0, 2.0)
+KDV2_T, KDV2_L = 5.0, 20.0
+
+
+def _kdv2_parts(t, x):
+    if isinstance(x, (np.ndarray, float)) and isinstance(t, (np.ndarray, float)):
+        lib = np
+    else:
+        import torch as lib
+    (c1, c2), (x1, x2) = KDV2_C, KDV2_X0
+    s1, s2 = math.sqrt(c1), math.sqrt(c2)
+    a1, a2 = 0.5 * s1 * (x - c1 * t - x1), 0.5 * s2 * (x - c2 * t - x2)
+    n = c1 * lib.cosh(a2) ** 2 + c2 * lib.sinh(a1) ** 2
+    d = (s1 - s2) * lib.cosh(a1 + a2) + (s1 + s2) * lib.cosh(a1 - a2)
+    return lib, a1, a2, n, d
+
+
+def kdv_two_soliton(t, x):
+    """u(t, x) of the two-soliton solution (numpy arrays or torch tensors, broadcast)."""
+    _, _, _, n, d = _kdv2_parts(t, x)
+    c1, c2 = KDV2_C
+    return 2 * (c1 - c2) * n / d ** 2
+
+
+def kdv_two_soliton_x(t, x):
+    """u_x(t, x) of the two-soliton solution, in closed form."""
+    lib, a1, a2, n, d = _kdv2_parts(t, x)
+    c1, c2 = KDV2_C
+    s1, s2 = math.sqrt(c1), math.sqrt(c2)
+    n_x = 0.5 * (c1 * s2 * lib.sinh(2 * a2) + c2 * s1 * lib.sinh(2 * a1))
+    d_x = 0.5 * (c1 - c2) * (lib.sinh(a1 + a2) + lib.sinh(a1 - a2))
+    return 2 * (c1 - c2) * (n_x * d - 2 * n * d_x) / d ** 3
+
+
+@functools.lru_cache(maxsize=2)
+def kdv_two_soliton_grid(times: int = 100, points: int = 256) -> tuple[np.ndarray, np.ndarray,
+                                                                       np.ndarray]:
+    """(t, x, u) on `times` × `points` equispaced values of [0, 5] × [0, 20], ends included: the
+    grid of vRBA's code and of the error the example prints."""
+    t = np.linspace(0.0, KDV2_T, times)
+    x = np.linspace(0.0, KDV2_L, points)
+    return t, x, kdv_two_soliton(t[:, None], x[None, :])

@@ -1,8 +1,9 @@
 """The PINN examples' reference solutions (examples/pinn/references.py) checked on their own:
 the Cole–Hopf quadrature against a quadrature of twice the order and against the PDE by finite
 differences, the exact 2-D solutions against their PDEs by finite differences, and the Allen–Cahn
-ETDRK4 solve against half the time step, twice the modes and its energy law, and the KdV solve
-against its refinements, its three invariants and a second method (integrating-factor RK4).
+ETDRK4 solve against half the time step, twice the modes and its energy law, the KdV solve
+against its refinements, its three invariants and a second method (integrating-factor RK4), and
+the two-soliton KdV's closed form against its PDE by finite differences and its two invariants.
 numpy only, but they run with the torch tests (scripts/test-torch.sh), beside the examples they
 serve."""
 
@@ -176,3 +177,43 @@ def test_kdv_reference_agrees_with_a_second_method() -> None:
     # error is ≈ 7e-12, above); with h = 1e-4 for the RK4, 7.3e-11.
     second = _kdv_integrating_factor_rk4(256, 5e-5, 5000, 4)
     assert np.abs(second - u[50::50, ::2]).max() < 1e-10
+
+
+def test_kdv_two_soliton_solves_its_pde_and_keeps_its_invariants() -> None:
+    # The closed form (references.kdv_two_soliton) against u_t + 6uu_x + u_xxx = 0 by central
+    # differences of order 4 (u_t, u_x: 5 points, h = 1e-3; u_xxx: 6 points, h = 5e-3 and twice
+    # that), and its closed-form u_x against the differences of u.  Measured: the residual
+    # 5.8e-7 against terms up to 22 with h = 5e-3, 8.5e-6 with 1e-2 (15×: the stencil's h⁴, so
+    # what is left is truncation, not the formula); u_x 1.6e-11.
+    rng = np.random.default_rng(3)
+    t, x = rng.uniform(0, 5, 500), rng.uniform(0, 20, 500)
+    u = references.kdv_two_soliton
+    h = 1e-3
+    u_t = (-u(t + 2 * h, x) + 8 * u(t + h, x) - 8 * u(t - h, x) + u(t - 2 * h, x)) / (12 * h)
+    u_x = (-u(t, x + 2 * h) + 8 * u(t, x + h) - 8 * u(t, x - h) + u(t, x - 2 * h)) / (12 * h)
+
+    def residual(h3: float) -> np.ndarray:
+        at = lambda k: u(t, x + k * h3)  # noqa: E731
+        u_xxx = (-at(3) + 8 * at(2) - 13 * at(1) + 13 * at(-1) - 8 * at(-2) + at(-3)) / \
+            (8 * h3 ** 3)
+        return np.abs(u_t + 6 * u(t, x) * u_x + u_xxx).max(), np.abs(u_xxx).max()
+
+    (fine, scale), (coarse, _) = residual(5e-3), residual(1e-2)
+    assert scale > 10 and fine < 1e-7 * scale and coarse / fine > 8
+    assert np.abs(references.kdv_two_soliton_x(t, x) - u_x).max() < 1e-9 * np.abs(u_x).max()
+    # KdV's invariants on the line (the solitons decay as e^{−√c|x|}: [−80, 120] holds them at
+    # every t of [0, 5]): the mass ∫u = 2(√c₁ + √c₂) and ∫u² = (2/3)(c₁^{3/2} + c₂^{3/2}), each
+    # soliton (c/2) sech²(√c ξ/2) giving 2√c and (2/3)c^{3/2}.  Measured: relative 5e-12.
+    c1, c2 = references.KDV2_C
+    line = np.linspace(-80.0, 120.0, 400_001)
+    dx = line[1] - line[0]
+    for time in (0.0, 2.5, 5.0):
+        v = u(np.full_like(line, time), line)
+        assert v.sum() * dx == pytest.approx(2 * (c1 ** 0.5 + c2 ** 0.5), rel=1e-10)
+        assert (v ** 2).sum() * dx == pytest.approx(2 / 3 * (c1 ** 1.5 + c2 ** 1.5), rel=1e-10)
+    # At t = 5 the two have separated: the fast one's peak c₁/2 = 3 left [0, 20], where the slow
+    # one's c₂/2 = 1 remains.
+    assert v.max() == pytest.approx(c1 / 2, rel=1e-6)
+    tg, xg, ug = references.kdv_two_soliton_grid()
+    assert ug.shape == (100, 256) and xg[-1] == 20.0 and tg[-1] == 5.0
+    assert ug[-1].max() == pytest.approx(c2 / 2, rel=1e-4) and ug.max() > 2.9
