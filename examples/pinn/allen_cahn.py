@@ -86,9 +86,7 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
     first condition's horizon grown before each draw, and its interior points grown (and drawn
     by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on `device`."""
-    t, x, u = reference
-    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+    error = common.txu_error(reference, device)
     first = common.PeriodicInput(harmonics)
     model = common.mlp([first.width] + [width] * depth + [1], seed, first=first).to(device)
     # The causal weights are updated before every step from the residuals at the step's
@@ -106,9 +104,7 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
         return draw(step, model)
 
     pde.resample = resample
-    common.adapt(pde, "pde", adaptive)
-    if points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
+    common.schedule_points(pde, "pde", points, points_max, grow_every, adaptive)
     return pde, model, error
 
 

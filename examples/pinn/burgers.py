@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import sys
 
-import numpy as np
 import torch
 
 import common
@@ -68,16 +67,12 @@ def build(seed: int, points: int, points_max: int, grow_every: int, edge_points:
           method: str, width: int, depth: int, weights: tuple[float, float],
           adaptive: tuple[int, float, float] | None = None, harmonics: int = 0,
           device: str = "cpu") -> tuple[pinn.Problem, torch.nn.Module, object]:
-    t, x, u = references.burgers_grid()
-    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+    error = common.txu_error(references.burgers_grid(), device)
     first = common.PeriodicInput(harmonics) if harmonics > 0 else None
     inputs = first.width if first is not None else 2
     model = common.mlp([inputs] + [width] * depth + [1], seed, first=first).to(device)
     pde = problem(points, seed, edge_points, weights, method, device)
-    common.adapt(pde, "pde", adaptive)
-    if points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
+    common.schedule_points(pde, "pde", points, points_max, grow_every, adaptive)
     return pde, model, error
 
 

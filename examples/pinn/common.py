@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 import lmtrain.torch as lt
@@ -78,6 +79,23 @@ def grid_error(grid: torch.Tensor, exact: torch.Tensor) -> Callable[[torch.nn.Mo
             return relative_l2(model(grid), exact)
 
     return error
+
+
+def txu_error(reference: tuple[Any, Any, Any],
+              device: str = "cpu") -> Callable[[torch.nn.Module], float]:
+    """grid_error on a reference's (t, x, u): u[i, j] at (t[i], x[j]), on `device`."""
+    t, x, u = reference
+    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
+    return grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+
+
+def schedule_points(problem: pinn.Problem, name: str, points: int, points_max: int,
+                    grow_every: int, adaptive: tuple[int, float, float] | None) -> None:
+    """Condition `name`'s draws: by the residual (adapt), doubled every `grow_every` steps from
+    `points` up to `points_max` (grow_points; not when points_max ≤ points)."""
+    adapt(problem, name, adaptive)
+    if points_max > points:
+        grow_points(problem, name, points, points_max, grow_every)
 
 
 def grow_points(problem: pinn.Problem, name: str, start: int, most: int,

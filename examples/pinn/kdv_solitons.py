@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import torch
 
 import common
@@ -78,14 +77,10 @@ def build(seed: int, points: int, points_max: int, grow_every: int, edge_points:
           width: int, depth: int, features: int, scale: float,
           adaptive: tuple[int, float, float] | None = None,
           device: str = "cpu") -> tuple[pinn.Problem, torch.nn.Module, object]:
-    t, x, u = references.kdv_two_soliton_grid()
-    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    error = common.grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+    error = common.txu_error(references.kdv_two_soliton_grid(), device)
     model = SolitonNet(width, depth, features, scale, seed).to(device)
     pde = problem(points, seed, edge_points, device)
-    common.adapt(pde, "pde", adaptive)
-    if points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
+    common.schedule_points(pde, "pde", points, points_max, grow_every, adaptive)
     return pde, model, error
 
 
