@@ -154,3 +154,16 @@ def test_jacobian_mode_by_shape_and_by_measurement() -> None:
     # A = JᵀJ of a linear model: (I ⊗ XᵀX) on the weights, Σx on the bias, whichever mode.
     xtx = a.T @ a
     torch.testing.assert_close(matrix[:3, :3], xtx, rtol=1e-12, atol=1e-12)
+
+    # Whichever mode the measurement picks, the optimizer's path names it: on a loaded machine
+    # (CI beside two benchmarks, 2026-11-27) jacfwd won once and `opt.path` still said the
+    # constructor's guess, jacrev.  A measured outcome of jacfwd, given:
+    torch.manual_seed(32)
+    again = lt.LevenbergMarquardt(torch.nn.Sequential(torch.nn.Linear(3, 3)).double(),
+                                  fast_path=False)
+    assert again.path == "torch.func jacrev"  # the guess by shape
+    again._lin.jacobian_choice = {"mode": "jacfwd", "by": "measurement",
+                                  "seconds": {"jacrev": 2.0, "jacfwd": 1.0}}
+    _, fwd_matrix, _ = again.normal_equations(a, y)
+    assert again.path == "torch.func jacfwd"
+    torch.testing.assert_close(fwd_matrix, matrix, rtol=1e-12, atol=1e-12)

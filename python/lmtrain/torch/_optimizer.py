@@ -888,6 +888,9 @@ class LevenbergMarquardt:
             f, a, g = step.normal_equations(self._theta_now(), units)
         finally:
             self._lin.reset_step()
+        # The Jacobian's mode may have been chosen just now (by measurement): say which, as
+        # step() does — the constructor's path is only the guess by shape.
+        self.path = self._lin.path
         return f, torch.from_numpy(a), torch.from_numpy(g)
 
     # ---- training -----------------------------------------------------------------------------
