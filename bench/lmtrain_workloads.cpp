@@ -294,6 +294,29 @@ std::string phases_json(const lmtrain::PhaseTimes& t, double divisor = 1.0) {
   return s + "}";
 }
 
+// Per LM step: each phase's median over `steps` (IterationSummary::step_times) — the run's first
+// step and the first of each epoch hold one-off work (the normal matrix's choice of method, lazy
+// loading) that a mean would spread over the others — except the phases outside a step (the
+// epoch's evaluation, the records), which are the run's totals over `count` steps.  With no steps
+// to take medians over, totals / count throughout.
+lmtrain::PhaseTimes median_phases(const std::vector<lmtrain::PhaseTimes>& steps,
+                                  const lmtrain::PhaseTimes& totals, int count) {
+  lmtrain::PhaseTimes out;
+  for (std::size_t p = 0; p < static_cast<std::size_t>(lmtrain::Phase::kCount); ++p) {
+    const auto phase = static_cast<lmtrain::Phase>(p);
+    const bool outside = phase == lmtrain::Phase::kValidation || phase == lmtrain::Phase::kRecords;
+    if (steps.empty() || outside) {
+      out[phase] = totals[phase] / count;
+      continue;
+    }
+    std::vector<double> v;
+    v.reserve(steps.size());
+    for (const auto& t : steps) v.push_back(t[phase]);
+    out[phase] = median(v);
+  }
+  return out;
+}
+
 const char* device_kind_name(lmtrain::DeviceKind kind) {
   return kind == lmtrain::DeviceKind::kCuda ? "cuda" : "cpu";
 }
@@ -858,6 +881,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   // epoch also contains the previous epoch's training-loss evaluation, so with several batches per
   // epoch only the other steps enter the median (the peer times its training_step the same way).
   std::vector<double> step_seconds, all_step_seconds;
+  std::vector<lmtrain::PhaseTimes> step_phases, all_step_phases;  // each step's own phases
   Clock::time_point last = Clock::now();
   std::size_t batches_per_epoch = 1;
   trainer.add_callback([&](const lmtrain::IterationSummary& it) {
@@ -865,7 +889,11 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
     const double dt = std::chrono::duration<double>(now - last).count();
     last = now;
     all_step_seconds.push_back(dt);
-    if (it.batch > 0) step_seconds.push_back(dt);
+    all_step_phases.push_back(it.step_times);
+    if (it.batch > 0) {
+      step_seconds.push_back(dt);
+      step_phases.push_back(it.step_times);
+    }
     batches_per_epoch = std::max(batches_per_epoch, it.batch + 1);
     fmt::print(
         "{{\"type\":\"step\",\"tool\":\"lmtrain\",\"workload\":{},\"variant\":{},"
@@ -905,7 +933,11 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
                    ? std::vector<double>(all_step_seconds.begin() + 1, all_step_seconds.end())
                    : all_step_seconds);
     step_basis = "median of step intervals (full batch: with the epoch's loss evaluation)";
+    step_phases.assign(all_step_phases.begin() + (all_step_phases.size() > 1 ? 1 : 0),
+                       all_step_phases.end());
   }
+  const lmtrain::PhaseTimes per_step =
+      median_phases(step_phases, summary.times, std::max(1, summary.steps));
 
   const double test_loss = trainer.evaluate(params, test);
   std::string extra;
@@ -946,11 +978,10 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
       num(test_loss), extra, rss, json_string(lmtrain::to_string(summary.termination)),
       json_string(lmtrain::to_string(summary.linear_solver_used)), summary.slice_samples,
       summary.accepted_steps, summary.rejected_steps, summary.invalid_steps,
-      num(summary.final_lambda), phases_json(summary.times),
-      // The Trainer keeps one run-wide table, not one per step: the mean is what it gives.  The
-      // epoch evaluation is per epoch, spread over the steps here like the rest.
-      phases_json(summary.times, std::max(1, summary.steps)),
-      json_string("mean: phase totals / steps"),
+      num(summary.final_lambda), phases_json(summary.times), phases_json(per_step),
+      json_string(step_phases.empty() ? "mean: phase totals / steps"
+                                      : "median of each phase over the steps of median_step_s; "
+                                        "epoch evaluation and records: totals / steps"),
       json_string(device_kind_name(backend->device_kind())), summary.peak_device_bytes,
       summary.planned_peak_bytes, num(summary.host_reads_per_step()),
       json_string(summary.normal_matrix), rates);

@@ -469,9 +469,10 @@ def phase_table(workload, summary, variants, lines):
     # repeats only the others (it used to repeat every row, the same digits for W1's 1 000 steps).
     unfloored = [(v, t, s) for v, t, s in per_step if not s.get('floors_per_step')]
     if unfloored:
-        lines += ['', f'Per LM step ({workload}, milliseconds: the mean, i.e. each phase\'s total '
-                  '/ steps, median over the repetitions; the Trainer keeps one table per run, not '
-                  'one per step; "epoch evaluation" is per-epoch work spread over the steps):', '',
+        lines += ['', f'Per LM step ({workload}, milliseconds: each phase\'s median over the '
+                  'steps the median step time is taken over — in results made before 2026-11-27 '
+                  'the mean, total / steps — median over the repetitions; "epoch evaluation" is '
+                  'per-epoch work spread over the steps):', '',
                   '| set | tool | ' + ' | '.join(phases) + ' |', '|---|---|' + '---|' * len(phases)]
         for v, t, s in unfloored:
             cells = [s['phases_per_step'].get(p) for p in phases]
@@ -484,7 +485,8 @@ def floor_table(workload, rows, lines):
     """Each phase per step beside its floor (lmtrain_workloads' phase_floors_json) and the ratio."""
     if not rows:
         return
-    lines += ['', f'Each phase against its floor ({workload}, per LM step; floor: the least time '
+    lines += ['', f'Each phase against its floor ({workload}, per LM step: the phase\'s median '
+              'over the steps, the mean in results made before 2026-11-27; floor: the least time '
               'the phase could take at the rates measured in the same process — products at the '
               'square-GEMM rate (A\'s and the Cholesky\'s in the system\'s precision), the '
               'Cholesky at least one factorization and solve of the run\'s n timed alone, '

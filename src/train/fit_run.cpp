@@ -377,6 +377,7 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   it.lambda = step_->lambda();
   it.elapsed_seconds = seconds_since(start_);
   it.report = rep;
+  it.step_times = summary_.times.since(before);
   return !outside_stop(it, epoch, b, record) && !stopped();
 }
 

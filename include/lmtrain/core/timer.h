@@ -46,6 +46,12 @@ struct PhaseTimes {
     for (double s : seconds) t += s;
     return t;
   }
+  // Phase by phase, what this table holds beyond `earlier` (a snapshot of the same table).
+  PhaseTimes since(const PhaseTimes& earlier) const {
+    PhaseTimes d;
+    for (std::size_t i = 0; i < seconds.size(); ++i) d.seconds[i] = seconds[i] - earlier.seconds[i];
+    return d;
+  }
 };
 
 using Clock = std::chrono::steady_clock;

@@ -93,6 +93,10 @@ struct IterationSummary {
   double lambda = 0;      // λ for the next step
   double elapsed_seconds = 0;
   StepReport report;
+  // The step's own phases: what the run's table (Summary::times) gained over the step — not the
+  // batch's loading before it, nor an epoch's evaluation after it.  Lets a caller take each
+  // phase's median over steps where the Summary gives run totals.
+  PhaseTimes step_times;
 };
 
 enum class CallbackResult { kContinue, kStop };
