@@ -278,10 +278,12 @@ KDV2_T, KDV2_L = 5.0, 20.0
 
 
 def _kdv2_parts(t, x):
-    if isinstance(x, (np.ndarray, float)) and isinstance(t, (np.ndarray, float)):
-        lib = np
-    else:
+    # torch's functions for torch tensors (imported only then: the module stays numpy-only for
+    # the references), numpy's for everything else.
+    if any(type(v).__module__.split(".")[0] == "torch" for v in (t, x)):
         import torch as lib
+    else:
+        lib = np
     (c1, c2), (x1, x2) = KDV2_C, KDV2_X0
     s1, s2 = math.sqrt(c1), math.sqrt(c2)
     a1, a2 = 0.5 * s1 * (x - c1 * t - x1), 0.5 * s2 * (x - c2 * t - x2)

@@ -98,8 +98,9 @@ def test_the_two_soliton_kdv_has_its_exact_values_and_trains(examples) -> None:
     # values and u(t, 0), u(t, 20) whatever its parameters; (2) the problem's residuals vanish on
     # the exact solution (its PDE and its Neumann condition are the right ones); (3) a short run
     # trains.  Measured (seed 0, 15 steps, 600 + 50 points, one core, 0.6 s per step): the
-    # exact solution's rows 3.0e-15 at most; relative L2 from 42.9 at the first step to 1.21
-    # (the bound 4 is 3.3× that; the model's form alone is far off: 42.9).
+    # exact solution's rows 3.0e-15 at most; relative L2 from 42.9 at the first step to 1.21,
+    # 1.2088375127–1.2088375129 over OPENBLAS_CORETYPE Haswell, Sandybridge with LMTRAIN_SIMD
+    # baseline and SkylakeX with avx2 (the bound 4 is 3.3× that; the form alone is far off: 42.9).
     example = examples("kdv_solitons")
     import common
     import references

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -43,25 +44,24 @@ std::optional<std::size_t> meminfo_available_bytes(std::string_view meminfo) {
   constexpr std::string_view kKey = "MemAvailable:";
   for (std::size_t at = 0; at < meminfo.size();) {
     const std::size_t end = std::min(meminfo.find('\n', at), meminfo.size());
-    const std::string_view line = meminfo.substr(at, end - at);
+    std::string_view line = meminfo.substr(at, end - at);
     at = end + 1;
-    if (line.substr(0, kKey.size()) != kKey) continue;
-    std::size_t i = kKey.size();
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    std::size_t kib = 0, digits = 0;
-    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i, ++digits) {
-      if (kib > (std::numeric_limits<std::size_t>::max() / 1024 - 9) / 10) return std::nullopt;
-      kib = kib * 10 + static_cast<std::size_t>(line[i] - '0');
-    }
-    if (digits == 0) return std::nullopt;
+    if (!line.starts_with(kKey)) continue;
+    line.remove_prefix(std::min(line.find_first_not_of(" \t", kKey.size()), line.size()));
+    std::size_t kib = 0;
+    const auto [rest, error] = std::from_chars(line.data(), line.data() + line.size(), kib);
+    if (error != std::errc{} || kib > std::numeric_limits<std::size_t>::max() / 1024)
+      return std::nullopt;
     return kib * 1024;
   }
   return std::nullopt;
 }
 
 std::size_t available_host_memory_bytes() {
-  // Read whole with the C library and parsed by hand: no C++ stream, so nothing a host program
-  // does to the C++ global locale (an interpreter embedding lmtrain) can change how it reads.
+  // Read whole with the C library and parsed by std::from_chars, not with C++ streams: on the H200
+  // of 2026-11-27 the stream read (`>> kib`) gave 0 inside a Python process holding PyTorch while
+  // `lmtrain fit` on the same machine read 123 GiB (why was not found; tests/backend/
+  // cpu_memory_test.cpp, scripts/gpu-python/host_memory.py).
   std::string text;
   if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
     char chunk[4096];
