@@ -18,13 +18,20 @@ call, outside the clock, for the time to 1e-3.  Writes bench/results/<date>-<mac
 average before every run, and LM's phase table (the Jacobian beside the normal equations'
 SYRK).
 
+Runs in parts (a GPU lent for 10 minutes at a time, a CPU run longer than a session):
+``--checkpoint-dir DIR`` makes each LM run write DIR/<pde>-seed<N>.pt (every 300 training
+seconds and at its end) and go on from it when it is there, bit for bit as if never stopped
+(common.train_lm); ``--pause-after S`` stops each run after S training seconds of this
+invocation, so the same command run again goes on until the budget is spent.  The report says
+which runs are paused (not results yet) and which were resumed.
+
 The report sets LM against issue 39's targets (target, reached?, on how many seeds, how far)
 with the error-against-time curve, λ at the end and cond(JᵀJ) there; the recipe variants
 (VARIANTS: residual-based attention, causal weights) run LM only.
 
 usage: build/venv-torch/bin/python bench/pinn.py [--pde poisson2d helmholtz burgers allen_cahn
            kdv poisson2d-rba …] [--seeds 0 1 2] [--budget-scale 1.0] [--threads 1] [--no-peer]
-           [--tag NAME] [--quick] [--device cuda]
+           [--tag NAME] [--quick] [--device cuda] [--checkpoint-dir DIR [--pause-after S]]
        (bench/run.sh PINN runs it; lmtrain.torch must be importable: scripts/test-torch.sh
         installs it into build/venv-torch)
 """
@@ -243,10 +250,14 @@ def warm_up(device: str = "cpu") -> None:
         torch.cuda.synchronize()
 
 
-def lm(example, seed: int, budget: float, overrides: dict) -> dict:
-    run = common.train(example, seed, budget=budget, diagnose=True, **overrides)
+def lm(example, seed: int, budget: float, overrides: dict, parts: dict | None = None) -> dict:
+    """LM's run of `example` from `seed`; `parts` (checkpoint, resume, pause_after): a run in
+    parts (common.train_lm)."""
+    run = common.train(example, seed, budget=budget, diagnose=True, **(parts or {}),
+                       **overrides)
     hist = run.history
     return {"error": run.error, "seconds": run.seconds, "time_to_1e3": run.time_to_1e3,
+            "paused": run.paused, "resumed_at": run.resumed_at,
             "final_lambda": run.final_lambda, "condition": run.condition,
             "curve": _curve(hist, budget),
             "steps": run.steps, "ms_per_step": run.ms_per_step,
@@ -288,11 +299,24 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
     lines = [f"# W8 PINNs: lmtrain.torch LM beside Adam → L-BFGS — {started[:10]}", ""]
     peer_flag = " --no-peer" if args.no_peer else ""
     device_flag = f" --device {args.device}" if args.device != "cpu" else ""
+    if args.checkpoint_dir is not None:
+        device_flag += f" --checkpoint-dir {args.checkpoint_dir}"
+    if args.pause_after is not None:
+        device_flag += f" --pause-after {args.pause_after:g}"
     lines.append(f"Measured by `bench/pinn.py --pde {' '.join(args.pde)} "
                  f"--seeds {' '.join(map(str, args.seeds))} --budget-scale {args.budget_scale} "
                  f"--threads {args.threads}{peer_flag}{device_flag}` (what `bench/run.sh PINN` "
                  f"runs) on {started} UTC, in {elapsed / 60:.0f} min.")
     lines.append("")
+    parts = [(pde, r) for pde, runs in results.items() for r in runs["lm"]
+             if r.get("paused") or r.get("resumed_at")]
+    for pde, r in parts:
+        how = (f"**paused** at {r['seconds']:.0f} s of its budget (step {r['steps']}): not a "
+               "result yet, the same command goes on" if r["paused"] else
+               f"resumed from its checkpoint at step {r['resumed_at']}")
+        lines.append(f"* {pde} seed {r['seed']}: a run in parts, {how}.")
+    if parts:
+        lines.append("")
     if args.device != "cpu":
         gpu = torch.cuda.get_device_name(torch.device(args.device))
         lines.append(f"* Device: {args.device} ({gpu}): the networks, points and error grids "
@@ -405,7 +429,19 @@ def main() -> None:
     parser.add_argument("--device", default="cpu",
                         help="where every run's network, points and error grid live (cpu, "
                              "cuda, cuda:N): the recipes' `device` key, for LM and the peer")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="runs in parts: each LM run writes DIR/<pde>-seed<N>.pt every "
+                             "300 training seconds and at its end, and goes on from it when "
+                             "it is there (the same recipe; a larger --budget-scale extends "
+                             "a finished run)")
+    parser.add_argument("--pause-after", type=float, default=None, metavar="SECONDS",
+                        help="each LM run stops after this many training seconds of this "
+                             "invocation, checkpointed (needs --checkpoint-dir and --no-peer); "
+                             "the same command again goes on")
     args = parser.parse_args()
+    if args.pause_after is not None and (args.checkpoint_dir is None or not args.no_peer):
+        parser.error("--pause-after needs --checkpoint-dir DIR and --no-peer (a paused run "
+                     "goes on from its checkpoint; Adam → L-BFGS runs have none)")
     if args.device != "cpu" and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: torch sees no CUDA device")
     if args.quick:
@@ -431,11 +467,19 @@ def main() -> None:
                 load = load_average()
                 print(f"[pinn.py {time.strftime('%H:%M:%S')}] {pde} {tool} seed {seed}, "
                       f"budget {budget:.0f} s, load {load}", flush=True)
-                out = fn(example, seed, budget, overrides)
+                if tool == "lm" and args.checkpoint_dir is not None:
+                    args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                    file = args.checkpoint_dir / f"{pde}-seed{seed}.pt"
+                    parts = {"checkpoint": str(file), "pause_after": args.pause_after,
+                             "resume": str(file) if file.exists() else None}
+                    out = lm(example, seed, budget, overrides, parts)
+                else:
+                    out = fn(example, seed, budget, overrides)
                 out["seed"], out["load_before"] = seed, load
                 results[pde][tool].append(out)
                 print(f"    relative L2 {out['error']:.3e}, time to 1e-3 "
-                      f"{out['time_to_1e3']}", flush=True)
+                      f"{out['time_to_1e3']}" + (f"; paused at {out['seconds']:.0f} s"
+                                                 if out.get("paused") else ""), flush=True)
     loads.append(load_average())
     machine = args.machine or f"{os.cpu_count()}core-{platform.machine()}"
     stamp = started[:10]

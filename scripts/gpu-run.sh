@@ -320,18 +320,35 @@ fi
 # 90 s, about 9 minutes with the references and evaluations — on the GPU alone (a call of its
 # own: gpu-session.sh --together "" --alone "G=pinnbench").  Its report and JSON (each run's
 # error-against-time history) come back as pinnbench.tar.gz.
+# A budget longer than a call (issue 39's 30 minutes of a GPU: LMTRAIN_GPU_PINN_PDES=burgers
+# LMTRAIN_GPU_PINN_SCALE=2) runs in parts: LMTRAIN_GPU_PINN_CHECKPOINTS=DIR (under the repository,
+# e.g. .gpu/pinn-checkpoints, which `carry: [".gpu"]` brings back to the device) keeps each run's
+# checkpoint there and goes on from it, LMTRAIN_GPU_PINN_PAUSE=S stops each run after S training
+# seconds of this call; the checkpoints come back as pinn-checkpoints.tar.gz — unpack it into DIR
+# here before the next call (bench/pinn.py --checkpoint-dir, --pause-after).
 if wants pinnbench; then
   if compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
     pinn_scale=${LMTRAIN_GPU_PINN_SCALE:-0.1}
     pinn_pdes=${LMTRAIN_GPU_PINN_PDES:-poisson2d helmholtz burgers allen_cahn kdv kdv_solitons}
+    pinn_parts=()
+    pinn_ckpt=${LMTRAIN_GPU_PINN_CHECKPOINTS:-}
+    if [[ -n $pinn_ckpt ]]; then
+      [[ $pinn_ckpt == /* ]] || pinn_ckpt=$root/$pinn_ckpt
+      pinn_parts+=(--checkpoint-dir "$pinn_ckpt")
+      [[ -n ${LMTRAIN_GPU_PINN_PAUSE:-} ]] && pinn_parts+=(--pause-after "$LMTRAIN_GPU_PINN_PAUSE")
+    fi
     # shellcheck disable=SC2086  # the PDEs are words on purpose
     gpu_check "pinnbench: the recipes on cuda ×${pinn_scale}" tests.log 590 env PYTHONPATH="$pkg" \
       "$py" "$root/bench/pinn.py" --device cuda --pde $pinn_pdes --seeds 0 \
-      --budget-scale "$pinn_scale" --threads "$cores" --no-peer --machine gpu --tag gpu-pinnbench
+      --budget-scale "$pinn_scale" --threads "$cores" --no-peer --machine gpu --tag gpu-pinnbench \
+      "${pinn_parts[@]}"
     grep -E '^\[pinn.py|^    relative L2' "$out/tests.log" | tail -n 20 | sed 's/^/    /' |
       tee -a "$out/summary.txt"
     (cd "$root/bench/results" && ls ./*-gpu-PINN-gpu-pinnbench.* > /dev/null 2>&1 &&
        tar -czf "$out/pinnbench.tar.gz" ./*-gpu-PINN-gpu-pinnbench.*)
+    if [[ -n $pinn_ckpt && -d $pinn_ckpt ]]; then
+      tar -czf "$out/pinn-checkpoints.tar.gz" -C "$pinn_ckpt" .
+    fi
   else
     report "pinnbench" SKIP 0 "no lmtrain._core (see the line above)"
   fi

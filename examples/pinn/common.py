@@ -14,6 +14,10 @@ against the example's reference is evaluated after every step *outside* the trai
 the reported times are training times).  At the end the residual on a held-out set of fresh
 points is compared with the training residual, and a run that fits its collocation points but
 not the PDE is flagged (``pinn.InterpolationWarning``).
+
+A run can be cut into parts (``--checkpoint FILE``, ``--resume FILE``, ``--pause-after S``;
+``train_lm``): the network, the problem's points and point weights, λ's schedule, the step, the
+clock and the history go into the checkpoint, and a resumed run takes the same steps.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -145,6 +150,55 @@ class Run:
     termination: str = ""
     final_lambda: float = float("nan")  # λ after the last step
     condition: float | None = None  # cond(JᵀJ) at the end, at most 2⁵² (train_lm(diagnose=True))
+    paused: bool = False  # stopped by pause_after before its budget: resume from its checkpoint
+    resumed_at: int = 0  # the step its checkpoint had reached (0: a run from the start)
+
+
+# What a checkpoint may change on resume: the run's length and where it runs.  Every other
+# recipe key (the points, the network, the options) makes another run.
+RESUMABLE_KEYS = ("budget", "steps", "target", "diagnose", "device")
+
+
+def save_checkpoint(path: str, identity: dict[str, Any], model: torch.nn.Module,
+                    problem: pinn.Problem, optimizer: lt.LevenbergMarquardt, step: int,
+                    clock: float, first_below: float | None, history: list,
+                    phases: dict[str, float]) -> None:
+    """Everything train_lm needs to go on as if never stopped, written atomically (a temporary
+    file beside `path`, then renamed: an interrupted write leaves the previous checkpoint)."""
+    state = {"format": 1, "identity": identity, "step": step, "clock": clock,
+             "first_below": first_below, "history": [list(h) for h in history],
+             "phases": dict(phases),
+             "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+             "problem": problem.state_dict(), "optimizer": optimizer.state_dict(),
+             "rng": torch.get_rng_state()}
+    temporary = f"{path}.partial"
+    torch.save(state, temporary)
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: str, identity: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of the same run (the same example, seed and recipe but for
+    RESUMABLE_KEYS): a clear ValueError naming what differs otherwise."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ValueError(f"--resume {path}: no such file (a run writes one with "
+                         "--checkpoint)") from None
+    except Exception as error:  # noqa: BLE001 - torch.load's errors vary: say which file
+        raise ValueError(f"--resume {path}: not a checkpoint of this loop ({error})") from None
+    if not isinstance(state, dict) or state.get("format") != 1:
+        raise ValueError(f"--resume {path}: not a checkpoint of this loop (format "
+                         f"{state.get('format') if isinstance(state, dict) else None!r}, "
+                         "expected 1)")
+    theirs = state["identity"]
+    differ = sorted(k for k in set(theirs) | set(identity) if theirs.get(k) != identity.get(k))
+    if differ:
+        what = "; ".join(f"{k}: {theirs.get(k)!r} there, {identity.get(k)!r} here"
+                         for k in differ)
+        raise ValueError(f"--resume {path}: written by another run ({what}); resume with the "
+                         "same example, seed and recipe (only "
+                         f"{', '.join(RESUMABLE_KEYS)} may change)")
+    return state
 
 
 def finish(problem: pinn.Problem, model: torch.nn.Module, error: float, seconds: float,
@@ -169,16 +223,50 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
              error: Callable[[torch.nn.Module], float], *, budget: float, steps: int,
              resample_every: int, target: float = 0.0, verbose: bool = False,
              log_every: int = 25, options: dict[str, Any] | None = None,
-             diagnose: bool = False) -> Run:
+             diagnose: bool = False, checkpoint: str | None = None,
+             checkpoint_every: float = 300.0, resume: str | None = None,
+             pause_after: float | None = None,
+             identity: dict[str, Any] | None = None) -> Run:
     """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
     stop (ignored while resampling: a new draw is a new problem); returns the Run.
     `diagnose`: also the condition number of JᵀJ at the end, outside the clock (an
-    eigendecomposition of the n × n matrix)."""
+    eigendecomposition of the n × n matrix).
+
+    A run in parts: `checkpoint` is written every `checkpoint_every` training seconds and when
+    the loop stops; `resume` (a checkpoint of the same run: `identity`, the example, seed and
+    recipe, must match) restores the network, the points, the point weights, λ's schedule, the
+    step, the clock and the history, so the steps go on as the uninterrupted run's would (bit
+    for bit on the same machine and threads; tested); `pause_after` stops this call after that
+    many training seconds of its own (Run.paused), leaving the budget for a later resume."""
+    if pause_after is not None and checkpoint is None:
+        raise ValueError("pause_after needs a checkpoint to resume from: pass checkpoint")
+    identity = identity or {}
     optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, **(options or {}))
     history: list[tuple[int, float, float, float]] = []
     phases: dict[str, float] = {}
-    clock, first_below, termination, step, e = 0.0, None, "", 0, error(model)
+    clock, first_below, termination, step = 0.0, None, "", 0
+    if resume is not None:
+        state = load_checkpoint(resume, identity)
+        device = next(model.parameters()).device
+        model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
+        problem.load_state_dict(state["problem"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        step, clock, first_below = int(state["step"]), float(state["clock"]), \
+            state["first_below"]
+        history = [tuple(h) for h in state["history"]]
+        phases = dict(state["phases"])
+    resumed_at, e = step, error(model)
+    started, saved = clock, clock
+    paused = False
     while step < steps and clock < budget:
+        if pause_after is not None and clock - started >= pause_after:
+            paused = True
+            break
+        if checkpoint is not None and clock - saved >= checkpoint_every:
+            save_checkpoint(checkpoint, identity, model, problem, optimizer, step, clock,
+                            first_below, history, phases)
+            saved = clock
         start = time.perf_counter()
         if resample_every and step > 0 and step % resample_every == 0:
             problem.resample(step, model)
@@ -203,8 +291,12 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         if target and e <= target:
             termination = "target"
             break
+    if checkpoint is not None:
+        save_checkpoint(checkpoint, identity, model, problem, optimizer, step, clock,
+                        first_below, history, phases)
     run = finish(problem, model, e, clock, step, first_below, phases, history, termination)
     run.final_lambda = optimizer.lambda_
+    run.paused, run.resumed_at = paused, resumed_at
     if diagnose:
         _, a, _ = optimizer.normal_equations(problem.points)
         eigenvalues = torch.linalg.eigvalsh(a.double())
@@ -226,12 +318,21 @@ def split_recipe(example: ModuleType, overrides: dict[str, Any]) -> tuple[dict, 
     return {k: v for k, v in recipe.items() if k not in LOOP_KEYS}, loop
 
 
-def train(example: ModuleType, seed: int = 0, verbose: bool = False, **overrides: Any) -> Run:
-    """The example's recipe (with `overrides`) trained by LM from `seed`."""
+def train(example: ModuleType, seed: int = 0, verbose: bool = False,
+          checkpoint: str | None = None, checkpoint_every: float = 300.0,
+          resume: str | None = None, pause_after: float | None = None,
+          **overrides: Any) -> Run:
+    """The example's recipe (with `overrides`) trained by LM from `seed`; `checkpoint`,
+    `resume`, `pause_after`: a run in parts (train_lm)."""
     build_args, loop = split_recipe(example, overrides)
     problem, model, error = example.build(seed, **build_args)
     loop.setdefault("steps", 100_000)
-    return train_lm(problem, model, error, verbose=verbose, **loop)
+    recipe = {**example.RECIPE, **overrides}
+    identity = {"example": example.__name__, "seed": seed,
+                **{k: repr(v) for k, v in recipe.items() if k not in RESUMABLE_KEYS}}
+    return train_lm(problem, model, error, verbose=verbose, checkpoint=checkpoint,
+                    checkpoint_every=checkpoint_every, resume=resume, pause_after=pause_after,
+                    identity=identity, **loop)
 
 
 def report(name: str, run: Run) -> None:
@@ -265,9 +366,23 @@ def main(example: ModuleType, name: str) -> Run:
                         help="any other recipe key, a Python literal (e.g. --set "
                              "options={'geodesic_acceleration':False})")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--checkpoint", metavar="FILE", default=None,
+                        help="write the run's state to FILE every --checkpoint-every training "
+                             "seconds and at the end (a run in parts: --resume FILE)")
+    parser.add_argument("--checkpoint-every", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--resume", metavar="FILE", default=None,
+                        help="go on from a checkpoint of the same seed and recipe (--budget, "
+                             "--steps and device may change)")
+    parser.add_argument("--pause-after", type=float, default=None, metavar="SECONDS",
+                        help="stop after this many training seconds of this invocation, "
+                             "checkpointed (needs --checkpoint); the budget stays for --resume")
     args = parser.parse_args()
+    if args.pause_after is not None and args.checkpoint is None:
+        parser.error("--pause-after needs --checkpoint FILE (the state a later --resume reads)")
+    parts = {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every,
+             "resume": args.resume, "pause_after": args.pause_after}
     overrides = {k: v for k, v in vars(args).items()
-                 if k not in ("seed", "set", "quiet") and v is not None}
+                 if k not in ("seed", "set", "quiet", *parts) and v is not None}
     for item in args.set:
         key, _, value = item.partition("=")
         try:
@@ -275,6 +390,15 @@ def main(example: ModuleType, name: str) -> Run:
         except (ValueError, SyntaxError):
             overrides[key] = value
     print(f"{name}: recipe {({**recipe, **overrides})}, seed {args.seed}")
-    run = train(example, args.seed, verbose=not args.quiet, **overrides)
+    try:
+        run = train(example, args.seed, verbose=not args.quiet, **parts, **overrides)
+    except ValueError as error:
+        if "--resume" not in str(error):
+            raise
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     report(name, run)
+    if run.paused:
+        budget = overrides.get("budget", recipe.get("budget"))
+        print(f"  paused after {run.seconds:.1f} s of its {budget} s budget: go on with "
+              f"--resume {args.checkpoint}")
     return run

@@ -409,6 +409,41 @@ def test_resampling_is_seeded_and_keeps_the_layout() -> None:
     assert counts.tolist() == [8] * 8
 
 
+def test_a_problems_state_restores_its_points_counts_and_weights() -> None:
+    a = _burgers_problem(seed=4)
+    a.conditions[0].point_weights = pinn.ResidualBasedAttention(gamma=0.5, eta=0.2)
+    a.conditions[2].point_weights = pinn.CausalWeights(1.0, slabs=4)
+    model = _network(2, 1, 0)
+    a.set_count("pde", 25)
+    a.resample(7)
+    a.update_weights(model)
+    state = a.state_dict()
+    b = _burgers_problem(seed=4)
+    b.conditions[0].point_weights = pinn.ResidualBasedAttention(gamma=0.5, eta=0.2)
+    b.conditions[2].point_weights = pinn.CausalWeights(1.0, slabs=4)
+    b.load_state_dict(state)
+    assert b.counts == [25, 9, 7] and b.step_drawn == 7
+    torch.testing.assert_close(b.points, a.points, rtol=0, atol=0)
+    # The rows carry the restored weights (RBA's multipliers, the slabs' losses): the same bits.
+    torch.testing.assert_close(b(model, b.points), a(model, a.points), rtol=0, atol=0)
+    fresh = _burgers_problem(seed=4)
+    fresh.conditions[0].point_weights = pinn.ResidualBasedAttention(gamma=0.5, eta=0.2)
+    fresh.conditions[2].point_weights = pinn.CausalWeights(1.0, slabs=4)
+    fresh.set_count("pde", 25)
+    fresh.resample(7)  # the same points, but the weights of no update: other rows
+    assert not torch.equal(fresh(model, fresh.points), a(model, a.points))
+    for field, value, message in (("seed", 5, "seed 5, this problem's are 4"),
+                                  ("conditions", ["pde", "initial"], "conditions"),
+                                  ("counts", [25, 9], "one count per condition")):
+        with pytest.raises(ValueError, match=message):
+            b.load_state_dict({**state, field: value})
+    with pytest.raises(ValueError, match="misses"):
+        b.load_state_dict({"points": state["points"]})
+    with pytest.raises(ValueError, match="slab_losses of shape"):
+        b.load_state_dict({**state, "point_weights": {"boundary": {"slab_losses":
+                                                                   torch.zeros(3)}}})
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

@@ -136,3 +136,73 @@ def test_the_two_soliton_kdv_has_its_exact_values_and_trains(examples) -> None:
     assert run.steps == 15 and set(run.block_losses) == {"pde", "neumann"}
     first = run.history[0][3]
     assert run.error < 4.0 < 10.0 < first, (run.error, first)
+
+
+# A run in parts (common.train_lm's checkpoint / resume): the examples' recipes with their
+# state between steps — residual-adaptive draws growing every 2 steps (Burgers), causal weights
+# with time marching (Allen–Cahn), residual-based attention on a fixed grid (Poisson-2D) — each
+# stopped after 3 steps, resumed in fresh objects and run to 6, against 6 steps in one go.
+RESUMED = [
+    ("burgers", dict(points=200, points_max=800, grow_every=2, edge_points=60, width=10,
+                     harmonics=2)),
+    ("allen_cahn", dict(points=200, points_max=200, initial_points=100, horizon_steps=4,
+                        width=10, causal_epsilon=1.0)),
+    ("poisson2d", dict(points=100, width=10, rba=(0.9, 0.1))),
+]
+
+
+@pytest.mark.parametrize("name, overrides", RESUMED, ids=[r[0] for r in RESUMED])
+def test_a_run_resumed_from_its_checkpoint_goes_on_bit_for_bit(examples, tmp_path, name,
+                                                               overrides) -> None:
+    example = examples(name)
+    path = str(tmp_path / "run.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pinn.InterpolationWarning)
+        whole = example.train(0, steps=6, budget=1e9, **overrides)
+        first = example.train(0, steps=3, budget=1e9, checkpoint=path, **overrides)
+        rest = example.train(0, steps=6, budget=1e9, resume=path, checkpoint=path, **overrides)
+    assert first.steps == 3 and rest.resumed_at == 3 and rest.steps == 6
+    # Every step's objective and error, and the final network's error, the same bits: the
+    # points, the point weights, λ's schedule and the network were restored (history: step,
+    # training clock, objective, error; the clock goes on from the checkpoint's).
+    assert fits(rest) == fits(whole), (rest.history, whole.history)
+    assert rest.error == whole.error and rest.final_lambda == whole.final_lambda
+    assert rest.history[:3] == first.history and rest.seconds >= first.seconds
+    # The checkpoint is the run's end now: resuming it with the same length does no step.
+    again = example.train(0, steps=6, budget=1e9, resume=path, **overrides)
+    assert again.steps == 6 and again.history == rest.history and again.error == whole.error
+
+
+def fits(run) -> list[tuple[int, float, float]]:
+    return [(step, loss, error) for step, _, loss, error in run.history]
+
+
+def test_a_checkpoint_of_another_run_or_no_checkpoint_is_a_clear_error(examples,
+                                                                        tmp_path) -> None:
+    example = examples("poisson2d")
+    path = tmp_path / "run.pt"
+    run = example.train(0, steps=2, budget=1e9, points=100, width=10, checkpoint=str(path))
+    assert run.steps == 2 and path.exists() and not (tmp_path / "run.pt.partial").exists()
+    with pytest.raises(ValueError, match=r"written by another run \(width: '10' there, '12' here\)"):
+        example.train(0, steps=4, budget=1e9, points=100, width=12, resume=str(path))
+    with pytest.raises(ValueError, match=r"seed: 0 there, 1 here"):
+        example.train(1, steps=4, budget=1e9, points=100, width=10, resume=str(path))
+    with pytest.raises(ValueError, match="no such file"):
+        example.train(0, steps=4, budget=1e9, resume=str(tmp_path / "none.pt"))
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="bad.pt: not a checkpoint of this loop"):
+        example.train(0, steps=4, budget=1e9, resume=str(tmp_path / "bad.pt"))
+
+
+def test_a_paused_run_checkpoints_and_resumes_to_its_budget(examples, tmp_path) -> None:
+    example = examples("poisson2d")
+    path = str(tmp_path / "run.pt")
+    overrides = dict(points=100, width=10)
+    with pytest.raises(ValueError, match="pause_after needs a checkpoint"):
+        example.train(0, steps=5, budget=1e9, pause_after=1e-9, **overrides)
+    # Paused after its first step (any positive time): a resume goes on to the 5 steps.
+    part = example.train(0, steps=5, budget=1e9, pause_after=1e-9, checkpoint=path, **overrides)
+    assert part.paused and part.steps == 1
+    rest = example.train(0, steps=5, budget=1e9, resume=path, **overrides)
+    whole = example.train(0, steps=5, budget=1e9, **overrides)
+    assert not rest.paused and rest.steps == 5 and fits(rest) == fits(whole)

@@ -64,6 +64,10 @@ slabs weighted by exp(−ε·the loss of the earlier slabs)) and ``ResidualBased
 coordinates)`` and ``update(points, squared, coordinates)`` is one.  The held-out check and
 ``mean_squared`` leave them out (plain mean F²); the step's ``block_losses`` include them.
 
+**State** (a run in parts): ``problem.state_dict()`` / ``load_state_dict()`` keep the points of
+the last draw, the counts, the Jacobian route chosen and the point weights' state; with the
+model's and the optimizer's state_dicts a resumed run takes the uninterrupted run's steps.
+
 **Interpolation check.** ``problem.heldout(seed)`` draws fresh points with the same layout, and
 ``problem.interpolation_ratios(model, problem.points, heldout)`` compares each condition's RMS
 residual on them; ``warn_if_interpolating`` warns (``InterpolationWarning``) when the held-out
@@ -302,6 +306,17 @@ class CausalWeights:
             0, slab, torch.ones_like(squared))
         self.slab_losses = total / count.clamp(min=1)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The slabs' losses of the last update (what ``factors`` depends on besides ε)."""
+        return {"slab_losses": self.slab_losses.clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        losses = torch.as_tensor(state["slab_losses"], dtype=torch.float64)
+        if losses.shape != (self.slabs,):
+            raise ValueError(f"CausalWeights state: slab_losses of shape {tuple(losses.shape)}, "
+                             f"expected ({self.slabs},) for {self.slabs} slabs")
+        self.slab_losses = losses.clone()
+
 
 class ResidualBasedAttention:
     """Residual-based attention (RBA; Anagnostopoulos, Toscano, Stergiopulos & Karniadakis,
@@ -333,8 +348,8 @@ class ResidualBasedAttention:
         """λ of each point: the updated ones where `points` are those of the last update,
         ``initial`` otherwise."""
         if self.points is not None and self.points.shape == points.shape and \
-                self.points.device == points.device and torch.equal(self.points, points):
-            return self.multipliers.to(points.dtype)
+                torch.equal(self.points.to(points.device), points):
+            return self.multipliers.to(dtype=points.dtype, device=points.device)
         return torch.full((points.shape[0],), self.initial, dtype=points.dtype,
                           device=points.device)
 
@@ -345,6 +360,21 @@ class ResidualBasedAttention:
         relative = norm / largest if largest > 0 else torch.zeros_like(norm)
         self.multipliers = self.gamma * previous + self.eta * relative
         self.points = points.detach().clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The multipliers and the points they belong to (None before the first update)."""
+        if self.points is None or self.multipliers is None:
+            return {"points": None, "multipliers": None}
+        return {"points": self.points.cpu().clone(), "multipliers": self.multipliers.cpu().clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        points, multipliers = state["points"], state["multipliers"]
+        if (points is None) != (multipliers is None) or (points is not None and (
+                points.ndim != 2 or multipliers.shape != (points.shape[0],))):
+            raise ValueError("ResidualBasedAttention state: expected points (N × d) and N "
+                             "multipliers, or both None")
+        self.points = None if points is None else points.clone()
+        self.multipliers = None if multipliers is None else multipliers.double().clone()
 
 
 @dataclass
@@ -633,6 +663,64 @@ class Problem:
         """Fresh points in the training layout, never drawn for training (their own stream);
         a Fixed condition without a heldout sampler repeats its points."""
         return self.sample(int(seed), stream=1)
+
+    # ---- state (a resumed run) ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to go on as the uninterrupted one would: the points of the
+        step drawn last (a ``ResidualAdaptive`` draw depends on the model of that step), the
+        counts, the Jacobian route chosen (``jacobian="auto"`` times the routes once; a resumed
+        run keeps the first run's choice) and each condition's point weights' state (their
+        ``state_dict()``, where they have one).  Plain Python values and CPU tensors, for
+        ``torch.save``; the optimizer and the model have their own state_dicts."""
+        weights = {c.name: c.point_weights.state_dict() for c in self.conditions
+                   if callable(getattr(c.point_weights, "state_dict", None))}
+        return {"coordinates": self.coordinates, "conditions": [c.name for c in self.conditions],
+                "seed": self.seed, "counts": list(self.counts),
+                "points": self.points.detach().cpu().clone(), "step_drawn": self.step_drawn,
+                "jacobian_choice": dict(self.jacobian_choice),
+                "rows_per_point": None if self.rows_per_point is None else
+                list(self.rows_per_point), "point_weights": weights}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores ``state_dict()``'s state into a problem built the same way (the same
+        coordinates, conditions and seed: a clear ValueError otherwise, before anything
+        changes)."""
+        names = [c.name for c in self.conditions]
+        missing = {"coordinates", "conditions", "seed", "counts", "points", "step_drawn"} - \
+            set(state)
+        if missing:
+            raise ValueError(f"Problem state misses {sorted(missing)}")
+        for field, ours in (("coordinates", self.coordinates), ("conditions", names),
+                            ("seed", self.seed)):
+            if state[field] != ours:
+                raise ValueError(f"Problem state: {field} {state[field]!r}, this problem's are "
+                                 f"{ours!r}; load it into a problem built the same way")
+        counts = [int(c) for c in state["counts"]]
+        points = torch.as_tensor(state["points"])
+        if len(counts) != len(names) or min(counts) < 1 or \
+                points.shape != (sum(counts), len(self.coordinates)):
+            raise ValueError(f"Problem state: points of shape {tuple(points.shape)} and counts "
+                             f"{counts}; expected one count per condition ({len(names)}) and "
+                             f"(sum of counts, {len(self.coordinates)}) points")
+        unknown = set(state.get("point_weights") or {}) - set(names)
+        if unknown:
+            raise ValueError(f"Problem state: point weights of unknown conditions "
+                             f"{sorted(unknown)}; the conditions are {names}")
+        for name, weights_state in (state.get("point_weights") or {}).items():
+            weights = self.conditions[names.index(name)].point_weights
+            if not callable(getattr(weights, "load_state_dict", None)):
+                raise ValueError(f"Problem state: condition {name!r} has point weights' state "
+                                 "but its point_weights cannot load it")
+            weights.load_state_dict(weights_state)
+        self.counts = counts
+        self.point_offsets = [0]
+        for count in counts:
+            self.point_offsets.append(self.point_offsets[-1] + count)
+        self.points = points.to(dtype=self.dtype, device=self.device)
+        self.step_drawn = int(state["step_drawn"])
+        self.jacobian_choice = dict(state.get("jacobian_choice") or {})
+        rows = state.get("rows_per_point")
+        self.rows_per_point = None if rows is None else [int(k) for k in rows]
 
     # ---- residuals --------------------------------------------------------------------------
     def _point_residual(self, index: int, u: Callable[[torch.Tensor], torch.Tensor],
