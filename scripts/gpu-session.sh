@@ -17,7 +17,13 @@
 #    after scripts/gpu-bundle.sh here).  The defaults take about 9 minutes on an H200 (2026-11-27:
 #    phase 1 about 100 s; peers about 120 s, peers5 about 180 s).  The PINN recipes on the GPU
 #    (issue 39) want a call of their own:  --together "" --alone "G=pinnbench"  (about 9 minutes
-#    at gpu-run.sh's default LMTRAIN_GPU_PINN_SCALE).
+#    at gpu-run.sh's default LMTRAIN_GPU_PINN_SCALE).  Issue 39's 30 minutes of Burgers on a GPU, in
+#    parts over several calls (gpu-run.sh's pinnbench header): each call
+#      LMTRAIN_GPU_PINN_PDES=burgers LMTRAIN_GPU_PINN_SCALE=2 LMTRAIN_GPU_PINN_PAUSE=480
+#      LMTRAIN_GPU_PINN_CHECKPOINTS=.gpu/pinn-checkpoints bash scripts/gpu-session.sh --together ""
+#      --alone "G=pinnbench"
+#    and between calls, here: tar -xzf G.tar.gz G/pinn-checkpoints.tar.gz (the call's files)
+#    and unpack that into .gpu/pinn-checkpoints, which the next call's carry brings along.
 # Writes $OUT/summary.txt (every group's summary, in order, with its stages and wall time) and
 # $OUT/<group>.tar.gz (that group's logs: see gpu-run.sh's header).  Exit status: gpu-run.sh's
 # worst (1 a check failed, 77 no device, 2 usage or no bundle), 0 when every group passed.
