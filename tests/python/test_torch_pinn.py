@@ -271,6 +271,18 @@ def test_several_outputs_and_rows_per_point_and_mixed_derivatives(route: str) ->
     for start, stop in [(0, 31), (5, 28), (25, 27)]:  # slices that split a point's two rows
         j = problem.jacobian_slice(model, _params(model), x, None, start, stop)
         torch.testing.assert_close(j, expected[start:stop], rtol=0, atol=1e-10)
+    # The rows are computed in chunks of points written straight into the slice: chunks of one
+    # point (chunk_bytes) give one chunk's J, point weights included — to rounding (a product
+    # of one row and one of 13 round differently: 1.4e-16 seen; a misplaced row is off by O(1)).
+    whole = problem.jacobian_slice(model, _params(model), x, None, 0, 31)
+    problem.chunk_bytes = 1
+    problem.conditions[0].point_weights = pinn.ResidualBasedAttention(initial=0.5)
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0, 31),
+                               torch.cat([0.5 * whole[:26], whole[26:]]), rtol=0, atol=1e-14)
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 5, 28),
+                               torch.cat([0.5 * whole[5:26], whole[26:28]]), rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="rows 0:32: the residual has 31 rows"):
+        problem.jacobian_slice(model, _params(model), x, None, 0, 32)
 
 
 def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd() -> None:

@@ -340,9 +340,11 @@ class TaylorMLP:
 
     def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
                  seed_dd: torch.Tensor, seed_ddd: torch.Tensor,
-                 names: Sequence[str]) -> torch.Tensor:
+                 names: Sequence[str], out: torch.Tensor | None = None) -> torch.Tensor:
         """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
-        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵃᵃ."""
+        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵃᵃ.  `out`: a
+        P × n tensor (any row stride) the blocks are written into, instead of a new one joined
+        from them (a PINN's J is the largest tensor of its step: one pass over it, not two)."""
         ia, ib, ta, tp = self._indices()
         a, s_ = len(self.first), len(self.second)
         zbar, dzbar, ddzbar, dddzbar = seed, seed_d, seed_dd, seed_ddd
@@ -382,4 +384,11 @@ class TaylorMLP:
                                           dddzbar * 3 * s2 * da)
                 dddzbar = s1 * dddzbar
             zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
-        return torch.cat([blocks[name] for name in names], dim=1)
+        if out is None:
+            return torch.cat([blocks[name] for name in names], dim=1)
+        column = 0
+        for name in names:
+            width = blocks[name].shape[1]
+            out[:, column:column + width].copy_(blocks[name])
+            column += width
+        return out

@@ -919,10 +919,10 @@ class Problem:
         return PointwiseJacobian(names, point_residual, mode, chunk)
 
     def _taylor_rows(self, index: int, taylor: TaylorMLP, params: dict[str, torch.Tensor],
-                     points: torch.Tensor) -> torch.Tensor:
+                     points: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Condition `index`'s rows of J at `points` by the Taylor route: the forward pass,
         ∂F/∂(u, uᵃ, uᵃᵇ) per point (vmap of jacrev of the residual, a handful of scalars), and
-        one reverse sweep per residual row of a point."""
+        one reverse sweep per residual row of a point; written into `out` (k·P × n) if given."""
         names = list(params)
         value, du, ddu, dddu, tape = taylor.forward(points, params, keep=True)
         symbols = self.symbols[index]
@@ -937,6 +937,7 @@ class Problem:
         scale = self.conditions[index].weight / math.sqrt(self.counts[index])
         k = partials[0].shape[1]
         rows = []
+        per_row = None if out is None else out.view(points.shape[0], k, -1)
         for j in range(k):
             seed, seed_d, seed_dd, seed_ddd = (torch.zeros_like(value), torch.zeros_like(du),
                                                torch.zeros_like(ddu), torch.zeros_like(dddu))
@@ -953,19 +954,31 @@ class Problem:
                     seed_dd[:, taylor.second.index(derivative), o] += g
                 else:
                     seed_ddd[:, taylor.third.index(derivative[0]), o] += g
-            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, seed_ddd, names))
+            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, seed_ddd, names,
+                                        out=None if per_row is None else per_row[:, j]))
+        if out is not None:
+            return out
         return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
 
     def _condition_rows(self, route: str, index: int, model: torch.nn.Module,
-                        params: dict[str, torch.Tensor], points: torch.Tensor) -> torch.Tensor:
+                        params: dict[str, torch.Tensor], points: torch.Tensor,
+                        out: torch.Tensor | None = None) -> torch.Tensor:
+        """Condition `index`'s rows of J at `points` (k·P × n), by `route`, in chunks of
+        points of chunk_bytes; into `out` (contiguous, k·P × n) when given."""
         names = list(params)
         n = sum(p.numel() for p in params.values())
         k = self.rows_per_point[index] if self.rows_per_point else 1
         itemsize = torch.finfo(self.dtype).bits // 8
         chunk = max(1, self.chunk_bytes // (4 * k * n * itemsize))
         if route != "taylor":
-            return self._engine(index, model, names, n, route).rows(params, points)
+            j = self._engine(index, model, names, n, route).rows(params, points)
+            return j if out is None else out.copy_(j)
         taylor = self._taylor(index, model)
+        if out is not None:  # each chunk's rows written where they belong: no join
+            for s in range(0, points.shape[0], chunk):
+                self._taylor_rows(index, taylor, params, points[s:s + chunk],
+                                  out[s * k:min(s + chunk, points.shape[0]) * k])
+            return out
         parts = [self._taylor_rows(index, taylor, params, points[s:s + chunk])
                  for s in range(0, points.shape[0], chunk)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -1030,7 +1043,15 @@ class Problem:
             with torch.no_grad():
                 self(model, x)
         route = self._route(model, params, x)
-        rows = []
+        n = sum(p.numel() for p in params.values())
+        total = sum(points.shape[0] * k for points, k in zip(parts_x, self.rows_per_point))
+        if not 0 <= start <= stop <= total:
+            raise ValueError(f"jacobian_slice rows {start}:{stop}: the residual has {total} "
+                             "rows at these points")
+        # One J for the slice, each condition's rows computed into their place (the slice is
+        # the step's largest tensor: joining the parts cost as much as computing them).
+        out = torch.empty(stop - start, n, dtype=next(iter(params.values())).dtype,
+                          device=x.device)
         offset = 0
         for index, (points, k) in enumerate(zip(parts_x, self.rows_per_point)):
             a, b = offset, offset + points.shape[0] * k  # this condition's rows
@@ -1039,13 +1060,16 @@ class Problem:
             if lo >= hi:
                 continue
             first, last = (lo - a) // k, -(-(hi - a) // k)  # the points holding those rows
-            j = self._condition_rows(route, index, model, params, points[first:last])
+            target = out[lo - start:hi - start]
+            whole = (lo - a) % k == 0 and (hi - a) % k == 0  # whole points: straight into J
+            j = self._condition_rows(route, index, model, params, points[first:last],
+                                     target if whole else None)
             factors = self._point_factors(index, points)
             if factors is not None:
-                j = (j.reshape(last - first, k, -1) *
-                     factors[first:last, None, None]).reshape(j.shape)
-            rows.append(j[lo - a - first * k:hi - a - first * k])
-        return rows[0] if len(rows) == 1 else torch.cat(rows)
+                j.view(last - first, k, -1).mul_(factors[first:last, None, None])
+            if not whole:
+                target.copy_(j[lo - a - first * k:hi - a - first * k])
+        return out
 
 
 # ---- a whole-batch residual_fn whose rows are pointwise -----------------------------------------
