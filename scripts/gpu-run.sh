@@ -308,6 +308,13 @@ if wants pinn; then
       --budget "$pinn_s" --set device=cuda --quiet
     awk '/^burgers: [0-9]+ LM steps/ {keep = 7} keep-- > 0' "$out/tests.log" | sed 's/^/    /' |
       tee -a "$out/summary.txt"
+    # Where that recipe's step goes on the device (its phases added up to about half of the
+    # 209 ms per step on the H200, 2026-11-27): scripts/gpu-python/pinn_profile.py, 8 000 points,
+    # operators, kernel launches, copies and synchronizations per iteration, the top operators.
+    gpu_check "pinn: a Burgers step profiled on cuda" tests.log 180 env PYTHONPATH="$pkg" \
+      OMP_NUM_THREADS=$cores "$py" "$root/scripts/gpu-python/pinn_profile.py" --device cuda
+    grep -E '^(pinn_profile:|  ms per iteration|  per iteration)' "$out/tests.log" | tail -n 3 |
+      sed 's/^/    /' | tee -a "$out/summary.txt"
   else
     report "pinn: Burgers on cuda vs cpu" SKIP 0 "no lmtrain._core (see the line above)"
   fi
