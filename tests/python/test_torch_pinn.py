@@ -209,6 +209,81 @@ def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
                                                       r.numel()), expected, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("parts", ["offset and factor", "factor", "offset"])
+def test_taylor_route_through_exactly_imposed_values(parts: str) -> None:
+    # pinn.HardConstrained: u = g(t, x) + d(t, x)·N(t, x) with N an MLP (a pinn.Sin layer
+    # among its activations) after an input map holding a constant (a buffer), g with several
+    # outputs' values, d one for all; first,
+    # mixed second and pure third derivatives along both axes.  The Taylor route (the product
+    # rule over N's propagation) against autograd's derivatives of the same module, and the
+    # jacrev route as a second method.
+    torch.manual_seed(29)
+
+    class Features(torch.nn.Module):  # fixed Fourier features: a constant, not a parameter
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("b", torch.randn(2, 3, dtype=torch.float64))
+
+        def forward(self, p: torch.Tensor) -> torch.Tensor:
+            z = p @ self.b
+            return torch.cat([torch.sin(z), torch.cos(z)], dim=1)
+
+    network = torch.nn.Sequential(Features(), torch.nn.Linear(6, 9), pinn.Sin(),
+                                  torch.nn.Linear(9, 9), torch.nn.Sigmoid(),
+                                  torch.nn.Linear(9, 2)).double()
+    offset = lambda p: torch.stack([torch.sin(p[:, 1]) * torch.exp(-p[:, 0]),  # noqa: E731
+                                    p[:, 1] ** 3 - p[:, 0]], dim=1)
+    factor = lambda p: p[:, 0] * (1 - p[:, 1] ** 2) * torch.cosh(p[:, 1])  # noqa: E731
+    model = pinn.HardConstrained(network, offset=offset if "offset" in parts else None,
+                                 factor=factor if "factor" in parts else None)
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, v, u_t, v_x, u_xxx, v_tt, u_tx, v_ttt:
+                       torch.stack([u_t + u * v_x + 0.1 * u_xxx - 0.3 * u_tx,
+                                    v_tt + v * v_ttt - u]),
+                       pinn.Uniform(25, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("edge", lambda u, v, u_x: u - v + u_x, pinn.Uniform(6, t=(0, 1), x=1.0),
+                       weight=3.0)], outputs="uv", jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:25].clone().requires_grad_(True)
+        out = f(p)
+        u, v = out[:, 0], out[:, 1]
+
+        def d(w, axis, at=p):
+            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
+
+        v_tt = d(d(v, 0), 0)
+        pde = torch.stack([d(u, 0) + u * d(v, 1) + 0.1 * d(d(d(u, 1), 1), 1) - 0.3 * d(d(u, 0), 1),
+                           v_tt + v * d(v_tt, 0) - u], dim=1).reshape(-1) / math.sqrt(25)
+        q = x[25:].clone().requires_grad_(True)
+        e = f(q)
+        edge = 3.0 * (e[:, 0] - e[:, 1] + d(e[:, 0], 1, q)) / math.sqrt(6)
+        return torch.cat([pde, edge])
+
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-11)
+    expected = reference_jacobian(model, reference)
+    assert expected.abs().max() > 0.5  # non-trivial
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
+    assert problem.jacobian_path == "pinn taylor"
+    torch.testing.assert_close(j, expected, rtol=0, atol=1e-10)
+    problem.jacobian = "jacrev"
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
+                                                      r.numel()), expected, rtol=0, atol=1e-10)
+    if "factor" in parts:  # the values it imposes: u = g where d = 0 (t = 0 or x = ±1)
+        edge = torch.tensor([[0.0, 0.3], [0.5, 1.0], [0.7, -1.0]], dtype=torch.float64)
+        torch.testing.assert_close(model(edge), offset(edge) if "offset" in parts else
+                                   torch.zeros(3, 2, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
+def test_hard_constrained_refuses_a_trained_offset() -> None:
+    with pytest.raises(ValueError, match="has parameters"):
+        pinn.HardConstrained(torch.nn.Linear(2, 1), offset=torch.nn.Linear(2, 1))
+    with pytest.raises(ValueError, match="expected a function"):
+        pinn.HardConstrained(torch.nn.Linear(2, 1), factor=3.0)
+
+
 def test_taylor_route_refuses_what_it_does_not_know() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(),
                                 torch.nn.Linear(4, 1)).double()

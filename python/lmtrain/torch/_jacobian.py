@@ -216,6 +216,9 @@ def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[tor
         s2 = s1 * (1 - 2 * s)
         s3 = s2 * (1 - 2 * s) - 2 * s1 * s1 if order >= 3 else None
         s4 = s3 * (1 - 2 * s) - 6 * s1 * s2 if order >= 4 else None
+    elif kind == "Sin":
+        s, s1 = torch.sin(h), torch.cos(h)
+        s2, s3, s4 = -s, -s1, s
     else:  # Identity
         zero = torch.zeros_like(h)
         s, s1, s2, s3, s4 = h, torch.ones_like(h), zero, zero, zero
@@ -223,6 +226,59 @@ def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[tor
 
 
 TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "Identity")
+
+
+class Sin(torch.nn.Module):
+    """sin as a layer (torch.nn has none): after a Linear layer, trainable Fourier features
+    sin(Wp + b) — a cosine is a phase of π/2 in b.  The Taylor route knows it."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.sin(h)
+
+
+class HardConstrained(torch.nn.Module):
+    """u(p) = offset(p) + factor(p)·network(p): initial or boundary values imposed exactly by
+    the form of the model (Lagaris, Likas & Fotiadis 1998; e.g. u = u₀(x) + t·N(t, x) makes
+    u(0, x) = u₀(x) whatever N is), so that they need no condition of their own.
+
+    ``offset`` and ``factor`` are functions of the points (P × d → P × q, or P × 1 for every
+    output; None: 0 and 1) without parameters; ``network`` is the trained module.  Every
+    Jacobian route of lmtrain.torch.pinn takes it, and where ``network`` is a plain MLP (an
+    ``nn.Sequential`` the Taylor route knows) the Taylor route does: the network's derivatives
+    are propagated as for a plain MLP and combined with the offset's and the factor's by the
+    product rule (their derivatives taken once per set of points, by nested forward mode)."""
+
+    def __init__(self, network: torch.nn.Module,
+                 offset: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 factor: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        super().__init__()
+        for name, fn in (("offset", offset), ("factor", factor)):
+            if fn is not None and not callable(fn):
+                raise ValueError(f"HardConstrained({name}={fn!r}): expected a function of the "
+                                 "points or None")
+            if isinstance(fn, torch.nn.Module) and list(fn.parameters()):
+                raise ValueError(f"HardConstrained({name}=…) has parameters: the offset and the "
+                                 "factor are fixed functions of the points; put what is "
+                                 "trained into the network")
+        self.network = network
+        self.offset, self.factor = offset, factor
+        # Their derivatives at recent sets of points (TaylorMLP): they do not depend on θ, and a
+        # step evaluates the same points several times (J, the trial, the geodesic correction).
+        self.taylor_cache: dict[tuple, Any] = {}
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        u = self.network(points)
+        if self.factor is not None:
+            u = _column(self.factor(points)) * u
+        if self.offset is not None:
+            u = _column(self.offset(points)) + u
+        return u
+
+
+def _column(values: Any) -> torch.Tensor:
+    """A function's values at P points as P × q (a P-vector as P × 1)."""
+    values = torch.as_tensor(values)
+    return values.unsqueeze(-1) if values.ndim == 1 else values
 
 
 class TaylorMLP:
@@ -248,7 +304,11 @@ class TaylorMLP:
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
-                             "parameter-free input map)")
+                             "parameter-free input map), or a HardConstrained one")
+        # u = offset + factor·network: the network's propagation, then the product rule.
+        self.outer = model if isinstance(model, HardConstrained) else None
+        self.prefix = "network." if self.outer is not None else ""
+        model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
         self.third = sorted(set(third))
         # u_aaa's propagation carries u_a and u_aa along.
@@ -262,28 +322,37 @@ class TaylorMLP:
 
     @staticmethod
     def supports(model: torch.nn.Module) -> bool:
+        if isinstance(model, HardConstrained):
+            return TaylorMLP.supports(model.network)
         if not isinstance(model, torch.nn.Sequential) or len(model) == 0:
             return False
         modules = list(model)
         if not isinstance(modules[0], torch.nn.Linear):
-            if list(modules[0].parameters()) or list(modules[0].buffers()):
+            if list(modules[0].parameters()):  # constants (buffers) are part of the map
                 return False
             modules = modules[1:]
         return bool(modules) and isinstance(modules[0], torch.nn.Linear) and all(
-            isinstance(m, torch.nn.Linear) or type(m).__name__ in TAYLOR_ACTIVATIONS and
+            isinstance(m, (torch.nn.Linear, Sin)) or type(m).__name__ in TAYLOR_ACTIVATIONS and
             type(m).__module__.startswith("torch.nn") for m in modules)
 
     def _inputs(self, points: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """z₀ (P × w), ż₀ (P × A × w), z̈₀ (P × S × w), z⃛₀ (P × T × w) of the points, through
         the input map."""
-        p, dtype = points.shape[0], points.dtype
-        basis = torch.eye(self.d, dtype=dtype, device=points.device)
+        p = points.shape[0]
         if self.input_map is None:
+            basis = torch.eye(self.d, dtype=points.dtype, device=points.device)
             dz = basis[self.first].unsqueeze(0).expand(p, -1, -1)
             ddz = points.new_zeros(p, len(self.second), self.d)
             dddz = points.new_zeros(p, len(self.third), self.d)
             return points, dz, ddz, dddz
-        f = self.input_map
+        return self._derivatives_of(self.input_map, points)
+
+    def _derivatives_of(self, f: Callable[[torch.Tensor], torch.Tensor],
+                        points: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """A parameter-free function of the points and its derivatives along `first`,
+        `second` and `third` (P × w, P × A × w, P × S × w, P × T × w), by nested forward mode."""
+        p = points.shape[0]
+        basis = torch.eye(self.d, dtype=points.dtype, device=points.device)
 
         def along(g: Callable, a: int) -> Callable:
             return lambda q: jvp(g, (q,), (basis[a].expand(p, -1),))[1]
@@ -294,6 +363,63 @@ class TaylorMLP:
         dddz = [along(along(along(f, a), a), a)(points) for a in self.third]
         stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
         return z, stack(dz), stack(ddz), stack(dddz)
+
+    def _constraint(self, points: torch.Tensor) -> tuple[Any, Any]:
+        """The offset's and the factor's values and derivatives at `points` (None where the
+        HardConstrained model has none), from its cache when these points were seen."""
+        outer = self.outer
+        key = (points.data_ptr(), tuple(points.shape), points.stride(), points._version,
+               str(points.device), points.dtype, tuple(self.first), tuple(self.second),
+               tuple(self.third))
+        if key not in outer.taylor_cache:
+            if len(outer.taylor_cache) >= 32:
+                outer.taylor_cache.clear()
+            with torch.no_grad():
+                parts = tuple(None if fn is None else self._derivatives_of(
+                    lambda q, fn=fn: _column(fn(q)).to(points.dtype), points)
+                    for fn in (outer.offset, outer.factor))
+            outer.taylor_cache[key] = parts
+        return outer.taylor_cache[key]
+
+    def _combine(self, n: tuple[torch.Tensor, ...], offset: Any,
+                 factor: Any) -> tuple[torch.Tensor, ...]:
+        """u = offset + factor·n and its derivatives from n's (the product rule: (bn)ᵃ =
+        bᵃn + bnᵃ, (bn)ᵃᵇ = bᵃᵇn + bᵃnᵇ + bᵇnᵃ + bnᵃᵇ, (bn)ᵃᵃᵃ = bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ +
+        bnᵃᵃᵃ)."""
+        v, dv, ddv, dddv = n
+        if factor is not None:
+            ia, ib, ta, tp = self._indices()
+            b, db, ddb, dddb = factor
+            value = v.unsqueeze(1)
+            v, dv, ddv, dddv = (
+                b * v, db * value + b.unsqueeze(1) * dv,
+                ddb * value + db[:, ia] * dv[:, ib] + db[:, ib] * dv[:, ia] + b.unsqueeze(1) * ddv,
+                dddb * value + 3 * ddb[:, tp] * dv[:, ta] + 3 * db[:, ta] * ddv[:, tp] +
+                b.unsqueeze(1) * dddv)
+        if offset is not None:
+            v, dv, ddv, dddv = (v + offset[0], dv + offset[1], ddv + offset[2], dddv + offset[3])
+        return v, dv, ddv, dddv
+
+    def _seeds_through_factor(self, factor: Any, seeds: tuple[torch.Tensor, ...]
+                              ) -> tuple[torch.Tensor, ...]:
+        """∂F/∂(n, nᵃ, nᵃᵇ, nᵃᵃᵃ) from ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ): the transpose of _combine's
+        linear map from n's components to u's."""
+        su, sdu, sddu, sdddu = seeds
+        if factor is None:
+            return seeds
+        ia, ib, ta, tp = self._indices()
+        b, db, ddb, dddb = factor
+        device = b.device
+
+        def places(index: list[int]) -> torch.Tensor:
+            return torch.tensor(index, dtype=torch.long, device=device)
+
+        sn = b * su + (db * sdu).sum(1) + (ddb * sddu).sum(1) + (dddb * sdddu).sum(1)
+        sdn = (b.unsqueeze(1) * sdu).index_add(1, places(ib), db[:, ia] * sddu)
+        sdn = sdn.index_add(1, places(ia), db[:, ib] * sddu)
+        sdn = sdn.index_add(1, places(ta), 3 * ddb[:, tp] * sdddu)
+        sddn = (b.unsqueeze(1) * sddu).index_add(1, places(tp), 3 * db[:, ta] * sdddu)
+        return sn, sdn, sddn, b.unsqueeze(1) * sdddu
 
     def _indices(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """For the pairs (a, b): a's and b's places among the first derivatives; for the third
@@ -317,8 +443,8 @@ class TaylorMLP:
         order = (3 if self.third else 2) + (1 if keep else 0)
         for name, layer in self.layers:
             if isinstance(layer, torch.nn.Linear):
-                w = layer.weight if params is None else params[f"{name}.weight"]
-                b = layer.bias if params is None else params.get(f"{name}.bias")
+                w = layer.weight if params is None else params[f"{self.prefix}{name}.weight"]
+                b = layer.bias if params is None else params.get(f"{self.prefix}{name}.bias")
                 if keep:
                     tape.append(("linear", name, w, b is not None, z, dz, ddz, dddz))
                 z = z @ w.T + (b if b is not None else 0)
@@ -336,6 +462,11 @@ class TaylorMLP:
                             + s[1].unsqueeze(1) * dddh)
                 if keep:
                     tape.append(("activation", s, dh, ddh, dddh))
+        if self.outer is not None:
+            offset, factor = self._constraint(points)
+            if keep:
+                tape.append(("constraint", factor))
+            z, dz, ddz, dddz = self._combine((z, dz, ddz, dddz), offset, factor)
         return z, dz, ddz, dddz, tape
 
     def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
@@ -350,14 +481,18 @@ class TaylorMLP:
         zbar, dzbar, ddzbar, dddzbar = seed, seed_d, seed_dd, seed_ddd
         blocks: dict[str, torch.Tensor] = {}
         for entry in reversed(tape):
+            if entry[0] == "constraint":
+                zbar, dzbar, ddzbar, dddzbar = self._seeds_through_factor(
+                    entry[1], (zbar, dzbar, ddzbar, dddzbar))
+                continue
             if entry[0] == "linear":
                 _, name, w, has_bias, z, dz, ddz, dddz = entry
                 hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar, dddzbar], 1)  # P × C × out
                 inputs = torch.cat([z.unsqueeze(1), dz, ddz, dddz], 1)  # P × C × in
-                blocks[f"{name}.weight"] = torch.bmm(hbar.transpose(1, 2), inputs).reshape(
-                    z.shape[0], -1)
+                blocks[f"{self.prefix}{name}.weight"] = torch.bmm(
+                    hbar.transpose(1, 2), inputs).reshape(z.shape[0], -1)
                 if has_bias:
-                    blocks[f"{name}.bias"] = zbar
+                    blocks[f"{self.prefix}{name}.bias"] = zbar
                 below = hbar @ w
                 zbar, dzbar = below[:, 0], below[:, 1:1 + a]
                 ddzbar, dddzbar = below[:, 1 + a:1 + a + s_], below[:, 1 + a + s_:]
