@@ -271,10 +271,33 @@ def test_taylor_route_through_exactly_imposed_values(parts: str) -> None:
     problem.jacobian = "jacrev"
     torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
                                                       r.numel()), expected, rtol=0, atol=1e-10)
+    # The offset's and the factor's derivatives are kept per set of points: other points in
+    # the same memory (a fresh draw where the last one was; here a tensor on the storage of x
+    # with new values and a fresh version counter) get their own.
+    problem.jacobian = "taylor"
+    x.add_(0)  # a write: x's version counter at 1, as a tensor set_ on its storage will have
+    problem(model, x)
+    moved = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), x.storage_offset(),
+                                               x.shape, x.stride())
+    moved.mul_(0.5)
+    same_memory = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), x.storage_offset(),
+                                                     x.shape, x.stride())
+    assert same_memory.data_ptr() == x.data_ptr() and same_memory._version == x._version
+    torch.testing.assert_close(problem(model, same_memory),
+                               _residuals_by(problem, "jacrev", model, moved), rtol=0, atol=1e-11)
     if "factor" in parts:  # the values it imposes: u = g where d = 0 (t = 0 or x = ±1)
         edge = torch.tensor([[0.0, 0.3], [0.5, 1.0], [0.7, -1.0]], dtype=torch.float64)
         torch.testing.assert_close(model(edge), offset(edge) if "offset" in parts else
                                    torch.zeros(3, 2, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
+def _residuals_by(problem: pinn.Problem, route: str, model, x: torch.Tensor) -> torch.Tensor:
+    """The problem's residuals at x by `route` (jacrev: vmap of the one-point residual)."""
+    before, problem.jacobian = problem.jacobian, route
+    try:
+        return problem(model, x.clone())
+    finally:
+        problem.jacobian = before
 
 
 def test_hard_constrained_refuses_a_trained_offset() -> None:

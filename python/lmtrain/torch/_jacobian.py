@@ -264,7 +264,7 @@ class HardConstrained(torch.nn.Module):
         self.offset, self.factor = offset, factor
         # Their derivatives at recent sets of points (TaylorMLP): they do not depend on θ, and a
         # step evaluates the same points several times (J, the trial, the geodesic correction).
-        self.taylor_cache: dict[tuple, Any] = {}
+        self.taylor_cache: dict[tuple, list] = {}
 
     def forward(self, points: torch.Tensor) -> torch.Tensor:
         u = self.network(points)
@@ -368,18 +368,21 @@ class TaylorMLP:
         """The offset's and the factor's values and derivatives at `points` (None where the
         HardConstrained model has none), from its cache when these points were seen."""
         outer = self.outer
-        key = (points.data_ptr(), tuple(points.shape), points.stride(), points._version,
-               str(points.device), points.dtype, tuple(self.first), tuple(self.second),
-               tuple(self.third))
-        if key not in outer.taylor_cache:
-            if len(outer.taylor_cache) >= 32:
-                outer.taylor_cache.clear()
-            with torch.no_grad():
-                parts = tuple(None if fn is None else self._derivatives_of(
-                    lambda q, fn=fn: _column(fn(q)).to(points.dtype), points)
-                    for fn in (outer.offset, outer.factor))
-            outer.taylor_cache[key] = parts
-        return outer.taylor_cache[key]
+        # Keyed by the points' values, not their storage: a fresh draw may reuse the memory of
+        # the last one.
+        key = (tuple(points.shape), points.dtype, str(points.device), tuple(self.first),
+               tuple(self.second), tuple(self.third))
+        for seen, parts in outer.taylor_cache.get(key, []):
+            if torch.equal(seen, points):
+                return parts
+        with torch.no_grad():
+            parts = tuple(None if fn is None else self._derivatives_of(
+                lambda q, fn=fn: _column(fn(q)).to(points.dtype), points)
+                for fn in (outer.offset, outer.factor))
+        entries = outer.taylor_cache.setdefault(key, [])
+        entries.append((points.detach().clone(), parts))
+        del entries[:-8]  # a step's sets of points (chunks, conditions), not every draw's
+        return parts
 
     def _combine(self, n: tuple[torch.Tensor, ...], offset: Any,
                  factor: Any) -> tuple[torch.Tensor, ...]:
