@@ -103,10 +103,9 @@ def test_the_two_soliton_kdv_has_its_exact_values_and_trains(examples, form: str
     # steps, 600 + 50 points, one core): the exact solution's rows 3.0e-15 at most; relative L2
     # from 42.9 at the first step to 1.21 with fourier (0.6 s per step), 1.2088375127–
     # 1.2088375129 over OPENBLAS_CORETYPE Haswell, Sandybridge with LMTRAIN_SIMD baseline and
-    # SkylakeX with avx2; sine 43.4 → 1.20 (0.3 s per step), 0.997, 1.97 and 1.01 on those
-    # three paths; fixed 43.0 → 1.50 (0.3 s per step), 0.959, 0.968 and 1.364 (these early
-    # trajectories are not smooth on the Taylor forms).  The bound 4 is 2.0× the largest; the
-    # form alone is far off (43).
+    # SkylakeX with avx2; sine 43.4 → 1.263 (0.3 s per step), 1.2627447892–1.2627447930 on
+    # those paths; fixed 43.0 → 1.111, 1.1114111910–1.1114111911.  The bound 4 is 3.2× the
+    # largest; the form alone is far off (43).
     example = examples("kdv_solitons")
     import common
     import references
