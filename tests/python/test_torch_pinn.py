@@ -156,6 +156,22 @@ def test_taylor_route_through_an_input_map_and_sigmoid_layers() -> None:
     assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
 
 
+def _taylor_and_jacrev_against(problem: pinn.Problem, model, x: torch.Tensor,
+                               reference) -> None:
+    """r and J by the Taylor route against autograd's `reference` (r within 1e-11, J within
+    1e-10 of a non-trivial J), and the transform route's J as a second method."""
+    r = problem(model, x)
+    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-11)
+    expected = reference_jacobian(model, reference)
+    assert expected.abs().max() > 0.5  # non-trivial
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
+    assert problem.jacobian_path == "pinn taylor"
+    torch.testing.assert_close(j, expected, rtol=0, atol=1e-10)
+    problem.jacobian = "jacrev"
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
+                                                      r.numel()), expected, rtol=0, atol=1e-10)
+
+
 @pytest.mark.parametrize("embedded", [True, False])
 def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
     # KdV's u_xxx (issue 39): through the periodic embedding and Sigmoid/Tanh layers, beside a
@@ -196,17 +212,7 @@ def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
         initial = 4.0 * (f(q)[:, 0] - torch.cos(math.pi * q[:, 1])) / math.sqrt(8)
         return torch.cat([rows / math.sqrt(30), initial])
 
-    r = problem(model, x)
-    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-11)
-    expected = reference_jacobian(model, reference)
-    assert expected.abs().max() > 0.5  # non-trivial
-    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
-    assert problem.jacobian_path == "pinn taylor"
-    assert torch.allclose(j, expected, rtol=0, atol=1e-10), (j - expected).abs().max()
-    # The transform route agrees (a second method on the same residuals).
-    problem.jacobian = "jacrev"
-    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
-                                                      r.numel()), expected, rtol=0, atol=1e-10)
+    _taylor_and_jacrev_against(problem, model, x, reference)
 
 
 @pytest.mark.parametrize("parts", ["offset and factor", "factor", "offset"])
@@ -261,16 +267,7 @@ def test_taylor_route_through_exactly_imposed_values(parts: str) -> None:
         edge = 3.0 * (e[:, 0] - e[:, 1] + d(e[:, 0], 1, q)) / math.sqrt(6)
         return torch.cat([pde, edge])
 
-    r = problem(model, x)
-    torch.testing.assert_close(r, reference(model), rtol=0, atol=1e-11)
-    expected = reference_jacobian(model, reference)
-    assert expected.abs().max() > 0.5  # non-trivial
-    j = problem.jacobian_slice(model, _params(model), x, None, 0, r.numel())
-    assert problem.jacobian_path == "pinn taylor"
-    torch.testing.assert_close(j, expected, rtol=0, atol=1e-10)
-    problem.jacobian = "jacrev"
-    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), x, None, 0,
-                                                      r.numel()), expected, rtol=0, atol=1e-10)
+    _taylor_and_jacrev_against(problem, model, x, reference)
     # The offset's and the factor's derivatives are kept per set of points: other points in
     # the same memory (a fresh draw where the last one was; here a tensor on the storage of x
     # with new values and a fresh version counter) get their own.
