@@ -86,6 +86,10 @@ BURGERS_921 = {"harmonics": 0, "width": 20}
 # its recipe overrides.  Their peer is the base PDE's (the same build without the option), so
 # they run LM only.
 VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
+            # The two-soliton KdV's Taylor-route forms (pinn.HardConstrained): trainable
+            # sin(Wp + b) features, or the Fourier features' B fixed.
+            "kdv_solitons-sine": ("kdv_solitons", {"form": "sine"}),
+            "kdv_solitons-fixed": ("kdv_solitons", {"form": "fixed"}),
             "helmholtz-rba": ("helmholtz", {"rba": (0.9, 0.1), "points_max": 16000}),
             "allen_cahn-causal": ("allen_cahn", {"causal_epsilon": 1.0}),
             "kdv-causal": ("kdv", {"causal_epsilon": 1.0}),
