@@ -86,8 +86,10 @@ BURGERS_921 = {"harmonics": 0, "width": 20}
 # its recipe overrides.  Their peer is the base PDE's (the same build without the option), so
 # they run LM only.
 VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
-            # The two-soliton KdV's Taylor-route forms (pinn.HardConstrained): trainable
-            # sin(Wp + b) features, or the Fourier features' B fixed.
+            # The two-soliton KdV's forms: vRBA's (B trained, the jacrev route; the recipe
+            # before 2026-11-27), and the Taylor-route ones (pinn.HardConstrained): trainable
+            # sin(Wp + b) features (the recipe since), or the Fourier features' B fixed.
+            "kdv_solitons-fourier": ("kdv_solitons", {"form": "fourier"}),
             "kdv_solitons-sine": ("kdv_solitons", {"form": "sine"}),
             "kdv_solitons-fixed": ("kdv_solitons", {"form": "fixed"}),
             "helmholtz-rba": ("helmholtz", {"rba": (0.9, 0.1), "points_max": 16000}),
