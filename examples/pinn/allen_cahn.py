@@ -52,8 +52,8 @@ class MarchingUniform(pinn.Uniform):
 # 0.7–3.3 (bench/results/2026-11-27-2core-amd-epyc-PINN-scale0.2-issue39-k.md).
 RECIPE = dict(points=4000, points_max=16000, grow_every=100, width=20, depth=3, harmonics=1,
               initial_weight=10.0, initial_points=2000, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, adaptive=None, device="cpu", budget=900.0,
-              resample_every=1, options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, hard_initial=False,
+              device="cpu", budget=900.0, resample_every=1, options={})
 
 
 def initial_count(points: int, initial_points: int) -> int:
@@ -62,13 +62,18 @@ def initial_count(points: int, initial_points: int) -> int:
     return initial_points if initial_points > 0 else max(256, points // 8)
 
 
+def initial_value(x: torch.Tensor) -> torch.Tensor:
+    """u(0, x) = x² cos πx."""
+    return x ** 2 * torch.cos(math.pi * x)
+
+
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
             causal: pinn.CausalWeights | None, initial_points: int = 0,
             device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_xx: u_t - D * u_xx + C * u ** 3 - C * u,
                        MarchingUniform(points, horizon), point_weights=causal),
-        pinn.Condition("initial", lambda x, u: u - x ** 2 * torch.cos(math.pi * x),
+        pinn.Condition("initial", lambda x, u: u - initial_value(x),
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),
                        weight=initial_weight),
@@ -80,20 +85,30 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
                    points_max: int, grow_every: int, width: int, depth: int, harmonics: int,
                    initial_weight: float, horizon_start: float, horizon_steps: int,
                    causal_epsilon: float, causal_slabs: int, initial_points: int = 0,
-                   adaptive: tuple[int, float, float] | None = None, device: str = "cpu"
+                   adaptive: tuple[int, float, float] | None = None, device: str = "cpu",
+                   hard_initial: bool = False,
+                   initial_value: Callable[[torch.Tensor], torch.Tensor] | None = None
                    ) -> tuple[pinn.Problem, torch.nn.Module, object]:
     """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
     first condition's horizon grown before each draw, and its interior points grown (and drawn
-    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on `device`."""
+    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on `device`.
+    `hard_initial`: u = u₀(x) + t·N(t, x) (pinn.HardConstrained; u₀ = `initial_value` of the
+    (P × 1) x column), the initial condition exact and dropped from the problem."""
     error = common.txu_error(reference, device)
     first = common.PeriodicInput(harmonics)
     model = common.mlp([first.width] + [width] * depth + [1], seed, first=first).to(device)
+    if hard_initial:
+        model = pinn.HardConstrained(model, offset=lambda p: initial_value(p[:, 1:2]),
+                                     factor=lambda p: p[:, :1])
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
     pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points,
                        device)
+    if hard_initial:  # the same conditions but the initial one (the same draws: seeded by index)
+        pde = pinn.Problem("tx", [c for c in pde.conditions if c.name != "initial"], seed=seed,
+                           device=device)
     sampler = pde.conditions[0].points
     draw = pde.resample
 
@@ -109,7 +124,8 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
 
 
 def build(seed: int, **recipe: Any) -> tuple[pinn.Problem, torch.nn.Module, object]:
-    return marching_build(references.allen_cahn_grid(), problem, seed, **recipe)
+    return marching_build(references.allen_cahn_grid(), problem, seed,
+                          initial_value=initial_value, **recipe)
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:

@@ -53,9 +53,15 @@ SHORT_RUNS = [
     ("allen_cahn", dict(points=1000, points_max=1000, horizon_steps=50, initial_points=500,
                         causal_epsilon=1.0), 60, 0.15),
     ("poisson2d", dict(points=900, rba=(0.9, 0.1)), 40, 1e-3),
+    # The initial condition imposed exactly (u = u₀ + t·N, pinn.HardConstrained): 3.35e-3 after
+    # the 60 steps, the same to 5 digits over OPENBLAS_CORETYPE Haswell, Sandybridge with
+    # LMTRAIN_SIMD baseline and SkylakeX with avx2 (1.39e-2 with the condition soft, as above);
+    # the bound 2.5e-2 is 7.5× that.
+    ("allen_cahn", dict(points=1000, points_max=1000, horizon_steps=50, initial_points=500,
+                        hard_initial=True), 60, 2.5e-2),
 ]
 IDS = ["poisson2d", "helmholtz", "burgers", "allen_cahn", "kdv", "allen_cahn-causal",
-       "poisson2d-rba"]
+       "poisson2d-rba", "allen_cahn-hard"]
 
 
 CONDITIONS = {"poisson2d": {"pde", "boundary"}, "helmholtz": {"pde", "boundary"},
@@ -73,7 +79,8 @@ def test_a_short_run_of_each_example_approaches_its_reference(examples, name, ov
     assert run.steps == steps
     first = run.history[0][3]
     assert run.error < bound < first, (run.error, first)
-    assert set(run.block_losses) == CONDITIONS[name]
+    assert set(run.block_losses) == CONDITIONS[name] - (
+        {"initial"} if overrides.get("hard_initial") else set())
     assert all(v < 1 for v in run.block_losses.values())
     assert run.phase_seconds["jacobian"] > 0
 
