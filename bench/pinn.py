@@ -96,6 +96,7 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "allen_cahn-causal": ("allen_cahn", {"causal_epsilon": 1.0}),
             # u = u₀(x) + t·N (pinn.HardConstrained): the initial condition exact.
             "allen_cahn-hard": ("allen_cahn", {"hard_initial": True}),
+            "kdv-hard": ("kdv", {"hard_initial": True}),
             "kdv-causal": ("kdv", {"causal_epsilon": 1.0}),
             # The engine's own damping setting near convergence: λ's floor lambda_min (default
             # 1e-10, where the plain Poisson-2D runs end) lowered to 1e-14.

@@ -37,8 +37,13 @@ L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
 # causal_epsilon > 0 adds causal weights (pinn.CausalWeights, causal_slabs slabs of [0, 1]).
 RECIPE = dict(points=2000, points_max=8000, grow_every=100, width=20, depth=3, harmonics=2,
               initial_weight=10.0, initial_points=0, horizon_start=0.1, horizon_steps=200,
-              causal_epsilon=0.0, causal_slabs=32, adaptive=None, device="cpu", budget=900.0,
-              resample_every=1, options={})
+              causal_epsilon=0.0, causal_slabs=32, adaptive=None, hard_initial=False,
+              device="cpu", budget=900.0, resample_every=1, options={})
+
+
+def initial_value(x: torch.Tensor) -> torch.Tensor:
+    """u(0, x) = cos πx (periodic with all its derivatives: hard_initial keeps u periodic)."""
+    return torch.cos(math.pi * x)
 
 
 def problem(points: int, seed: int, initial_weight: float, horizon: float,
@@ -47,7 +52,7 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xxx: u_t + L1 * u * u_x + L2 * u_xxx,
                        MarchingUniform(points, horizon), point_weights=causal),
-        pinn.Condition("initial", lambda x, u: u - torch.cos(math.pi * x),
+        pinn.Condition("initial", lambda x, u: u - initial_value(x),
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),
                        weight=initial_weight),
@@ -55,7 +60,8 @@ def problem(points: int, seed: int, initial_weight: float, horizon: float,
 
 
 def build(seed: int, **recipe: Any) -> tuple[pinn.Problem, torch.nn.Module, object]:
-    return marching_build(references.kdv_grid(), problem, seed, **recipe)
+    return marching_build(references.kdv_grid(), problem, seed, initial_value=initial_value,
+                          **recipe)
 
 
 def train(seed: int = 0, verbose: bool = False, **overrides) -> common.Run:
