@@ -106,9 +106,11 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
     pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points,
                        device)
-    if hard_initial:  # the same conditions but the initial one (the same draws: seeded by index)
-        pde = pinn.Problem("tx", [c for c in pde.conditions if c.name != "initial"], seed=seed,
-                           device=device)
+    if hard_initial:  # the same conditions but the initial one
+        # Draws are seeded by a condition's index: the initial condition is the last, so the
+        # others keep theirs and draw the points they would with it.
+        assert pde.conditions[-1].name == "initial"
+        pde = pinn.Problem("tx", pde.conditions[:-1], seed=seed, device=device)
     sampler = pde.conditions[0].points
     draw = pde.resample
 

@@ -176,28 +176,33 @@ def save_checkpoint(path: str, identity: dict[str, Any], model: torch.nn.Module,
     os.replace(temporary, path)
 
 
+class CheckpointError(ValueError):
+    """A --resume file that is missing, not a checkpoint, or another run's."""
+
+
 def load_checkpoint(path: str, identity: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint of the same run (the same example, seed and recipe but for
-    RESUMABLE_KEYS): a clear ValueError naming what differs otherwise."""
+    RESUMABLE_KEYS): a CheckpointError naming what differs otherwise."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise ValueError(f"--resume {path}: no such file (a run writes one with "
-                         "--checkpoint)") from None
+        raise CheckpointError(f"--resume {path}: no such file (a run writes one with "
+                              "--checkpoint)") from None
     except Exception as error:  # noqa: BLE001 - torch.load's errors vary: say which file
-        raise ValueError(f"--resume {path}: not a checkpoint of this loop ({error})") from None
+        raise CheckpointError(f"--resume {path}: not a checkpoint of this loop "
+                              f"({error})") from None
     if not isinstance(state, dict) or state.get("format") != 1:
-        raise ValueError(f"--resume {path}: not a checkpoint of this loop (format "
-                         f"{state.get('format') if isinstance(state, dict) else None!r}, "
-                         "expected 1)")
+        raise CheckpointError(f"--resume {path}: not a checkpoint of this loop (format "
+                              f"{state.get('format') if isinstance(state, dict) else None!r}, "
+                              "expected 1)")
     theirs = state["identity"]
     differ = sorted(k for k in set(theirs) | set(identity) if theirs.get(k) != identity.get(k))
     if differ:
         what = "; ".join(f"{k}: {theirs.get(k)!r} there, {identity.get(k)!r} here"
                          for k in differ)
-        raise ValueError(f"--resume {path}: written by another run ({what}); resume with the "
-                         "same example, seed and recipe (only "
-                         f"{', '.join(RESUMABLE_KEYS)} may change)")
+        raise CheckpointError(f"--resume {path}: written by another run ({what}); resume with "
+                              "the same example, seed and recipe (only "
+                              f"{', '.join(RESUMABLE_KEYS)} may change)")
     return state
 
 
@@ -392,9 +397,7 @@ def main(example: ModuleType, name: str) -> Run:
     print(f"{name}: recipe {({**recipe, **overrides})}, seed {args.seed}")
     try:
         run = train(example, args.seed, verbose=not args.quiet, **parts, **overrides)
-    except ValueError as error:
-        if "--resume" not in str(error):
-            raise
+    except CheckpointError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     report(name, run)
     if run.paused:

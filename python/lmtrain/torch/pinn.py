@@ -685,8 +685,9 @@ class Problem:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores ``state_dict()``'s state into a problem built the same way (the same
-        coordinates, conditions and seed: a clear ValueError otherwise, before anything
-        changes)."""
+        coordinates, conditions and seed, points matching the counts: a clear ValueError
+        otherwise, before anything changes; a condition's point weights check their own state
+        as they load it)."""
         names = [c.name for c in self.conditions]
         missing = {"coordinates", "conditions", "seed", "counts", "points", "step_drawn"} - \
             set(state)
