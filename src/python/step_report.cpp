@@ -1,5 +1,6 @@
 #include "step_report.h"
 
+#include <fmt/format.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -108,11 +109,12 @@ void bind_step_report(nb::module_& m) {
       .def_ro("slice_size", &R::slice_size, "Units (samples or residual rows) per slice.")
       .def_ro("phase_seconds", &R::phase_seconds)
       .def("__repr__", [](const R& r) {
-        return "StepReport(accepted=" + std::string(r.accepted ? "True" : "False") +
-               ", attempts=" + std::to_string(r.attempts) + ", loss=" + std::to_string(r.loss) +
-               ", loss_after=" + std::to_string(r.loss_after) +
-               ", lambda_=" + std::to_string(r.lambda) + ", termination='" +
-               std::string(to_string(r.termination)) + "')";
+        // {:.6g}: the losses and λ of a converged fit are 1e-12 and below, not 0.000000.
+        return fmt::format(
+            "StepReport(accepted={}, attempts={}, loss={:.6g}, loss_after={:.6g}, lambda_={:.6g}, "
+            "termination='{}')",
+            r.accepted ? "True" : "False", r.attempts, r.loss, r.loss_after, r.lambda,
+            to_string(r.termination));
       });
 }
 

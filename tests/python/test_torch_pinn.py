@@ -555,6 +555,24 @@ def test_a_problems_state_restores_its_points_counts_and_weights() -> None:
                                                                    torch.zeros(3)}}})
 
 
+def test_a_count_changed_before_the_next_draw() -> None:
+    # set_count takes effect at the next resample: points of the last draw passed after it are a
+    # clear error that says so; a state saved in between keeps both layouts.
+    a, model = _burgers_problem(seed=4), _network(2, 1, 0)
+    drawn = a.points.clone()
+    a.set_count("pde", 25)
+    with pytest.raises(ValueError, match=r"layout of the last draw; set_count has changed it "
+                       r"since \(pde 40 → 25\): call problem.resample\(step\) after set_count"):
+        a(model, a.points)
+    b = _burgers_problem(seed=4)
+    b.load_state_dict(a.state_dict())
+    assert b.counts == [25, 9, 7] and b.drawn_counts == [40, 9, 7]
+    torch.testing.assert_close(b.points, drawn, rtol=0, atol=0)
+    torch.testing.assert_close(b.resample(3), a.resample(3), rtol=0, atol=0)
+    assert a.points.shape[0] == 25 + 9 + 7
+    torch.testing.assert_close(b(model, b.points), a(model, a.points), rtol=0, atol=0)
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

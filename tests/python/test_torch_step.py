@@ -159,6 +159,20 @@ def test_state_dict_resumes_the_schedule() -> None:
             resumed.load_state_dict({"lambda": -1.0, "nu": 2.0, "floor": 0.0})
 
 
+def test_repr_shows_the_figures_of_a_converged_step() -> None:
+    # A converged fit's loss and λ are far below 1e-6: the repr must show them, not 0.000000.
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(40, 3, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        y = _sequential(7)(x) * (1 + 1e-6 * torch.randn(40, 2, generator=g, dtype=torch.float64))
+    report = lt.LevenbergMarquardt(_sequential(7), lambda_initial=1e-9).step(x, y)
+    assert 0 < report.loss < 1e-9 and 0 < report.lambda_ < 1e-6
+    shown = dict(field.split("=") for field in repr(report)[len("StepReport("):-1].split(", "))
+    for name in ("loss", "loss_after", "lambda_"):
+        assert float(shown[name]) == pytest.approx(getattr(report, name), rel=1e-5), shown
+    assert shown["accepted"] == str(report.accepted)
+
+
 def test_geodesic_backoff_is_the_same_on_both_paths_and_resumes() -> None:
     # A ratio so small that every correction is refused: after each refusal the next 1, 2, 2 …
     # attempts skip it.  Both paths skip the same attempts, and state_dict carries where the

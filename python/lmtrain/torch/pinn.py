@@ -588,6 +588,7 @@ class Problem:
         self.jacobian_choice: dict[str, Any] = {}
         self.points = self.sample(0)
         self.step_drawn = 0
+        self.drawn_counts = list(self.counts)  # the layout of `points` (set_count: the next's)
 
     # ---- points -----------------------------------------------------------------------------
     def sample(self, step: int, stream: int = 0, model: Any = None) -> torch.Tensor:
@@ -641,6 +642,7 @@ class Problem:
                              "(ResidualAdaptive): pass the model, problem.resample(step, model)")
         self.points = self.sample(int(step), model=model)
         self.step_drawn = int(step)
+        self.drawn_counts = list(self.counts)
         return self.points
 
     def set_count(self, name: str, count: int) -> None:
@@ -678,6 +680,7 @@ class Problem:
                    if callable(getattr(c.point_weights, "state_dict", None))}
         return {"coordinates": self.coordinates, "conditions": [c.name for c in self.conditions],
                 "seed": self.seed, "counts": list(self.counts),
+                "drawn_counts": list(self.drawn_counts),
                 "points": self.points.detach().cpu().clone(), "step_drawn": self.step_drawn,
                 "jacobian_choice": dict(self.jacobian_choice),
                 "rows_per_point": None if self.rows_per_point is None else
@@ -699,11 +702,12 @@ class Problem:
                 raise ValueError(f"Problem state: {field} {state[field]!r}, this problem's are "
                                  f"{ours!r}; load it into a problem built the same way")
         counts = [int(c) for c in state["counts"]]
+        drawn = [int(c) for c in state.get("drawn_counts", counts)]  # points' layout
         points = torch.as_tensor(state["points"])
-        if len(counts) != len(names) or min(counts) < 1 or \
-                points.shape != (sum(counts), len(self.coordinates)):
+        if len(counts) != len(names) or len(drawn) != len(names) or min(counts + drawn) < 1 \
+                or points.shape != (sum(drawn), len(self.coordinates)):
             raise ValueError(f"Problem state: points of shape {tuple(points.shape)} and counts "
-                             f"{counts}; expected one count per condition ({len(names)}) and "
+                             f"{drawn}; expected one count per condition ({len(names)}) and "
                              f"(sum of counts, {len(self.coordinates)}) points")
         unknown = set(state.get("point_weights") or {}) - set(names)
         if unknown:
@@ -720,6 +724,7 @@ class Problem:
         for count in counts:
             self.point_offsets.append(self.point_offsets[-1] + count)
         self.points = points.to(dtype=self.dtype, device=self.device)
+        self.drawn_counts = drawn
         self.step_drawn = int(state["step_drawn"])
         self.jacobian_choice = dict(state.get("jacobian_choice") or {})
         rows = state.get("rows_per_point")
@@ -747,6 +752,12 @@ class Problem:
                              f"{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
         if x.shape[0] != self.point_offsets[-1] or x.shape[1] != len(self.coordinates):
             layout = ", ".join(f"{c.name} {n}" for c, n in zip(self.conditions, self.counts))
+            if self.drawn_counts != self.counts and x.shape[0] == sum(self.drawn_counts):
+                changed = ", ".join(f"{c.name} {a} → {b}" for c, a, b in zip(
+                    self.conditions, self.drawn_counts, self.counts) if a != b)
+                raise ValueError(f"x has {x.shape[0]} points, the layout of the last draw; "
+                                 f"set_count has changed it since ({changed}): call "
+                                 "problem.resample(step) after set_count, before the step")
             raise ValueError(f"x has shape {tuple(x.shape)}; the problem's points are "
                              f"{self.point_offsets[-1]} × {len(self.coordinates)} ({layout}): "
                              "pass problem.points, problem.sample(step) or problem.heldout()")
