@@ -1,6 +1,7 @@
 // lmtrain.Summary, lmtrain.EpochRecord and lmtrain.PenaltyGroup: the library's own classes, read
 // only, with the report's text from the library (full_report) — no dict in between.  They pickle
 // (scikit-learn estimators keep a Summary in summary_) as the JSON of records/summary_json.h.
+#include <fmt/format.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -47,8 +48,7 @@ void bind_records(nb::module_& m) {
           "Each residual block's loss of the epoch's last step, at its linearization point "
           "(StepReport.block_losses; {} without blocks).")
       .def("__repr__", [](const E& e) {
-        return "EpochRecord(epoch=" + std::to_string(e.epoch) +
-               ", training_loss=" + std::to_string(e.training_loss) + ")";
+        return fmt::format("EpochRecord(epoch={}, training_loss={:.6g})", e.epoch, e.training_loss);
       });
   using G = Summary::PenaltyGroup;
   nb::class_<G>(m, "PenaltyGroup",
@@ -61,8 +61,7 @@ void bind_records(nb::module_& m) {
       .def_ro("effective_parameters", &G::effective_parameters,
               "γ, how many of the group's parameters the data determine (0 … size).")
       .def("__repr__", [](const G& g) {
-        return "PenaltyGroup(name='" + g.name +
-               "', weight_decay=" + std::to_string(g.weight_decay) + ")";
+        return fmt::format("PenaltyGroup(name='{}', weight_decay={:.6g})", g.name, g.weight_decay);
       });
 }
 

@@ -171,6 +171,13 @@ def test_repr_shows_the_figures_of_a_converged_step() -> None:
     for name in ("loss", "loss_after", "lambda_"):
         assert float(shown[name]) == pytest.approx(getattr(report, name), rel=1e-5), shown
     assert shown["accepted"] == str(report.accepted)
+    opt = lt.LevenbergMarquardt(_sequential(7), lambda_initial=1e-9)
+    opt.fit((x, y), epochs=3, shuffle=False)
+    for record in opt.summary.history:
+        assert 0 < record.training_loss < 1e-6
+        shown = dict(f.split("=") for f in repr(record)[len("EpochRecord("):-1].split(", "))
+        assert float(shown["training_loss"]) == pytest.approx(record.training_loss, rel=1e-5)
+        assert int(shown["epoch"]) == record.epoch
 
 
 def test_geodesic_backoff_is_the_same_on_both_paths_and_resumes() -> None:
