@@ -96,8 +96,8 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     `hard_initial`: u = u₀(x) + t·N(t, x) (pinn.HardConstrained; u₀ = `initial_value` of the
     (P × 1) x column), the initial condition exact and dropped from the problem."""
     error = common.txu_error(reference, device)
-    first = common.PeriodicInput(harmonics)
-    model = common.mlp([first.width] + [width] * depth + [1], seed, first=first).to(device)
+    first = pinn.PeriodicInput("tx", {"x": 2.0}, harmonics)
+    model = common.mlp([first.features] + [width] * depth + [1], seed, first=first).to(device)
     if hard_initial:
         model = pinn.HardConstrained(model, offset=lambda p: initial_value(p[:, 1:2]),
                                      factor=lambda p: p[:, :1])

@@ -36,7 +36,7 @@ NU = references.BURGERS_NU
 # for uniform draws, every seed below every seed of those (bench/results/…-PINN-issue39-w, -z1,
 # -z2 against -l), for 10 % more time per step.  None: uniform Sobol draws (the recipe before).
 # harmonics: 0 feeds the network (t, x); k ≥ 1 the periodic map (t, cos jπx, sin jπx, j = 1 … k)
-# of Allen–Cahn (common.PeriodicInput).  The recipe's network since 2026-11-27 is the vRBA code's
+# of Allen–Cahn (pinn.PeriodicInput).  The recipe's network since 2026-11-27 is the vRBA code's
 # for its 8.25e-9 (3 × 30 tanh after five harmonics, 2 251 parameters; u(t, ±1) = 0 stays a
 # condition, periodicity alone gives only u(t, −1) = u(t, 1)): after 900 s, 3 seeds, median
 # 5.67e-8 against 4.59e-7 for 2-20-20-20-1 on (t, x) (921 parameters; width=20, harmonics=0),
@@ -68,8 +68,8 @@ def build(seed: int, points: int, points_max: int, grow_every: int, edge_points:
           adaptive: tuple[int, float, float] | None = None, harmonics: int = 0,
           device: str = "cpu") -> tuple[pinn.Problem, torch.nn.Module, object]:
     error = common.txu_error(references.burgers_grid(), device)
-    first = common.PeriodicInput(harmonics) if harmonics > 0 else None
-    inputs = first.width if first is not None else 2
+    first = pinn.PeriodicInput("tx", {"x": 2.0}, harmonics) if harmonics > 0 else None
+    inputs = first.features if first is not None else 2
     model = common.mlp([inputs] + [width] * depth + [1], seed, first=first).to(device)
     pde = problem(points, seed, edge_points, weights, method, device)
     common.schedule_points(pde, "pde", points, points_max, grow_every, adaptive)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import math
 import os
 import time
 import warnings
@@ -40,22 +39,6 @@ from lmtrain.torch import pinn
 
 # Recipe keys the loop reads; every other key goes to the example's build().
 LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose")
-
-
-class PeriodicInput(torch.nn.Module):
-    """(t, x) → (t, cos kπx, sin kπx for k = 1 … harmonics): functions of it are 2-periodic
-    in x with every derivative, and the harmonics let the first layer make steep fronts
-    (Allen–Cahn's interfaces, Burgers' shock: Fourier features)."""
-
-    def __init__(self, harmonics: int = 1) -> None:
-        super().__init__()
-        self.harmonics = harmonics
-        self.width = 1 + 2 * harmonics  # the features it gives the first Linear layer
-
-    def forward(self, p: torch.Tensor) -> torch.Tensor:
-        k = torch.arange(1, self.harmonics + 1, dtype=p.dtype, device=p.device)
-        angle = math.pi * p[:, 1:] * k
-        return torch.cat([p[:, :1], torch.cos(angle), torch.sin(angle)], dim=1)
 
 
 def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,

@@ -172,6 +172,55 @@ def _taylor_and_jacrev_against(problem: pinn.Problem, model, x: torch.Tensor,
                                                       r.numel()), expected, rtol=0, atol=1e-10)
 
 
+def test_periodic_input_is_periodic_with_its_derivatives_and_on_the_taylor_route() -> None:
+    g = torch.Generator().manual_seed(31)
+    p = torch.rand(50, 3, generator=g, dtype=torch.float64) * 2 - 1
+    embed = pinn.PeriodicInput("txy", {"x": 2.0, "y": 0.5}, harmonics=3)
+    assert embed.features == 13
+    k = torch.arange(1, 4, dtype=torch.float64)
+    x, y = p[:, 1:2] * k, p[:, 2:3] * k
+    expected = torch.cat([p[:, :1], torch.cos(math.pi * x), torch.sin(math.pi * x),
+                          torch.cos(4 * math.pi * y), torch.sin(4 * math.pi * y)], 1)
+    torch.testing.assert_close(embed(p), expected, rtol=0, atol=1e-14)
+    torch.testing.assert_close(pinn.PeriodicInput("tx", {"x": 2})(p[:, :2]), _Periodic()(p[:, :2]),
+                               rtol=0, atol=0)
+    torch.manual_seed(32)
+    model = torch.nn.Sequential(embed, torch.nn.Linear(13, 10), torch.nn.Tanh(),
+                                torch.nn.Linear(10, 10), torch.nn.Sigmoid(),
+                                torch.nn.Linear(10, 1)).double()
+
+    def derivatives(q: torch.Tensor) -> torch.Tensor:  # u, u_x, u_y, u_xx, u_xy, u_yy
+        q = q.clone().requires_grad_(True)
+        u = model(q)[:, 0]
+        first = torch.autograd.grad(u.sum(), q, create_graph=True)[0]
+        second = [torch.autograd.grad(first[:, a].sum(), q, create_graph=True)[0]
+                  for a in (1, 2)]
+        return torch.stack([u, first[:, 1], first[:, 2], second[0][:, 1], second[0][:, 2],
+                            second[1][:, 2]], 1).detach()
+
+    at = derivatives(p)
+    assert at[:, 1:].abs().max() > 0.1  # non-trivial derivatives
+    for shift in ([0, 2.0, 0], [0, 0, 0.5], [0, -4.0, 1.0]):
+        torch.testing.assert_close(derivatives(p + torch.tensor(shift, dtype=torch.float64)),
+                                   at, rtol=0, atol=1e-12)
+    problem = pinn.Problem("txy", [pinn.Condition(
+        "pde", lambda u, u_t, u_xx, u_yy, u_xy: u_t - u_xx - u_yy + u * u_xy,
+        pinn.Uniform(20, t=(0, 1), x=(-1, 1), y=(0, 0.5)))], jacobian="taylor")
+    j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 20)
+    assert problem.jacobian_path == "pinn taylor" and j.abs().max() > 0.5
+    problem.jacobian = "jacrev"
+    torch.testing.assert_close(problem.jacobian_slice(model, _params(model), problem.points,
+                                                      None, 0, 20), j, rtol=0, atol=1e-10)
+    for arguments, message in ((("tx", {"z": 1.0}), r"periods of some of the coordinates"),
+                               (("tx", {"x": 0.0}), r"period of 'x' is 0.0"),
+                               (("tx", {"x": 2.0}, 0), r"harmonics=0"),
+                               (("", {"x": 2.0}), r"coordinates=''")):
+        with pytest.raises(ValueError, match=message):
+            pinn.PeriodicInput(*arguments)
+    with pytest.raises(ValueError, match=r"shape \(50, 2\); expected \(points, 3\)"):
+        embed(p[:, :2])
+
+
 @pytest.mark.parametrize("embedded", [True, False])
 def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
     # KdV's u_xxx (issue 39): through the periodic embedding and Sigmoid/Tanh layers, beside a

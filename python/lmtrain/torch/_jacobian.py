@@ -21,6 +21,7 @@ the flat order of lmtrain's own models (a Linear's weight, (out, in), then its b
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from typing import Any, Callable, Mapping, Sequence
@@ -234,6 +235,57 @@ class Sin(torch.nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return torch.sin(h)
+
+
+class PeriodicInput(torch.nn.Module):
+    """An input map that makes the model periodic in some coordinates, exactly, with every
+    derivative: each periodic coordinate x of period L becomes cos(kωx), k = 1 … harmonics, then
+    sin(kωx), ω = 2π/L; the others pass through, in the problem's order.  A PDE on a periodic
+    domain then needs no boundary condition (a condition is the residual at one point and cannot
+    pair u(x) with u(x + L)); more harmonics let the first layer make steep fronts (Fourier
+    features).  ``features`` is the first Linear layer's ``in_features``.  The Taylor route
+    takes it (a parameter-free input map).
+
+    ``PeriodicInput("tx", {"x": 2.0})``: (t, x) → (t, cos πx, sin πx)."""
+
+    def __init__(self, coordinates: str, periods: Mapping[str, float],
+                 harmonics: int = 1) -> None:
+        super().__init__()
+        if not isinstance(coordinates, str) or not coordinates:
+            raise ValueError(f"PeriodicInput(coordinates={coordinates!r}): expected the "
+                             "problem's coordinates, a string such as \"tx\"")
+        unknown = sorted(set(periods) - set(coordinates))
+        if not periods or unknown:
+            raise ValueError(f"PeriodicInput(periods={dict(periods)!r}): expected periods of "
+                             f"some of the coordinates {list(coordinates)}")
+        for name, period in periods.items():
+            if not isinstance(period, (int, float)) or not math.isfinite(period) or period <= 0:
+                raise ValueError(f"PeriodicInput: the period of {name!r} is {period!r}; "
+                                 "expected a positive number")
+        if not isinstance(harmonics, int) or harmonics < 1:
+            raise ValueError(f"PeriodicInput(harmonics={harmonics!r}): expected a positive "
+                             "integer")
+        self.coordinates, self.harmonics = coordinates, harmonics
+        self.periods = {c: float(periods[c]) for c in coordinates if c in periods}
+        self.features = len(coordinates) + (2 * harmonics - 1) * len(self.periods)
+
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        if p.dim() != 2 or p.shape[1] != len(self.coordinates):
+            raise ValueError(f"PeriodicInput: points of shape {tuple(p.shape)}; expected "
+                             f"(points, {len(self.coordinates)}) in the order "
+                             f"{self.coordinates!r}")
+        k = torch.arange(1, self.harmonics + 1, dtype=p.dtype, device=p.device)
+        parts = []
+        for i, name in enumerate(self.coordinates):
+            if name not in self.periods:
+                parts.append(p[:, i:i + 1])
+                continue
+            angle = (2 * math.pi / self.periods[name]) * p[:, i:i + 1] * k
+            parts += [torch.cos(angle), torch.sin(angle)]
+        return torch.cat(parts, dim=1)
+
+    def extra_repr(self) -> str:
+        return f"{self.coordinates!r}, periods={self.periods}, harmonics={self.harmonics}"
 
 
 class HardConstrained(torch.nn.Module):

@@ -90,12 +90,12 @@ from torch.func import functional_call, jacrev, jvp, vmap
 
 from torch.nn.utils.stateless import _reparametrize_module
 
-from ._jacobian import (BatchedReverseJacobian, HardConstrained, PointwiseJacobian, Sin,
-                        SlowJacobianWarning, TaylorMLP)
+from ._jacobian import (BatchedReverseJacobian, HardConstrained, PeriodicInput,
+                        PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP)
 
 __all__ = ["CausalWeights", "Condition", "Fixed", "HardConstrained", "InterpolationWarning",
-           "Pointwise", "Problem", "ResidualAdaptive", "ResidualBasedAttention", "Sin",
-           "SlowJacobianWarning", "Uniform"]
+           "PeriodicInput", "Pointwise", "Problem", "ResidualAdaptive", "ResidualBasedAttention",
+           "Sin", "SlowJacobianWarning", "Uniform"]
 
 
 class InterpolationWarning(UserWarning):
