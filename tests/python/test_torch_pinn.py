@@ -12,7 +12,7 @@ import math
 import warnings
 
 import pytest
-from torch_support import lt, reference_jacobian, torch
+from torch_support import flat_parameters, lt, reference_jacobian, torch
 
 from lmtrain.torch import pinn
 
@@ -219,6 +219,80 @@ def test_periodic_input_is_periodic_with_its_derivatives_and_on_the_taylor_route
             pinn.PeriodicInput(*arguments)
     with pytest.raises(ValueError, match=r"shape \(50, 2\); expected \(points, 3\)"):
         embed(p[:, :2])
+
+
+class _WithCoefficient(torch.nn.Module):
+    """An inverse problem's model: a network and an unknown coefficient k of the PDE, which
+    only the residual reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(33)
+        self.network = torch.nn.Sequential(torch.nn.Linear(1, 10), torch.nn.Tanh(),
+                                           torch.nn.Linear(10, 1)).double()
+        self.k = torch.nn.Parameter(torch.tensor(1.0, dtype=torch.float64))
+
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        return self.network(p)
+
+
+def test_a_coefficient_read_by_the_residual_has_its_column_and_is_found() -> None:
+    # u'' + k²u = 0 with data u = sin 2x: k = 2.  Before the fix the residual's model.k was
+    # outside the differentiated parameters: its column of J was 0 and k stayed at 1.
+    model = _WithCoefficient()
+    problem = pinn.Problem("x", [
+        pinn.Condition("pde", lambda u, u_xx: u_xx + model.k ** 2 * u,
+                       pinn.Uniform(60, x=(0, 1), method="sobol")),
+        pinn.Condition("data", lambda x, u: u - torch.sin(2 * x), pinn.Uniform(20, x=(0, 1)))])
+    x = problem.points
+    names = [name for name, _ in model.named_parameters()]
+    shapes = [p.shape for p in model.parameters()]
+
+    def reference(flat: torch.Tensor) -> torch.Tensor:  # k taken from θ explicitly
+        params, offset = {}, 0
+        for name, shape in zip(names, shapes):
+            size = math.prod(shape)
+            params[name] = flat[offset:offset + size].reshape(shape)
+            offset += size
+        p = x.clone().requires_grad_(True)
+        u = torch.func.functional_call(model, params, (p,))[:, 0]
+        u_x = torch.autograd.grad(u.sum(), p, create_graph=True)[0][:, 0]
+        u_xx = torch.autograd.grad(u_x.sum(), p, create_graph=True)[0][:, 0]
+        return torch.cat([(u_xx + params["k"] ** 2 * u)[:60] / math.sqrt(60),
+                          (u - torch.sin(2 * p[:, 0]))[60:] / math.sqrt(20)])
+
+    expected = torch.autograd.functional.jacobian(reference, flat_parameters(model).clone())
+    j = problem.jacobian_slice(model, _params(model), x, None, 0, 80)
+    assert problem.jacobian_path == "pinn pointwise jacrev"  # not the Taylor route: k is beside
+    assert names[0] == "k" and expected[:60, 0].abs().max() > 0.01  # k's column: 2k·u/√N
+    torch.testing.assert_close(j, expected, rtol=0, atol=1e-10)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(25):
+        if step > 0:
+            problem.resample(step)
+        optimizer.step(problem.points)
+    # Measured: k = 1.99991 after 25 steps (one thread); k stays at 1.0 without its column.
+    assert abs(model.k.item() - 2.0) < 1e-3, model.k.item()
+
+
+def test_the_taylor_route_leaves_a_model_with_parameters_beside_its_layers() -> None:
+    network = _network(2, 1, seed=34)
+    assert pinn.TaylorMLP.supports(network)
+    network.scale = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64))
+    assert not pinn.TaylorMLP.supports(network)
+    problem = pinn.Problem("tx", [pinn.Condition(
+        "pde", lambda u, u_t, u_xx: u_t - network.scale * u_xx,
+        pinn.Uniform(30, t=(0, 1), x=(-1, 1)))])
+    j = problem.jacobian_slice(network, _params(network), problem.points, None, 0, 30)
+    assert problem.jacobian_path == "pinn pointwise jacrev"
+    params = _params(network)
+    column = sum(params[name].numel() for name in list(params)[:list(params).index("scale")])
+    assert j[:, column].abs().max() > 0.01  # the scale's column, −u_xx/√N
+    p = problem.points.clone().requires_grad_(True)
+    u = network(p)[:, 0]
+    u_xx = torch.autograd.grad(torch.autograd.grad(u.sum(), p, create_graph=True)[0][:, 1].sum(),
+                               p)[0][:, 1]
+    torch.testing.assert_close(j[:, column], -u_xx.detach() / math.sqrt(30), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("embedded", [True, False])

@@ -383,9 +383,14 @@ class TaylorMLP:
             if list(modules[0].parameters()):  # constants (buffers) are part of the map
                 return False
             modules = modules[1:]
-        return bool(modules) and isinstance(modules[0], torch.nn.Linear) and all(
-            isinstance(m, (torch.nn.Linear, Sin)) or type(m).__name__ in TAYLOR_ACTIVATIONS and
-            type(m).__module__.startswith("torch.nn") for m in modules)
+        if not (modules and isinstance(modules[0], torch.nn.Linear) and all(
+                isinstance(m, (torch.nn.Linear, Sin)) or type(m).__name__ in TAYLOR_ACTIVATIONS
+                and type(m).__module__.startswith("torch.nn") for m in modules)):
+            return False
+        # Every parameter one of its Linear layers': a parameter registered beside them (an
+        # inverse problem's coefficient, read by a residual) has no column on this route.
+        layers = sum(p.numel() for m in modules for p in m.parameters())
+        return layers == sum(p.numel() for p in model.parameters())
 
     def _inputs(self, points: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """z₀ (P × w), ż₀ (P × A × w), z̈₀ (P × S × w), z⃛₀ (P × T × w) of the points, through

@@ -86,7 +86,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch.func import functional_call, jacrev, jvp, vmap
+from torch.func import jacrev, jvp, vmap
 
 from torch.nn.utils.stateless import _reparametrize_module
 
@@ -923,9 +923,11 @@ class Problem:
     def _engine(self, index: int, model: torch.nn.Module, names: Sequence[str], n: int,
                 mode: str) -> PointwiseJacobian:
         def point_residual(params: dict[str, torch.Tensor], point: torch.Tensor) -> torch.Tensor:
-            def u(q: torch.Tensor) -> torch.Tensor:
-                return functional_call(model, params, (q.unsqueeze(0),)).reshape(-1)
-            return self._point_residual(index, u, point)
+            # The whole residual under the differentiated parameters, not only the model's
+            # call: a residual that reads a parameter of the model (an inverse problem's unknown
+            # coefficient, `model.k`) then has its column of J too.
+            with _reparametrize_module(model, params):
+                return self._point_residual(index, self._of_module(model), point)
 
         k = self.rows_per_point[index] if self.rows_per_point else 1
         itemsize = torch.finfo(self.dtype).bits // 8
