@@ -80,24 +80,10 @@ def txu_error(reference: tuple[Any, Any, Any],
 def schedule_points(problem: pinn.Problem, name: str, points: int, points_max: int,
                     grow_every: int, adaptive: tuple[int, float, float] | None) -> None:
     """Condition `name`'s draws: by the residual (adapt), doubled every `grow_every` steps from
-    `points` up to `points_max` (grow_points; not when points_max ≤ points)."""
+    `points` up to `points_max` (Problem.grow; not when points_max ≤ points)."""
     adapt(problem, name, adaptive)
     if points_max > points:
-        grow_points(problem, name, points, points_max, grow_every)
-
-
-def grow_points(problem: pinn.Problem, name: str, start: int, most: int,
-                every: int) -> None:
-    """Doubles condition `name`'s points every `every` steps from `start` up to `most`, at the
-    problem's resample: LM's step fits each draw almost exactly, so the draw's sampling error is
-    the floor of the fit, and the finer the fit the more points it needs."""
-    draw = problem.resample
-
-    def resample(step: int, model: torch.nn.Module | None = None) -> torch.Tensor:
-        problem.set_count(name, min(most, start * 2 ** (step // every)))
-        return draw(step, model)
-
-    problem.resample = resample
+        problem.grow(name, points_max, grow_every, start=points)
 
 
 def adapt(problem: pinn.Problem, name: str,

@@ -53,7 +53,7 @@ def build(seed: int, points: int, points_max: int, grow_every: int, width: int, 
                          points, seed, boundary_weight, random_points, -1.0, 1.0, rba, device)
     common.adapt(pde, "pde", adaptive)  # (pool, k, c): pinn.ResidualAdaptive on fresh points
     if random_points and points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
+        pde.grow("pde", points_max, grow_every, start=points)
     return pde, common.mlp([2] + [width] * depth + [1], seed).to(device), error
 
 

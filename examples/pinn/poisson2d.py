@@ -103,7 +103,7 @@ def build(seed: int, points: int, points_max: int, grow_every: int, width: int, 
     pde = square_problem(lambda x, y, u_xx, u_yy: -(u_xx + u_yy) - _source(x, y), points, seed,
                          boundary_weight, random_points, 0.0, 1.0, rba, device)
     if random_points and points_max > points:
-        common.grow_points(pde, "pde", points, points_max, grow_every)
+        pde.grow("pde", points_max, grow_every, start=points)
     return pde, common.mlp([2] + [width] * depth + [1], seed).to(device), error
 
 

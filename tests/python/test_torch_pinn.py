@@ -696,6 +696,34 @@ def test_a_count_changed_before_the_next_draw() -> None:
     torch.testing.assert_close(b(model, b.points), a(model, a.points), rtol=0, atol=0)
 
 
+def test_a_growing_count_follows_the_step_and_is_part_of_the_state() -> None:
+    a = _burgers_problem(seed=4)
+    a.grow("pde", 100, every=2)
+    counts = {step: a.resample(step).shape[0] - 16 for step in (1, 2, 3, 5, 4, 0)}
+    assert counts == {1: 40, 2: 80, 3: 80, 5: 100, 4: 100, 0: 40}  # min(100, 40·2^(step // 2))
+    assert a.counts == [40, 9, 7] == a.drawn_counts
+    b = _burgers_problem(seed=4)
+    b.grow("pde", 1000, every=5, start=25)
+    assert b.resample(12).shape[0] - 16 == 100
+    a.resample(6)
+    c = _burgers_problem(seed=4)
+    with pytest.raises(ValueError, match=r"grows \{'pde': \[40, 100, 2\]\}, this problem \{\}"):
+        c.load_state_dict(a.state_dict())
+    c.grow("pde", 100, every=2)
+    c.load_state_dict(a.state_dict())
+    torch.testing.assert_close(c.resample(9), a.resample(9), rtol=0, atol=0)
+    for arguments, message in ((("pde", 30, 2), r"at least the start, 100"),  # its count now
+                               (("pde", 100, 0), r"every=0"),
+                               (("pde", 100, 2, 0), r"start=0"),
+                               (("wave", 100, 2), r"no condition 'wave'")):
+        with pytest.raises(ValueError, match=message):
+            c.grow(*arguments)
+    fixed = pinn.Problem("x", [pinn.Condition("pde", lambda u: u, pinn.Fixed(
+        torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]))])
+    with pytest.raises(ValueError, match="Fixed points"):
+        fixed.grow("pde", 10, 1)
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

@@ -580,10 +580,8 @@ class Problem:
         self.symbols = [_Symbols(c, self.coordinates, self.outputs) for c in conditions]
         self.seed, self.dtype, self.jacobian = int(seed), dtype, jacobian
         self.chunk_bytes = int(chunk_bytes)
-        self.counts = [c.points.count for c in conditions]
-        self.point_offsets = [0]
-        for count in self.counts:
-            self.point_offsets.append(self.point_offsets[-1] + count)
+        self._set_counts([c.points.count for c in conditions])
+        self.growth: dict[int, tuple[int, int, int]] = {}  # grow(): (start, most, every)
         self.rows_per_point: list[int] | None = None  # k of each condition, known once evaluated
         self.jacobian_choice: dict[str, Any] = {}
         self.points = self.sample(0)
@@ -640,6 +638,11 @@ class Problem:
         if adaptive and model is None:
             raise ValueError(f"the conditions {adaptive} draw their points by the residual "
                              "(ResidualAdaptive): pass the model, problem.resample(step, model)")
+        if self.growth:
+            counts = list(self.counts)
+            for index, (start, most, every) in self.growth.items():
+                counts[index] = min(most, start * 2 ** (int(step) // every))
+            self._set_counts(counts)
         self.points = self.sample(int(step), model=model)
         self.step_drawn = int(step)
         self.drawn_counts = list(self.counts)
@@ -649,18 +652,48 @@ class Problem:
         """Draws `count` points for condition `name` from the next ``resample`` on (more points
         per parameter as the fit gets finer: a draw's sampling error must stay below it).
         Between steps only, followed by ``resample`` (``points`` keeps the old layout until
-        then); not for ``Fixed`` points."""
+        then); not for ``Fixed`` points.  A condition that ``grow``s takes its schedule's count
+        at every resample instead."""
+        index = self._drawn_condition(name)
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"count = {count!r}: expected a positive integer")
+        counts = list(self.counts)
+        counts[index] = count
+        self._set_counts(counts)
+
+    def grow(self, name: str, most: int, every: int, start: int | None = None) -> None:
+        """Doubles condition `name`'s count every `every` steps, from `start` (its count now by
+        default) up to `most`: ``resample(step)`` draws min(most, start·2^(step // every))
+        points (the recipe's
+        "more points as the fit gets finer"; docs/pinn.md).  The count follows from the step, so
+        a resumed run draws what the uninterrupted one would; the schedule is part of the
+        problem's state (``load_state_dict`` refuses another)."""
+        index = self._drawn_condition(name)
+        start = self.counts[index] if start is None else start
+        if not isinstance(start, int) or start < 1:
+            raise ValueError(f"grow({name!r}, start={start!r}): expected a positive integer")
+        if not isinstance(most, int) or most < start:
+            raise ValueError(f"grow({name!r}, most={most!r}): expected an integer of at least "
+                             f"the start, {start}")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"grow({name!r}, every={every!r}): expected a positive integer "
+                             "(steps between doublings)")
+        self.growth[index] = (start, most, every)
+
+    def _drawn_condition(self, name: str) -> int:
+        """The index of condition `name`, whose points are drawn (not Fixed)."""
         names = [c.name for c in self.conditions]
         if name not in names:
             raise ValueError(f"no condition {name!r}; the conditions are {names}")
         index = names.index(name)
         if isinstance(self.conditions[index].points, Fixed):
             raise ValueError(f"condition {name!r} has Fixed points; their count is theirs")
-        if not isinstance(count, int) or count < 1:
-            raise ValueError(f"count = {count!r}: expected a positive integer")
-        self.counts[index] = count
+        return index
+
+    def _set_counts(self, counts: list[int]) -> None:
+        self.counts = counts
         self.point_offsets = [0]
-        for c in self.counts:
+        for c in counts:
             self.point_offsets.append(self.point_offsets[-1] + c)
 
     def heldout(self, seed: int = 0) -> torch.Tensor:
@@ -681,6 +714,7 @@ class Problem:
         return {"coordinates": self.coordinates, "conditions": [c.name for c in self.conditions],
                 "seed": self.seed, "counts": list(self.counts),
                 "drawn_counts": list(self.drawn_counts),
+                "growth": {self.conditions[i].name: list(g) for i, g in self.growth.items()},
                 "points": self.points.detach().cpu().clone(), "step_drawn": self.step_drawn,
                 "jacobian_choice": dict(self.jacobian_choice),
                 "rows_per_point": None if self.rows_per_point is None else
@@ -709,6 +743,12 @@ class Problem:
             raise ValueError(f"Problem state: points of shape {tuple(points.shape)} and counts "
                              f"{drawn}; expected one count per condition ({len(names)}) and "
                              f"(sum of counts, {len(self.coordinates)}) points")
+        growth = {self.conditions[i].name: list(g) for i, g in self.growth.items()}
+        if "growth" in state and {k: [int(v) for v in g] for k, g in state["growth"].items()} \
+                != growth:
+            raise ValueError(f"Problem state: grows {state['growth']!r}, this problem "
+                             f"{growth!r} (grow(name, most, every)); load it into a problem "
+                             "built the same way")
         unknown = set(state.get("point_weights") or {}) - set(names)
         if unknown:
             raise ValueError(f"Problem state: point weights of unknown conditions "
@@ -719,10 +759,7 @@ class Problem:
                 raise ValueError(f"Problem state: condition {name!r} has point weights' state "
                                  "but its point_weights cannot load it")
             weights.load_state_dict(weights_state)
-        self.counts = counts
-        self.point_offsets = [0]
-        for count in counts:
-            self.point_offsets.append(self.point_offsets[-1] + count)
+        self._set_counts(counts)
         self.points = points.to(dtype=self.dtype, device=self.device)
         self.drawn_counts = drawn
         self.step_drawn = int(state["step_drawn"])
