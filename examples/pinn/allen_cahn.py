@@ -29,18 +29,11 @@ from lmtrain.torch import pinn
 D, C = references.ALLEN_CAHN_DIFFUSION, references.ALLEN_CAHN_REACTION
 
 
-class MarchingUniform(pinn.Uniform):
-    """Uniform (Sobol) points on t ∈ [0, horizon] × x ∈ [−1, 1], the horizon set between
-    steps."""
-
-    def __init__(self, count: int, horizon: float) -> None:
-        super().__init__(count, t=(0, 1), x=(-1, 1), method="sobol")
-        self.horizon = horizon
-
-    def draw(self, coordinates, generator_seed, dtype, count=None):
-        points = super().draw(coordinates, generator_seed, dtype, count)
-        points[:, 0] *= self.horizon
-        return points
+def marching(points: int, horizon: tuple[float, int]) -> pinn.Marching:
+    """Sobol points on t ∈ [0, h] × x ∈ [−1, 1], h from horizon[0] at step 0 to 1 at step
+    horizon[1] (time marching)."""
+    return pinn.Marching(pinn.Uniform(points, t=(0, 1), x=(-1, 1), method="sobol"), "t",
+                         start=horizon[0], steps=horizon[1])
 
 
 # The recipe (docs/pinn.md): fresh Sobol points every step, 4 000 doubled every 100 steps up to
@@ -67,12 +60,12 @@ def initial_value(x: torch.Tensor) -> torch.Tensor:
     return x ** 2 * torch.cos(math.pi * x)
 
 
-def problem(points: int, seed: int, initial_weight: float, horizon: float,
+def problem(points: int, seed: int, initial_weight: float, horizon: tuple[float, int],
             causal: pinn.CausalWeights | None, initial_points: int = 0,
             device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_xx: u_t - D * u_xx + C * u ** 3 - C * u,
-                       MarchingUniform(points, horizon), point_weights=causal),
+                       marching(points, horizon), point_weights=causal),
         pinn.Condition("initial", lambda x, u: u - initial_value(x),
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),
@@ -91,8 +84,9 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
                    ) -> tuple[pinn.Problem, torch.nn.Module, object]:
     """build() of a PDE periodic in x trained by time marching (Allen–Cahn, KdV): the error on
     the reference's (t, x, u) grid, the periodic-input MLP, `make_problem`'s problem with its
-    first condition's horizon grown before each draw, and its interior points grown (and drawn
-    by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on `device`.
+    first condition's points marching in time (pinn.Marching), and its interior points grown
+    (and drawn by the residual: adaptive = (pool, k, c), pinn.ResidualAdaptive); all on
+    `device`.
     `hard_initial`: u = u₀(x) + t·N(t, x) (pinn.HardConstrained; u₀ = `initial_value` of the
     (P × 1) x column), the initial condition exact and dropped from the problem."""
     error = common.txu_error(reference, device)
@@ -104,23 +98,13 @@ def marching_build(reference: tuple[np.ndarray, np.ndarray, np.ndarray],
     # The causal weights are updated before every step from the residuals at the step's
     # points (common.train_lm calls problem.update_weights).
     causal = pinn.CausalWeights(causal_epsilon, causal_slabs) if causal_epsilon > 0 else None
-    pde = make_problem(points, seed, initial_weight, horizon_start, causal, initial_points,
-                       device)
+    pde = make_problem(points, seed, initial_weight, (horizon_start, horizon_steps), causal,
+                       initial_points, device)
     if hard_initial:  # the same conditions but the initial one
         # Draws are seeded by a condition's index: the initial condition is the last, so the
         # others keep theirs and draw the points they would with it.
         assert pde.conditions[-1].name == "initial"
         pde = pinn.Problem("tx", pde.conditions[:-1], seed=seed, device=device)
-    sampler = pde.conditions[0].points
-    draw = pde.resample
-
-    def resample(step: int, model: torch.nn.Module | None = None) -> torch.Tensor:
-        # The horizon grows before the draw (time marching).
-        sampler.horizon = min(1.0, horizon_start + (1 - horizon_start) * step /
-                              max(horizon_steps, 1))
-        return draw(step, model)
-
-    pde.resample = resample
     common.schedule_points(pde, "pde", points, points_max, grow_every, adaptive)
     return pde, model, error
 

@@ -26,7 +26,7 @@ import torch
 
 import common
 import references
-from allen_cahn import MarchingUniform, initial_count, marching_build
+from allen_cahn import initial_count, marching, marching_build
 from lmtrain.torch import pinn
 
 L1, L2 = references.KDV_LAMBDA1, references.KDV_LAMBDA2
@@ -46,12 +46,12 @@ def initial_value(x: torch.Tensor) -> torch.Tensor:
     return torch.cos(math.pi * x)
 
 
-def problem(points: int, seed: int, initial_weight: float, horizon: float,
+def problem(points: int, seed: int, initial_weight: float, horizon: tuple[float, int],
             causal: pinn.CausalWeights | None = None, initial_points: int = 0,
             device: str = "cpu") -> pinn.Problem:
     return pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xxx: u_t + L1 * u * u_x + L2 * u_xxx,
-                       MarchingUniform(points, horizon), point_weights=causal),
+                       marching(points, horizon), point_weights=causal),
         pinn.Condition("initial", lambda x, u: u - initial_value(x),
                        pinn.Uniform(initial_count(points, initial_points), t=0, x=(-1, 1),
                                     method="sobol"),

@@ -724,6 +724,42 @@ def test_a_growing_count_follows_the_step_and_is_part_of_the_state() -> None:
         fixed.grow("pde", 10, 1)
 
 
+def test_marching_points_cover_a_growing_time_interval() -> None:
+    base = pinn.Uniform(64, t=(0.5, 2.5), x=(-1, 1), method="sobol")
+    marching = pinn.Marching(base, "t", start=0.25, steps=6)
+    problem = pinn.Problem("tx", [pinn.Condition("pde", lambda u, u_t: u_t, marching)], seed=2)
+    for step, fraction in ((0, 0.25), (2, 0.5), (4, 0.75), (6, 1.0), (9, 1.0), (3, 0.625)):
+        points = problem.resample(step)
+        plain = base.draw("tx", pinn._seed(2, 0, step, 0), torch.float64)
+        torch.testing.assert_close(points[:, 1], plain[:, 1], rtol=0, atol=0)
+        torch.testing.assert_close(points[:, 0], 0.5 + (plain[:, 0] - 0.5) * fraction,
+                                   rtol=0, atol=0)
+        assert float(points[:, 0].max()) <= 0.5 + 2.0 * fraction
+    # The held-out points follow the step drawn last; a loaded state restores it.
+    heldout = problem.heldout()
+    assert float(heldout[:, 0].max()) <= 0.5 + 2.0 * 0.625 < float(base.draw(
+        "tx", 1, torch.float64)[:, 0].max())
+    fresh = pinn.Problem("tx", [pinn.Condition("pde", lambda u, u_t: u_t, pinn.Marching(
+        pinn.Uniform(64, t=(0.5, 2.5), x=(-1, 1), method="sobol"), "t", start=0.25,
+        steps=6))], seed=2)
+    fresh.load_state_dict(problem.state_dict())
+    torch.testing.assert_close(fresh.heldout(), heldout, rtol=0, atol=0)
+    # Inside a residual-adaptive draw the step reaches the base too.
+    inner = pinn.Marching(pinn.Uniform(32, t=(0, 1), x=(-1, 1)), start=0.1, steps=10)
+    adaptive = pinn.Problem("tx", [pinn.Condition("pde", lambda u, u_t: u_t,
+                                                  pinn.ResidualAdaptive(inner, pool=2))])
+    assert float(adaptive.resample(5, _network(2, 1, 0))[:, 0].max()) <= 0.55
+    for arguments, keywords, message in (
+            ((pinn.Fixed(torch.zeros(3, 2)),), {}, "draws fresh points"),
+            ((pinn.Uniform(8, t=0, x=(0, 1)),), {}, r"no interval of 't'.*interval="),
+            ((base,), {"start": 0.0}, r"start=0.0"),
+            ((base,), {"steps": -1}, r"steps=-1")):
+        with pytest.raises(ValueError, match=message):
+            pinn.Marching(*arguments, **keywords)
+    with pytest.raises(ValueError, match=r"Marching\('y'\)"):
+        pinn.Marching(base, "y", interval=(0, 1)).draw("tx", 0, torch.float64)
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

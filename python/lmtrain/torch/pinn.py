@@ -94,8 +94,8 @@ from ._jacobian import (BatchedReverseJacobian, HardConstrained, PeriodicInput,
                         PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP)
 
 __all__ = ["CausalWeights", "Condition", "Fixed", "HardConstrained", "InterpolationWarning",
-           "PeriodicInput", "Pointwise", "Problem", "ResidualAdaptive", "ResidualBasedAttention",
-           "Sin", "SlowJacobianWarning", "Uniform"]
+           "Marching", "PeriodicInput", "Pointwise", "Problem", "ResidualAdaptive",
+           "ResidualBasedAttention", "Sin", "SlowJacobianWarning", "Uniform"]
 
 
 class InterpolationWarning(UserWarning):
@@ -166,6 +166,55 @@ class Uniform:
         return torch.stack(columns, dim=1).to(dtype)
 
 
+class Marching:
+    """Time marching: ``base``'s points with one coordinate's interval (low, high) cut to
+    (low, low + h·(high − low)), the fraction h growing linearly from ``start`` at step 0 to 1
+    at step ``steps`` (``Problem.resample(step)`` tells it the step; the held-out points follow
+    the last step's h).  The network learns the early times first, as the solution's causality
+    asks (Allen–Cahn's and KdV's examples: h from 0.1 to 1 in 200 steps; Wight & Zhao, arXiv
+    2007.04542).  ``interval`` defaults to ``base``'s (a ``Uniform``'s interval of
+    ``coordinate``)."""
+
+    def __init__(self, base: Any, coordinate: str = "t", *, start: float = 0.1,
+                 steps: int = 200, interval: tuple[float, float] | None = None) -> None:
+        if not callable(getattr(base, "draw", None)) or isinstance(base, Fixed):
+            raise ValueError("Marching(base, …): base must be a sampler that draws fresh "
+                             "points, such as Uniform(count, …)")
+        if interval is None:
+            spec = getattr(base, "coordinates", {}).get(coordinate)
+            if not (isinstance(spec, tuple) and len(spec) == 2):
+                raise ValueError(f"Marching: base has no interval of {coordinate!r} (a Uniform "
+                                 f"with {coordinate}=(low, high)); give interval=(low, high)")
+            interval = spec
+        if not (isinstance(start, (int, float)) and 0 < start <= 1):
+            raise ValueError(f"Marching(start={start!r}): expected a fraction in (0, 1]")
+        if not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"Marching(steps={steps!r}): expected a non-negative integer")
+        self.base, self.coordinate, self.start, self.steps = base, coordinate, start, steps
+        self.low, self.high = float(interval[0]), float(interval[1])
+        self.fraction = float(start)
+
+    @property
+    def count(self) -> int | None:
+        return self.base.count
+
+    def at_step(self, step: int) -> None:
+        """Sets h for the draws of `step` (Problem calls it before each draw)."""
+        self.fraction = min(1.0, self.start + (1 - self.start) * step / max(self.steps, 1))
+        if callable(getattr(self.base, "at_step", None)):
+            self.base.at_step(step)
+
+    def draw(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
+             count: int | None = None) -> torch.Tensor:
+        if self.coordinate not in coordinates:
+            raise ValueError(f"Marching({self.coordinate!r}): the problem's coordinates are "
+                             f"{tuple(coordinates)}")
+        points = self.base.draw(coordinates, generator_seed, dtype, count)
+        i = coordinates.index(self.coordinate)
+        points[:, i] = self.low + (points[:, i] - self.low) * self.fraction
+        return points
+
+
 class Fixed:
     """The same points at every step (a grid, say): a tensor of shape (count, coordinates).
     ``heldout``: a sampler (``Uniform`` without a count) for the held-out check's fresh points,
@@ -230,6 +279,11 @@ class ResidualAdaptive:
              count: int | None = None) -> torch.Tensor:
         """``base``'s draw (no model involved): the held-out points, the first draw."""
         return self.base.draw(coordinates, generator_seed, dtype, count)
+
+    def at_step(self, step: int) -> None:
+        """Passes the step on to ``base`` (a ``Marching`` one, say)."""
+        if callable(getattr(self.base, "at_step", None)):
+            self.base.at_step(step)
 
     def candidates(self, coordinates: str, generator_seed: int, dtype: torch.dtype,
                    count: int) -> torch.Tensor:
@@ -584,6 +638,7 @@ class Problem:
         self.growth: dict[int, tuple[int, int, int]] = {}  # grow(): (start, most, every)
         self.rows_per_point: list[int] | None = None  # k of each condition, known once evaluated
         self.jacobian_choice: dict[str, Any] = {}
+        self._at_step(0)
         self.points = self.sample(0)
         self.step_drawn = 0
         self.drawn_counts = list(self.counts)  # the layout of `points` (set_count: the next's)
@@ -643,10 +698,17 @@ class Problem:
             for index, (start, most, every) in self.growth.items():
                 counts[index] = min(most, start * 2 ** (int(step) // every))
             self._set_counts(counts)
+        self._at_step(int(step))
         self.points = self.sample(int(step), model=model)
         self.step_drawn = int(step)
         self.drawn_counts = list(self.counts)
         return self.points
+
+    def _at_step(self, step: int) -> None:
+        """Tells the samplers that depend on the step (``Marching``) which one is drawn."""
+        for condition in self.conditions:
+            if callable(getattr(condition.points, "at_step", None)):
+                condition.points.at_step(step)
 
     def set_count(self, name: str, count: int) -> None:
         """Draws `count` points for condition `name` from the next ``resample`` on (more points
@@ -763,6 +825,7 @@ class Problem:
         self.points = points.to(dtype=self.dtype, device=self.device)
         self.drawn_counts = drawn
         self.step_drawn = int(state["step_drawn"])
+        self._at_step(self.step_drawn)  # a Marching sampler's interval of that step
         self.jacobian_choice = dict(state.get("jacobian_choice") or {})
         rows = state.get("rows_per_point")
         self.rows_per_point = None if rows is None else [int(k) for k in rows]
