@@ -1,19 +1,20 @@
 """docs/pinn.md's programs run as written: every ```python block of the page that starts with an
-`import` is a whole program (the others are fragments of one).  The first, Burgers, runs 3 of
-its 500 steps; "A complete program" runs in full and its error against the closed form is
-asserted."""
+`import` is a whole program (the others are fragments of one).  The first, Burgers' recipe, runs
+3 of its 550 steps and must take the steps examples/pinn/burgers.py takes; "A complete program"
+runs in full and its error against the closed form is asserted."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import re
+import sys
 from pathlib import Path
 
-import pytest
-from torch_support import torch  # noqa: F401  (skips or fails without torch, as the others)
+from torch_support import lt, torch
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "pinn.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "pinn.md"
 
 
 def _programs() -> list[str]:
@@ -21,30 +22,48 @@ def _programs() -> list[str]:
     return [b for b in blocks if b.startswith("import ")]
 
 
-def _run(source: str) -> str:
-    out = io.StringIO()
+def _run(source: str) -> tuple[str, dict]:
+    out, namespace = io.StringIO(), {"__name__": "docs_pinn"}
     with contextlib.redirect_stdout(out):
-        exec(compile(source, str(PAGE), "exec"), {"__name__": "docs_pinn"})  # noqa: S102
-    return out.getvalue()
+        exec(compile(source, str(PAGE), "exec"), namespace)  # noqa: S102
+    return out.getvalue(), namespace
 
 
 def test_the_page_has_its_programs() -> None:
     programs = _programs()
     assert len(programs) == 2, [p.splitlines()[:3] for p in programs]
-    assert "range(500)" in programs[0] and "relative L2 error" in programs[1]
+    assert "range(550)" in programs[0] and "relative L2 error" in programs[1]
 
 
-def test_the_first_program_steps() -> None:
-    printed = _run(_programs()[0].replace("range(500)", "range(3)")).splitlines()
-    assert len(printed) == 3
-    for line in printed:  # each step's block losses, every condition finite
+def test_the_first_program_is_burgers_recipe_to_the_bit() -> None:
+    printed, namespace = _run(_programs()[0].replace("range(550)", "range(3)"))
+    for line in printed.splitlines():  # each step's block losses, every condition finite
         losses = eval(line, {"__builtins__": {}})  # noqa: S307  (a dict of floats)
         assert set(losses) == {"pde", "initial", "boundary"}
         assert all(0 <= v < 10 for v in losses.values()), losses
+    assert len(printed.splitlines()) == 3
+    sys.path.insert(0, str(ROOT / "examples" / "pinn"))
+    try:
+        import burgers
+        import common
+    finally:
+        sys.path.remove(str(ROOT / "examples" / "pinn"))
+    build_arguments, _ = common.split_recipe(burgers, {})
+    problem, model, _ = burgers.build(0, **build_arguments)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(3):
+        if step > 0:
+            problem.resample(step, model)
+        optimizer.step(problem.points)
+    page = dict(namespace["model"].named_parameters())
+    assert [n for n, _ in model.named_parameters()] == list(page)
+    for name, value in model.named_parameters():
+        torch.testing.assert_close(page[name], value, rtol=0, atol=0)
+    torch.testing.assert_close(namespace["problem"].points, problem.points, rtol=0, atol=0)
 
 
 def test_the_complete_program_reaches_its_error() -> None:
-    printed = _run(_programs()[1])
+    printed, _ = _run(_programs()[1])
     error = float(re.search(r"relative L2 error (\S+)", printed).group(1))
     ratios = eval(printed.splitlines()[-1], {"__builtins__": {}})  # noqa: S307
     assert printed.startswith("pinn taylor: StepReport(accepted=")
