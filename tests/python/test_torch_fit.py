@@ -35,11 +35,17 @@ def test_fit_on_a_data_loader_equals_the_same_batches_as_tensors() -> None:
     model_b, _, _ = _problem(1)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=75,
                                          shuffle=False)
-    lt.LevenbergMarquardt(model_a, fast_path=False).fit(loader, epochs=3)
-    lt.LevenbergMarquardt(model_b, fast_path=False).fit((x, y), epochs=3, batch_size=75,
-                                                        shuffle=False)
+    by_loader = lt.LevenbergMarquardt(model_a, fast_path=False)
+    by_loader.fit(loader, epochs=3)
+    by_tensors = lt.LevenbergMarquardt(model_b, fast_path=False)
+    by_tensors.fit((x, y), epochs=3, batch_size=75, shuffle=False)
     torch.testing.assert_close(flat_parameters(model_a), flat_parameters(model_b), rtol=0,
                                atol=1e-12)
+    # The Summary counts samples, not batches (it said 4 samples in batches of 1 before).
+    for summary in (by_loader.summary, by_tensors.summary):
+        assert (summary.training_samples, summary.batch_size, summary.batches_per_epoch) == \
+            (x.shape[0], 75, -(-x.shape[0] // 75))
+        assert f"Training samples                  {x.shape[0]}\n" in summary.full_report()
 
 
 def test_stop_criteria() -> None:

@@ -760,6 +760,41 @@ def test_marching_points_cover_a_growing_time_interval() -> None:
         pinn.Marching(base, "y", interval=(0, 1)).draw("tx", 0, torch.float64)
 
 
+def _drawn_burgers(seed: int) -> tuple[pinn.Problem, torch.nn.Module]:
+    problem = _burgers_problem(seed=seed)
+    problem.conditions[0].points = pinn.ResidualAdaptive(problem.conditions[0].points, pool=3)
+    problem.conditions[0].point_weights = pinn.CausalWeights(1.0, slabs=4)
+    problem.grow("pde", 160, every=2)
+    return problem, _network(2, 1, seed=35)
+
+
+def test_fit_on_draws_takes_the_steps_of_the_loop() -> None:
+    # The examples' loop: resample every 2 steps (adaptive draws, growing), point weights
+    # updated before every step.
+    problem, model = _drawn_burgers(5)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(7):
+        if step > 0 and step % 2 == 0:
+            problem.resample(step, model)
+        problem.update_weights(model)
+        optimizer.step(problem.points)
+    drawn, fitted = _drawn_burgers(5)
+    fitter = lt.LevenbergMarquardt(fitted, residual_fn=drawn)
+    history = fitter.fit(drawn.draws(fitted, every=2), epochs=7)
+    assert [h["epoch"] for h in history] == list(range(1, 8))
+    assert history[-1]["termination"] == "max_epochs" and "pde" in history[-1]["block_losses"]
+    for a, b in zip(model.parameters(), fitted.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert drawn.counts[0] == 160  # the draw after the last epoch (step 7: 40·2³ capped)
+    # The fit run's time budget stops it.
+    timed, net = _drawn_burgers(6)
+    history = lt.LevenbergMarquardt(net, residual_fn=timed).fit(timed.draws(net), epochs=10**6,
+                                                                max_time_seconds=0.3)
+    assert 1 < len(history) < 10**6 and "time" in history[-1]["termination"]
+    with pytest.raises(ValueError, match=r"every=-1"):
+        timed.draws(net, every=-1)
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

@@ -318,6 +318,7 @@ class _TorchTrainingSet:
         self._units_per_sample = 1.0
         # rows → samples where rows are a loader's batches: of the last load and evaluation
         self._loaded = self._evaluated = (0, 0)
+        self._batch_samples: dict[int, int] = {}  # a loader's batch → its samples, last seen
 
     def max_units(self, samples: int) -> int:
         """The units of the first `samples` rows (made the linearization's batch)."""
@@ -331,6 +332,7 @@ class _TorchTrainingSet:
                 xs.append(xb)
                 ys.append(yb)
                 count += batch_size(xb)
+                self._batch_samples[k] = batch_size(xb)
             x = xs[0] if len(xs) == 1 else torch.cat(xs)
             y = ys[0] if len(ys) == 1 or ys[0] is None else torch.cat(ys)
         else:
@@ -372,6 +374,15 @@ class _TorchTrainingSet:
         self._lin.reset_step()
         self._evaluated = (count, samples)
         return total
+
+    def described(self) -> tuple[int, int] | None:
+        """(training samples, samples per batch) for the Summary where the library's rows are a
+        loader's batches (None otherwise): the samples of the batches seen, the first batch's
+        (the last draw's where the points change between epochs, pinn.Problem.draws)."""
+        if not self.batches_are_rows or not self._batch_samples:
+            return None
+        return sum(self._batch_samples.values()), self._batch_samples.get(
+            0, next(iter(self._batch_samples.values())))
 
     def reported(self, objective: float, samples: int) -> float:
         if self.batches_are_rows:  # `samples` counts batches: the samples they held
@@ -910,7 +921,9 @@ class LevenbergMarquardt:
         default), the rows reshuffled every epoch when ``shuffle`` with the library's RNG seeded
         by ``seed``, as ``lmtrain fit`` shuffles — or any sized iterable of (x, y) batches, such
         as a DataLoader, whose batches are the steps in its own order (the fast path takes its
-        batches once, in that order).  It stops at the first of: ``epochs``; the training loss
+        batches once, in that order); an iterable with a method ``epoch_end(epoch)`` has it
+        called after each epoch, before the callbacks (``pinn.Problem.draws``: fresh
+        collocation points for the next epoch).  It stops at the first of: ``epochs``; the training loss
         ≤ ``loss_goal``; ``max_time_seconds``; ``max_validation_failures`` epochs without a
         better validation loss (then the best validation model is restored when
         ``restore_best``); a step's own stop (λ above lambda_max, the gradient, function or
@@ -942,6 +955,9 @@ class LevenbergMarquardt:
             request.resume = str(resume)
         progress = EpochProgress(epochs) if verbose else None
         callbacks = list(callbacks)
+        epoch_end = getattr(data, "epoch_end", None)
+        if callable(epoch_end):  # data that changes between epochs (pinn's Problem.draws)
+            callbacks.insert(0, lambda epoch, *_: epoch_end(epoch))
 
         def on_epoch(record: Any) -> bool:
             if progress is not None:

@@ -83,7 +83,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch.func import jacrev, jvp, vmap
@@ -93,9 +93,9 @@ from torch.nn.utils.stateless import _reparametrize_module
 from ._jacobian import (BatchedReverseJacobian, HardConstrained, PeriodicInput,
                         PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP)
 
-__all__ = ["CausalWeights", "Condition", "Fixed", "HardConstrained", "InterpolationWarning",
-           "Marching", "PeriodicInput", "Pointwise", "Problem", "ResidualAdaptive",
-           "ResidualBasedAttention", "Sin", "SlowJacobianWarning", "Uniform"]
+__all__ = ["CausalWeights", "Condition", "Draws", "Fixed", "HardConstrained",
+           "InterpolationWarning", "Marching", "PeriodicInput", "Pointwise", "Problem",
+           "ResidualAdaptive", "ResidualBasedAttention", "Sin", "SlowJacobianWarning", "Uniform"]
 
 
 class InterpolationWarning(UserWarning):
@@ -758,6 +758,14 @@ class Problem:
         for c in counts:
             self.point_offsets.append(self.point_offsets[-1] + c)
 
+    def draws(self, model: Any, every: int = 1) -> "Draws":
+        """The problem's points as ``LevenbergMarquardt.fit``'s data, a fresh draw every
+        `every` epochs: ``opt.fit(problem.draws(model), epochs=…, max_time_seconds=…)`` trains
+        with the library's fit run (its time budget, history, Summary and report) and takes the
+        steps of the loop ``resample(step, model)`` (when step % every == 0, step > 0),
+        ``update_weights(model)``, ``step(problem.points)``, to the bit (tested)."""
+        return Draws(self, model, every)
+
     def heldout(self, seed: int = 0) -> torch.Tensor:
         """Fresh points in the training layout, never drawn for training (their own stream);
         a Fixed condition without a heldout sampler repeats its points."""
@@ -1189,6 +1197,31 @@ class Problem:
 
 
 # ---- a whole-batch residual_fn whose rows are pointwise -----------------------------------------
+class Draws:
+    """``Problem.draws(model, every)``: one batch per epoch, the problem's current points;
+    ``epoch_end(epoch)`` (which ``LevenbergMarquardt.fit`` calls after each epoch) draws the
+    next epoch's points and updates the point weights, as the examples' loop does between
+    steps."""
+
+    def __init__(self, problem: Problem, model: Any, every: int = 1) -> None:
+        if not isinstance(every, int) or every < 0:
+            raise ValueError(f"draws(every={every!r}): expected a non-negative integer (0: the "
+                             "points of now, never redrawn)")
+        self.problem, self.model, self.every = problem, model, every
+        problem.update_weights(model)
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, None]]:
+        yield self.problem.points, None
+
+    def epoch_end(self, epoch: int) -> None:
+        if self.every and epoch % self.every == 0:
+            self.problem.resample(epoch, self.model)
+        self.problem.update_weights(self.model)
+
+
 class Pointwise:
     """A whole-batch ``residual_fn(model, x, y)`` whose rows are pointwise in the rows of x:
     row block i (``rows_per_point`` rows) depends on x[i] (and y[i]) only, so
