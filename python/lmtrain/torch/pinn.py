@@ -209,7 +209,8 @@ class Marching:
         if self.coordinate not in coordinates:
             raise ValueError(f"Marching({self.coordinate!r}): the problem's coordinates are "
                              f"{tuple(coordinates)}")
-        points = self.base.draw(coordinates, generator_seed, dtype, count)
+        # A copy: a sampler may keep the tensor it returns.
+        points = self.base.draw(coordinates, generator_seed, dtype, count).clone()
         i = coordinates.index(self.coordinate)
         points[:, i] = self.low + (points[:, i] - self.low) * self.fraction
         return points
