@@ -923,9 +923,9 @@ class LevenbergMarquardt:
         as a DataLoader, whose batches are the steps in its own order (the fast path takes its
         batches once, in that order); an iterable with a method ``epoch_end(epoch)`` has it
         called after each epoch, before the callbacks (``pinn.Problem.draws``: fresh
-        collocation points for the next epoch).  It stops at the first of: ``epochs``; the training loss
-        ≤ ``loss_goal``; ``max_time_seconds``; ``max_validation_failures`` epochs without a
-        better validation loss (then the best validation model is restored when
+        collocation points for the next epoch).  It stops at the first of: ``epochs``; the
+        training loss ≤ ``loss_goal``; ``max_time_seconds``; ``max_validation_failures`` epochs
+        without a better validation loss (then the best validation model is restored when
         ``restore_best``); a step's own stop (λ above lambda_max, the gradient, function or
         parameter tolerance); or a callback ``cb(epoch, training_loss, validation_loss)``
         returning True.  The record of the last epoch names the reason (the library's
