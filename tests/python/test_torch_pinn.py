@@ -795,6 +795,45 @@ def test_fit_on_draws_takes_the_steps_of_the_loop() -> None:
         timed.draws(net, every=-1)
 
 
+def test_fit_on_draws_resumes_bit_for_bit(tmp_path) -> None:
+    whole, model = _drawn_burgers(7)
+    lt.LevenbergMarquardt(model, residual_fn=whole).fit(whole.draws(model), epochs=6)
+    first, part = _drawn_burgers(7)
+    checkpoint = str(tmp_path / "run.safetensors")
+    lt.LevenbergMarquardt(part, residual_fn=first).fit(first.draws(part), epochs=3,
+                                                       checkpoint=checkpoint)
+    # A fresh problem and model, as in another process: the checkpoint's parameters, the draw
+    # after its epoch 3 (by the residual of that model), then the library's resume.
+    again, resumed = _drawn_burgers(7)
+    optimizer = lt.LevenbergMarquardt(resumed, residual_fn=again)
+    history = optimizer.fit(again.draws(resumed), epochs=6, resume=checkpoint)
+    assert [h["epoch"] for h in history][-3:] == [4, 5, 6]
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Not a checkpoint, or another model's: a clear error, the parameters as they were.
+    before = [p.detach().clone() for p in resumed.parameters()]
+    (tmp_path / "text.safetensors").write_text("no")
+    other = str(tmp_path / "other.safetensors")
+    small_problem, small = _drawn_burgers(8)
+    small = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(),
+                                torch.nn.Linear(3, 1)).double()
+    lt.LevenbergMarquardt(small, residual_fn=small_problem).fit(small_problem.draws(small),
+                                                                epochs=1, checkpoint=other)
+    # The same network, another run (its seed): refused by the library after the parameters
+    # were read, so they are put back.
+    seeded = str(tmp_path / "seeded.safetensors")
+    seeded_problem, seeded_model = _drawn_burgers(9)
+    lt.LevenbergMarquardt(seeded_model, residual_fn=seeded_problem).fit(
+        seeded_problem.draws(seeded_model), epochs=1, checkpoint=seeded, seed=5)
+    for path, message in ((str(tmp_path / "text.safetensors"), "not a checkpoint of fit"),
+                          (other, r"holds 13 parameters, this model 205"),
+                          (seeded, r"seed")):
+        with pytest.raises(ValueError, match=message):
+            optimizer.fit(again.draws(resumed), epochs=9, resume=path)
+        for a, b in zip(before, resumed.parameters()):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:
     # F(x) = x on (0, 1) whatever the network: the density of a draw is known in closed form.
     return pinn.Problem("x", [pinn.Condition(

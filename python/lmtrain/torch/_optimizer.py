@@ -393,6 +393,29 @@ class _TorchTrainingSet:
         return _core.reported_loss(self._lin.loss.kind, objective, samples, self._lin.outputs)
 
 
+def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tensor]:
+    """(epochs done, parameters) of a fit checkpoint (records/checkpoint.h: a safetensors file,
+    its metadata "lmtrain.checkpoint" a JSON with epochs_done, its tensor "params"), read before
+    the library resumes from it; the library checks the file itself as it reads it."""
+    import json
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(length))
+            position = json.loads(header["__metadata__"]["lmtrain.checkpoint"])
+            entry = header["params"]
+            kind = {"F32": torch.float32, "F64": torch.float64}[entry["dtype"]]
+            start, stop = entry["data_offsets"]
+            f.seek(8 + length + start)
+            raw = bytearray(f.read(stop - start))
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as error:
+        raise ValueError(f"resume={path!r}: not a checkpoint of fit() ({type(error).__name__}: "
+                         f"{error}); give a file written by fit(checkpoint=…)") from None
+    return int(position["epochs_done"]), torch.frombuffer(raw, dtype=kind).to(dtype)
+
+
 def _to(t: Any, device: torch.device) -> Any:
     if t is None:
         return None
@@ -955,6 +978,7 @@ class LevenbergMarquardt:
             request.resume = str(resume)
         progress = EpochProgress(epochs) if verbose else None
         callbacks = list(callbacks)
+        restore: torch.Tensor | None = None
         epoch_end = getattr(data, "epoch_end", None)
         if callable(epoch_end):  # data that changes between epochs (pinn's Problem.draws)
             callbacks.insert(0, lambda epoch, *_: epoch_end(epoch))
@@ -970,10 +994,27 @@ class LevenbergMarquardt:
             raise NotImplementedError("fit() runs on one device (or on ranks under torchrun); "
                                       "with devices=[…] call step() on each batch")
         try:
+            if callable(epoch_end) and resume is not None:
+                # The resumed run's first epoch needs the data of after the checkpoint's last
+                # epoch, made with the model of then (a residual-adaptive draw): the
+                # checkpoint's parameters first, then epoch_end, then the library resumes.
+                done, params = _checkpoint_position(str(resume), self.dtype)
+                if params.numel() != self.n:
+                    raise ValueError(f"resume={str(resume)!r}: the checkpoint holds "
+                                     f"{params.numel()} parameters, this model {self.n}")
+                restore = self._theta_now().detach().clone()  # if the library refuses the file
+                with torch.no_grad():
+                    self._theta_now().copy_(params.to(self.device))
+                epoch_end(done)
             if self._native is not None:
                 summary = self._native_fit(data, validation, trainer, request, on_epoch)
             else:
                 summary = self._torch_fit(data, validation, trainer, request, on_epoch)
+        except BaseException:
+            if restore is not None:  # the parameters as they were before the call
+                with torch.no_grad():
+                    self._theta_now().copy_(restore)
+            raise
         finally:
             if progress is not None:
                 progress.close()
