@@ -995,17 +995,7 @@ class LevenbergMarquardt:
                                       "with devices=[…] call step() on each batch")
         try:
             if callable(epoch_end) and resume is not None:
-                # The resumed run's first epoch needs the data of after the checkpoint's last
-                # epoch, made with the model of then (a residual-adaptive draw): the
-                # checkpoint's parameters first, then epoch_end, then the library resumes.
-                done, params = _checkpoint_position(str(resume), self.dtype)
-                if params.numel() != self.n:
-                    raise ValueError(f"resume={str(resume)!r}: the checkpoint holds "
-                                     f"{params.numel()} parameters, this model {self.n}")
-                restore = self._theta_now().detach().clone()  # if the library refuses the file
-                with torch.no_grad():
-                    self._theta_now().copy_(params.to(self.device))
-                epoch_end(done)
+                restore = self._resume_changing_data(str(resume), epoch_end)
             if self._native is not None:
                 summary = self._native_fit(data, validation, trainer, request, on_epoch)
             else:
@@ -1030,6 +1020,22 @@ class LevenbergMarquardt:
         return history
 
     summary: Any = None
+
+    def _resume_changing_data(self, resume: str, epoch_end: Callable[[int], Any]) -> torch.Tensor:
+        """Before the library resumes from `resume`: the resumed run's first epoch needs the
+        data of after the checkpoint's last epoch, made with the model of then (a
+        residual-adaptive draw), so the checkpoint's parameters go into the model and
+        epoch_end(epochs done) runs.  Returns the parameters of before, to put back if the
+        library then refuses the file."""
+        done, params = _checkpoint_position(resume, self.dtype)
+        if params.numel() != self.n:
+            raise ValueError(f"resume={resume!r}: the checkpoint holds {params.numel()} "
+                             f"parameters, this model {self.n}")
+        restore = self._theta_now().detach().clone()
+        with torch.no_grad():
+            self._theta_now().copy_(params.to(self.device))
+        epoch_end(done)
+        return restore
 
     def _describe_model(self) -> str:
         shapes = ", ".join(f"{name} {tuple(p.shape)}" for name, p in zip(self._names,

@@ -797,15 +797,7 @@ class Problem:
         otherwise, before anything changes; a condition's point weights check their own state
         as they load it)."""
         names = [c.name for c in self.conditions]
-        missing = {"coordinates", "conditions", "seed", "counts", "points", "step_drawn"} - \
-            set(state)
-        if missing:
-            raise ValueError(f"Problem state misses {sorted(missing)}")
-        for field, ours in (("coordinates", self.coordinates), ("conditions", names),
-                            ("seed", self.seed)):
-            if state[field] != ours:
-                raise ValueError(f"Problem state: {field} {state[field]!r}, this problem's are "
-                                 f"{ours!r}; load it into a problem built the same way")
+        self._check_built_the_same_way(state, names)
         counts = [int(c) for c in state["counts"]]
         drawn = [int(c) for c in state.get("drawn_counts", counts)]  # points' layout
         points = torch.as_tensor(state["points"])
@@ -814,12 +806,6 @@ class Problem:
             raise ValueError(f"Problem state: points of shape {tuple(points.shape)} and counts "
                              f"{drawn}; expected one count per condition ({len(names)}) and "
                              f"(sum of counts, {len(self.coordinates)}) points")
-        growth = {self.conditions[i].name: list(g) for i, g in self.growth.items()}
-        if "growth" in state and {k: [int(v) for v in g] for k, g in state["growth"].items()} \
-                != growth:
-            raise ValueError(f"Problem state: grows {state['growth']!r}, this problem "
-                             f"{growth!r} (grow(name, most, every)); load it into a problem "
-                             "built the same way")
         unknown = set(state.get("point_weights") or {}) - set(names)
         if unknown:
             raise ValueError(f"Problem state: point weights of unknown conditions "
@@ -838,6 +824,24 @@ class Problem:
         self.jacobian_choice = dict(state.get("jacobian_choice") or {})
         rows = state.get("rows_per_point")
         self.rows_per_point = None if rows is None else [int(k) for k in rows]
+
+    def _check_built_the_same_way(self, state: Mapping[str, Any], names: list[str]) -> None:
+        """A state of this problem's coordinates, conditions, seed and growth schedules."""
+        missing = {"coordinates", "conditions", "seed", "counts", "points", "step_drawn"} - \
+            set(state)
+        if missing:
+            raise ValueError(f"Problem state misses {sorted(missing)}")
+        for field, ours in (("coordinates", self.coordinates), ("conditions", names),
+                            ("seed", self.seed)):
+            if state[field] != ours:
+                raise ValueError(f"Problem state: {field} {state[field]!r}, this problem's are "
+                                 f"{ours!r}; load it into a problem built the same way")
+        growth = {self.conditions[i].name: list(g) for i, g in self.growth.items()}
+        if "growth" in state and {k: [int(v) for v in g] for k, g in state["growth"].items()} \
+                != growth:
+            raise ValueError(f"Problem state: grows {state['growth']!r}, this problem "
+                             f"{growth!r} (grow(name, most, every)); load it into a problem "
+                             "built the same way")
 
     # ---- residuals --------------------------------------------------------------------------
     def _point_residual(self, index: int, u: Callable[[torch.Tensor], torch.Tensor],
