@@ -221,6 +221,39 @@ def test_periodic_input_is_periodic_with_its_derivatives_and_on_the_taylor_route
         embed(p[:, :2])
 
 
+def test_the_input_maps_derivatives_are_kept_per_set_of_points() -> None:
+    from lmtrain.torch._jacobian import uncached
+
+    torch.manual_seed(36)
+    embed = pinn.PeriodicInput("tx", {"x": 2.0}, harmonics=3)
+    model = torch.nn.Sequential(embed, torch.nn.Linear(embed.features, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 1)).double()
+    problem = pinn.Problem("tx", [pinn.Condition(
+        "pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - 0.1 * u_xx,
+        pinn.Uniform(50, t=(0, 1), x=(-1, 1)))], jacobian="taylor")
+    x, params = problem.points.clone(), _params(model)
+    with uncached():
+        r0 = problem(model, x)
+        j0 = problem.jacobian_slice(model, params, x, None, 0, 50)
+    for _ in range(2):  # computed and kept, then found: the same bits as without the cache
+        torch.testing.assert_close(problem(model, x), r0, rtol=0, atol=0)
+        torch.testing.assert_close(problem.jacobian_slice(model, params, x, None, 0, 50), j0,
+                                   rtol=0, atol=0)
+    # New points in the same storage (a fresh draw may reuse it): new derivatives.
+    x.copy_(problem.sample(5))
+    with uncached():
+        expected = problem(model, x)
+    assert not torch.equal(expected, r0)
+    torch.testing.assert_close(problem(model, x), expected, rtol=0, atol=0)
+    # Derivatives with respect to the points go through the map: not from the cache.
+    def gradient() -> torch.Tensor:
+        q = x.clone().requires_grad_(True)
+        return torch.autograd.grad(problem(model, q).square().sum(), q)[0]
+    with uncached():
+        through = gradient()
+    torch.testing.assert_close(gradient(), through, rtol=0, atol=0)
+
+
 class _WithCoefficient(torch.nn.Module):
     """An inverse problem's model: a network and an unknown coefficient k of the PDE, which
     only the residual reads."""

@@ -91,7 +91,7 @@ from torch.func import jacrev, jvp, vmap
 from torch.nn.utils.stateless import _reparametrize_module
 
 from ._jacobian import (BatchedReverseJacobian, HardConstrained, PeriodicInput,
-                        PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP)
+                        PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP, uncached)
 
 __all__ = ["CausalWeights", "Condition", "Draws", "Fixed", "HardConstrained",
            "InterpolationWarning", "Marching", "PeriodicInput", "Pointwise", "Problem",
@@ -674,7 +674,9 @@ class Problem:
         if sampler.pool == 1:  # nothing to choose among: no residual needed
             return pool
         squared = []
-        with torch.no_grad():  # in chunks of `count`: the memory of one evaluation at the points
+        # In chunks of `count`: the memory of one evaluation at the points; candidates are seen
+        # once, so the Taylor route keeps nothing of them.
+        with torch.no_grad(), uncached():
             for start in range(0, pool.shape[0], count):
                 points = pool[start:start + count].to(self.device)
                 rows = self._rows(index, model, points, point_weights=False)
