@@ -303,8 +303,9 @@ def _fmt(v: float | None, kind: str = "e") -> str:
     return f"{v:.2e}" if kind == "e" else f"{v:.0f}" if kind == "0" else f"{v:.1f}"
 
 
-def write_report(results: dict, path: Path, args: argparse.Namespace, started: str,
-                 elapsed: float, loads: list) -> None:
+def _header(results: dict, args: argparse.Namespace, started: str, elapsed: float,
+            loads: list) -> list[str]:
+    """The command, the runs in parts, the device and the machine."""
     lines = [f"# W8 PINNs: lmtrain.torch LM beside Adam → L-BFGS — {started[:10]}", ""]
     peer_flag = " --no-peer" if args.no_peer else ""
     device_flag = f" --device {args.device}" if args.device != "cpu" else ""
@@ -340,11 +341,15 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
     lines.append("* float64 throughout; errors are relative L2 against the references of "
                  "examples/pinn/references.py on their grids; medians over the seeds with the "
                  "min–max in brackets; time to 1e-3 counts training time only.")
-    lines.append("")
-    lines.append("| PDE | budget | tool | relative L2 | time to 1e-3 | steps | ms/step |")
-    lines.append("|---|---|---|---|---|---|---|")
+    return lines + [""]
+
+
+def _results_table(results: dict, budget_scale: float) -> list[str]:
+    """Each tool's median error, time to 1e-3, steps and ms per step; the peer / LM ratio."""
+    lines = ["| PDE | budget | tool | relative L2 | time to 1e-3 | steps | ms/step |",
+             "|---|---|---|---|---|---|---|"]
     for pde, runs in results.items():
-        budget = BUDGETS[base(pde)] * args.budget_scale
+        budget = BUDGETS[base(pde)] * budget_scale
         for tool in ("lm", "peer"):
             rs = runs[tool]
             if not rs:
@@ -363,13 +368,15 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
             ratio = _median([p["error"] for p in runs["peer"]]) / _median(
                 [r["error"] for r in runs["lm"]])
             lines.append(f"| {pde} | | peer / LM error | {ratio:.3g}× | | | |")
-    lines.append("")
-    lines.append("Against issue 39's targets (relative L2, median of 3 seeds, at 30 min of a GPU "
-                 "or 2 h of one CPU core; here the budget above):")
-    lines.append("")
-    lines.append("| PDE | target | best reported | LM median | reached? | seeds at the target | "
-                 "how far (median / target) |")
-    lines.append("|---|---|---|---|---|---|---|")
+    return lines + [""]
+
+
+def _targets_table(results: dict) -> list[str]:
+    """LM's median against issue 39's targets."""
+    lines = ["Against issue 39's targets (relative L2, median of 3 seeds, at 30 min of a GPU "
+             "or 2 h of one CPU core; here the budget above):", "",
+             "| PDE | target | best reported | LM median | reached? | seeds at the target | "
+             "how far (median / target) |", "|---|---|---|---|---|---|---|"]
     for pde, runs in results.items():
         target, errors = TARGETS[base(pde)], [r["error"] for r in runs["lm"]]
         med = _median(errors)
@@ -377,39 +384,51 @@ def write_report(results: dict, path: Path, args: argparse.Namespace, started: s
         lines.append(f"| {pde} | ≤ {target:.0e} | {BEST_REPORTED[base(pde)]} | {_fmt(med)} | "
                      f"{'yes' if med <= target else 'no'} | {hits}/{len(errors)} | "
                      f"{med / target:.3g}× |")
-    lines.append("")
-    lines.append("LM's error against training time (median over the seeds, the last step before "
-                 "each fraction of the budget; \"end\": after the run's last step, the targets "
-                 "table's error), λ after the last step and cond(JᵀJ) at the end (median; "
-                 "4.5e+15 = 2⁵²: JᵀJ singular to float64, its smallest eigenvalue rounding):")
-    lines.append("")
-    lines.append("| PDE | " + " | ".join(f"{f:g} × budget" for f in CURVE) + " | end" +
-                 " | λ at the end | cond(JᵀJ) |")
-    lines.append("|---|" + "---|" * (len(CURVE) + 1) + "---|---|")
+    return lines + [""]
+
+
+def _curve_table(results: dict) -> list[str]:
+    """LM's error at fractions of the budget, λ and cond(JᵀJ) at the end."""
+    lines = ["LM's error against training time (median over the seeds, the last step before "
+             "each fraction of the budget; \"end\": after the run's last step, the targets "
+             "table's error), λ after the last step and cond(JᵀJ) at the end (median; "
+             "4.5e+15 = 2⁵²: JᵀJ singular to float64, its smallest eigenvalue rounding):", "",
+             "| PDE | " + " | ".join(f"{f:g} × budget" for f in CURVE) + " | end" +
+             " | λ at the end | cond(JᵀJ) |",
+             "|---|" + "---|" * (len(CURVE) + 1) + "---|---|"]
     for pde, runs in results.items():
         rs = runs["lm"]
         curve = [_median([r["curve"][i] for r in rs]) for i in range(len(CURVE) + 1)]
         lines.append(f"| {pde} | " + " | ".join(_fmt(c) for c in curve) +
                      f" | {_fmt(_median([r['final_lambda'] for r in rs]))} | "
                      f"{_fmt(_median([r['condition'] for r in rs]))} |")
-    lines.append("")
-    lines.append("LM's time per step by phase (ms, median over the seeds); normal_equations is "
-                 "the library's SYRK and GEMV of each Jacobian slice:")
-    lines.append("")
+    return lines + [""]
+
+
+def _phase_table(results: dict) -> list[str]:
+    """LM's ms per step by phase, the Jacobian beside the SYRK."""
     phases = ("forward", "jacobian", "normal_equations", "factorization", "trial_evaluation",
               "geodesic")
-    lines.append("| PDE | m × n | " + " | ".join(phases) + " | jacobian / SYRK |")
-    lines.append("|---|---|" + "---|" * len(phases) + "---|")
+    lines = ["LM's time per step by phase (ms, median over the seeds); normal_equations is "
+             "the library's SYRK and GEMV of each Jacobian slice:", "",
+             "| PDE | m × n | " + " | ".join(phases) + " | jacobian / SYRK |",
+             "|---|---|" + "---|" * len(phases) + "---|"]
     for pde, runs in results.items():
         rs = runs["lm"]
         med = {p: _median([r["phase_ms"].get(p, 0.0) for r in rs]) for p in phases}
         lines.append(f"| {pde} | {rs[0]['points']}… × {rs[0]['parameters']} | " +
                      " | ".join(f"{med[p]:.0f}" for p in phases) +
                      f" | {med['jacobian'] / max(med['normal_equations'], 1e-9):.2f} |")
-    lines.append("")
-    lines.append("Held-out / training RMS residual at the end of each LM run (≫ 1: the run "
-                 "fits its points, not the PDE):")
-    lines.append("")
+    return lines + [""]
+
+
+def write_report(results: dict, path: Path, args: argparse.Namespace, started: str,
+                 elapsed: float, loads: list) -> None:
+    lines = _header(results, args, started, elapsed, loads)
+    lines += _results_table(results, args.budget_scale)
+    lines += _targets_table(results) + _curve_table(results) + _phase_table(results)
+    lines += ["Held-out / training RMS residual at the end of each LM run (≫ 1: the run "
+              "fits its points, not the PDE):", ""]
     for pde, runs in results.items():
         ratios = "; ".join(", ".join(f"{k} {v:.2f}" for k, v in r["heldout_ratios"].items())
                            for r in runs["lm"])

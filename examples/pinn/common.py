@@ -220,16 +220,8 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     phases: dict[str, float] = {}
     clock, first_below, termination, step = 0.0, None, "", 0
     if resume is not None:
-        state = load_checkpoint(resume, identity)
-        device = next(model.parameters()).device
-        model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
-        problem.load_state_dict(state["problem"])
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        step, clock, first_below = int(state["step"]), float(state["clock"]), \
-            state["first_below"]
-        history = [tuple(h) for h in state["history"]]
-        phases = dict(state["phases"])
+        step, clock, first_below, history, phases = _restore(
+            load_checkpoint(resume, identity), model, problem, optimizer)
     resumed_at, e = step, error(model)
     started, saved = clock, clock
     paused = False
@@ -242,10 +234,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
                             first_below, history, phases)
             saved = clock
         start = time.perf_counter()
-        if resample_every and step > 0 and step % resample_every == 0:
-            problem.resample(step, model)
-        problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
-        report = optimizer.step(problem.points)
+        report = _one_step(problem, model, optimizer, step, resample_every)
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
             phases[name] = phases.get(name, 0.0) + seconds
@@ -255,10 +244,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
         if first_below is None and e <= 1e-3:
             first_below = clock
         if verbose and (step % log_every == 0 or step == 1):
-            # Each condition's mean |F|², as the library's step reports it (before the step).
-            blocks = "  ".join(f"{k} {v:.2e}" for k, v in report.block_losses.items())
-            print(f"  step {step:5d}  {clock:7.1f} s  mean r² {report.loss_after:.3e}  "
-                  f"λ {report.lambda_:.1e}  rel L2 {e:.3e}  [{blocks}]", flush=True)
+            _log(step, clock, report, e)
         if report.termination and not resample_every:
             termination = report.termination
             break
@@ -272,13 +258,47 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     run.final_lambda = optimizer.lambda_
     run.paused, run.resumed_at = paused, resumed_at
     if diagnose:
-        _, a, _ = optimizer.normal_equations(problem.points)
-        eigenvalues = torch.linalg.eigvalsh(a.double())
-        # JᵀJ of a PINN is numerically singular: its smallest eigenvalue is rounding (≤ 0
-        # included); then the condition is given as at least 1/ε64.
-        smallest = max(float(eigenvalues[0]), float(eigenvalues[-1]) * 2.0 ** -52)
-        run.condition = float(eigenvalues[-1]) / smallest
+        run.condition = _condition(optimizer, problem)
     return run
+
+
+def _one_step(problem: pinn.Problem, model: torch.nn.Module, optimizer: lt.LevenbergMarquardt,
+              step: int, resample_every: int) -> Any:
+    """The loop's step: a fresh draw when due, the point weights, one LM step."""
+    if resample_every and step > 0 and step % resample_every == 0:
+        problem.resample(step, model)
+    problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
+    return optimizer.step(problem.points)
+
+
+def _log(step: int, clock: float, report: Any, error: float) -> None:
+    # Each condition's mean |F|², as the library's step reports it (before the step).
+    blocks = "  ".join(f"{k} {v:.2e}" for k, v in report.block_losses.items())
+    print(f"  step {step:5d}  {clock:7.1f} s  mean r² {report.loss_after:.3e}  "
+          f"λ {report.lambda_:.1e}  rel L2 {error:.3e}  [{blocks}]", flush=True)
+
+
+def _restore(state: dict[str, Any], model: torch.nn.Module, problem: pinn.Problem,
+             optimizer: lt.LevenbergMarquardt) -> tuple[int, float, Any, list, dict]:
+    """A checkpoint's network, problem, λ schedule and RNG put back; (step, clock, first time
+    below 1e-3, history, phase seconds) to go on from."""
+    device = next(model.parameters()).device
+    model.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
+    problem.load_state_dict(state["problem"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])
+    return (int(state["step"]), float(state["clock"]), state["first_below"],
+            [tuple(h) for h in state["history"]], dict(state["phases"]))
+
+
+def _condition(optimizer: lt.LevenbergMarquardt, problem: pinn.Problem) -> float:
+    """cond(JᵀJ) at the problem's points (an eigendecomposition of the n × n matrix)."""
+    _, a, _ = optimizer.normal_equations(problem.points)
+    eigenvalues = torch.linalg.eigvalsh(a.double())
+    # JᵀJ of a PINN is numerically singular: its smallest eigenvalue is rounding (≤ 0
+    # included); then the condition is given as at least 1/ε64.
+    smallest = max(float(eigenvalues[0]), float(eigenvalues[-1]) * 2.0 ** -52)
+    return float(eigenvalues[-1]) / smallest
 
 
 def split_recipe(example: ModuleType, overrides: dict[str, Any]) -> tuple[dict, dict]:
