@@ -925,6 +925,45 @@ def test_residual_adaptive_draws_are_seeded_and_need_the_model() -> None:
         pinn.ResidualAdaptive(pinn.Fixed(torch.zeros(3, 1)))
 
 
+def test_a_residual_adaptive_draw_evaluates_its_candidates_in_as_few_chunks_as_memory_allows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU each evaluation costs the operators it issues, not its points: the candidates
+    # go through the Taylor route in chunks of chunk_bytes (at least `count` points), and the
+    # points drawn do not depend on the chunking (each point's residual is its own).
+    model = _network(1, 1, seed=23)
+    calls: list[int] = []
+    rows = pinn.Problem._rows
+    monkeypatch.setattr(pinn.Problem, "_rows", lambda self, index, model, points, **kw: (
+        calls.append(points.shape[0]), rows(self, index, model, points, **kw))[1])
+    draws = []
+    # 1 500 points' worth: 2 × 8 bytes × 3 components (u, u_x, u_xx) × 50 (the layers' widths)
+    for chunk_bytes in (1, 1500 * 2 * 8 * 3 * (1 + 12 + 12 + 12 + 12 + 1), None):
+        problem = pinn.Problem("x", [pinn.Condition(
+            "pde", lambda x, u, u_xx: u_xx + x * u,
+            pinn.ResidualAdaptive(pinn.Uniform(500, x=(0, 1), method="sobol"), pool=8))],
+            chunk_bytes=chunk_bytes)
+        calls.clear()
+        draws.append(problem.resample(4, model))
+        draws.append(calls[:])
+    assert draws[1] == [500] * 8  # chunk_bytes 1: chunks of `count`
+    assert draws[3] == [1500, 1500, 1000]  # 3 × 500 points' worth of memory
+    assert draws[5] == [4000]  # 256 MiB: one evaluation
+    for drawn in draws[2:6:2]:
+        torch.testing.assert_close(drawn, draws[0], rtol=0, atol=0)
+
+
+def test_chunk_bytes_by_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    condition = pinn.Condition("pde", lambda x, u: u - x, pinn.Uniform(10, x=(0, 1)))
+    assert pinn.Problem("x", [condition]).chunk_bytes == 256 << 20
+    assert pinn.Problem("x", [condition], chunk_bytes=4096).chunk_bytes == 4096
+    with pytest.raises(ValueError, match="chunk_bytes = 0: expected a positive number"):
+        pinn.Problem("x", [condition], chunk_bytes=0)
+    # On a CUDA device: an eighth of the free memory, between 256 MiB and 2 GiB.
+    for free, expected in ((80 << 30, 2 << 30), (8 << 30, 1 << 30), (1 << 30, 256 << 20)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 0))
+        assert pinn._chunk_bytes(None, torch.device("cuda", 0)) == expected
+
+
 def test_a_network_that_interpolates_its_points_is_flagged() -> None:
     # u fits u = x² exactly at the fixed points k/50 but oscillates between them.
     points = torch.linspace(0, 1, 51, dtype=torch.float64).reshape(-1, 1)

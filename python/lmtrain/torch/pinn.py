@@ -80,6 +80,7 @@ from __future__ import annotations
 import collections
 import inspect
 import math
+import numbers
 import time
 import warnings
 from dataclasses import dataclass
@@ -566,6 +567,22 @@ def _seed(seed: int, stream: int, step: int, condition: int) -> int:
     return (z ^ (z >> 31)) % 2 ** 63
 
 
+def _chunk_bytes(chunk_bytes: int | None, device: torch.device) -> int:
+    """Problem's chunk_bytes: the one given, checked; when none is, 256 MiB on the CPU and on a
+    CUDA device an eighth of its free memory, at most 2 GiB (a GPU's evaluation of a chunk is
+    bound by the operators the host issues: one chunk of all the points where memory allows)."""
+    if chunk_bytes is not None:
+        if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, numbers.Integral) or \
+                chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes = {chunk_bytes!r}: expected a positive number of "
+                             "bytes (or None: chosen by the device)")
+        return int(chunk_bytes)
+    if device.type != "cuda":
+        return 256 << 20
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(256 << 20, min(2 << 30, free // 8))
+
+
 class Problem:
     """A PINN's residuals: conditions over named coordinates, usable as lmtrain.torch's
     ``residual_fn`` (it computes the residual vector when called and J's row slices through
@@ -585,8 +602,11 @@ class Problem:
     jacobian : str
         ``"auto"`` (timed once), ``"taylor"`` (TaylorMLP), ``"jacrev"`` or ``"jacfwd"`` (the
         transform in θ per point, PointwiseJacobian).
-    chunk_bytes : int
+    chunk_bytes : int or None
         Memory for one vmapped chunk of points (their rows of J and the intermediates).
+        None (the default): 256 MiB on the CPU; on a CUDA device an eighth of its free memory
+        at construction, at most 2 GiB — there a chunk's cost is the operators issued, not
+        its points, so fewer, larger chunks are faster.
     device : torch.device or str
         Where ``points`` live: the model's device (a CUDA model needs ``device="cuda"``).
         The draws are made on the CPU and copied, so a run draws the same points on any
@@ -596,7 +616,7 @@ class Problem:
     def __init__(self, coordinates: str | Sequence[str], conditions: Sequence[Condition], *,
                  outputs: str | Sequence[str] = "u", seed: int = 0,
                  dtype: torch.dtype = torch.float64, jacobian: str = "auto",
-                 chunk_bytes: int = 256 << 20, device: torch.device | str = "cpu") -> None:
+                 chunk_bytes: int | None = None, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
         self.coordinates = "".join(coordinates)
         self.outputs = "".join(outputs)
@@ -634,7 +654,7 @@ class Problem:
         self.conditions = list(conditions)
         self.symbols = [_Symbols(c, self.coordinates, self.outputs) for c in conditions]
         self.seed, self.dtype, self.jacobian = int(seed), dtype, jacobian
-        self.chunk_bytes = int(chunk_bytes)
+        self.chunk_bytes = _chunk_bytes(chunk_bytes, self.device)
         self._set_counts([c.points.count for c in conditions])
         self.growth: dict[int, tuple[int, int, int]] = {}  # grow(): (start, most, every)
         self.rows_per_point: list[int] | None = None  # k of each condition, known once evaluated
@@ -674,19 +694,36 @@ class Problem:
         if sampler.pool == 1:  # nothing to choose among: no residual needed
             return pool
         squared = []
-        # In chunks of `count`: the memory of one evaluation at the points; candidates are seen
-        # once, so the Taylor route keeps nothing of them.
+        # As few evaluations as chunk_bytes allows (at least `count` points each, the memory of
+        # one evaluation at the points): on a GPU an evaluation's cost is the operators issued,
+        # not the points.  Candidates are seen once, so the Taylor route keeps nothing of them.
+        chunk = max(count, self._evaluation_chunk(index, model))
         with torch.no_grad(), uncached():
-            for start in range(0, pool.shape[0], count):
-                points = pool[start:start + count].to(self.device)
+            for start in range(0, pool.shape[0], chunk):
+                points = pool[start:start + chunk].to(self.device)
                 rows = self._rows(index, model, points, point_weights=False)
-                squared.append(self._squared(index, rows, points.shape[0]).cpu())
+                squared.append(self._squared(index, rows, points.shape[0]))
         try:
-            chosen = sampler.choose(torch.cat(squared), count, _seed(self.seed, 2, step, index))
+            chosen = sampler.choose(torch.cat(squared).cpu(), count,
+                                    _seed(self.seed, 2, step, index))
         except ValueError as error:
             raise ValueError(f"condition {self.conditions[index].name!r} at step {step}: "
                              f"{error}") from None
         return pool[chosen]
+
+    def _evaluation_chunk(self, index: int, model: Any) -> int:
+        """Points per evaluation of condition `index`'s residual without J within chunk_bytes:
+        by the Taylor route, its C = 1 + |first| + |second| + |third| components of every
+        layer's output and input, twice (the values and one layer's temporaries); by vmap,
+        whose memory per point is unknown here, 0 (the caller's minimum)."""
+        taylor = self._taylor(index, model)
+        if taylor is None:
+            return 0
+        components = 1 + len(taylor.first) + len(taylor.second) + len(taylor.third)
+        widths = sum(layer.in_features + layer.out_features for _, layer in taylor.layers
+                     if isinstance(layer, torch.nn.Linear))
+        itemsize = torch.finfo(self.dtype).bits // 8
+        return self.chunk_bytes // (2 * itemsize * components * widths)
 
     def resample(self, step: int, model: Any = None) -> torch.Tensor:
         """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
