@@ -302,19 +302,41 @@ if wants pinn; then
     # LMTRAIN_GPU_PINN_SECONDS of training (default 60): its steps, ms per step by phase and
     # relative L2 error, beside docs/pinn.md's CPU run (1.64 s per step on one core of a 2-core
     # EPYC).  A timing: it passes when the run ends normally; the error is read, not judged.
+    # Then where that recipe's step goes on the device: scripts/gpu-python/pinn_profile.py,
+    # 8 000 points, operators, kernel launches, copies and synchronizations per iteration, the
+    # top operators.
     pinn_s=${LMTRAIN_GPU_PINN_SECONDS:-60}
-    ((pinn_s > 0)) && gpu_check "pinn: Burgers recipe on cuda, ${pinn_s} s" tests.log $((pinn_s + 120)) env \
-      PYTHONPATH="$pkg" OMP_NUM_THREADS=$cores "$py" "$root/examples/pinn/burgers.py" \
-      --budget "$pinn_s" --set device=cuda --quiet
-    awk '/^burgers: [0-9]+ LM steps/ {keep = 7} keep-- > 0' "$out/tests.log" | sed 's/^/    /' |
-      tee -a "$out/summary.txt"
-    # Where that recipe's step goes on the device (its phases added up to about half of the
-    # 209 ms per step on the H200, 2026-11-27): scripts/gpu-python/pinn_profile.py, 8 000 points,
-    # operators, kernel launches, copies and synchronizations per iteration, the top operators.
-    gpu_check "pinn: a Burgers step profiled on cuda" tests.log 180 env PYTHONPATH="$pkg" \
-      OMP_NUM_THREADS=$cores "$py" "$root/scripts/gpu-python/pinn_profile.py" --device cuda
-    grep -E '^(pinn_profile:|  ms per iteration|  per iteration)' "$out/tests.log" | tail -n 3 |
-      sed 's/^/    /' | tee -a "$out/summary.txt"
+    pinn_timings() {  # label package
+      local label=$1 package=$2 first
+      first=$(($(wc -l < "$out/tests.log") + 1))
+      ((pinn_s > 0)) && gpu_check "pinn${label}: Burgers recipe on cuda, ${pinn_s} s" tests.log \
+        $((pinn_s + 120)) env PYTHONPATH="$package" OMP_NUM_THREADS=$cores "$py" \
+        "$root/examples/pinn/burgers.py" --budget "$pinn_s" --set device=cuda --quiet
+      gpu_check "pinn${label}: a Burgers step profiled on cuda" tests.log 180 env \
+        PYTHONPATH="$package" OMP_NUM_THREADS=$cores "$py" \
+        "$root/scripts/gpu-python/pinn_profile.py" --device cuda
+      tail -n "+$first" "$out/tests.log" | awk '/^burgers: [0-9]+ LM steps/ {keep = 7} keep-- > 0
+        /^(pinn_profile:|  ms per iteration|  per iteration)/' | sed 's/^/    /' |
+        tee -a "$out/summary.txt"
+    }
+    # Old against new in one call (a device's time is short, and timings from two calls or two
+    # machines do not compare): LMTRAIN_GPU_PINN_BASELINE=DIR, a directory holding an earlier
+    # python/lmtrain tree (DIR/lmtrain/…, e.g. `mkdir -p .gpu/baseline && git archive REV
+    # python/lmtrain | tar -x --strip-components=1 -C .gpu/baseline`, carried with .gpu), runs
+    # the recipe and the profile first with that package's Python over this build's extension
+    # (so only Python changes compare), then with this tree's.
+    if [[ -n ${LMTRAIN_GPU_PINN_BASELINE:-} ]]; then
+      baseline=$LMTRAIN_GPU_PINN_BASELINE
+      [[ $baseline == /* ]] || baseline=$root/$baseline
+      if [[ -d $baseline/lmtrain ]]; then
+        rm -rf "$work/basepkg" && cp -r "$pkg" "$work/basepkg" &&
+          cp -r "$baseline/lmtrain/." "$work/basepkg/lmtrain/" &&
+          pinn_timings " (baseline)" "$work/basepkg"
+      else
+        report "pinn (baseline)" FAIL 0 "LMTRAIN_GPU_PINN_BASELINE=$baseline has no lmtrain/"
+      fi
+    fi
+    pinn_timings "" "$pkg"
   else
     report "pinn: Burgers on cuda vs cpu" SKIP 0 "no lmtrain._core (see the line above)"
   fi

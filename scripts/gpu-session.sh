@@ -24,6 +24,11 @@
 #      --alone "G=pinnbench"
 #    and between calls, here: tar -xzf G.tar.gz G/pinn-checkpoints.tar.gz (the call's files)
 #    and unpack that into .gpu/pinn-checkpoints, which the next call's carry brings along.
+#    A change to lmtrain.torch's Python against an earlier commit's, in one call (timings of two
+#    calls do not compare): mkdir -p .gpu/baseline && git archive REV python/lmtrain |
+#      tar -x --strip-components=1 -C .gpu/baseline, then
+#      LMTRAIN_GPU_PINN_BASELINE=.gpu/baseline bash scripts/gpu-session.sh --together "" --alone "P=pinn"
+#    (gpu-run.sh's pinn stage runs the recipe and the profile with the baseline's Python first).
 # Writes $OUT/summary.txt (every group's summary, in order, with its stages and wall time) and
 # $OUT/<group>.tar.gz (that group's logs: see gpu-run.sh's header).  Exit status: gpu-run.sh's
 # worst (1 a check failed, 77 no device, 2 usage or no bundle), 0 when every group passed.
