@@ -221,12 +221,36 @@ def test_periodic_input_is_periodic_with_its_derivatives_and_on_the_taylor_route
         embed(p[:, :2])
 
 
+def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() -> None:
+    # Against nested forward mode through its forward (the route of any other input map), for
+    # several coordinates, periods and harmonics: first, mixed and pure second, pure third.
+    from lmtrain.torch._jacobian import TaylorMLP
+
+    g = torch.Generator().manual_seed(37)
+    p = torch.rand(40, 3, generator=g, dtype=torch.float64) * 4 - 2
+    embed = pinn.PeriodicInput("txy", {"x": 2.0, "y": 0.7}, harmonics=4)
+    model = torch.nn.Sequential(embed, torch.nn.Linear(embed.features, 5)).double()
+    taylor = TaylorMLP(model, 3, [0, 1, 2], [(0, 1), (1, 1), (1, 2), (2, 2), (0, 0)], [1, 2, 0])
+    closed = embed.taylor_components(p, taylor.first, taylor.second, taylor.third)
+    nested = taylor._derivatives_of(embed, p)
+    assert [tuple(c.shape) for c in closed] == [(40, 17), (40, 3, 17), (40, 5, 17), (40, 3, 17)]
+    for a, b in zip(closed, nested):
+        # (4 · 2π/0.7)³ ≈ 4.6e4 scales the third derivatives: their rounding is relative to it.
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13 * float(b.abs().max()))
+    assert float(closed[3].abs().max()) > 1e4 and float(closed[1][:, 0].abs().max()) == 1.0
+    # The route takes them: no nested forward mode (and so nothing kept per set of points).
+    calls = []
+    taylor._derivatives_of = lambda f, q: calls.append(q) or nested
+    torch.testing.assert_close(taylor._inputs(p)[2], closed[2], rtol=0, atol=0)
+    assert not calls
+
+
 def test_the_input_maps_derivatives_are_kept_per_set_of_points() -> None:
     from lmtrain.torch._jacobian import uncached
 
+    # A map without derivatives of its own (PeriodicInput gives them in closed form).
     torch.manual_seed(36)
-    embed = pinn.PeriodicInput("tx", {"x": 2.0}, harmonics=3)
-    model = torch.nn.Sequential(embed, torch.nn.Linear(embed.features, 8), torch.nn.Tanh(),
+    model = torch.nn.Sequential(_Periodic(), torch.nn.Linear(3, 8), torch.nn.Tanh(),
                                 torch.nn.Linear(8, 1)).double()
     problem = pinn.Problem("tx", [pinn.Condition(
         "pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - 0.1 * u_xx,

@@ -26,7 +26,7 @@ import math
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import torch
 from torch.func import functional_call, jacfwd, jacrev, jvp, vmap
@@ -286,6 +286,65 @@ class PeriodicInput(torch.nn.Module):
             parts += [torch.cos(angle), torch.sin(angle)]
         return torch.cat(parts, dim=1)
 
+    def taylor_components(self, p: torch.Tensor, first: Sequence[int],
+                          second: Sequence[tuple[int, int]], third: Sequence[int]
+                          ) -> tuple[torch.Tensor, ...]:
+        """The features at the points p and their derivatives in closed form (TaylorMLP's
+        input map): along the axes `first` (P × A × w), the pairs `second` (P × S × w) and the
+        pure third ones along `third` (P × T × w).  A feature depends on one coordinate, so a
+        mixed second derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
+        of sin(kωx) (kω)ᵐ sin(kωx + mπ/2) — for odd m ± its partner feature, for even m ± the
+        feature itself.  Six operators where nested forward mode through ``forward`` issued
+        hundreds (on a GPU, each a launch)."""
+        z = self(p)
+        partner, c1, k1, c2, c3 = self._taylor_tables(p.dtype, p.device, tuple(first),
+                                                      tuple(second), tuple(third))
+        swapped = z[:, partner]
+        return (z, swapped.unsqueeze(1) * c1 + k1, z.unsqueeze(1) * c2,
+                swapped.unsqueeze(1) * c3)
+
+    def _taylor_tables(self, dtype: torch.dtype, device: torch.device, first: tuple,
+                       second: tuple, third: tuple) -> tuple[torch.Tensor, ...]:
+        """taylor_components' constants, made once per dtype, device and derivatives: each
+        feature's partner column (cos kωx ↔ sin kωx; a coordinate passed through is its own),
+        and per derivative the factor of the partner (odd orders) or of the feature (even),
+        with the constant 1 of a passed-through coordinate's first derivative."""
+        key = (dtype, str(device), first, second, third)
+        tables = getattr(self, "_tables", {})
+        if key in tables:
+            return tables[key]
+        partner, owner, rate, kind = [], [], [], []  # kind: 0 passed through, 1 cos, 2 sin
+        for i, name in enumerate(self.coordinates):
+            base = len(partner)
+            if name not in self.periods:
+                partner.append(base), owner.append(i), rate.append(1.0), kind.append(0)
+                continue
+            h = self.harmonics
+            for k in range(1, h + 1):
+                partner.append(base + h + k - 1), owner.append(i)
+                rate.append(2 * math.pi / self.periods[name] * k), kind.append(1)
+            for k in range(1, h + 1):
+                partner.append(base + k - 1), owner.append(i)
+                rate.append(2 * math.pi / self.periods[name] * k), kind.append(2)
+        # The m-th derivative's sign: cos → −sin, −cos, sin (m = 1, 2, 3); sin → cos, −sin, −cos.
+        signs = {1: (-1.0, 1.0), 2: (-1.0, -1.0), 3: (1.0, -1.0)}
+
+        def factors(axis: int, m: int) -> list[float]:
+            return [0.0 if o != axis or c == 0 else signs[m][c - 1] * r ** m
+                    for o, r, c in zip(owner, rate, kind)]
+
+        def table(rows: list[list[float]]) -> torch.Tensor:
+            return torch.tensor(rows, dtype=dtype, device=device).reshape(len(rows), len(owner))
+
+        made = (torch.tensor(partner, device=device),
+                table([factors(a, 1) for a in first]),
+                table([[1.0 if o == a and c == 0 else 0.0 for o, c in zip(owner, kind)]
+                       for a in first]),
+                table([factors(a, 2) if a == b else [0.0] * len(owner) for a, b in second]),
+                table([factors(a, 3) for a in third]))
+        self._tables = {**tables, key: made}
+        return made
+
     def extra_repr(self) -> str:
         return f"{self.coordinates!r}, periods={self.periods}, harmonics={self.harmonics}"
 
@@ -333,6 +392,27 @@ def _column(values: Any) -> torch.Tensor:
     """A function's values at P points as P × q (a P-vector as P × 1)."""
     values = torch.as_tensor(values)
     return values.unsqueeze(-1) if values.ndim == 1 else values
+
+
+Place = Union[slice, list]  # places along a dimension: consecutive ones as a slice
+
+
+def _place(indices: list[int]) -> Place:
+    """`indices` as a slice where they are consecutive and ascending, else the list."""
+    if not indices:
+        return slice(0, 0)
+    start = indices[0]
+    return slice(start, start + len(indices)) if indices == list(
+        range(start, start + len(indices))) else indices
+
+
+def _add_at(target: torch.Tensor, place: Place, values: torch.Tensor) -> torch.Tensor:
+    """target with values added at `place` along dimension 1 (index_add, repeated places
+    summed); in place where `place` is a slice — target is the caller's own fresh tensor."""
+    if isinstance(place, slice):
+        target[:, place].add_(values)
+        return target
+    return target.index_add(1, torch.tensor(place, dtype=torch.long, device=target.device), values)
 
 
 # TaylorMLP's derivatives of a parameter-free input map, per map: {key: [(points, parts)]}.
@@ -442,8 +522,20 @@ class TaylorMLP:
         # evaluation of a step (the Jacobian, the trials, the geodesic correction) and cost
         # most of the operators of a forward pass (nested forward mode: 1 121 of 1 382 aten
         # operators for Burgers' five harmonics), so they are kept per set of points, by value.
+        # A map with its derivatives in closed form (PeriodicInput) costs a few operators: on a
+        # device, fewer than the cache's lookup, which reads the device (torch.equal); on the
+        # CPU its sines and cosines still cost more than the lookup.
+        closed_form = getattr(self.input_map, "taylor_components", None)
+        if callable(closed_form):
+            def compute() -> tuple[torch.Tensor, ...]:
+                return closed_form(points, self.first, self.second, self.third)
+            if points.device.type != "cpu":
+                return compute()
+        else:
+            def compute() -> tuple[torch.Tensor, ...]:
+                return self._derivatives_of(self.input_map, points)
         return _cached(_INPUT_MAP_CACHE.setdefault(self.input_map, {}), self._key(points),
-                       points, lambda: self._derivatives_of(self.input_map, points))
+                       points, compute)
 
     def _key(self, points: torch.Tensor) -> tuple:
         return (tuple(points.shape), points.dtype, str(points.device), tuple(self.first),
@@ -507,25 +599,22 @@ class TaylorMLP:
             return seeds
         ia, ib, ta, tp = self._indices()
         b, db, ddb, dddb = factor
-        device = b.device
-
-        def places(index: list[int]) -> torch.Tensor:
-            return torch.tensor(index, dtype=torch.long, device=device)
-
         sn = b * su + (db * sdu).sum(1) + (ddb * sddu).sum(1) + (dddb * sdddu).sum(1)
-        sdn = (b.unsqueeze(1) * sdu).index_add(1, places(ib), db[:, ia] * sddu)
-        sdn = sdn.index_add(1, places(ia), db[:, ib] * sddu)
-        sdn = sdn.index_add(1, places(ta), 3 * ddb[:, tp] * sdddu)
-        sddn = (b.unsqueeze(1) * sddu).index_add(1, places(tp), 3 * db[:, ta] * sdddu)
+        sdn = _add_at(b.unsqueeze(1) * sdu, ib, db[:, ia] * sddu)
+        sdn = _add_at(sdn, ia, db[:, ib] * sddu)
+        sdn = _add_at(sdn, ta, 3 * ddb[:, tp] * sdddu)
+        sddn = _add_at(b.unsqueeze(1) * sddu, tp, 3 * db[:, ta] * sdddu)
         return sn, sdn, sddn, b.unsqueeze(1) * sdddu
 
-    def _indices(self) -> tuple[list[int], list[int], list[int], list[int]]:
+    def _indices(self) -> tuple[Place, Place, Place, Place]:
         """For the pairs (a, b): a's and b's places among the first derivatives; for the third
-        derivatives along a: a's place among the first and (a, a)'s among the pairs."""
-        return ([self.first.index(a) for a, _ in self.second],
-                [self.first.index(b) for _, b in self.second],
-                [self.first.index(a) for a in self.third],
-                [self.second.index((a, a)) for a in self.third])
+        derivatives along a: a's place among the first and (a, a)'s among the pairs — each a
+        slice where the places are consecutive (a view; a list gathers, and on a GPU the list
+        is copied to the device first)."""
+        return (_place([self.first.index(a) for a, _ in self.second]),
+                _place([self.first.index(b) for _, b in self.second]),
+                _place([self.first.index(a) for a in self.third]),
+                _place([self.second.index((a, a)) for a in self.third]))
 
     def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
                 keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
@@ -533,9 +622,13 @@ class TaylorMLP:
         """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q) and uᵃᵃᵃ (P × T × q); with `keep`, what
         the reverse sweep needs.  ``params`` by name (the module's own when None, so autograd
         sees them)."""
-        z, dz, ddz, dddz = self._inputs(points)
+        # The C = 1 + A + S + T components stacked, P × C × width: a Linear layer maps them all
+        # with one product (on a GPU a step's cost is the operators issued, not their size).
+        stacked = torch.cat([c.unsqueeze(1) if i == 0 else c
+                             for i, c in enumerate(self._inputs(points))], 1)
         tape = []
         ia, ib, ta, tp = self._indices()
+        a, s_ = len(self.first), len(self.second)
         # σ's derivatives up to the highest the forward pass (and, with `keep`, its reverse
         # sweep, one more) needs.
         order = (3 if self.third else 2) + (1 if keep else 0)
@@ -544,22 +637,26 @@ class TaylorMLP:
                 w = layer.weight if params is None else params[f"{self.prefix}{name}.weight"]
                 b = layer.bias if params is None else params.get(f"{self.prefix}{name}.bias")
                 if keep:
-                    tape.append(("linear", name, w, b is not None, z, dz, ddz, dddz))
-                z = z @ w.T + (b if b is not None else 0)
-                dz, ddz, dddz = dz @ w.T, ddz @ w.T, dddz @ w.T
-            else:
-                s = _activation_derivatives(type(layer).__name__, z, order)
-                dh, ddh, dddh = dz, ddz, dddz
-                z = s[0]
-                dz = s[1].unsqueeze(1) * dh
-                if self.second:
-                    ddz = s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh
-                if self.third:
-                    da = dh[:, ta]
-                    dddz = (s[3].unsqueeze(1) * da ** 3 + 3 * s[2].unsqueeze(1) * da * ddh[:, tp]
-                            + s[1].unsqueeze(1) * dddh)
-                if keep:
-                    tape.append(("activation", s, dh, ddh, dddh))
+                    tape.append(("linear", name, w, b is not None, stacked))
+                stacked = stacked @ w.T
+                if b is not None:
+                    stacked.select(1, 0).add_(b)
+                continue
+            z, dh = stacked[:, 0], stacked[:, 1:1 + a]
+            ddh, dddh = stacked[:, 1 + a:1 + a + s_], stacked[:, 1 + a + s_:]
+            s = _activation_derivatives(type(layer).__name__, z, order)
+            parts = [s[0].unsqueeze(1), s[1].unsqueeze(1) * dh]
+            if self.second:
+                parts.append(s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh)
+            if self.third:
+                da = dh[:, ta]
+                parts.append(s[3].unsqueeze(1) * da ** 3 + 3 * s[2].unsqueeze(1) * da *
+                             ddh[:, tp] + s[1].unsqueeze(1) * dddh)
+            if keep:
+                tape.append(("activation", s, dh, ddh, dddh))
+            stacked = torch.cat(parts, 1)
+        z, dz = stacked[:, 0], stacked[:, 1:1 + a]
+        ddz, dddz = stacked[:, 1 + a:1 + a + s_], stacked[:, 1 + a + s_:]
         if self.outer is not None:
             offset, factor = self._constraint(points)
             if keep:
@@ -584,11 +681,10 @@ class TaylorMLP:
                     entry[1], (zbar, dzbar, ddzbar, dddzbar))
                 continue
             if entry[0] == "linear":
-                _, name, w, has_bias, z, dz, ddz, dddz = entry
+                _, name, w, has_bias, inputs = entry  # inputs: P × C × in
                 hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar, dddzbar], 1)  # P × C × out
-                inputs = torch.cat([z.unsqueeze(1), dz, ddz, dddz], 1)  # P × C × in
                 blocks[f"{self.prefix}{name}.weight"] = torch.bmm(
-                    hbar.transpose(1, 2), inputs).reshape(z.shape[0], -1)
+                    hbar.transpose(1, 2), inputs).reshape(inputs.shape[0], -1)
                 if has_bias:
                     blocks[f"{self.prefix}{name}.bias"] = zbar
                 below = hbar @ w
@@ -604,17 +700,14 @@ class TaylorMLP:
                 da, db = dh[:, ia], dh[:, ib]
                 hbar = hbar + (ddzbar * (s3 * da * db + s2 * ddh)).sum(1)
                 weighted = ddzbar * s2
-                dhbar = dhbar.index_add(1, torch.tensor(ia, device=dh.device), weighted * db)
-                dhbar = dhbar.index_add(1, torch.tensor(ib, device=dh.device), weighted * da)
+                dhbar = _add_at(_add_at(dhbar, ia, weighted * db), ib, weighted * da)
             if self.third:
                 # z⃛ = σ‴ḣ³ + 3σ″ḣḧ + σ′h⃛ along each axis of `third`.
                 s4 = s[4].unsqueeze(1)
                 da, dda = dh[:, ta], ddh[:, tp]
                 hbar = hbar + (dddzbar * (s4 * da ** 3 + 3 * s3 * da * dda + s2 * dddh)).sum(1)
-                dhbar = dhbar.index_add(1, torch.tensor(ta, device=dh.device),
-                                        dddzbar * (3 * s3 * da * da + 3 * s2 * dda))
-                ddhbar = ddhbar.index_add(1, torch.tensor(tp, device=dh.device),
-                                          dddzbar * 3 * s2 * da)
+                dhbar = _add_at(dhbar, ta, dddzbar * (3 * s3 * da * da + 3 * s2 * dda))
+                ddhbar = _add_at(ddhbar, tp, dddzbar * 3 * s2 * da)
                 dddzbar = s1 * dddzbar
             zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
         if out is None:
