@@ -533,6 +533,18 @@ void bind_training(nb::module_& m) {
   m.def("note_passive_openmp_wait_set_by_lmtrain", &note_passive_openmp_wait_set_by_lmtrain,
         "Tells the Summary that lmtrain set OMP_WAIT_POLICY=passive before loading this module.");
   m.def(
+      "checkpoint_position",
+      [](const std::string& path) {
+        io::CheckpointPosition position = io::read_checkpoint_position(path);
+        const std::size_t n = position.params.size();
+        return nb::make_tuple(position.epochs_done, numpy_array(std::move(position.params), {n}),
+                              position.float32);
+      },
+      nb::arg("path"),
+      "(epochs done, parameters as float64, whether they were float32) of a fit checkpoint, "
+      "read without checking it against a run (the resume checks it).  ValueError naming the "
+      "file when it is not a checkpoint.");
+  m.def(
       "last_input_addresses", [] { return last_input_addresses; },
       "(X, y): the addresses of the buffers the last train call read its X and y from; equal to "
       "the NumPy arrays' own when they were read in place (no copy).");

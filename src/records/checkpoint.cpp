@@ -143,6 +143,25 @@ TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& 
   return s;
 }
 
+CheckpointPosition read_checkpoint_position(const std::string& path) {
+  const SafetensorsFile file = detail::read_safetensors(path);
+  const auto it = file.metadata.find("lmtrain.checkpoint");
+  const SafetensorsTensor* params = file.find("params");
+  if (it == file.metadata.end() || params == nullptr)
+    throw InvalidArgument(fmt::format(
+        "{}: not an lmtrain checkpoint (no lmtrain.checkpoint metadata or no 'params' tensor)",
+        path));
+  CheckpointPosition position;
+  try {
+    position.epochs_done = nlohmann::json::parse(it->second).at("epochs_done").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(fmt::format("{}: damaged checkpoint metadata ({})", path, e.what()));
+  }
+  position.params = detail::tensor_values(*params, path);  // F32 or F64, else it throws
+  position.float32 = params->dtype == SafetensorsDtype::kF32;
+  return position;
+}
+
 template void write_checkpoint<float>(const std::string&, const TrainingState<float>&,
                                       const RunFingerprint&);
 template void write_checkpoint<double>(const std::string&, const TrainingState<double>&,

@@ -14,6 +14,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
 #include "lmtrain/records/checkpoint.h"
+#include "safetensors.h"
 #include "scratch_dir.h"
 
 namespace lmtrain::io::testing {
@@ -127,6 +128,41 @@ TEST_F(CheckpointFile, NegativeBackoffCountsAreADamagedFileNamedInTheError) {
     const std::string what = e.what();
     EXPECT_NE(what.find(p), std::string::npos) << what;
     EXPECT_NE(what.find("geodesic_backoff"), std::string::npos) << what;
+  }
+}
+
+TEST_F(CheckpointFile, ItsPositionIsReadWithoutARunToCheckItAgainst) {
+  // read_checkpoint_position (a front end's look before the library resumes): the epochs done
+  // and the parameters, exactly, in both precisions, whatever run made it; a file that is not
+  // a checkpoint is refused naming it.
+  for (const bool single : {true, false}) {
+    const std::string p = path(single ? "f.safetensors" : "d.safetensors");
+    const TrainingState<float> f = random_state<float>(11);
+    const TrainingState<double> d = random_state<double>(12);
+    const RunFingerprint fingerprint{"1-10-1 tanh", 99, 50, single ? "float32" : "float64", "mse"};
+    if (single)
+      write_checkpoint(p, f, fingerprint);
+    else
+      write_checkpoint(p, d, fingerprint);
+    const CheckpointPosition position = read_checkpoint_position(p);
+    EXPECT_EQ(position.float32, single);
+    EXPECT_EQ(position.epochs_done, single ? f.epochs_done : d.epochs_done);
+    const std::vector<double> expected =
+        single ? std::vector<double>(f.params.begin(), f.params.end()) : d.params;
+    EXPECT_EQ(position.params, expected);
+  }
+  detail::SafetensorsFile other;  // a model file: tensors, no checkpoint metadata
+  other.tensors.push_back(
+      detail::SafetensorsTensor::from_values<double>("params", {2}, std::vector<double>{1.0, 2.0}));
+  const std::string model = path("model.safetensors");
+  detail::write_safetensors(model, other);
+  for (const std::string& bad : {model, path("missing.safetensors")}) {
+    try {
+      read_checkpoint_position(bad);
+      ADD_FAILURE() << bad << " was read as a checkpoint";
+    } catch (const Error& e) {  // InvalidArgument; a missing file is an I/O error
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
   }
 }
 

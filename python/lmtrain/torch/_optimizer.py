@@ -394,26 +394,15 @@ class _TorchTrainingSet:
 
 
 def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tensor]:
-    """(epochs done, parameters) of a fit checkpoint (records/checkpoint.h: a safetensors file,
-    its metadata "lmtrain.checkpoint" a JSON with epochs_done, its tensor "params"), read before
-    the library resumes from it; the library checks the file itself as it reads it."""
-    import json
-    import struct
-
+    """(epochs done, parameters) of a fit checkpoint, read before the library resumes from it
+    (records/checkpoint.h's read_checkpoint_position; the library checks the file itself as it
+    resumes)."""
     try:
-        with open(path, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(length))
-            position = json.loads(header["__metadata__"]["lmtrain.checkpoint"])
-            entry = header["params"]
-            kind = {"F32": torch.float32, "F64": torch.float64}[entry["dtype"]]
-            start, stop = entry["data_offsets"]
-            f.seek(8 + length + start)
-            raw = bytearray(f.read(stop - start))
-    except (OSError, ValueError, KeyError, TypeError, struct.error) as error:
-        raise ValueError(f"resume={path!r}: not a checkpoint of fit() ({type(error).__name__}: "
-                         f"{error}); give a file written by fit(checkpoint=…)") from None
-    return int(position["epochs_done"]), torch.frombuffer(raw, dtype=kind).to(dtype)
+        done, params, _ = _core.checkpoint_position(str(path))
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(f"resume={path!r}: not a checkpoint of fit() ({error}); give a file "
+                         "written by fit(checkpoint=…)") from None
+    return int(done), torch.from_numpy(params).to(dtype)
 
 
 def _to(t: Any, device: torch.device) -> Any:
