@@ -221,6 +221,35 @@ def test_periodic_input_is_periodic_with_its_derivatives_and_on_the_taylor_route
         embed(p[:, :2])
 
 
+def test_the_residual_of_every_condition_takes_one_forward_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Conditions with different derivatives (u_t, u_x, u_xx; u; u_x) through one Taylor pass over
+    # all the points with the union of their derivatives: the rows each condition's own pass
+    # gives, point weights included, in one call of TaylorMLP.forward.
+    from lmtrain.torch._jacobian import TaylorMLP
+
+    model = _network(2, 1, seed=41)
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, u_t, u_x, u_xx: u_t + u * u_x - 0.05 * u_xx,
+                       pinn.Uniform(60, t=(0, 1), x=(-1, 1)),
+                       point_weights=pinn.ResidualBasedAttention(initial=0.7)),
+        pinn.Condition("initial", lambda x, u: u + torch.sin(math.pi * x),
+                       pinn.Uniform(20, t=0, x=(-1, 1)), weight=3.0),
+        pinn.Condition("flux", lambda u_x: u_x, pinn.Uniform(10, t=(0, 1), x=1))])
+    x = problem.points
+    separately = torch.cat([problem._rows(i, model, part)
+                            for i, part in enumerate(problem._split(x))])
+    calls = []
+    forward = TaylorMLP.forward
+    monkeypatch.setattr(TaylorMLP, "forward", lambda self, *a, **k: (
+        calls.append(len(self.first) + len(self.second)), forward(self, *a, **k))[1])
+    together = problem(model, x)
+    assert calls == [3]  # one pass: u_t, u_x and u_xx
+    torch.testing.assert_close(together, separately, rtol=1e-14,
+                               atol=1e-14 * float(separately.abs().max()))
+    assert float(separately[:60].abs().max()) > 0.01 and float(separately[80:].abs().max()) > 0.01
+
+
 def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() -> None:
     # Against nested forward mode through its forward (the route of any other input map), for
     # several coordinates, periods and harmonics: first, mixed and pure second, pure third.

@@ -919,14 +919,27 @@ class Problem:
         """The Taylor route's propagation for condition `index`, or None where it does not
         apply (a model it does not know, a derivative above the second other than a pure third
         one such as u_xxx, jacobian= another)."""
+        return self._taylor_of(self.symbols[index].derivatives, model)
+
+    def _taylor_of(self, derivatives: set, model: Any) -> TaylorMLP | None:
+        """The Taylor route's propagation of `derivatives`, or None where it does not apply."""
         if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
             return None
-        derivatives = self.symbols[index].derivatives
         if any(len(d) > 3 or len(d) == 3 and len(set(d)) > 1 for d in derivatives):
             return None
         return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
                          [d for d in derivatives if len(d) == 2],
                          [d[0] for d in derivatives if len(d) == 3])
+
+    def _one_pass(self, model: Any) -> TaylorMLP | None:
+        """One Taylor propagation for every condition's points (the union of their derivatives),
+        where the Taylor route takes every condition: the residual then costs one forward pass,
+        not one per condition — on a GPU a pass costs the operators it issues, not its points;
+        on the CPU the conditions with fewer derivatives cost a little more."""
+        if len(self.conditions) < 2 or any(self._taylor(i, model) is None
+                                           for i in range(len(self.conditions))):
+            return None
+        return self._taylor_of(set().union(*(s.derivatives for s in self.symbols)), model)
 
     def _residual_values(self, index: int, arguments: list[torch.Tensor]) -> torch.Tensor:
         """F at every point (P × k) from the residual's batched arguments."""
@@ -985,8 +998,17 @@ class Problem:
         if parameter is not None and parameter.dtype != x.dtype:
             raise ValueError(f"the points are {x.dtype} but the model is {parameter.dtype}: "
                              f"make the Problem with dtype={parameter.dtype}")
-        parts = [self._rows(index, model, points, point_weights)
-                 for index, points in enumerate(self._split(x))]
+        split = self._split(x)
+        union = self._one_pass(model)
+        if union is None:
+            parts = [self._rows(index, model, points, point_weights)
+                     for index, points in enumerate(split)]
+        else:
+            everything = union.forward(x)[:4]
+            parts = [self._weighted(index, points, self._taylor_residual(
+                index, union, points, *(c[a:b] for c in everything)), point_weights)
+                for index, (points, a, b) in enumerate(zip(split, self.point_offsets[:-1],
+                                                             self.point_offsets[1:]))]
         k = [part.numel() // n for part, n in zip(parts, self.counts)]
         if self.rows_per_point is None:
             self.rows_per_point = k
@@ -999,14 +1021,23 @@ class Problem:
         one-point residual."""
         taylor = self._taylor(index, model)
         if taylor is not None:
-            value, du, ddu, dddu, _ = taylor.forward(points)
-            arguments = self.symbols[index].taylor_arguments(points, taylor, value, du, ddu,
-                                                             dddu)
-            scale = self.conditions[index].weight / math.sqrt(self.counts[index])
-            r = scale * self._residual_values(index, arguments)
+            r = self._taylor_residual(index, taylor, points, *taylor.forward(points)[:4])
         else:
             u = self._of_module(model)
             r = vmap(lambda p: self._point_residual(index, u, p))(points)
+        return self._weighted(index, points, r, point_weights)
+
+    def _taylor_residual(self, index: int, taylor: TaylorMLP, points: torch.Tensor,
+                         *components: torch.Tensor) -> torch.Tensor:
+        """Condition `index`'s rows w/√N·F at `points` from a Taylor forward pass's u, uᵃ,
+        uᵃᵇ, uᵃᵃᵃ there (P × k)."""
+        arguments = self.symbols[index].taylor_arguments(points, taylor, *components)
+        scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+        return scale * self._residual_values(index, arguments)
+
+    def _weighted(self, index: int, points: torch.Tensor, r: torch.Tensor,
+                  point_weights: bool) -> torch.Tensor:
+        """Condition `index`'s rows r (one set per point) with its point weights, flat."""
         factors = self._point_factors(index, points) if point_weights else None
         if factors is not None:
             r = r.reshape(points.shape[0], -1) * factors[:, None]
