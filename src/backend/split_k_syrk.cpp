@@ -14,8 +14,8 @@ std::size_t ceil_div(std::size_t a, std::size_t b) {
 }  // namespace
 
 std::string SplitKPlan::describe() const {
-  return fmt::format("{} blocks of {} rows, {} panel{}", blocks, block_rows, panels,
-                     panels == 1 ? "" : "s");
+  return fmt::format("{} block{} of {} rows, {} panel{}", blocks, blocks == 1 ? "" : "s",
+                     block_rows, panels, panels == 1 ? "" : "s");
 }
 
 SplitKPlan plan_split_k(std::size_t n, std::size_t k, std::size_t panels,
@@ -48,6 +48,21 @@ std::vector<SplitKPlan> split_k_candidates(std::size_t n, std::size_t k,
     if (panels > 1 && n < 2 * kSplitKTile * panels) break;
     const SplitKPlan plan = plan_split_k(n, k, panels, multiprocessors, stride_multiple);
     if (plan.blocks >= 2) plans.push_back(plan);
+  }
+  return plans;
+}
+
+std::vector<SplitKPlan> panel_candidates(std::size_t n, std::size_t k, std::size_t multiprocessors,
+                                         std::size_t stride_multiple) {
+  std::vector<SplitKPlan> plans;
+  const std::size_t tiles = ceil_div(n, kSplitKTile);
+  if (k == 0 || tiles * tiles < kSplitKWaves * multiprocessors) return plans;
+  for (const std::size_t panels : {4, 8}) {
+    if (n < 2 * kSplitKTile * panels) break;
+    SplitKPlan plan = plan_split_k(n, k, panels, multiprocessors, stride_multiple);
+    plan.block_rows = k;  // K not split: one partial, the whole product's trapezoid
+    plan.blocks = 1;
+    plans.push_back(plan);
   }
   return plans;
 }

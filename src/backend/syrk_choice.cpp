@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "lmtrain/core/error.h"
@@ -21,6 +22,11 @@ double median(std::vector<double> v) {
 
 std::string ms(double seconds) {
   return fmt::format("{:.3g} ms", 1e3 * seconds);
+}
+
+// A plan's name in the report: split-K, or GEMM panels where K is not split (panel_candidates).
+std::string way(const SplitKPlan& plan) {
+  return plan.blocks == 1 ? "GEMM panels" : "split-K";
 }
 
 }  // namespace
@@ -100,6 +106,10 @@ template <typename T>
 typename SyrkChoice<T>::Decision SyrkChoice<T>::measure(std::size_t n, std::size_t k, const T* j,
                                                         std::size_t ldj) {
   std::vector<SplitKPlan> plans = split_k_candidates(n, k, multiprocessors_, stride_multiple_);
+  // A float64 A that fills the device alone: GEMM panels against DSYRK (panel_candidates says
+  // why only float64: SSYRK already ran at SGEMM's rate there, and timing costs a few products).
+  if (plans.empty() && std::is_same_v<T, double>)
+    plans = panel_candidates(n, k, multiprocessors_, stride_multiple_);
   const std::size_t tiles = (n + kSplitKTile - 1) / kSplitKTile;
   if (plans.empty()) {
     if (tiles * tiles >= kSplitKWaves * multiprocessors_)
@@ -135,15 +145,17 @@ typename SyrkChoice<T>::Decision SyrkChoice<T>::measure(std::size_t n, std::size
   std::string others;
   for (std::size_t w = 0; w < seconds.size(); ++w) {
     if (w == best) continue;
-    others += fmt::format("{}{} {}", others.empty() ? "" : ", ",
-                          w == 0 ? std::string("SYRK") : "split-K " + plans[w - 1].describe(),
-                          ms(seconds[w]));
+    others += fmt::format(
+        "{}{} {}", others.empty() ? "" : ", ",
+        w == 0 ? std::string("SYRK") : way(plans[w - 1]) + " " + plans[w - 1].describe(),
+        ms(seconds[w]));
   }
   const std::string timed =
       fmt::format("median of {} on the first call of the shape; against {}", kRepeats, others);
   if (best == 0) return {std::nullopt, fmt::format("SYRK {} ({})", ms(seconds[0]), timed)};
   const SplitKPlan& plan = plans[best - 1];
-  return {plan, fmt::format("split-K, {}: {} ({})", plan.describe(), ms(seconds[best]), timed)};
+  return {plan,
+          fmt::format("{}, {}: {} ({})", way(plan), plan.describe(), ms(seconds[best]), timed)};
 }
 
 template <typename T>

@@ -155,12 +155,13 @@ TYPED_TEST(SplitKSyrk, EqualsSyrkAndTheFloat64ProductOnOddShapesAndPaddedStrides
     std::size_t n, k, ldj, block_rows, panels, ldp;
   };
   // Odd n, n not a multiple of the block or the tile, k not a multiple of the block (a short last
-  // block, a block of one row), padded strides of J and of the partials, 1–4 panels (the last
-  // shorter than the others, or of one row).
+  // block, a block of one row), padded strides of J and of the partials, 1–8 panels (the last
+  // shorter than the others, or of one row), one block of every row (GEMM panels).
   for (const Shape& s : {Shape{1, 5, 1, 2, 1, 1}, Shape{7, 13, 7, 5, 1, 8},
                          Shape{7, 13, 11, 13, 1, 7}, Shape{23, 100, 24, 33, 2, 24},
                          Shape{61, 257, 64, 64, 3, 61}, Shape{62, 301, 62, 300, 4, 64},
-                         Shape{129, 1000, 132, 250, 2, 132}, Shape{130, 777, 130, 128, 4, 131}}) {
+                         Shape{129, 1000, 132, 250, 2, 132}, Shape{130, 777, 130, 128, 4, 131},
+                         Shape{130, 777, 132, 777, 8, 131}, Shape{61, 257, 61, 257, 3, 64}}) {
     const Case<T> c = random_case<T>(s.n, s.k, s.ldj, s.n * 1009 + s.k);
     const SplitKPlan plan = plan_of(s.n, s.k, s.block_rows, s.panels, s.ldp);
     for (const double beta : {0.0, 0.5}) check(c, {plan}, 1.25, beta, s.k + s.n);
@@ -211,6 +212,36 @@ TEST(SplitKPlan, CutsKIntoBlocksThatFillTheDeviceAndCoverEveryRow) {
   // alone, and no plan's partials grow with n².
   EXPECT_TRUE(split_k_candidates(2100, 100000, 132, 4).empty());
   EXPECT_EQ(split_k_candidates(2040, 100000, 132, 4).size(), 3u);
+  // There GEMM panels are offered instead (K whole, one n × n partial): 4 and 8 panels for W5's
+  // n = 11 101, 4 alone where 8 would be under two tiles high, none where A does not fill the
+  // device or K is empty.
+  const std::vector<SplitKPlan> w5 = panel_candidates(11101, 100000, 132, 4);
+  ASSERT_EQ(w5.size(), 2u);
+  for (const SplitKPlan& p : w5) {
+    EXPECT_EQ(p.blocks, 1u);
+    EXPECT_EQ(p.block_rows, 100000u);
+    EXPECT_EQ(p.ldp, 11104u);
+    EXPECT_EQ(p.workspace_elements(), 11101u * 11104u);
+  }
+  EXPECT_EQ(w5[0].panels, 4u);
+  EXPECT_EQ(w5[1].panels, 8u);
+  EXPECT_EQ(w5[1].describe(), "1 block of 100000 rows, 8 panels");
+  EXPECT_EQ(panel_candidates(2100, 100000, 132, 4).size(), 2u);
+  EXPECT_EQ(panel_candidates(1500, 100000, 16, 4).size(), 1u);
+  EXPECT_TRUE(panel_candidates(2040, 100000, 132, 4).empty());
+  EXPECT_TRUE(panel_candidates(11101, 0, 132, 4).empty());
+}
+
+TYPED_TEST(SplitKSyrk, GemmPanelsOfAWideA) {
+  using T = TypeParam;
+  // panel_candidates' plan (one block, 4 panels: 8 would be under two tiles high) on a device
+  // of 4 multiprocessors, J's rows padded as the CUDA backend pads them, β 0 and 1.  (8 panels
+  // and others of one block: the odd shapes above.)
+  const std::size_t n = 1100, k = 301, ldj = 1104;
+  const std::vector<SplitKPlan> plans = panel_candidates(n, k, 4, 4);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].describe(), "1 block of 301 rows, 4 panels");
+  for (const double beta : {0.0, 1.0}) check(random_case<T>(n, k, ldj, 17), plans, 1.0, beta, 19);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
@@ -112,9 +113,12 @@ TYPED_TEST(SyrkChoiceTest, ShapesWithoutACandidateKeepSyrkUnmeasuredAndSaySo) {
     const char* why;
   };
   // 300 rows of 301 columns cannot be split into blocks of ≥ 301 rows; 2 100 columns are 17 × 17
-  // tiles, more than two waves of 132 multiprocessors.
-  for (const Shape& s : {Shape{301, 300, "rows are too few to split"},
-                         Shape{2100, 40, "fill 2 waves of the 132 multiprocessors"}}) {
+  // tiles, more than two waves of 132 multiprocessors (a float A: SYRK; a float64 A is timed
+  // against GEMM panels, below).
+  std::vector<Shape> shapes = {Shape{301, 300, "rows are too few to split"}};
+  if (std::is_same_v<T, float>)
+    shapes.push_back({2100, 40, "fill 2 waves of the 132 multiprocessors"});
+  for (const Shape& s : shapes) {
     const std::vector<T> j = random_rows<T>(s.k, s.n, s.n);
     std::vector<T> got(s.n * s.n, T(0)), want(s.n * s.n, T(0));
     f.syrk_calls = 0;
@@ -124,6 +128,33 @@ TYPED_TEST(SyrkChoiceTest, ShapesWithoutACandidateKeepSyrkUnmeasuredAndSaySo) {
     EXPECT_EQ(got, want) << s.why;
     EXPECT_NE(choice.report().find(s.why), std::string::npos) << choice.report();
   }
+}
+
+TYPED_TEST(SyrkChoiceTest, AFloat64AThatFillsTheDeviceIsTimedAgainstGemmPanels) {
+  using T = TypeParam;
+  // 1 100 columns are 9 × 9 tiles, more than two waves of 4 multiprocessors: A fills that device
+  // alone and K is not split.  A float64 A: SYRK (made slow) against 4 GEMM panels (8 would be
+  // under two tiles high), which win and give SYRK's A; a float A: SYRK, unmeasured.
+  Fixture<T> f;
+  f.syrk_delay = std::chrono::milliseconds(200);
+  SyrkChoice<T> choice = f.choice(4);
+  const std::size_t n = 1100, k = 301;
+  const std::vector<T> j = random_rows<T>(k, n, 13);
+  std::vector<T> want(n * n, T(0)), got(n * n, std::numeric_limits<T>::quiet_NaN());
+  f.backend->syrk_ata(n, k, T(1), j.data(), n, T(0), want.data());
+  choice.syrk_ata(n, k, T(1), j.data(), n, T(0), got.data());
+  const std::string report = choice.report();
+  if (std::is_same_v<T, float>) {
+    EXPECT_EQ(f.syrk_calls, 1);
+    EXPECT_NE(report.find("fill 2 waves of the 4 multiprocessors"), std::string::npos) << report;
+    return;
+  }
+  EXPECT_EQ(f.syrk_calls, 1 + SyrkChoice<T>::kRepeats);
+  EXPECT_NE(report.find("n = 1100, 301 rows: GEMM panels, 1 block of 301 rows, "),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("against SYRK"), std::string::npos) << report;
+  EXPECT_LE(upper_error(got, want, n), 50 * std::numeric_limits<T>::epsilon());
 }
 
 TYPED_TEST(SyrkChoiceTest, SplitKThatWouldTakeOverAQuarterOfTheFreeMemoryIsNotTried) {

@@ -70,6 +70,16 @@ std::vector<SplitKPlan> split_k_candidates(std::size_t n, std::size_t k,
                                            std::size_t multiprocessors,
                                            std::size_t stride_multiple);
 
+// Where A alone fills the device (the n split_k_candidates leaves to SYRK): GEMMs over A's upper
+// trapezoid in 4 and 8 panels with K not split (one block, one n × n partial: as much memory as
+// A), (p + 1)/(2p) of a whole product's arithmetic at GEMM's rate — for a SYRK well below GEMM's:
+// cuBLAS's DSYRK ran at 47–54% of DGEMM at n = 11 101 and 30 771 on the H200
+// (bench/results/gpu-runs/2026-11-28-h200, W5's float64 A), its SSYRK at 99% of SGEMM.  Each panel
+// at least two tiles high; empty where A does not fill the device alone (split_k_candidates'
+// case) or n is too small for 4 such panels.
+std::vector<SplitKPlan> panel_candidates(std::size_t n, std::size_t k, std::size_t multiprocessors,
+                                         std::size_t stride_multiple);
+
 // Upper triangle (row-major) of C (n × n) = α JᵀJ + β C for J (plan.k × plan.n, row stride
 // ldj ≥ n) by the plan: the partials in `workspace` (plan.workspace_elements()), then
 // reduce_upper.  C's strict lower triangle is left as it was, as syrk_ata leaves it; β = 0 does
