@@ -238,16 +238,53 @@ def test_the_residual_of_every_condition_takes_one_forward_pass(
         pinn.Condition("flux", lambda u_x: u_x, pinn.Uniform(10, t=(0, 1), x=1))])
     x = problem.points
     separately = torch.cat([problem._rows(i, model, part)
-                            for i, part in enumerate(problem._split(x))])
+                            for i, part in enumerate(problem._split(x))]).detach()
     calls = []
     forward = TaylorMLP.forward
     monkeypatch.setattr(TaylorMLP, "forward", lambda self, *a, **k: (
         calls.append(len(self.first) + len(self.second)), forward(self, *a, **k))[1])
-    together = problem(model, x)
+    together = problem(model, x).detach()
     assert calls == [3]  # one pass: u_t, u_x and u_xx
     torch.testing.assert_close(together, separately, rtol=1e-14,
                                atol=1e-14 * float(separately.abs().max()))
     assert float(separately[:60].abs().max()) > 0.01 and float(separately[80:].abs().max()) > 0.01
+
+
+def test_the_jacobian_of_every_condition_takes_one_pass_per_chunk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two rows per point in every condition (a system of two residuals; a boundary pair), point
+    # weights on one: J's rows by one forward pass and one reverse sweep per row for all the
+    # conditions, equal to each condition's own rows — whole slices, slices that split a point's
+    # rows or a condition, chunks of 7 points crossing the conditions.
+    from lmtrain.torch._jacobian import TaylorMLP
+
+    model = _network(2, 2, seed=43)
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, v, u_t, v_x, u_xx: torch.stack(
+            [u_t + v * v_x - 0.1 * u_xx, v_x - u]), pinn.Uniform(23, t=(0, 1), x=(-1, 1)),
+            point_weights=pinn.ResidualBasedAttention(initial=0.6)),
+        pinn.Condition("edge", lambda u, v, x: torch.stack([u - x, 2 * v]),
+                       pinn.Uniform(9, t=(0, 1), x=1), weight=2.0)],
+        outputs="uv", jacobian="taylor")
+    x, params = problem.points, _params(model)
+    problem(model, x)
+    separately = torch.cat([problem._condition_rows("taylor", i, model, params, part) * (
+        problem._point_factors(i, part).repeat_interleave(2)[:, None] if i == 0 else 1)
+        for i, part in enumerate(problem._split(x))])
+    assert separately.shape == (64, sum(p.numel() for p in model.parameters()))
+    passes = []
+    jacobian = TaylorMLP.jacobian
+    monkeypatch.setattr(TaylorMLP, "jacobian", lambda self, *a, **k: (
+        passes.append(1), jacobian(self, *a, **k))[1])
+    scale = float(separately.abs().max())
+    for chunk_bytes in (1 << 30, 7 * 4 * 2 * separately.shape[1] * 8):
+        problem.chunk_bytes = chunk_bytes
+        for start, stop in ((0, 64), (5, 51), (46, 47), (10, 30)):
+            passes.clear()
+            j = problem.jacobian_slice(model, params, x, None, start, stop)
+            torch.testing.assert_close(j, separately[start:stop], rtol=0, atol=1e-13 * scale)
+            points = -(-stop // 2) - start // 2
+            assert len(passes) == 2 * -(-points // (32 if chunk_bytes == 1 << 30 else 7))
 
 
 def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() -> None:

@@ -1123,9 +1123,26 @@ class Problem:
         ∂F/∂(u, uᵃ, uᵃᵇ) per point (vmap of jacrev of the residual, a handful of scalars), and
         one reverse sweep per residual row of a point; written into `out` (k·P × n) if given."""
         names = list(params)
-        value, du, ddu, dddu, tape = taylor.forward(points, params, keep=True)
+        *components, tape = taylor.forward(points, params, keep=True)
+        k = self.rows_per_point[index]
+        seeds = [[torch.zeros_like(c) for c in components] for _ in range(k)]
+        self._add_seeds(index, taylor, points, components, seeds)
+        per_row = None if out is None else out.view(points.shape[0], k, -1)
+        rows = [taylor.jacobian(tape, *seeds[j], names,
+                                out=None if per_row is None else per_row[:, j])
+                for j in range(k)]
+        if out is not None:
+            return out
+        return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
+
+    def _add_seeds(self, index: int, taylor: TaylorMLP, points: torch.Tensor,
+                   components: Sequence[torch.Tensor],
+                   seeds: list[list[torch.Tensor]]) -> None:
+        """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) of condition `index` at `points` to seeds[j]
+        (four tensors shaped like taylor's forward components there), for each of its k rows
+        per point: vmap of jacrev of the residual over the points."""
         symbols = self.symbols[index]
-        arguments = symbols.taylor_arguments(points, taylor, value, du, ddu, dddu)
+        arguments = symbols.taylor_arguments(points, taylor, *components)
         residual = self.conditions[index].residual
         arg_names = [name for name, _, _ in symbols.arguments]
 
@@ -1134,30 +1151,44 @@ class Problem:
 
         partials = vmap(jacrev(positional, argnums=tuple(range(len(arguments)))))(*arguments)
         scale = self.conditions[index].weight / math.sqrt(self.counts[index])
-        k = partials[0].shape[1]
-        rows = []
-        per_row = None if out is None else out.view(points.shape[0], k, -1)
-        for j in range(k):
-            seed, seed_d, seed_dd, seed_ddd = (torch.zeros_like(value), torch.zeros_like(du),
-                                               torch.zeros_like(ddu), torch.zeros_like(dddu))
+        for j, (seed, seed_d, seed_dd, seed_ddd) in enumerate(seeds):
             for (_, kind, where), partial in zip(symbols.arguments, partials):
                 if kind == "coordinate":
                     continue
                 o, derivative = where
                 g = scale * partial[:, j]
                 if not derivative:
-                    seed[:, o] += g
+                    seed[:, o].add_(g)
                 elif len(derivative) == 1:
-                    seed_d[:, taylor.first.index(derivative[0]), o] += g
+                    seed_d[:, taylor.first.index(derivative[0]), o].add_(g)
                 elif len(derivative) == 2:
-                    seed_dd[:, taylor.second.index(derivative), o] += g
+                    seed_dd[:, taylor.second.index(derivative), o].add_(g)
                 else:
-                    seed_ddd[:, taylor.third.index(derivative[0]), o] += g
-            rows.append(taylor.jacobian(tape, seed, seed_d, seed_dd, seed_ddd, names,
-                                        out=None if per_row is None else per_row[:, j]))
-        if out is not None:
-            return out
-        return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
+                    seed_ddd[:, taylor.third.index(derivative[0]), o].add_(g)
+
+    def _one_pass_rows(self, union: TaylorMLP, params: dict[str, torch.Tensor],
+                       x: torch.Tensor, first: int, last: int, out: torch.Tensor) -> None:
+        """The rows of J of the points first:last of x, every condition's, into `out`
+        ((last − first)·k × n; every condition has k rows per point), by one Taylor pass per
+        chunk of points: one forward pass and one reverse sweep per row of a point for all the
+        conditions in the chunk, each seeding its own points (on a GPU a pass costs the
+        operators it issues, not its points)."""
+        k, n, names = self.rows_per_point[0], out.shape[1], list(params)
+        chunk = max(1, self.chunk_bytes // (4 * k * n * out.element_size()))
+        per_point = out.view(last - first, k, n)
+        offsets = list(zip(self.point_offsets[:-1], self.point_offsets[1:]))
+        for s in range(first, last, chunk):
+            e = min(s + chunk, last)
+            *components, tape = union.forward(x[s:e], params, keep=True)
+            seeds = [[torch.zeros_like(c) for c in components] for _ in range(k)]
+            for index, (a, b) in enumerate(offsets):
+                lo, hi = max(a, s), min(b, e)
+                if lo < hi:
+                    part = slice(lo - s, hi - s)
+                    self._add_seeds(index, union, x[lo:hi], [c[part] for c in components],
+                                    [[t[part] for t in seed] for seed in seeds])
+            for j in range(k):
+                union.jacobian(tape, *seeds[j], names, out=per_point[s - first:e - first, j])
 
     def _condition_rows(self, route: str, index: int, model: torch.nn.Module,
                         params: dict[str, torch.Tensor], points: torch.Tensor,
@@ -1251,6 +1282,9 @@ class Problem:
         # the step's largest tensor: joining the parts cost as much as computing them).
         out = torch.empty(stop - start, n, dtype=next(iter(params.values())).dtype,
                           device=x.device)
+        union = self._one_pass(model) if route == "taylor" else None
+        if union is not None and len(set(self.rows_per_point)) == 1:
+            return self._one_pass_slice(union, params, x, start, stop, out)
         offset = 0
         for index, (points, k) in enumerate(zip(parts_x, self.rows_per_point)):
             a, b = offset, offset + points.shape[0] * k  # this condition's rows
@@ -1268,6 +1302,25 @@ class Problem:
                 j.view(last - first, k, -1).mul_(factors[first:last, None, None])
             if not whole:
                 target.copy_(j[lo - a - first * k:hi - a - first * k])
+        return out
+
+    def _one_pass_slice(self, union: TaylorMLP, params: dict[str, torch.Tensor],
+                        x: torch.Tensor, start: int, stop: int, out: torch.Tensor) -> torch.Tensor:
+        """jacobian_slice's rows start:stop into `out` by _one_pass_rows (every condition on the
+        Taylor route, k rows per point each), with each condition's point weights."""
+        k = self.rows_per_point[0]
+        first, last = start // k, -(-stop // k)  # the points holding those rows
+        whole = start % k == 0 and stop % k == 0
+        rows = out if whole else out.new_empty((last - first) * k, out.shape[1])
+        self._one_pass_rows(union, params, x, first, last, rows)
+        per_point = rows.view(last - first, k, -1)
+        for index, (points, a) in enumerate(zip(self._split(x), self.point_offsets)):
+            lo, hi = max(a, first), min(a + points.shape[0], last)
+            factors = self._point_factors(index, points) if lo < hi else None
+            if factors is not None:
+                per_point[lo - first:hi - first].mul_(factors[lo - a:hi - a, None, None])
+        if not whole:
+            out.copy_(rows[start - first * k:stop - first * k])
         return out
 
 
