@@ -537,11 +537,10 @@ void bind_training(nb::module_& m) {
       [](const std::string& path) {
         io::CheckpointPosition position = io::read_checkpoint_position(path);
         const std::size_t n = position.params.size();
-        return nb::make_tuple(position.epochs_done, numpy_array(std::move(position.params), {n}),
-                              position.float32);
+        return nb::make_tuple(position.epochs_done, numpy_array(std::move(position.params), {n}));
       },
       nb::arg("path"),
-      "(epochs done, parameters as float64, whether they were float32) of a fit checkpoint, "
+      "(epochs done, parameters as float64) of a fit checkpoint, "
       "read without checking it against a run (the resume checks it).  ValueError naming the "
       "file when it is not a checkpoint.");
   m.def(

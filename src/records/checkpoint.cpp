@@ -69,10 +69,11 @@ void write_checkpoint(const std::string& path, const TrainingState<T>& s,
   write_file_atomically(path, detail::encode_safetensors(file));
 }
 
-template <typename T>
-TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& run) {
-  const nlohmann::json fingerprint = fingerprint_json(run);
-  const SafetensorsFile file = detail::read_safetensors(path);
+namespace {
+
+// The checkpoint's "lmtrain.checkpoint" metadata (JSON text); InvalidArgument naming the file
+// when it has none.
+const std::string& checkpoint_metadata(const SafetensorsFile& file, const std::string& path) {
   const auto it = file.metadata.find("lmtrain.checkpoint");
   if (it == file.metadata.end())
     throw InvalidArgument(
@@ -80,9 +81,19 @@ TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& 
                     "metadata); --resume needs the run directory of a previous "
                     "`lmtrain fit`",
                     path));
+  return it->second;
+}
+
+}  // namespace
+
+template <typename T>
+TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& run) {
+  const nlohmann::json fingerprint = fingerprint_json(run);
+  const SafetensorsFile file = detail::read_safetensors(path);
+  const std::string& metadata = checkpoint_metadata(file, path);
   TrainingState<T> s;
   try {
-    const nlohmann::json meta = nlohmann::json::parse(it->second);
+    const nlohmann::json meta = nlohmann::json::parse(metadata);
     if (meta.at("version").get<int>() != kCheckpointVersion)
       throw InvalidArgument(fmt::format("{}: checkpoint version {} is not supported (expected {})",
                                         path, meta.at("version").dump(), kCheckpointVersion));
@@ -145,20 +156,17 @@ TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& 
 
 CheckpointPosition read_checkpoint_position(const std::string& path) {
   const SafetensorsFile file = detail::read_safetensors(path);
-  const auto it = file.metadata.find("lmtrain.checkpoint");
+  const std::string& metadata = checkpoint_metadata(file, path);
   const SafetensorsTensor* params = file.find("params");
-  if (it == file.metadata.end() || params == nullptr)
-    throw InvalidArgument(fmt::format(
-        "{}: not an lmtrain checkpoint (no lmtrain.checkpoint metadata or no 'params' tensor)",
-        path));
+  if (params == nullptr)
+    throw InvalidArgument(fmt::format("{}: checkpoint has no 'params' tensor", path));
   CheckpointPosition position;
   try {
-    position.epochs_done = nlohmann::json::parse(it->second).at("epochs_done").get<int>();
+    position.epochs_done = nlohmann::json::parse(metadata).at("epochs_done").get<int>();
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("{}: damaged checkpoint metadata ({})", path, e.what()));
   }
   position.params = detail::tensor_values(*params, path);  // F32 or F64, else it throws
-  position.float32 = params->dtype == SafetensorsDtype::kF32;
   return position;
 }
 

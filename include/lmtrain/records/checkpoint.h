@@ -27,14 +27,13 @@ template <typename T>
 TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& fingerprint);
 
 // Where a checkpoint stands, read without a run to check it against: the epochs done and its
-// "params" (widened to double; `float32` says what they were).  For a front end that must act
+// "params" (widened to double, exactly).  For a front end that must act
 // before the library resumes (lmtrain.torch: a PINN's draw after the last epoch needs that
 // epoch's parameters); read_checkpoint checks the file again at the resume.  Throws
 // InvalidArgument naming the file when it is not an lmtrain checkpoint.
 struct CheckpointPosition {
   int epochs_done = 0;
   std::vector<double> params;
-  bool float32 = false;
 };
 CheckpointPosition read_checkpoint_position(const std::string& path);
 

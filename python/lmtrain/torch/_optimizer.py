@@ -398,7 +398,7 @@ def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tens
     (records/checkpoint.h's read_checkpoint_position; the library checks the file itself as it
     resumes)."""
     try:
-        done, params, _ = _core.checkpoint_position(str(path))
+        done, params = _core.checkpoint_position(str(path))
     except (ValueError, RuntimeError) as error:
         raise ValueError(f"resume={path!r}: not a checkpoint of fit() ({error}); give a file "
                          "written by fit(checkpoint=…)") from None

@@ -1113,27 +1113,31 @@ class Problem:
                 return self._point_residual(index, self._of_module(model), point)
 
         k = self.rows_per_point[index] if self.rows_per_point else 1
-        itemsize = torch.finfo(self.dtype).bits // 8
-        chunk = max(1, self.chunk_bytes // (4 * k * n * itemsize))
-        return PointwiseJacobian(names, point_residual, mode, chunk)
+        return PointwiseJacobian(names, point_residual, mode, self._jacobian_chunk(k, n))
 
-    def _taylor_rows(self, index: int, taylor: TaylorMLP, params: dict[str, torch.Tensor],
-                     points: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Condition `index`'s rows of J at `points` by the Taylor route: the forward pass,
-        ∂F/∂(u, uᵃ, uᵃᵇ) per point (vmap of jacrev of the residual, a handful of scalars), and
-        one reverse sweep per residual row of a point; written into `out` (k·P × n) if given."""
-        names = list(params)
+    def _jacobian_chunk(self, k: int, n: int) -> int:
+        """Points per chunk of J's rows within chunk_bytes: k rows of n per point, and the
+        intermediates about three times that."""
+        return max(1, self.chunk_bytes // (4 * k * n * (torch.finfo(self.dtype).bits // 8)))
+
+    def _taylor_pass(self, taylor: TaylorMLP, params: dict[str, torch.Tensor],
+                     points: torch.Tensor, segments: Sequence[tuple[int, int, int]],
+                     out: torch.Tensor) -> torch.Tensor:
+        """J's rows at `points` by the Taylor route into `out` (P·k × n, contiguous, k rows per
+        point): one forward pass, ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) per point (vmap of jacrev of each
+        residual, a handful of scalars) and one reverse sweep per row of a point.  `segments`:
+        (condition, first, stop) — which condition's residual the points first:stop take."""
+        k = out.shape[0] // points.shape[0]
         *components, tape = taylor.forward(points, params, keep=True)
-        k = self.rows_per_point[index]
         seeds = [[torch.zeros_like(c) for c in components] for _ in range(k)]
-        self._add_seeds(index, taylor, points, components, seeds)
-        per_row = None if out is None else out.view(points.shape[0], k, -1)
-        rows = [taylor.jacobian(tape, *seeds[j], names,
-                                out=None if per_row is None else per_row[:, j])
-                for j in range(k)]
-        if out is not None:
-            return out
-        return rows[0] if k == 1 else torch.stack(rows, 1).reshape(-1, rows[0].shape[1])
+        for index, lo, hi in segments:
+            part = slice(lo, hi)
+            self._add_seeds(index, taylor, points[part], [c[part] for c in components],
+                            [[t[part] for t in seed] for seed in seeds])
+        per_row, names = out.view(points.shape[0], k, -1), list(params)
+        for j in range(k):
+            taylor.jacobian(tape, *seeds[j], names, out=per_row[:, j])
+        return out
 
     def _add_seeds(self, index: int, taylor: TaylorMLP, points: torch.Tensor,
                    components: Sequence[torch.Tensor],
@@ -1170,25 +1174,17 @@ class Problem:
                        x: torch.Tensor, first: int, last: int, out: torch.Tensor) -> None:
         """The rows of J of the points first:last of x, every condition's, into `out`
         ((last − first)·k × n; every condition has k rows per point), by one Taylor pass per
-        chunk of points: one forward pass and one reverse sweep per row of a point for all the
-        conditions in the chunk, each seeding its own points (on a GPU a pass costs the
-        operators it issues, not its points)."""
-        k, n, names = self.rows_per_point[0], out.shape[1], list(params)
-        chunk = max(1, self.chunk_bytes // (4 * k * n * out.element_size()))
-        per_point = out.view(last - first, k, n)
+        chunk of points for all the conditions in it, each seeding its own points (on a GPU a
+        pass costs the operators it issues, not its points)."""
+        k = self.rows_per_point[0]
+        chunk = self._jacobian_chunk(k, out.shape[1])
         offsets = list(zip(self.point_offsets[:-1], self.point_offsets[1:]))
         for s in range(first, last, chunk):
             e = min(s + chunk, last)
-            *components, tape = union.forward(x[s:e], params, keep=True)
-            seeds = [[torch.zeros_like(c) for c in components] for _ in range(k)]
-            for index, (a, b) in enumerate(offsets):
-                lo, hi = max(a, s), min(b, e)
-                if lo < hi:
-                    part = slice(lo - s, hi - s)
-                    self._add_seeds(index, union, x[lo:hi], [c[part] for c in components],
-                                    [[t[part] for t in seed] for seed in seeds])
-            for j in range(k):
-                union.jacobian(tape, *seeds[j], names, out=per_point[s - first:e - first, j])
+            segments = [(index, max(a, s) - s, min(b, e) - s) for index, (a, b) in
+                        enumerate(offsets) if max(a, s) < min(b, e)]
+            self._taylor_pass(union, params, x[s:e], segments,
+                              out[(s - first) * k:(e - first) * k])
 
     def _condition_rows(self, route: str, index: int, model: torch.nn.Module,
                         params: dict[str, torch.Tensor], points: torch.Tensor,
@@ -1198,20 +1194,19 @@ class Problem:
         names = list(params)
         n = sum(p.numel() for p in params.values())
         k = self.rows_per_point[index] if self.rows_per_point else 1
-        itemsize = torch.finfo(self.dtype).bits // 8
-        chunk = max(1, self.chunk_bytes // (4 * k * n * itemsize))
         if route != "taylor":
             j = self._engine(index, model, names, n, route).rows(params, points)
             return j if out is None else out.copy_(j)
         taylor = self._taylor(index, model)
-        if out is not None:  # each chunk's rows written where they belong: no join
-            for s in range(0, points.shape[0], chunk):
-                self._taylor_rows(index, taylor, params, points[s:s + chunk],
-                                  out[s * k:min(s + chunk, points.shape[0]) * k])
-            return out
-        parts = [self._taylor_rows(index, taylor, params, points[s:s + chunk])
-                 for s in range(0, points.shape[0], chunk)]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        if out is None:
+            out = torch.empty(points.shape[0] * k, n, dtype=next(iter(params.values())).dtype,
+                              device=points.device)
+        chunk = self._jacobian_chunk(k, n)
+        for s in range(0, points.shape[0], chunk):  # each chunk's rows where they belong
+            e = min(s + chunk, points.shape[0])
+            self._taylor_pass(taylor, params, points[s:e], [(index, 0, e - s)],
+                              out[s * k:e * k])
+        return out
 
     def _route(self, model: torch.nn.Module, params: dict[str, torch.Tensor],
                x: torch.Tensor) -> str:
@@ -1284,7 +1279,7 @@ class Problem:
                           device=x.device)
         union = self._one_pass(model) if route == "taylor" else None
         if union is not None and len(set(self.rows_per_point)) == 1:
-            return self._one_pass_slice(union, params, x, start, stop, out)
+            return self._one_pass_slice(union, params, x, parts_x, start, stop, out)
         offset = 0
         for index, (points, k) in enumerate(zip(parts_x, self.rows_per_point)):
             a, b = offset, offset + points.shape[0] * k  # this condition's rows
@@ -1305,7 +1300,8 @@ class Problem:
         return out
 
     def _one_pass_slice(self, union: TaylorMLP, params: dict[str, torch.Tensor],
-                        x: torch.Tensor, start: int, stop: int, out: torch.Tensor) -> torch.Tensor:
+                        x: torch.Tensor, parts_x: list[torch.Tensor], start: int, stop: int,
+                        out: torch.Tensor) -> torch.Tensor:
         """jacobian_slice's rows start:stop into `out` by _one_pass_rows (every condition on the
         Taylor route, k rows per point each), with each condition's point weights."""
         k = self.rows_per_point[0]
@@ -1314,7 +1310,7 @@ class Problem:
         rows = out if whole else out.new_empty((last - first) * k, out.shape[1])
         self._one_pass_rows(union, params, x, first, last, rows)
         per_point = rows.view(last - first, k, -1)
-        for index, (points, a) in enumerate(zip(self._split(x), self.point_offsets)):
+        for index, (points, a) in enumerate(zip(parts_x, self.point_offsets)):
             lo, hi = max(a, first), min(a + points.shape[0], last)
             factors = self._point_factors(index, points) if lo < hi else None
             if factors is not None:
