@@ -60,6 +60,20 @@ ForeignSource<T>::ForeignSource(nb::object callbacks, LinearAlgebra<T>& backend,
                       name)
               .c_str());
   has_transpose_product_ = nb::hasattr(callbacks_, "jacobian_transpose_times");
+  has_memory_hook_ = nb::hasattr(callbacks_, "use_memory_plan");
+}
+
+template <typename T>
+void ForeignSource<T>::reserve(std::size_t batch, std::size_t slice) {
+  if (!has_memory_hook_) return;
+  const std::size_t bytes = slice * footprint(batch, false).bytes_per_slice_sample;
+  nb::gil_scoped_acquire gil;
+  if (failed_) return;
+  try {
+    callbacks_.attr("use_memory_plan")(bytes);
+  } catch (nb::python_error& e) {
+    fail(e);  // the step then ends with NaN residuals and raises it
+  }
 }
 
 template <typename T>

@@ -57,7 +57,12 @@ class ForeignSource final : public LinearizationSource<T> {
   std::size_t num_params() const override { return shape_.params; }
   std::size_t residuals_per_sample() const override { return shape_.residuals_per_unit; }
   LinearAlgebra<T>& model_backend() const override { return backend_; }
-  void reserve(std::size_t, std::size_t) override {}
+  // The plan's slice, handed to Python: the callbacks' use_memory_plan(bytes), where they have
+  // one, learns the bytes the plan gives one slice (`slice` units at footprint()'s bytes per
+  // unit), so that the residual_fn's own work — lmtrain.torch.pinn's chunks of J within a slice
+  // and its residual evaluations between steps — takes what the plan counted, not a size the
+  // front end picks.
+  void reserve(std::size_t batch, std::size_t slice) override;
   // Python holds the batch's residuals r (and, for the geodesic correction, r at θ ± hv); a
   // slice costs its rows of J at least, the measured peak when there is one, and three times its
   // rows of J when nothing was measured and the slice is not capped (torch.func's intermediate
@@ -112,6 +117,7 @@ class ForeignSource final : public LinearizationSource<T> {
   LinearAlgebra<T>& backend_;
   Shape shape_;
   bool has_transpose_product_ = false;
+  bool has_memory_hook_ = false;  // callbacks_.use_memory_plan
   std::size_t batch_ = 0;
   const T* residuals_ = nullptr;
   std::vector<ResidualBlock> blocks_;  // of the current batch (empty: none declared)

@@ -1062,6 +1062,63 @@ def test_chunk_bytes_by_device(monkeypatch: pytest.MonkeyPatch) -> None:
         assert pinn._chunk_bytes(None, torch.device("cuda", 0)) == expected
 
 
+def test_a_problem_sizes_its_work_by_the_librarys_memory_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The library's plan, not the front end, decides what the problem's own work takes: the
+    # optimizer hands the problem the bytes of one slice (use_memory_plan) when it plans the
+    # step; J is then computed one slice per pass — the slices the plan chose — and a draw's
+    # candidates are evaluated in chunks of those bytes.  A chunk_bytes given stays.
+    def make(chunk_bytes: int | None = None) -> pinn.Problem:
+        return pinn.Problem("x", [
+            pinn.Condition("pde", lambda x, u, u_xx: u_xx + x * u, pinn.ResidualAdaptive(
+                pinn.Uniform(500, x=(0, 1), method="sobol"), pool=8)),
+            pinn.Condition("ends", lambda u: u - 1, pinn.Uniform(2, x=[0, 1]))],
+            jacobian="taylor", chunk_bytes=chunk_bytes)
+
+    passes: list[int] = []
+    taylor_pass = pinn.Problem._taylor_pass
+    monkeypatch.setattr(pinn.Problem, "_taylor_pass", lambda self, t, params, points, *a: (
+        passes.append(points.shape[0]), taylor_pass(self, t, params, points, *a))[1])
+    problem, model = make(), _network(1, 1, seed=23)
+    assert problem.chunk_bytes == 256 << 20  # before any plan: the device's default
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    optimizer.step(problem.points)
+    plan = optimizer.plan
+    assert plan["slice_units"] == 502  # the whole batch fits the default budget
+    assert problem.chunk_bytes == 502 * plan["bytes_per_unit"]
+    # A budget that holds a slice of about 100 units: J in passes of the plan's slices.
+    budget = plan["fixed_bytes"] + 100 * plan["bytes_per_unit"]
+    problem, model = make(), _network(1, 1, seed=23)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem, memory_budget=budget)
+    passes.clear()
+    optimizer.step(problem.points)
+    # (Its footprint is measured again, on the CPU from the peak resident memory, which may
+    # differ by a page: the slice is then 100 units give or take a few.)
+    small = optimizer.plan
+    units = small["slice_units"]
+    assert 50 < units < 200
+    assert problem.chunk_bytes == units * small["bytes_per_unit"]
+    slices = [units] * (502 // units) + ([502 % units] if 502 % units else [])
+    assert passes[-len(slices):] == slices  # after the footprint's probe slices
+    # The draw's candidates (8 × 500) in chunks of the plan's bytes: 2 × 8 bytes × 3
+    # components (u, u_x, u_xx) × the layers' widths per point, at least `count` points.
+    calls: list[int] = []
+    rows = pinn.Problem._rows
+    monkeypatch.setattr(pinn.Problem, "_rows", lambda self, index, model, points, **kw: (
+        calls.append(points.shape[0]), rows(self, index, model, points, **kw))[1])
+    per_point = 2 * 8 * 3 * (1 + 12 + 12 + 12 + 12 + 1)
+    chunk = max(500, problem.chunk_bytes // per_point)
+    assert chunk < 4000  # more than one evaluation, else the test shows nothing
+    drawn = problem.resample(1, model)
+    assert calls == [chunk] * (4000 // chunk) + ([4000 % chunk] if 4000 % chunk else [])
+    given = make(chunk_bytes=1 << 30)
+    given.use_memory_plan(4096)  # a given chunk_bytes is the user's: the plan leaves it
+    assert given.chunk_bytes == 1 << 30
+    calls.clear()
+    torch.testing.assert_close(given.resample(1, model), drawn, rtol=0, atol=0)
+    assert calls == [4000]
+
+
 def test_a_network_that_interpolates_its_points_is_flagged() -> None:
     # u fits u = x² exactly at the fixed points k/50 but oscillates between them.
     points = torch.linspace(0, 1, 51, dtype=torch.float64).reshape(-1, 1)

@@ -18,6 +18,10 @@ Residual blocks: a ``residual_fn`` with a ``residual_blocks()`` method (lmtrain.
 scale·Σ r² over the block; ``linearize`` hands them to the library with r, whose step reports
 each block's loss (``StepReport.block_losses``, the fit's history and Summary).  A residual_fn
 without the method costs nothing more.
+
+Memory: the library's plan, not this object, sizes the slices; ``use_memory_plan(bytes)`` (called
+by the library whenever it plans them) hands the bytes of one slice to a ``residual_fn`` with
+such a method, so that its own work (pinn's chunks of J, its draws' evaluations) fits the plan.
 """
 
 from __future__ import annotations
@@ -145,6 +149,14 @@ class TorchLinearization:
         self._check_buffers(before)
         self._graph = self._jacobian = None
         return f, r.contiguous()
+
+    def use_memory_plan(self, slice_bytes: int) -> None:
+        """The library's memory plan sized the step's slices: `slice_bytes` for one (its rows of
+        J and what computing them takes).  Handed on to a residual_fn that sizes its own work by
+        it (``use_memory_plan``: lmtrain.torch.pinn.Problem's chunks and draws)."""
+        hook = getattr(self.residual_fn, "use_memory_plan", None)
+        if hook is not None:
+            hook(int(slice_bytes))
 
     def jacobian(self, theta: torch.Tensor, first: int, count: int) -> torch.Tensor:
         """Rows of units [first, first + count) of J at θ: (count·R) × n."""
