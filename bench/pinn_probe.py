@@ -22,6 +22,16 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            min and max over the last half of the steps.  A probe that moves the parameters
            outside the engine to measure whether such a step would pay.  Measured on Burgers'
            uniform draws (docs/pinn.md): it does not — α 0.3 and 0.1 end 20–40× above α 1.
+  polish   asks whether a last phase on points that stay put ends below the fresh draws'
+           noise: from the same cached checkpoint as relax, each --variants entry trains
+           --seconds more (training clock) and prints the error at each quarter, the median,
+           min and max over the second half, λ and the held-out / training residual at the end:
+             recipe          the example's loop (a fresh draw every step), the baseline;
+             hold=K          a fresh draw every K steps (vRBA keeps a batch ~100 iterations);
+             fixed=N,E[,u]   one draw of N interior and E edge points (half per edge
+                             condition), kept to the end: LM converges on one objective;
+                             ",u": the interior drawn uniformly (the sampler inside
+                             ResidualAdaptive), else by the residual as the recipe draws.
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
@@ -30,6 +40,8 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
        build/venv-torch/bin/python bench/pinn_probe.py relax --pde burgers
            [--recipe "{'adaptive': None, 'width': 20, 'harmonics': 0}"] [--warm 450]
            [--steps 300] [--alphas 1 0.3 0.1]
+       build/venv-torch/bin/python bench/pinn_probe.py polish --pde burgers [--warm 900]
+           [--seconds 300] [--variants recipe hold=20 fixed=64000,1600 fixed=64000,1600,u]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -192,9 +204,71 @@ def probe_relax(args: argparse.Namespace) -> None:
               f"last {errors[-1]:.3e}; λ {optimizer.lambda_:.1e}", flush=True)
 
 
+def _polish_points(problem, variant: str, step: int, model) -> int:
+    """Sets up `variant`'s draws (module doc) and draws the first; the steps between draws
+    (0: never again)."""
+    kind, _, value = variant.partition("=")
+    if kind == "recipe":
+        return 1
+    if kind == "hold":
+        return int(value)
+    if kind != "fixed":
+        raise SystemExit(f"--variants {variant!r}: expected recipe, hold=K or fixed=N,E[,u]")
+    fields = value.split(",")
+    interior, edge = int(fields[0]), int(fields[1])
+    names = [c.name for c in problem.conditions]
+    pde = problem.conditions[0]
+    problem.grow(pde.name, interior, 1, start=interior)  # this count at every resample
+    for name in names[1:]:
+        problem.set_count(name, max(1, edge // (len(names) - 1)))
+    adaptive = pde.points
+    if fields[2:] == ["u"] and hasattr(adaptive, "base"):
+        pde.points = adaptive.base
+    problem.resample(step, model)
+    pde.points = adaptive
+    return 0
+
+
+def probe_polish(args: argparse.Namespace) -> None:
+    problem, model, error, options, lam, first = recipe_checkpoint(args)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    layout = (dict(problem.growth), list(problem.counts))
+    for variant in args.variants:
+        model.load_state_dict(state)
+        problem.growth.clear()
+        problem.growth.update(layout[0])
+        problem._set_counts(list(layout[1]))
+        problem.resample(first, model)  # every variant starts from the same draw
+        every = _polish_points(problem, variant, first, model)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
+                                          **{**options, "lambda_initial": lam})
+        clock, step, history = 0.0, first, []
+        while clock < args.seconds:
+            start = time.perf_counter()
+            if every and step > first and (step - first) % every == 0:
+                problem.resample(step, model)
+            problem.update_weights(model)
+            report = optimizer.step(problem.points)
+            clock += time.perf_counter() - start
+            step += 1
+            history.append((clock, error(model)))
+            if report.termination and not every:
+                break
+        quarters = [min(history, key=lambda h, q=q: abs(h[0] - q * clock))[1]
+                    for q in (0.25, 0.5, 0.75)]
+        half = [e for c, e in history if c >= clock / 2]
+        ratios = problem.interpolation_ratios(model, problem.points, problem.heldout(12345))
+        print(f"{variant}: {len(history)} steps in {clock:.0f} s, {problem.points.shape[0]} "
+              f"points; error at ¼ ½ ¾ {' '.join(f'{e:.2e}' for e in quarters)}, last "
+              f"{history[-1][1]:.3e}; second half median {statistics.median(half):.3e} "
+              f"[{min(half):.2e}–{max(half):.2e}]; λ {optimizer.lambda_:.1e}; held-out / "
+              f"training {', '.join(f'{k} {v:.2f}' for k, v in ratios.items())}"
+              f"{'; ' + report.termination if report.termination else ''}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=("options", "solve", "relax"))
+    parser.add_argument("probe", choices=("options", "solve", "relax", "polish"))
     parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
@@ -206,9 +280,14 @@ def main() -> None:
     parser.add_argument("--recipe", default="{}",
                         help="relax: RECIPE overrides, a Python dict literal")
     parser.add_argument("--alphas", type=float, nargs="+", default=[1.0, 0.3, 0.1])
+    parser.add_argument("--seconds", type=float, default=300.0,
+                        help="polish: training seconds per variant")
+    parser.add_argument("--variants", nargs="+",
+                        default=["recipe", "hold=20", "fixed=64000,1600", "fixed=64000,1600,u"])
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
-    {"options": probe_options, "solve": probe_solve, "relax": probe_relax}[args.probe](args)
+    {"options": probe_options, "solve": probe_solve, "relax": probe_relax,
+     "polish": probe_polish}[args.probe](args)
 
 
 if __name__ == "__main__":

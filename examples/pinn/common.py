@@ -38,7 +38,7 @@ import lmtrain.torch as lt
 from lmtrain.torch import pinn
 
 # Recipe keys the loop reads; every other key goes to the example's build().
-LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose")
+LOOP_KEYS = ("budget", "steps", "resample_every", "target", "options", "diagnose", "polish")
 
 
 def mlp(widths: list[int], seed: int, activation: type = torch.nn.Tanh,
@@ -123,9 +123,10 @@ class Run:
     resumed_at: int = 0  # the step its checkpoint had reached (0: a run from the start)
 
 
-# What a checkpoint may change on resume: the run's length and where it runs.  Every other
+# What a checkpoint may change on resume: the run's length, its last phase (polish) and where it
+# runs.  Every other
 # recipe key (the points, the network, the options) makes another run.
-RESUMABLE_KEYS = ("budget", "steps", "target", "diagnose", "device")
+RESUMABLE_KEYS = ("budget", "steps", "target", "diagnose", "device", "polish")
 
 
 def save_checkpoint(path: str, identity: dict[str, Any], model: torch.nn.Module,
@@ -199,7 +200,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
              log_every: int = 25, options: dict[str, Any] | None = None,
              diagnose: bool = False, checkpoint: str | None = None,
              checkpoint_every: float = 300.0, resume: str | None = None,
-             pause_after: float | None = None,
+             pause_after: float | None = None, polish: tuple[float, int] | None = None,
              identity: dict[str, Any] | None = None) -> Run:
     """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
     stop (ignored while resampling: a new draw is a new problem); returns the Run.
@@ -211,7 +212,11 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     recipe, must match) restores the network, the points, the point weights, λ's schedule, the
     step, the clock and the history, so the steps go on as the uninterrupted run's would (bit
     for bit on the same machine and threads; tested); `pause_after` stops this call after that
-    many training seconds of its own (Run.paused), leaving the budget for a later resume."""
+    many training seconds of its own (Run.paused), leaving the budget for a later resume.
+
+    `polish` = (seconds, factor): the last `seconds` of the budget on held points — one draw of
+    `factor` times the counts, kept (``problem.hold``), so that LM converges on one objective
+    instead of fitting a fresh draw each step; the run then also ends at the step's own stop."""
     if pause_after is not None and checkpoint is None:
         raise ValueError("pause_after needs a checkpoint to resume from: pass checkpoint")
     identity = identity or {}
@@ -234,7 +239,8 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
                             first_below, history, phases)
             saved = clock
         start = time.perf_counter()
-        report = _one_step(problem, model, optimizer, step, resample_every)
+        report = _one_step(problem, model, optimizer, step, resample_every,
+                           _polish_now(problem, polish, budget - clock))
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
             phases[name] = phases.get(name, 0.0) + seconds
@@ -245,11 +251,8 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
             first_below = clock
         if verbose and (step % log_every == 0 or step == 1):
             _log(step, clock, report, e)
-        if report.termination and not resample_every:
-            termination = report.termination
-            break
-        if target and e <= target:
-            termination = "target"
+        termination = _stop(report, problem, resample_every, e, target)
+        if termination:
             break
     if checkpoint is not None:
         save_checkpoint(checkpoint, identity, model, problem, optimizer, step, clock,
@@ -262,10 +265,30 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     return run
 
 
+def _polish_now(problem: pinn.Problem, polish: tuple[float, int] | None,
+                left: float) -> int | None:
+    """polish's factor when its last phase starts now (`left` seconds of the budget left)."""
+    if polish is None or problem.held or left > float(polish[0]):
+        return None
+    return int(polish[1])
+
+
+def _stop(report: Any, problem: pinn.Problem, resample_every: int, error: float,
+          target: float) -> str:
+    """Why the loop stops after this step ("" to go on): the step's own stop where the points
+    stay (a new draw is a new problem), or the target reached."""
+    if report.termination and (not resample_every or problem.held):
+        return report.termination
+    return "target" if target and error <= target else ""
+
+
 def _one_step(problem: pinn.Problem, model: torch.nn.Module, optimizer: lt.LevenbergMarquardt,
-              step: int, resample_every: int) -> Any:
-    """The loop's step: a fresh draw when due, the point weights, one LM step."""
-    if resample_every and step > 0 and step % resample_every == 0:
+              step: int, resample_every: int, hold: int | None = None) -> Any:
+    """The loop's step: a fresh draw when due (or, with `hold`, the last one: that factor of
+    the counts, kept), the point weights, one LM step."""
+    if hold is not None:
+        problem.hold(step, model, hold)
+    elif resample_every and step > 0 and step % resample_every == 0:
         problem.resample(step, model)
     problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
     return optimizer.step(problem.points)

@@ -852,6 +852,57 @@ def test_a_growing_count_follows_the_step_and_is_part_of_the_state() -> None:
         fixed.grow("pde", 10, 1)
 
 
+def test_held_points_are_one_larger_draw_kept_to_the_end() -> None:
+    # hold(step, model, factor): the draw that resample would make at `step` with factor × the
+    # counts (the grow schedule's at that step), and from then on resample returns it.
+    a = _burgers_problem(seed=5)
+    a.grow("pde", 100, every=2)
+    with pytest.raises(ValueError, match=r"hold\(factor=0\): expected a positive integer"):
+        a.hold(3, factor=0)
+    held = a.hold(3, factor=3)
+    assert a.held and a.counts == [240, 27, 21] == a.drawn_counts  # 3 × (80, 9, 7)
+    # The reference: a problem without the schedule, its counts set to those, resampled at 3.
+    b = _burgers_problem(seed=5)
+    for name, count in (("pde", 240), ("initial", 27), ("boundary", 21)):
+        b.set_count(name, count)
+    torch.testing.assert_close(held, b.resample(3), rtol=0, atol=0)
+    assert all(a.resample(step) is held for step in (4, 9, 20))  # kept, whatever the step
+    with pytest.raises(ValueError, match="holds its points already"):
+        a.hold(5)
+    with pytest.raises(ValueError, match=r"set_count\('pde', …\): the problem holds"):
+        a.set_count("pde", 10)
+    # The rows follow the held counts (w/√N with N = 240): the objective of b's problem.
+    model = _network(2, 1, seed=29)
+    torch.testing.assert_close(a(model, held), b(model, held), rtol=0, atol=0)
+    # Part of the state: a problem loaded from it holds the same points.
+    c = _burgers_problem(seed=5)
+    c.grow("pde", 100, every=2)
+    c.load_state_dict(a.state_dict())
+    assert c.held and c.resample(30) is c.points
+    torch.testing.assert_close(c.points, held, rtol=0, atol=0)
+    # Fixed conditions keep their points.
+    fixed = pinn.Problem("x", [pinn.Condition("pde", lambda u: u, pinn.Fixed(
+        torch.linspace(0, 1, 5, dtype=torch.float64)[:, None])), pinn.Condition(
+        "ends", lambda u: u, pinn.Uniform(2, x=[0, 1]))])
+    assert fixed.hold(1, factor=4).shape == (5 + 8, 1)
+    # A residual-adaptive condition draws its base's points (uniform), or by the residual as
+    # resample does with adaptive=True (which needs the model).
+    def adaptive_problem() -> pinn.Problem:
+        return pinn.Problem("x", [pinn.Condition("pde", lambda x, u: u - x, pinn.ResidualAdaptive(
+            pinn.Uniform(50, x=(0, 1)), pool=4))], seed=2)
+
+    line = torch.nn.Linear(1, 1).double()
+    base = adaptive_problem()
+    base.set_count("pde", 100)
+    torch.testing.assert_close(adaptive_problem().hold(3, line, factor=2), base.sample(3),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(adaptive_problem().hold(3, line, factor=2, adaptive=True),
+                               base.resample(3, line), rtol=0, atol=0)
+    assert not torch.equal(base.sample(3), base.points)  # the two draws differ
+    with pytest.raises(ValueError, match=r"problem.hold\(step, model, adaptive=True\)"):
+        adaptive_problem().hold(1, adaptive=True)
+
+
 def test_marching_points_cover_a_growing_time_interval() -> None:
     base = pinn.Uniform(64, t=(0.5, 2.5), x=(-1, 1), method="sobol")
     marching = pinn.Marching(base, "t", start=0.25, steps=6)

@@ -160,6 +160,10 @@ RESUMED = [
     ("allen_cahn", dict(points=200, points_max=200, initial_points=100, horizon_steps=4,
                         width=10, causal_epsilon=1.0)),
     ("poisson2d", dict(points=100, width=10, rba=(0.9, 0.1))),
+    # The last phase on held points (polish: here the whole budget, so from the first step):
+    # the checkpoint keeps them held.
+    ("burgers", dict(points=100, points_max=100, edge_points=20, width=8, harmonics=0,
+                     polish=(1e9, 2))),
 ]
 
 
@@ -187,6 +191,19 @@ def test_a_run_resumed_from_its_checkpoint_goes_on_bit_for_bit(examples, tmp_pat
 
 def fits(run) -> list[tuple[int, float, float]]:
     return [(step, loss, error) for step, _, loss, error in run.history]
+
+
+def test_polish_trains_its_last_seconds_on_a_held_larger_draw(examples) -> None:
+    # polish = (seconds, factor): from budget − seconds on, one draw of factor × the counts is
+    # kept (Problem.hold); here from the first step, with the recipe's residual-adaptive draw.
+    example = examples("burgers")
+    small = dict(points=100, points_max=100, edge_points=20, width=8, harmonics=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pinn.InterpolationWarning)
+        run = example.train(0, steps=4, budget=1e9, polish=(1e9, 3), **small)
+        plain = example.train(0, steps=4, budget=1e9, **small)
+    assert run.steps == 4 and run.points == 3 * 120 and plain.points == 120
+    assert fits(run) != fits(plain)
 
 
 def test_a_checkpoint_of_another_run_or_no_checkpoint_is_a_clear_error(examples,

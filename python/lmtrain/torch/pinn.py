@@ -53,7 +53,9 @@ evaluated on the linearization's points, which it is given).  The draws depend o
 (``seed``, step, condition), so a run is reproducible and a resumed run draws what the
 uninterrupted one would.  ``Fixed`` points never change.  ``ResidualAdaptive(Uniform(…))``
 draws where the residual is large (among candidates, by the model's residual): pass the model,
-``resample(step, model)``; its draws depend on the model too.
+``resample(step, model)``; its draws depend on the model too.  ``hold(step, model, factor)``
+makes one last draw of `factor` times the counts and keeps it (``resample`` returns it from
+then on): a last phase on one objective, where LM converges instead of fitting fresh draws.
 
 **Weights of points** (``Condition(…, point_weights=…)``): a factor per point on the
 condition's rows, the problem's business, set between steps by ``problem.update_weights(model)``
@@ -65,8 +67,9 @@ coordinates)`` and ``update(points, squared, coordinates)`` is one.  The held-ou
 ``mean_squared`` leave them out (plain mean F²); the step's ``block_losses`` include them.
 
 **State** (a run in parts): ``problem.state_dict()`` / ``load_state_dict()`` keep the points of
-the last draw, the counts, the Jacobian route chosen and the point weights' state; with the
-model's and the optimizer's state_dicts a resumed run takes the uninterrupted run's steps.
+the last draw, the counts, whether they are held, the Jacobian route chosen and the point
+weights' state; with the model's and the optimizer's state_dicts a resumed run takes the
+uninterrupted run's steps.
 
 **Interpolation check.** ``problem.heldout(seed)`` draws fresh points with the same layout, and
 ``problem.interpolation_ratios(model, problem.points, heldout)`` compares each condition's RMS
@@ -668,6 +671,7 @@ class Problem:
         self._planned_bytes: int | None = None  # use_memory_plan's, while chunk_bytes is None
         self._set_counts([c.points.count for c in conditions])
         self.growth: dict[int, tuple[int, int, int]] = {}  # grow(): (start, most, every)
+        self.held = False  # hold(): resample keeps the points
         self.rows_per_point: list[int] | None = None  # k of each condition, known once evaluated
         self.jacobian_choice: dict[str, Any] = {}
         self._at_step(0)
@@ -740,18 +744,57 @@ class Problem:
         """Draws the collocation points of `step` into ``points`` (and returns them).  Call it
         between steps; see the module's doc.  `model`: the network, which ``ResidualAdaptive``
         conditions need (their points follow its residual)."""
+        self._check_model(model, "resample(step, model)")
+        if self.held:
+            return self.points
+        self._set_counts(self._counts_at(int(step)))
+        return self._draw(int(step), model)
+
+    def hold(self, step: int, model: Any = None, factor: int = 4,
+             adaptive: bool = False) -> torch.Tensor:
+        """One last draw, of `factor` times each drawn condition's count at `step` (its
+        ``grow`` schedule's), kept from then on: ``resample`` returns these points unchanged.
+        LM then converges on one objective instead of fitting a fresh draw every step, whose
+        sampling noise sets a resampled run's error near its end (Burgers: docs/pinn.md, "A
+        last phase on held points"; the examples' recipe key ``polish``).  Between steps, as
+        ``resample``; ``Fixed`` conditions keep their points.  `adaptive`: ``ResidualAdaptive``
+        conditions choose by `model`'s residual, as ``resample`` does; by default they draw
+        their base's points (uniform: the mean of F² over the domain, which the L2 error
+        follows — Burgers ended lower so, and the draw costs no evaluation).  Returns the
+        points."""
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ValueError(f"hold(factor={factor!r}): expected a positive integer (the held "
+                             "draw's count over the schedule's)")
+        if self.held:
+            raise ValueError("the problem holds its points already (hold() draws once)")
+        if adaptive:
+            self._check_model(model, "hold(step, model, adaptive=True)")
+        counts = self._counts_at(int(step))
+        for index, condition in enumerate(self.conditions):
+            if not isinstance(condition.points, Fixed):
+                counts[index] *= factor
+        self._set_counts(counts)
+        points = self._draw(int(step), model if adaptive else None)
+        self.held = True
+        return points
+
+    def _check_model(self, model: Any, call: str) -> None:
         adaptive = [c.name for c in self.conditions if isinstance(c.points, ResidualAdaptive)]
         if adaptive and model is None:
             raise ValueError(f"the conditions {adaptive} draw their points by the residual "
-                             "(ResidualAdaptive): pass the model, problem.resample(step, model)")
-        if self.growth:
-            counts = list(self.counts)
-            for index, (start, most, every) in self.growth.items():
-                counts[index] = min(most, start * 2 ** (int(step) // every))
-            self._set_counts(counts)
-        self._at_step(int(step))
-        self.points = self.sample(int(step), model=model)
-        self.step_drawn = int(step)
+                             f"(ResidualAdaptive): pass the model, problem.{call}")
+
+    def _counts_at(self, step: int) -> list[int]:
+        """The counts the next draw takes: ``grow``'s schedules at `step`, the others' own."""
+        counts = list(self.counts)
+        for index, (start, most, every) in self.growth.items():
+            counts[index] = min(most, start * 2 ** (step // every))
+        return counts
+
+    def _draw(self, step: int, model: Any) -> torch.Tensor:
+        self._at_step(step)
+        self.points = self.sample(step, model=model)
+        self.step_drawn = step
         self.drawn_counts = list(self.counts)
         return self.points
 
@@ -770,6 +813,9 @@ class Problem:
         index = self._drawn_condition(name)
         if not isinstance(count, int) or count < 1:
             raise ValueError(f"count = {count!r}: expected a positive integer")
+        if self.held:
+            raise ValueError(f"set_count({name!r}, …): the problem holds its points (hold()); "
+                             "their count is theirs")
         counts = list(self.counts)
         counts[index] = count
         self._set_counts(counts)
@@ -850,8 +896,8 @@ class Problem:
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs to go on as the uninterrupted one would: the points of the
         step drawn last (a ``ResidualAdaptive`` draw depends on the model of that step), the
-        counts, the Jacobian route chosen (``jacobian="auto"`` times the routes once; a resumed
-        run keeps the first run's choice) and each condition's point weights' state (their
+        counts, whether it holds them (``hold``), the Jacobian route chosen
+        (``jacobian="auto"`` times the routes once; a resumed run keeps the first run's choice) and each condition's point weights' state (their
         ``state_dict()``, where they have one).  Plain Python values and CPU tensors, for
         ``torch.save``; the optimizer and the model have their own state_dicts."""
         weights = {c.name: c.point_weights.state_dict() for c in self.conditions
@@ -861,6 +907,7 @@ class Problem:
                 "drawn_counts": list(self.drawn_counts),
                 "growth": {self.conditions[i].name: list(g) for i, g in self.growth.items()},
                 "points": self.points.detach().cpu().clone(), "step_drawn": self.step_drawn,
+                "held": self.held,
                 "jacobian_choice": dict(self.jacobian_choice),
                 "rows_per_point": None if self.rows_per_point is None else
                 list(self.rows_per_point), "point_weights": weights}
@@ -894,6 +941,7 @@ class Problem:
         self.points = points.to(dtype=self.dtype, device=self.device)
         self.drawn_counts = drawn
         self.step_drawn = int(state["step_drawn"])
+        self.held = bool(state.get("held", False))
         self._at_step(self.step_drawn)  # a Marching sampler's interval of that step
         self.jacobian_choice = dict(state.get("jacobian_choice") or {})
         rows = state.get("rows_per_point")
