@@ -974,6 +974,39 @@ def test_fit_on_draws_takes_the_steps_of_the_loop() -> None:
         timed.draws(net, every=-1)
 
 
+def test_fit_on_draws_holds_its_points_from_an_epoch_on(tmp_path) -> None:
+    # draws(hold=(3, 2)): the loop's steps with hold(3, model, 2) in place of the third draw;
+    # a run resumed past that epoch holds the same points.
+    problem, model = _drawn_burgers(10)
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(6):
+        if step == 3:
+            problem.hold(3, model, 2)
+        elif step > 0:
+            problem.resample(step, model)
+        problem.update_weights(model)
+        optimizer.step(problem.points)
+    drawn, fitted = _drawn_burgers(10)
+    lt.LevenbergMarquardt(fitted, residual_fn=drawn).fit(drawn.draws(fitted, hold=(3, 2)),
+                                                         epochs=6)
+    assert drawn.held and drawn.counts == [2 * 80, 2 * 9, 2 * 7]  # the schedule's at 3, × 2
+    torch.testing.assert_close(drawn.points, problem.points, rtol=0, atol=0)
+    for a, b in zip(model.parameters(), fitted.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    first, part = _drawn_burgers(10)
+    checkpoint = str(tmp_path / "run.safetensors")
+    lt.LevenbergMarquardt(part, residual_fn=first).fit(first.draws(part, hold=(3, 2)), epochs=4,
+                                                       checkpoint=checkpoint)
+    again, resumed = _drawn_burgers(10)
+    lt.LevenbergMarquardt(resumed, residual_fn=again).fit(again.draws(resumed, hold=(3, 2)),
+                                                          epochs=6, resume=checkpoint)
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for bad in ((0, 2), (3,), (3, 2.0)):
+        with pytest.raises(ValueError, match=r"draws\(hold="):
+            drawn.draws(fitted, hold=bad)
+
+
 def test_fit_on_draws_resumes_bit_for_bit(tmp_path) -> None:
     whole, model = _drawn_burgers(7)
     lt.LevenbergMarquardt(model, residual_fn=whole).fit(whole.draws(model), epochs=6)

@@ -879,13 +879,16 @@ class Problem:
         for c in counts:
             self.point_offsets.append(self.point_offsets[-1] + c)
 
-    def draws(self, model: Any, every: int = 1) -> "Draws":
+    def draws(self, model: Any, every: int = 1,
+              hold: tuple[int, int] | None = None) -> "Draws":
         """The problem's points as ``LevenbergMarquardt.fit``'s data, a fresh draw every
         `every` epochs: ``opt.fit(problem.draws(model), epochs=…, max_time_seconds=…)`` trains
         with the library's fit run (its time budget, history, Summary and report) and takes the
         steps of the loop ``resample(step, model)`` (when step % every == 0, step > 0),
-        ``update_weights(model)``, ``step(problem.points)``, to the bit (tested)."""
-        return Draws(self, model, every)
+        ``update_weights(model)``, ``step(problem.points)``, to the bit (tested).  `hold` =
+        (epoch, factor): from that epoch on, ``hold(epoch, model, factor)``'s points instead
+        (a resumed run past it draws the same: the held draw is uniform)."""
+        return Draws(self, model, every, hold)
 
     def heldout(self, seed: int = 0) -> torch.Tensor:
         """Fresh points in the training layout, never drawn for training (their own stream);
@@ -1417,11 +1420,15 @@ class Draws:
     next epoch's points and updates the point weights, as the examples' loop does between
     steps."""
 
-    def __init__(self, problem: Problem, model: Any, every: int = 1) -> None:
+    def __init__(self, problem: Problem, model: Any, every: int = 1,
+                 hold: tuple[int, int] | None = None) -> None:
         if not isinstance(every, int) or every < 0:
             raise ValueError(f"draws(every={every!r}): expected a non-negative integer (0: the "
                              "points of now, never redrawn)")
-        self.problem, self.model, self.every = problem, model, every
+        if hold is not None and not (len(hold) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in hold)):
+            raise ValueError(f"draws(hold={hold!r}): expected (epoch, factor), positive integers")
+        self.problem, self.model, self.every, self.hold = problem, model, every, hold
         problem.update_weights(model)
 
     def __len__(self) -> int:
@@ -1431,7 +1438,10 @@ class Draws:
         yield self.problem.points, None
 
     def epoch_end(self, epoch: int) -> None:
-        if self.every and epoch % self.every == 0:
+        if self.hold is not None and epoch >= self.hold[0] and not self.problem.held:
+            # At the hold's epoch, or on a resume past it: the same uniform draw either way.
+            self.problem.hold(self.hold[0], self.model, self.hold[1])
+        elif self.every and epoch % self.every == 0:
             self.problem.resample(epoch, self.model)
         self.problem.update_weights(self.model)
 
