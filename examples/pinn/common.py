@@ -214,9 +214,11 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     for bit on the same machine and threads; tested); `pause_after` stops this call after that
     many training seconds of its own (Run.paused), leaving the budget for a later resume.
 
-    `polish` = (seconds, factor): the last `seconds` of the budget on held points — one draw of
-    `factor` times the counts, kept (``problem.hold``), so that LM converges on one objective
-    instead of fitting a fresh draw each step; the run then also ends at the step's own stop."""
+    `polish` = (fraction, factor): the last `fraction` of the time budget on held points — one
+    uniform draw of `factor` times the counts, kept (``problem.hold``), so that LM converges on
+    one objective instead of fitting a fresh draw each step; the run then also ends at the
+    step's own stop.  A fraction, not seconds, so that a recipe keeps its shape at any budget
+    (a 45 s GPU check as a 2 h run)."""
     if pause_after is not None and checkpoint is None:
         raise ValueError("pause_after needs a checkpoint to resume from: pass checkpoint")
     identity = identity or {}
@@ -240,7 +242,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
             saved = clock
         start = time.perf_counter()
         report = _one_step(problem, model, optimizer, step, resample_every,
-                           _polish_now(problem, polish, budget - clock))
+                           _polish_now(problem, polish, clock, budget))
         clock += time.perf_counter() - start
         for name, seconds in report.phase_seconds.items():
             phases[name] = phases.get(name, 0.0) + seconds
@@ -265,12 +267,16 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     return run
 
 
-def _polish_now(problem: pinn.Problem, polish: tuple[float, int] | None,
-                left: float) -> int | None:
-    """polish's factor when its last phase starts now (`left` seconds of the budget left)."""
-    if polish is None or problem.held or left > float(polish[0]):
+def _polish_now(problem: pinn.Problem, polish: tuple[float, int] | None, clock: float,
+                budget: float) -> int | None:
+    """polish's factor when its last phase starts now (`clock` of `budget` seconds gone)."""
+    if polish is None or problem.held:
         return None
-    return int(polish[1])
+    fraction, factor = polish
+    if not 0 < fraction <= 1:
+        raise ValueError(f"polish = {polish!r}: expected (fraction of the budget in (0, 1], "
+                         "factor)")
+    return int(factor) if clock >= budget * (1 - float(fraction)) else None
 
 
 def _stop(report: Any, problem: pinn.Problem, resample_every: int, error: float,

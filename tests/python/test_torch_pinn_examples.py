@@ -163,7 +163,7 @@ RESUMED = [
     # The last phase on held points (polish: here the whole budget, so from the first step):
     # the checkpoint keeps them held.
     ("burgers", dict(points=100, points_max=100, edge_points=20, width=8, harmonics=0,
-                     polish=(1e9, 2))),
+                     polish=(1.0, 2))),
 ]
 
 
@@ -193,17 +193,19 @@ def fits(run) -> list[tuple[int, float, float]]:
     return [(step, loss, error) for step, _, loss, error in run.history]
 
 
-def test_polish_trains_its_last_seconds_on_a_held_larger_draw(examples) -> None:
-    # polish = (seconds, factor): from budget − seconds on, one draw of factor × the counts is
-    # kept (Problem.hold); here from the first step, with the recipe's residual-adaptive draw.
+def test_polish_trains_the_last_of_its_budget_on_a_held_larger_draw(examples) -> None:
+    # polish = (fraction, factor): from (1 − fraction) × the budget on, one uniform draw of
+    # factor × the counts is kept (Problem.hold); here the whole budget, from the first step.
     example = examples("burgers")
     small = dict(points=100, points_max=100, edge_points=20, width=8, harmonics=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pinn.InterpolationWarning)
-        run = example.train(0, steps=4, budget=1e9, polish=(1e9, 3), **small)
+        run = example.train(0, steps=4, budget=1e9, polish=(1.0, 3), **small)
         plain = example.train(0, steps=4, budget=1e9, **small)
     assert run.steps == 4 and run.points == 3 * 120 and plain.points == 120
     assert fits(run) != fits(plain)
+    with pytest.raises(ValueError, match=r"polish = \(1.5, 2\): expected \(fraction"):
+        example.train(0, steps=2, budget=1e9, polish=(1.5, 2), **small)
 
 
 def test_a_checkpoint_of_another_run_or_no_checkpoint_is_a_clear_error(examples,
