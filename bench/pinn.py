@@ -172,8 +172,10 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # Burgers' recipe with the last third of its budget on one held uniform draw of
             # 4 × the counts (the examples' loop key polish, Problem.hold): LM converges on one
             # objective instead of fitting a fresh draw each step (bench/pinn_probe.py polish,
-            # docs/pinn.md).  First run as (300 s, 4) at 900 s, the same schedule.
-            "burgers-polish": ("burgers", {"polish": (1 / 3, 4)})}
+            # docs/pinn.md).  First run as (300 s, 4) at 900 s, the same schedule; the recipe
+            # since (file …-issue39-bu-polish), and burgers-no-polish the recipe before.
+            "burgers-polish": ("burgers", {"polish": (1 / 3, 4)}),
+            "burgers-no-polish": ("burgers", {"polish": None})}
 
 
 def base(pde: str) -> str:

@@ -311,7 +311,8 @@ if wants pinn; then
       first=$(($(wc -l < "$out/tests.log") + 1))
       ((pinn_s > 0)) && gpu_check "pinn${label}: Burgers recipe on cuda, ${pinn_s} s" tests.log \
         $((pinn_s + 120)) env PYTHONPATH="$package" OMP_NUM_THREADS=$cores "$py" \
-        "$root/examples/pinn/burgers.py" --budget "$pinn_s" --set device=cuda --quiet
+        "$root/examples/pinn/burgers.py" --budget "$pinn_s" --set device=cuda \
+        "${pinn_recipe[@]}" --quiet
       gpu_check "pinn${label}: a Burgers step profiled on cuda" tests.log 180 env \
         PYTHONPATH="$package" OMP_NUM_THREADS=$cores "$py" \
         "$root/scripts/gpu-python/pinn_profile.py" --device cuda
@@ -324,8 +325,12 @@ if wants pinn; then
     # python/lmtrain tree (DIR/lmtrain/…, e.g. `mkdir -p .gpu/baseline && git archive REV
     # python/lmtrain | tar -x --strip-components=1 -C .gpu/baseline`, carried with .gpu), runs
     # the recipe and the profile first with that package's Python over this build's extension
-    # (so only Python changes compare), then with this tree's.
+    # (so only Python changes compare), then with this tree's — both without the recipe's last
+    # phase on held points (polish; Problem.hold, which an older package may not have), so that
+    # their steps compare.
+    pinn_recipe=()
     if [[ -n ${LMTRAIN_GPU_PINN_BASELINE:-} ]]; then
+      pinn_recipe=(--set polish=None)
       baseline=$LMTRAIN_GPU_PINN_BASELINE
       [[ $baseline == /* ]] || baseline=$root/$baseline
       if [[ -d $baseline/lmtrain ]]; then

@@ -28,6 +28,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -283,7 +284,8 @@ def _stop(report: Any, problem: pinn.Problem, resample_every: int, error: float,
           target: float) -> str:
     """Why the loop stops after this step ("" to go on): the step's own stop where the points
     stay (a new draw is a new problem), or the target reached."""
-    if report.termination and (not resample_every or problem.held):
+    # (getattr: scripts/gpu-run.sh runs this loop over an older package too, without hold.)
+    if report.termination and (not resample_every or getattr(problem, "held", False)):
         return report.termination
     return "target" if target and error <= target else ""
 
@@ -351,7 +353,9 @@ def train(example: ModuleType, seed: int = 0, verbose: bool = False,
     problem, model, error = example.build(seed, **build_args)
     loop.setdefault("steps", 100_000)
     recipe = {**example.RECIPE, **overrides}
-    identity = {"example": example.__name__, "seed": seed,
+    # The example's file name: run as a script its module is __main__, imported (bench/pinn.py)
+    # its name — one run either way, so that either may resume the other's checkpoint.
+    identity = {"example": Path(example.__file__).stem, "seed": seed,
                 **{k: repr(v) for k, v in recipe.items() if k not in RESUMABLE_KEYS}}
     return train_lm(problem, model, error, verbose=verbose, checkpoint=checkpoint,
                     checkpoint_every=checkpoint_every, resume=resume, pause_after=pause_after,
