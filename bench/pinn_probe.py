@@ -27,11 +27,13 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            --seconds more (training clock) and prints the error at each quarter, the median,
            min and max over the second half, λ and the held-out / training residual at the end:
              recipe          the example's loop (a fresh draw every step), the baseline;
-             hold=K          a fresh draw every K steps (vRBA keeps a batch ~100 iterations);
-             fixed=N,E[,u]   one draw of N interior and E edge points (half per edge
-                             condition), kept to the end: LM converges on one objective;
-                             ",u": the interior drawn uniformly (the sampler inside
-                             ResidualAdaptive), else by the residual as the recipe draws.
+             every=K         a fresh draw every K steps (vRBA keeps a batch ~100 iterations);
+             held=F[,adaptive]  Problem.hold: one draw of F × the counts, kept to the end (LM
+                             converges on one objective), uniform or, with ",adaptive", by the
+                             residual as the recipe draws.  (First run as fixed=N,E[,u] with
+                             absolute counts: fixed=64000,1600,u is held=4 at the 16 400 points
+                             of the 900 s checkpoint, fixed=64000,1600 held=4,adaptive,
+                             fixed=16000,400 held=1,adaptive; hold=20 is every=20.)
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
@@ -41,7 +43,7 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
            [--recipe "{'adaptive': None, 'width': 20, 'harmonics': 0}"] [--warm 450]
            [--steps 300] [--alphas 1 0.3 0.1]
        build/venv-torch/bin/python bench/pinn_probe.py polish --pde burgers [--warm 900]
-           [--seconds 300] [--variants recipe hold=20 fixed=64000,1600 fixed=64000,1600,u]
+           [--seconds 300] [--variants recipe every=20 held=4,adaptive held=4 held=1,adaptive]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -205,40 +207,29 @@ def probe_relax(args: argparse.Namespace) -> None:
 
 
 def _polish_points(problem, variant: str, step: int, model) -> int:
-    """Sets up `variant`'s draws (module doc) and draws the first; the steps between draws
-    (0: never again)."""
+    """Sets up `variant`'s draws (module doc), the held ones by Problem.hold; the steps between
+    draws (0: never again)."""
     kind, _, value = variant.partition("=")
     if kind == "recipe":
         return 1
-    if kind == "hold":
+    if kind == "every":
         return int(value)
-    if kind != "fixed":
-        raise SystemExit(f"--variants {variant!r}: expected recipe, hold=K or fixed=N,E[,u]")
-    fields = value.split(",")
-    interior, edge = int(fields[0]), int(fields[1])
-    names = [c.name for c in problem.conditions]
-    pde = problem.conditions[0]
-    problem.grow(pde.name, interior, 1, start=interior)  # this count at every resample
-    for name in names[1:]:
-        problem.set_count(name, max(1, edge // (len(names) - 1)))
-    adaptive = pde.points
-    if fields[2:] == ["u"] and hasattr(adaptive, "base"):
-        pde.points = adaptive.base
-    problem.resample(step, model)
-    pde.points = adaptive
+    if kind != "held":
+        raise SystemExit(f"--variants {variant!r}: expected recipe, every=K or "
+                         "held=FACTOR[,adaptive]")
+    factor, _, how = value.partition(",")
+    problem.hold(step, model, int(factor), adaptive=how == "adaptive")
     return 0
 
 
 def probe_polish(args: argparse.Namespace) -> None:
     problem, model, error, options, lam, first = recipe_checkpoint(args)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    layout = (dict(problem.growth), list(problem.counts))
+    problem.resample(first, model)  # every variant starts from this draw (and not held)
+    start_state = problem.state_dict()
     for variant in args.variants:
         model.load_state_dict(state)
-        problem.growth.clear()
-        problem.growth.update(layout[0])
-        problem._set_counts(list(layout[1]))
-        problem.resample(first, model)  # every variant starts from the same draw
+        problem.load_state_dict(start_state)
         every = _polish_points(problem, variant, first, model)
         optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
                                           **{**options, "lambda_initial": lam})
@@ -283,7 +274,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300.0,
                         help="polish: training seconds per variant")
     parser.add_argument("--variants", nargs="+",
-                        default=["recipe", "hold=20", "fixed=64000,1600", "fixed=64000,1600,u"])
+                        default=["recipe", "every=20", "held=4,adaptive", "held=4"])
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
     {"options": probe_options, "solve": probe_solve, "relax": probe_relax,

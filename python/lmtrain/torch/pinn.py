@@ -587,7 +587,7 @@ def _chunk_bytes(chunk_bytes: int | None, device: torch.device) -> int:
     if device.type != "cuda":
         return _CPU_CHUNK
     free, _ = torch.cuda.mem_get_info(device)
-    return max(256 << 20, min(2 << 30, free // 8))
+    return max(_CPU_CHUNK, min(2 << 30, free // 8))
 
 
 class Problem:
