@@ -8,6 +8,7 @@ weighted blocks, in float64."""
 
 from __future__ import annotations
 
+import io
 import math
 import warnings
 
@@ -1024,6 +1025,7 @@ def test_fit_on_draws_resumes_bit_for_bit(tmp_path) -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     # Not a checkpoint, or another model's: a clear error, the parameters as they were.
     before = [p.detach().clone() for p in resumed.parameters()]
+    points_before = again.points.clone()
     (tmp_path / "text.safetensors").write_text("no")
     other = str(tmp_path / "other.safetensors")
     small_problem, small = _drawn_burgers(8)
@@ -1044,6 +1046,50 @@ def test_fit_on_draws_resumes_bit_for_bit(tmp_path) -> None:
             optimizer.fit(again.draws(resumed), epochs=9, resume=path)
         for a, b in zip(before, resumed.parameters()):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+        torch.testing.assert_close(again.points, points_before, rtol=0, atol=0)  # and its data
+
+
+def _attended_burgers(seed: int) -> tuple[pinn.Problem, torch.nn.Module]:
+    # Residual-based attention on points held from epoch 2: its multipliers are a memory of
+    # every epoch since, which a resumed run must have.
+    problem = _burgers_problem(seed=seed)
+    problem.conditions[0].point_weights = pinn.ResidualBasedAttention(gamma=0.9, eta=0.5)
+    return problem, _network(2, 1, seed=36)
+
+
+def test_fit_on_draws_keeps_the_point_weights_memory_in_its_checkpoint(tmp_path) -> None:
+    whole, model = _attended_burgers(11)
+    lt.LevenbergMarquardt(model, residual_fn=whole).fit(whole.draws(model, hold=(2, 2)),
+                                                        epochs=7)
+    first, part = _attended_burgers(11)
+    checkpoint = str(tmp_path / "run.safetensors")
+    lt.LevenbergMarquardt(part, residual_fn=first).fit(first.draws(part, hold=(2, 2)), epochs=4,
+                                                       checkpoint=checkpoint, checkpoint_every=2)
+    multipliers = first.conditions[0].point_weights.multipliers
+    assert multipliers is not None and float(multipliers.std()) > 0.01  # not all `initial`
+
+    def resumed_run() -> torch.nn.Module:
+        again, resumed = _attended_burgers(11)
+        lt.LevenbergMarquardt(resumed, residual_fn=again).fit(
+            again.draws(resumed, hold=(2, 2)), epochs=7, resume=checkpoint)
+        return resumed
+
+    resumed = resumed_run()  # FILE.data: the problem's state after epoch 4, multipliers too
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Without it (an older checkpoint) the held points are drawn again and the multipliers
+    # start over: another run, which the test above would see.
+    saved = (tmp_path / "run.safetensors.data").read_bytes()
+    (tmp_path / "run.safetensors.data").unlink()
+    fresh = resumed_run()
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
+    # Another epoch's state (the run stopped between the two files): a warning, drawn anew.
+    torch.save({"epoch": 2, "state": torch.load(io.BytesIO(saved), weights_only=True)["state"]},
+               tmp_path / "run.safetensors.data")
+    with pytest.warns(RuntimeWarning, match=r"state of epoch 2, the checkpoint epoch 4"):
+        warned = resumed_run()
+    for a, b in zip(fresh.parameters(), warned.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def _adaptive_problem(k: float, c: float, count: int = 20000, pool: int = 40) -> pinn.Problem:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 import time
+import warnings
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
@@ -391,6 +393,47 @@ class _TorchTrainingSet:
         if self._lin.loss is None:  # the mean of r² over the residual rows
             return 2.0 * objective / max(1.0, samples * self._units_per_sample)
         return _core.reported_loss(self._lin.loss.kind, objective, samples, self._lin.outputs)
+
+
+def _data_state_path(checkpoint: str) -> str:
+    """Where fit(checkpoint=FILE) keeps the state of data that changes between epochs."""
+    return f"{checkpoint}.data"
+
+
+def _write_data_state(checkpoint: str, epoch: int, data: Any) -> None:
+    """The data's ``state_dict()`` after `epoch`'s ``epoch_end`` (pinn's ``Problem.draws``: the
+    points and the point weights' state, residual-based attention's multipliers), tagged with
+    the epoch, beside the library's checkpoint of that epoch, which the library writes after
+    the epoch callbacks.  Atomic: a temporary file, then a rename."""
+    path = _data_state_path(checkpoint)
+    temporary = f"{path}.tmp"
+    torch.save({"epoch": int(epoch), "state": data.state_dict()}, temporary)
+    os.replace(temporary, path)
+
+
+def _read_data_state(checkpoint: str, done: int) -> Any:
+    """The data's state saved with the checkpoint's epoch `done`, or None: no file (a run
+    without changing data's state, an older checkpoint) or another epoch's (the run stopped
+    between the two files, or by Ctrl-C inside an epoch) — then the resume draws the data of
+    after `done` anew, and point weights with a memory (residual-based attention on held
+    points) start over, which a warning says."""
+    path = _data_state_path(checkpoint)
+    if not os.path.exists(path):
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        epoch, state = int(saved["epoch"]), saved["state"]
+    except Exception as error:  # noqa: BLE001 - any unreadable file: say which and go on
+        warnings.warn(f"resume: {path} is not readable ({type(error).__name__}: {error}); the "
+                      "data after the checkpoint's epoch is drawn anew and point weights "
+                      "start over", RuntimeWarning, stacklevel=4)
+        return None
+    if epoch != done:
+        warnings.warn(f"resume: {path} holds the data's state of epoch {epoch}, the checkpoint "
+                      f"epoch {done}; the data after epoch {done} is drawn anew and point "
+                      "weights start over", RuntimeWarning, stacklevel=4)
+        return None
+    return state
 
 
 def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tensor]:
@@ -942,8 +985,10 @@ class LevenbergMarquardt:
         parameter tolerance); or a callback ``cb(epoch, training_loss, validation_loss)``
         returning True.  The record of the last epoch names the reason (the library's
         TerminationReason).  ``checkpoint``: a file written every ``checkpoint_every`` epochs
-        and on Ctrl-C (the library's checkpoint format); ``resume``: such a file to continue
-        from, bit for bit as an uninterrupted run.
+        and on Ctrl-C (the library's checkpoint format; data with ``epoch_end`` and
+        ``state_dict()``, pinn's ``Problem.draws``, keeps its state of that epoch beside it in
+        FILE.data); ``resume``: such a file to continue from, bit for bit as an uninterrupted
+        run.
         """
         from .._progress import EpochProgress
 
@@ -967,10 +1012,19 @@ class LevenbergMarquardt:
             request.resume = str(resume)
         progress = EpochProgress(epochs) if verbose else None
         callbacks = list(callbacks)
-        restore: torch.Tensor | None = None
+        restore: Callable[[], None] | None = None
         epoch_end = getattr(data, "epoch_end", None)
         if callable(epoch_end):  # data that changes between epochs (pinn's Problem.draws)
             callbacks.insert(0, lambda epoch, *_: epoch_end(epoch))
+            root = self._dist is None or self._dist.get_rank() == 0
+            if checkpoint is not None and checkpoint_every > 0 and root and \
+                    callable(getattr(data, "state_dict", None)):
+
+                def keep_data_state(epoch: int, *_: Any) -> None:
+                    if epoch % checkpoint_every == 0:  # the epochs the library checkpoints
+                        _write_data_state(str(checkpoint), epoch, data)
+
+                callbacks.insert(1, keep_data_state)
 
         def on_epoch(record: Any) -> bool:
             if progress is not None:
@@ -984,15 +1038,14 @@ class LevenbergMarquardt:
                                       "with devices=[…] call step() on each batch")
         try:
             if callable(epoch_end) and resume is not None:
-                restore = self._resume_changing_data(str(resume), epoch_end)
+                restore = self._resume_changing_data(str(resume), data)
             if self._native is not None:
                 summary = self._native_fit(data, validation, trainer, request, on_epoch)
             else:
                 summary = self._torch_fit(data, validation, trainer, request, on_epoch)
         except BaseException:
-            if restore is not None:  # the parameters as they were before the call
-                with torch.no_grad():
-                    self._theta_now().copy_(restore)
+            if restore is not None:  # the parameters (and the data) as they were
+                restore()
             raise
         finally:
             if progress is not None:
@@ -1010,20 +1063,39 @@ class LevenbergMarquardt:
 
     summary: Any = None
 
-    def _resume_changing_data(self, resume: str, epoch_end: Callable[[int], Any]) -> torch.Tensor:
+    def _resume_changing_data(self, resume: str, data: Any) -> Callable[[], None]:
         """Before the library resumes from `resume`: the resumed run's first epoch needs the
-        data of after the checkpoint's last epoch, made with the model of then (a
-        residual-adaptive draw), so the checkpoint's parameters go into the model and
-        epoch_end(epochs done) runs.  Returns the parameters of before, to put back if the
-        library then refuses the file."""
+        data of after the checkpoint's last epoch, so the checkpoint's parameters go into the
+        model and the data takes its state saved with that epoch (``fit(checkpoint=…)``'s
+        FILE.data), or, without one, ``epoch_end(epochs done)`` draws it with the model of then
+        (a residual-adaptive draw).  Returns what puts the parameters and the data's state back
+        as they were, if the library then refuses the file."""
         done, params = _checkpoint_position(resume, self.dtype)
         if params.numel() != self.n:
             raise ValueError(f"resume={resume!r}: the checkpoint holds {params.numel()} "
                              f"parameters, this model {self.n}")
-        restore = self._theta_now().detach().clone()
-        with torch.no_grad():
-            self._theta_now().copy_(params.to(self.device))
-        epoch_end(done)
+        load = getattr(data, "load_state_dict", None)
+        state = _read_data_state(resume, done) if callable(load) else None
+        theta = self._theta_now().detach().clone()
+        save = getattr(data, "state_dict", None)
+        data_before = copy.deepcopy(save()) if callable(save) and callable(load) else None
+
+        def restore() -> None:
+            with torch.no_grad():
+                self._theta_now().copy_(theta)
+            if data_before is not None:
+                load(data_before)
+
+        try:
+            with torch.no_grad():
+                self._theta_now().copy_(params.to(self.device))
+            if state is not None:
+                load(state)  # the data as the uninterrupted run had it after epoch `done`
+            else:
+                data.epoch_end(done)
+        except BaseException:  # another problem's state, say: nothing changed
+            restore()
+            raise
         return restore
 
     def _describe_model(self) -> str:

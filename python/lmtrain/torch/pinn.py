@@ -1437,6 +1437,16 @@ class Draws:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, None]]:
         yield self.problem.points, None
 
+    def state_dict(self) -> dict[str, Any]:
+        """The problem's state (``Problem.state_dict``): ``fit(checkpoint=FILE)`` keeps it
+        beside the checkpoint (FILE.data), so a resumed run has the point weights' memory."""
+        return {"problem": self.problem.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or "problem" not in state:
+            raise ValueError("Draws state: expected {'problem': Problem.state_dict()}")
+        self.problem.load_state_dict(state["problem"])
+
     def epoch_end(self, epoch: int) -> None:
         if self.hold is not None and epoch >= self.hold[0] and not self.problem.held:
             # At the hold's epoch, or on a resume past it: the same uniform draw either way.
