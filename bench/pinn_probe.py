@@ -34,6 +34,12 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
                              absolute counts: fixed=64000,1600,u is held=4 at the 16 400 points
                              of the 900 s checkpoint, fixed=64000,1600 held=4,adaptive,
                              fixed=16000,400 held=1,adaptive; hold=20 is every=20.)
+  pick     asks whether a held-out residual could choose the iterate a last phase starts
+           from (the fresh draws' iterates scatter several-fold in error): from --from CKPT (a
+           checkpoint of the example's loop: the example's --checkpoint, bench/pinn.py's
+           --checkpoint-dir) or the cached checkpoint, --steps more steps of the loop, after
+           each the mean |F|² of every condition on --heldout-sets held-out draws beside the
+           relative L2 error, and their rank correlation (Spearman).
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
@@ -44,6 +50,8 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
            [--steps 300] [--alphas 1 0.3 0.1]
        build/venv-torch/bin/python bench/pinn_probe.py polish --pde burgers [--warm 900]
            [--seconds 300] [--variants recipe every=20 held=4,adaptive held=4 held=1,adaptive]
+       build/venv-torch/bin/python bench/pinn_probe.py pick --pde burgers --seed 0
+           --from CKPT [--steps 30] [--heldout-sets 4]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -257,9 +265,50 @@ def probe_polish(args: argparse.Namespace) -> None:
               f"{'; ' + report.termination if report.termination else ''}", flush=True)
 
 
+def _ranks(values: list[float]) -> list[int]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0] * len(values)
+    for rank, index in enumerate(order):
+        ranks[index] = rank
+    return ranks
+
+
+def probe_pick(args: argparse.Namespace) -> None:
+    if args.source is None:
+        problem, model, error, options, lam, step = recipe_checkpoint(args)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
+                                          **{**options, "lambda_initial": lam})
+    else:
+        example = importlib.import_module(args.pde)
+        overrides = ast.literal_eval(args.recipe)
+        build_args, loop = common.split_recipe(example, overrides)
+        problem, model, error = example.build(args.seed, **build_args)
+        optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
+                                          **dict(loop.get("options") or {}))
+        state = torch.load(args.source, map_location="cpu", weights_only=True)
+        step = common._restore(state, model, problem, optimizer)[0]
+    held_out = [problem.heldout(100 + i) for i in range(args.heldout_sets)]
+    errors, residuals = [], []
+    for step in range(step, step + args.steps):
+        common._one_step(problem, model, optimizer, step, 1)
+        with torch.no_grad():
+            residual = sum(sum(problem.mean_squared(model, x).values()) for x in held_out)
+        errors.append(error(model))
+        residuals.append(residual / len(held_out))
+        print(f"step {step + 1}: relative L2 {errors[-1]:.3e}, held-out mean |F|² "
+              f"{residuals[-1]:.3e}", flush=True)
+    n = len(errors)
+    d2 = sum((a - b) ** 2 for a, b in zip(_ranks(errors), _ranks(residuals)))
+    picked = errors[min(range(n), key=residuals.__getitem__)]
+    print(f"Spearman ρ(error, held-out residual) over {n} steps: "
+          f"{1 - 6 * d2 / (n * (n * n - 1)):.2f}; the lowest residual's iterate "
+          f"{picked:.3e}, the median {statistics.median(errors):.3e}, the best "
+          f"{min(errors):.3e}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=("options", "solve", "relax", "polish"))
+    parser.add_argument("probe", choices=("options", "solve", "relax", "polish", "pick"))
     parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
@@ -275,10 +324,13 @@ def main() -> None:
                         help="polish: training seconds per variant")
     parser.add_argument("--variants", nargs="+",
                         default=["recipe", "every=20", "held=4,adaptive", "held=4"])
+    parser.add_argument("--from", dest="source", default=None,
+                        help="pick: a checkpoint of the example's loop to start from")
+    parser.add_argument("--heldout-sets", type=int, default=4)
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
     {"options": probe_options, "solve": probe_solve, "relax": probe_relax,
-     "polish": probe_polish}[args.probe](args)
+     "polish": probe_polish, "pick": probe_pick}[args.probe](args)
 
 
 if __name__ == "__main__":
