@@ -285,7 +285,10 @@ def probe_pick(args: argparse.Namespace) -> None:
         problem, model, error = example.build(args.seed, **build_args)
         optimizer = lt.LevenbergMarquardt(model, residual_fn=problem,
                                           **dict(loop.get("options") or {}))
-        state = torch.load(args.source, map_location="cpu", weights_only=True)
+        # The example's own check: a checkpoint of this example, seed and recipe, else a
+        # CheckpointError that names what differs.
+        state = common.load_checkpoint(args.source,
+                                       common.run_identity(example, args.seed, overrides))
         step = common._restore(state, model, problem, optimizer)[0]
     held_out = [problem.heldout(100 + i) for i in range(args.heldout_sets)]
     errors, residuals = [], []

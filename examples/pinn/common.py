@@ -352,14 +352,19 @@ def train(example: ModuleType, seed: int = 0, verbose: bool = False,
     build_args, loop = split_recipe(example, overrides)
     problem, model, error = example.build(seed, **build_args)
     loop.setdefault("steps", 100_000)
-    recipe = {**example.RECIPE, **overrides}
-    # The example's file name: run as a script its module is __main__, imported (bench/pinn.py)
-    # its name — one run either way, so that either may resume the other's checkpoint.
-    identity = {"example": Path(example.__file__).stem, "seed": seed,
-                **{k: repr(v) for k, v in recipe.items() if k not in RESUMABLE_KEYS}}
     return train_lm(problem, model, error, verbose=verbose, checkpoint=checkpoint,
                     checkpoint_every=checkpoint_every, resume=resume, pause_after=pause_after,
-                    identity=identity, **loop)
+                    identity=run_identity(example, seed, overrides), **loop)
+
+
+def run_identity(example: ModuleType, seed: int, overrides: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint of the example's run must match to be resumed (load_checkpoint): the
+    example's file name — run as a script its module is __main__, imported (bench/pinn.py) its
+    name, one run either way, so that either may resume the other's checkpoint — the seed and
+    the recipe but for RESUMABLE_KEYS."""
+    recipe = {**example.RECIPE, **overrides}
+    return {"example": Path(example.__file__).stem, "seed": seed,
+            **{k: repr(v) for k, v in recipe.items() if k not in RESUMABLE_KEYS}}
 
 
 def report(name: str, run: Run) -> None:
