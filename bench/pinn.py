@@ -181,7 +181,7 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             # a later start, from a better iterate.  At 2 h (seeds 0, 1, 2 resumed at 4 520 s
             # from the recipe's runs, file …-issue39-bu2h-p01): 8.81e-9, 9.07e-9, 1.001e-8, the
             # median below issue 39's 1e-8, where the last third ends seeds 0, 2 at 1.06e-8,
-            # 1.16e-8.
+            # 1.16e-8.  The recipe's default since (the variant names those files' runs).
             "burgers-polish01": ("burgers", {"polish": (0.1, 4)}),
             # Allen–Cahn's recipe with Burgers' last phase: its error at 900 s is also the
             # draws' noise (each step fits its draw; the last draw's PDE residual 1.05–8.4× the

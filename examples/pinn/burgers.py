@@ -42,17 +42,21 @@ NU = references.BURGERS_NU
 # 5.67e-8 against 4.59e-7 for 2-20-20-20-1 on (t, x) (921 parameters; width=20, harmonics=0),
 # every seed below every seed of it, at 1.64 s per step against 0.67 (bench/results/…-PINN-
 # issue39-bu-h5w30*).
-# polish = (fraction, factor): the last third of the budget on one held uniform draw of 4 × the
+# polish = (fraction, factor): the last tenth of the budget on one held uniform draw of 4 × the
 # counts (pinn.Problem.hold; the examples' loop key): LM converges on one objective there instead
-# of fitting each fresh draw, whose sampling noise set the error near the end.  Since 2026-11-28:
-# after 900 s, 3 seeds, 4.17e-8, 5.11e-8, 5.22e-8 against 5.22e-8, 5.68e-8, 1.29e-7 without it,
-# every seed lower, for 10 % fewer steps (bench/results/…-PINN-issue39-bu-polish against
-# …-bu-h5w30*; docs/pinn.md, "A last phase on held points").
+# of fitting each fresh draw, whose sampling noise set the error near the end.  The hold's gain
+# comes in its first steps and it creeps after, so where it ends is set by the iterate it starts
+# from: a late start, after more fresh draws, ends lower.  The last third held (2026-11-28) gave,
+# after 900 s, 3 seeds, 4.17e-8, 5.11e-8, 5.22e-8 against 5.22e-8, 5.68e-8, 1.29e-7 without a
+# hold (bench/results/…-PINN-issue39-bu-polish against …-bu-h5w30*); the last tenth, the recipe
+# since 2026-11-28, 3.55e-8, 3.97e-8, 3.96e-8 after 900 s (…-bu-polish01) and 8.81e-9, 9.07e-9,
+# 1.001e-8 after 2 h against 1.06e-8, 1.16e-8 for the last third (…-bu2h-p01; docs/pinn.md, "A
+# last phase on held points").
 # device: where the network, the points and the error's grid live ("cuda": scripts/gpu-run.sh's
 # pinn stage).
 RECIPE = dict(points=2000, points_max=16000, grow_every=100, edge_points=400, method="sobol",
               width=30, depth=3, harmonics=5, weights=(1.0, 1.0), adaptive=(4, 1.0, 1.0),
-              device="cpu", budget=900.0, resample_every=1, options={}, polish=(1 / 3, 4))
+              device="cpu", budget=900.0, resample_every=1, options={}, polish=(0.1, 4))
 
 
 def problem(points: int, seed: int, edge_points: int, weights: tuple[float, float],

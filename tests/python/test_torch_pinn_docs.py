@@ -1,6 +1,6 @@
 """docs/pinn.md's programs run as written: every ```python block of the page that starts with an
 `import` is a whole program (the others are fragments of one).  The first, Burgers' recipe, runs
-3 of its 495 steps and must take the steps examples/pinn/burgers.py takes; "A complete program"
+3 of its 567 steps and must take the steps examples/pinn/burgers.py takes; "A complete program"
 runs in full and its error against the closed form is asserted."""
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ def _run(source: str) -> tuple[str, dict]:
 def test_the_page_has_its_programs() -> None:
     programs = _programs()
     assert len(programs) == 2, [p.splitlines()[:3] for p in programs]
-    assert "range(495)" in programs[0] and "relative L2 error" in programs[1]
+    assert "range(567)" in programs[0] and "relative L2 error" in programs[1]
 
 
 def test_the_first_program_is_burgers_recipe_to_the_bit() -> None:
-    printed, namespace = _run(_programs()[0].replace("range(495)", "range(3)"))
+    printed, namespace = _run(_programs()[0].replace("range(567)", "range(3)"))
     for line in printed.splitlines():  # each step's block losses, every condition finite
         losses = eval(line, {"__builtins__": {}})  # noqa: S307  (a dict of floats)
         assert set(losses) == {"pde", "initial", "boundary"}
