@@ -169,7 +169,10 @@ void bind_foreign_fit(nb::module_& m) {
       .def_rw("precision", &R::precision, "As asked for: auto, float32, mixed or float64.")
       .def_rw("checkpoint", &R::checkpoint)
       .def_rw("checkpoint_every", &R::checkpoint_every)
-      .def_rw("resume", &R::resume);
+      .def_rw("resume", &R::resume)
+      .def_rw("on_checkpoint", &R::on_checkpoint,
+              "on_checkpoint(epochs_done) after each checkpoint the run writes (every "
+              "checkpoint_every epochs and on an interruption); None: nothing.");
   const char* doc =
       "The library's fit run on a torch model: epochs of the library's LM steps over the "
       "training set's batches, with the linearization's Jacobian slices.  theta (the flat "

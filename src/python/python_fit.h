@@ -2,7 +2,7 @@
 // native_fit) share: the request's trainer options and checkpoint, the first Python error of a
 // callback and the stop flag it raises, and the run's hooks — Python's pending signals after
 // every step (Ctrl-C: KeyboardInterrupt, the run stops after the step with a checkpoint), the
-// epoch callback whose True stops, the checkpoint file.
+// epoch callback whose True stops, the checkpoint file and what the front end keeps beside it.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -40,6 +40,19 @@ inline CallbackResult epoch_check(nanobind::object& on_epoch, const EpochRecord&
   return CallbackResult::kContinue;
 }
 
+// on_checkpoint(epochs_done) after the run wrote a checkpoint (must not throw: an exception is
+// kept for the caller and stops the run).
+inline void checkpoint_written(const nanobind::object& on_checkpoint, int epochs_done,
+                               PythonErrors& errors) {
+  nanobind::gil_scoped_acquire gil;
+  if (on_checkpoint.is_none()) return;
+  try {
+    on_checkpoint(epochs_done);
+  } catch (nanobind::python_error& err) {
+    errors.record(err);
+  }
+}
+
 // Everything of a fit but the objects: the trainer's options, the Summary's description, the
 // checkpoint.
 struct ForeignFitRequest {
@@ -49,6 +62,11 @@ struct ForeignFitRequest {
   std::string checkpoint;          // path; empty: none
   int checkpoint_every = 1;
   std::string resume;  // checkpoint path to continue from
+  // on_checkpoint(epochs_done) after each checkpoint the run writes (every `checkpoint_every`
+  // epochs and on an interruption: the engine's rule, not a copy of it), on the rank that
+  // writes it; None: nothing.  lmtrain.torch's fit keeps the state of data that changes between
+  // epochs there (pinn's Problem.draws: FILE.data).  An exception stops the run, as a callback's.
+  nanobind::object on_checkpoint = nanobind::none();
 };
 
 // What a resume of this fit must match (run_fingerprint), for `samples` training samples: the
@@ -73,8 +91,12 @@ FitHooks<T> python_hooks(const ForeignFitRequest& request, const RunFingerprint&
   const bool root = comm == nullptr || comm->is_root();
   if (!request.checkpoint.empty()) {
     hooks.checkpoint_every = request.checkpoint_every;
-    hooks.checkpoint = [path = request.checkpoint, fingerprint, root](const TrainingState<T>& s) {
-      if (root) io::write_checkpoint(path, s, fingerprint);
+    // `request` outlives the run; its callable is referenced, never copied without the GIL.
+    hooks.checkpoint = [path = request.checkpoint, fingerprint, root, &request,
+                        &errors](const TrainingState<T>& s) {
+      if (!root) return;
+      io::write_checkpoint(path, s, fingerprint);
+      checkpoint_written(request.on_checkpoint, s.epochs_done, errors);
     };
   }
   hooks.callbacks.push_back([&errors](const IterationSummary&) {

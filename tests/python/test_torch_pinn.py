@@ -16,6 +16,7 @@ import pytest
 from torch_support import flat_parameters, lt, reference_jacobian, torch
 
 from lmtrain.torch import pinn
+from lmtrain.torch._optimizer import _checkpoint_position
 
 NU = 0.01 / math.pi
 A1, A2, K = 1.0, 4.0, 1.0
@@ -1057,10 +1058,15 @@ def _attended_burgers(seed: int) -> tuple[pinn.Problem, torch.nn.Module]:
     return problem, _network(2, 1, seed=36)
 
 
+def _attended_run(seed: int, **fit: object) -> torch.nn.Module:
+    problem, model = _attended_burgers(seed)
+    lt.LevenbergMarquardt(model, residual_fn=problem).fit(problem.draws(model, hold=(2, 2)),
+                                                          **fit)
+    return model
+
+
 def test_fit_on_draws_keeps_the_point_weights_memory_in_its_checkpoint(tmp_path) -> None:
-    whole, model = _attended_burgers(11)
-    lt.LevenbergMarquardt(model, residual_fn=whole).fit(whole.draws(model, hold=(2, 2)),
-                                                        epochs=7)
+    model = _attended_run(11, epochs=7)
     first, part = _attended_burgers(11)
     checkpoint = str(tmp_path / "run.safetensors")
     lt.LevenbergMarquardt(part, residual_fn=first).fit(first.draws(part, hold=(2, 2)), epochs=4,
@@ -1089,6 +1095,35 @@ def test_fit_on_draws_keeps_the_point_weights_memory_in_its_checkpoint(tmp_path)
     with pytest.warns(RuntimeWarning, match=r"state of epoch 2, the checkpoint epoch 4"):
         warned = resumed_run()
     for a, b in zip(fresh.parameters(), warned.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_fit_on_draws_keeps_the_data_of_an_interrupted_run(tmp_path) -> None:
+    # Ctrl-C (a KeyboardInterrupt, here from a callback after epoch 4): the library stops after
+    # the next step and checkpoints it, epoch 5, off its checkpoint_every cadence; its hook
+    # writes FILE.data beside it.  Epoch 5's epoch_end never ran (the callbacks stop at the
+    # exception), so FILE.data holds the data after epoch 4's, and the resume runs epoch 5's
+    # epoch_end as the uninterrupted run did: the same parameters, bit for bit.
+    model = _attended_run(12, epochs=7)
+    first, part = _attended_burgers(12)
+    checkpoint = str(tmp_path / "run.safetensors")
+
+    def interrupt(epoch: int, *_: object) -> None:
+        if epoch == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lt.LevenbergMarquardt(part, residual_fn=first).fit(
+            first.draws(part, hold=(2, 2)), epochs=7, callbacks=[interrupt],
+            checkpoint=checkpoint, checkpoint_every=100)
+    assert _checkpoint_position(checkpoint, torch.float64)[0] == 5
+    assert torch.load(checkpoint + ".data", weights_only=True)["epoch"] == 4
+    again, resumed = _attended_burgers(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the data's state is taken, not drawn anew
+        lt.LevenbergMarquardt(resumed, residual_fn=again).fit(
+            again.draws(resumed, hold=(2, 2)), epochs=7, resume=checkpoint)
+    for a, b in zip(model.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 

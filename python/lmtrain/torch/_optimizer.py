@@ -403,19 +403,23 @@ def _data_state_path(checkpoint: str) -> str:
 def _write_data_state(checkpoint: str, epoch: int, data: Any) -> None:
     """The data's ``state_dict()`` after `epoch`'s ``epoch_end`` (pinn's ``Problem.draws``: the
     points and the point weights' state, residual-based attention's multipliers), tagged with
-    the epoch, beside the library's checkpoint of that epoch, which the library writes after
-    the epoch callbacks.  Atomic: a temporary file, then a rename."""
+    that epoch, beside the checkpoint the library has just written (its hook on_checkpoint:
+    every ``checkpoint_every`` epochs and on an interruption).  The tag is the checkpoint's
+    epoch, or the one before it where the run stopped on an exception before the last
+    epoch's ``epoch_end`` (a resume then calls it).  Atomic: a temporary file, then a
+    rename."""
     path = _data_state_path(checkpoint)
     temporary = f"{path}.tmp"
     torch.save({"epoch": int(epoch), "state": data.state_dict()}, temporary)
     os.replace(temporary, path)
 
 
-def _read_data_state(checkpoint: str, done: int) -> Any:
-    """The data's state saved with the checkpoint's epoch `done`, or None: no file (a run
-    without changing data's state, an older checkpoint) or another epoch's (the run stopped
-    between the two files, or by Ctrl-C inside an epoch) — then the resume draws the data of
-    after `done` anew, and point weights with a memory (residual-based attention on held
+def _read_data_state(checkpoint: str, done: int) -> tuple[int, Any] | None:
+    """(epoch, state): the data's state saved with the checkpoint of epoch `done`, after the
+    ``epoch_end`` of `done` or of `done` − 1 (an interrupted run's last epoch ended without
+    it); or None: no file (a run without changing data's state, an older checkpoint) or
+    another epoch's (the run stopped between the two files) — then the resume draws the data
+    of after `done` anew, and point weights with a memory (residual-based attention on held
     points) start over, which a warning says."""
     path = _data_state_path(checkpoint)
     if not os.path.exists(path):
@@ -428,12 +432,35 @@ def _read_data_state(checkpoint: str, done: int) -> Any:
                       "data after the checkpoint's epoch is drawn anew and point weights "
                       "start over", RuntimeWarning, stacklevel=4)
         return None
-    if epoch != done:
+    if epoch not in (done, done - 1):
         warnings.warn(f"resume: {path} holds the data's state of epoch {epoch}, the checkpoint "
                       f"epoch {done}; the data after epoch {done} is drawn anew and point "
                       "weights start over", RuntimeWarning, stacklevel=4)
         return None
-    return state
+    return epoch, state
+
+
+def _follow_changing_data(data: Any, checkpoint: str | None, request: Any,
+                          callbacks: list[Callable[..., Any]]) -> list[int] | None:
+    """For data that changes between epochs (a method ``epoch_end``: pinn's ``Problem.draws``):
+    its ``epoch_end(epoch)`` first among fit's epoch callbacks, and with a checkpoint and a
+    ``state_dict()``, the library's checkpoint hook keeps the data's state beside each
+    checkpoint it writes (FILE.data; the hook runs on the rank that writes).  Returns the
+    epoch of the data's last ``epoch_end`` (a one-element list the resume sets), or None for
+    data that does not change."""
+    epoch_end = getattr(data, "epoch_end", None)
+    if not callable(epoch_end):
+        return None
+    data_epoch = [0]
+
+    def end_of_epoch(epoch: int, *_: Any) -> None:
+        epoch_end(epoch)
+        data_epoch[0] = epoch
+
+    callbacks.insert(0, end_of_epoch)
+    if checkpoint is not None and callable(getattr(data, "state_dict", None)):
+        request.on_checkpoint = lambda _: _write_data_state(str(checkpoint), data_epoch[0], data)
+    return data_epoch
 
 
 def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tensor]:
@@ -1013,18 +1040,7 @@ class LevenbergMarquardt:
         progress = EpochProgress(epochs) if verbose else None
         callbacks = list(callbacks)
         restore: Callable[[], None] | None = None
-        epoch_end = getattr(data, "epoch_end", None)
-        if callable(epoch_end):  # data that changes between epochs (pinn's Problem.draws)
-            callbacks.insert(0, lambda epoch, *_: epoch_end(epoch))
-            root = self._dist is None or self._dist.get_rank() == 0
-            if checkpoint is not None and checkpoint_every > 0 and root and \
-                    callable(getattr(data, "state_dict", None)):
-
-                def keep_data_state(epoch: int, *_: Any) -> None:
-                    if epoch % checkpoint_every == 0:  # the epochs the library checkpoints
-                        _write_data_state(str(checkpoint), epoch, data)
-
-                callbacks.insert(1, keep_data_state)
+        data_epoch = _follow_changing_data(data, checkpoint, request, callbacks)
 
         def on_epoch(record: Any) -> bool:
             if progress is not None:
@@ -1037,8 +1053,8 @@ class LevenbergMarquardt:
             raise NotImplementedError("fit() runs on one device (or on ranks under torchrun); "
                                       "with devices=[…] call step() on each batch")
         try:
-            if callable(epoch_end) and resume is not None:
-                restore = self._resume_changing_data(str(resume), data)
+            if data_epoch is not None and resume is not None:
+                restore, data_epoch[0] = self._resume_changing_data(str(resume), data)
             if self._native is not None:
                 summary = self._native_fit(data, validation, trainer, request, on_epoch)
             else:
@@ -1063,19 +1079,20 @@ class LevenbergMarquardt:
 
     summary: Any = None
 
-    def _resume_changing_data(self, resume: str, data: Any) -> Callable[[], None]:
+    def _resume_changing_data(self, resume: str, data: Any) -> tuple[Callable[[], None], int]:
         """Before the library resumes from `resume`: the resumed run's first epoch needs the
         data of after the checkpoint's last epoch, so the checkpoint's parameters go into the
         model and the data takes its state saved with that epoch (``fit(checkpoint=…)``'s
-        FILE.data), or, without one, ``epoch_end(epochs done)`` draws it with the model of then
-        (a residual-adaptive draw).  Returns what puts the parameters and the data's state back
-        as they were, if the library then refuses the file."""
+        FILE.data), or with the epoch before, then ``epoch_end(epochs done)`` with the model of
+        then (a residual-adaptive draw), as the uninterrupted run did; without one, that
+        ``epoch_end`` alone draws it.  Returns what puts the parameters and the data's state
+        back as they were, if the library then refuses the file, and the epochs done."""
         done, params = _checkpoint_position(resume, self.dtype)
         if params.numel() != self.n:
             raise ValueError(f"resume={resume!r}: the checkpoint holds {params.numel()} "
                              f"parameters, this model {self.n}")
         load = getattr(data, "load_state_dict", None)
-        state = _read_data_state(resume, done) if callable(load) else None
+        saved = _read_data_state(resume, done) if callable(load) else None
         theta = self._theta_now().detach().clone()
         save = getattr(data, "state_dict", None)
         data_before = copy.deepcopy(save()) if callable(save) and callable(load) else None
@@ -1089,14 +1106,14 @@ class LevenbergMarquardt:
         try:
             with torch.no_grad():
                 self._theta_now().copy_(params.to(self.device))
-            if state is not None:
-                load(state)  # the data as the uninterrupted run had it after epoch `done`
-            else:
+            if saved is not None:
+                load(saved[1])  # the data as the uninterrupted run had it after epoch saved[0]
+            if saved is None or saved[0] != done:
                 data.epoch_end(done)
         except BaseException:  # another problem's state, say: nothing changed
             restore()
             raise
-        return restore
+        return restore, done
 
     def _describe_model(self) -> str:
         shapes = ", ".join(f"{name} {tuple(p.shape)}" for name, p in zip(self._names,
