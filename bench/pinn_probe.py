@@ -40,6 +40,11 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            --checkpoint-dir) or the cached checkpoint, --steps more steps of the loop, after
            each the mean |F|² of every condition on --heldout-sets held-out draws beside the
            relative L2 error, and their rank correlation (Spearman).
+  curve    reads no model: the error against time from the history of --from CKPT (each
+           evaluated step's training clock and relative L2), at each of --times: the last
+           iterate before it and the median, min and max of the iterates over the --window
+           seconds before it — how far a resampling run's last iterate is from where its
+           iterates are (docs/pinn.md's tables of 2 h runs).
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
@@ -52,6 +57,8 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
            [--seconds 300] [--variants recipe every=20 held=4,adaptive held=4 held=1,adaptive]
        build/venv-torch/bin/python bench/pinn_probe.py pick --pde burgers --seed 0
            --from CKPT [--steps 30] [--heldout-sets 4]
+       build/venv-torch/bin/python bench/pinn_probe.py curve --from CKPT
+           [--times 900 1800 3600 5400 7200] [--window 300]
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -309,9 +316,39 @@ def probe_pick(args: argparse.Namespace) -> None:
           f"{min(errors):.3e}", flush=True)
 
 
+def probe_curve(args: argparse.Namespace) -> None:
+    if args.source is None:
+        raise SystemExit("curve: --from CKPT is required (a checkpoint of an example's loop)")
+    try:
+        state = torch.load(args.source, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any unreadable file: say which
+        raise SystemExit(f"curve: {args.source} is not readable by torch.load "
+                         f"({type(error).__name__})") from None
+    if not isinstance(state, dict) or "history" not in state:
+        raise SystemExit(f"curve: {args.source} is not a checkpoint of an example's loop "
+                         "(no history): expected the example's --checkpoint or bench/pinn.py's "
+                         "--checkpoint-dir file")
+    # history rows: (step, training clock, mean r², relative L2 or None where not evaluated)
+    rows = [r for r in state["history"] if len(r) > 3 and r[3] is not None]
+    print(f"{args.source}: {len(rows)} evaluated steps to step {state['step']}, "
+          f"{state['clock']:.0f} s")
+    for mark in args.times:
+        before = [r for r in rows if r[1] <= mark]
+        window = [r[3] for r in before if r[1] > mark - args.window]
+        if not window:
+            continue
+        print(f"{mark:7.0f} s  step {before[-1][0]:6d}  last iterate {before[-1][3]:.3g}  "
+              f"last {args.window:.0f} s: median {statistics.median(window):.2g} "
+              f"[{min(window):.2g}–{max(window):.2g}] over {len(window)} steps")
+    if rows:
+        print(f"    end  step {rows[-1][0]:6d}  last iterate {rows[-1][3]:.3g} "
+              f"({rows[-1][1]:.0f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", choices=("options", "solve", "relax", "polish", "pick"))
+    parser.add_argument("probe", choices=("options", "solve", "relax", "polish", "pick",
+                                          "curve"))
     parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
@@ -330,10 +367,15 @@ def main() -> None:
     parser.add_argument("--from", dest="source", default=None,
                         help="pick: a checkpoint of the example's loop to start from")
     parser.add_argument("--heldout-sets", type=int, default=4)
+    parser.add_argument("--times", type=float, nargs="+",
+                        default=[900.0, 1800.0, 3600.0, 5400.0, 7200.0],
+                        help="curve: the training clock's marks (seconds)")
+    parser.add_argument("--window", type=float, default=300.0,
+                        help="curve: seconds before each mark for the median, min and max")
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
     {"options": probe_options, "solve": probe_solve, "relax": probe_relax,
-     "polish": probe_polish, "pick": probe_pick}[args.probe](args)
+     "polish": probe_polish, "pick": probe_pick, "curve": probe_curve}[args.probe](args)
 
 
 if __name__ == "__main__":
