@@ -122,9 +122,13 @@ def network(width: int, depth: int, features: int, scale: float, seed: int,
 # 5.79e-5 in 534 steps against 3.06e-4 in 290 steps for "fourier" (vRBA's SolitonNet, B trained,
 # the per-point jacrev route, 3.1 s per step); after 290 steps the forms stood level (2.8e-4,
 # 3.1e-4; "fixed", B a constant, 3.4e-4).  docs/pinn.md "The Taylor route for it".
+# polish (the examples' loop key): the last tenth of the budget on one held uniform draw of 4 ×
+# the counts, as Burgers' recipe, since 2026-11-28 — the fresh draws' iterates scatter ~12× near
+# the end; seed 0: 1.53e-5 against 5.79e-5 after 900 s, 4.56e-7 against 1.87e-6 after 2 h
+# (bench/results/…-PINN-issue39-kdvs-p01-900-s0, …-kdvs2h-hold against …-kdvs2h-s0).
 RECIPE = dict(points=4000, points_max=8000, grow_every=100, edge_points=200, width=30, depth=3,
               features=5, scale=3.0, form="sine", adaptive=None, device="cpu",
-              budget=900.0, resample_every=1, options={})
+              budget=900.0, resample_every=1, options={}, polish=(0.1, 4))
 
 
 def problem(points: int, seed: int, edge_points: int, device: str = "cpu") -> pinn.Problem:
