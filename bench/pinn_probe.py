@@ -319,15 +319,10 @@ def probe_pick(args: argparse.Namespace) -> None:
 def probe_curve(args: argparse.Namespace) -> None:
     if args.source is None:
         raise SystemExit("curve: --from CKPT is required (a checkpoint of an example's loop)")
-    try:
-        state = torch.load(args.source, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - any unreadable file: say which
-        raise SystemExit(f"curve: {args.source} is not readable by torch.load "
-                         f"({type(error).__name__})") from None
-    if not isinstance(state, dict) or "history" not in state:
-        raise SystemExit(f"curve: {args.source} is not a checkpoint of an example's loop "
-                         "(no history): expected the example's --checkpoint or bench/pinn.py's "
-                         "--checkpoint-dir file")
+    try:  # any run's: the curve needs no model, so no identity to match
+        state = common.read_checkpoint(args.source)
+    except common.CheckpointError as error:
+        raise SystemExit(f"curve: {error}") from None
     # history rows: (step, training clock, mean r², relative L2 or None where not evaluated)
     rows = [r for r in state["history"] if len(r) > 3 and r[3] is not None]
     print(f"{args.source}: {len(rows)} evaluated steps to step {state['step']}, "

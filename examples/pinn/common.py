@@ -151,9 +151,9 @@ class CheckpointError(ValueError):
     """A --resume file that is missing, not a checkpoint, or another run's."""
 
 
-def load_checkpoint(path: str, identity: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint of the same run (the same example, seed and recipe but for
-    RESUMABLE_KEYS): a CheckpointError naming what differs otherwise."""
+def read_checkpoint(path: str) -> dict[str, Any]:
+    """A checkpoint of this loop, whichever run wrote it (its history, step and clock; a
+    CheckpointError naming the file otherwise); load_checkpoint also checks it is this run's."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
@@ -166,6 +166,13 @@ def load_checkpoint(path: str, identity: dict[str, Any]) -> dict[str, Any]:
         raise CheckpointError(f"--resume {path}: not a checkpoint of this loop (format "
                               f"{state.get('format') if isinstance(state, dict) else None!r}, "
                               "expected 1)")
+    return state
+
+
+def load_checkpoint(path: str, identity: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of the same run (the same example, seed and recipe but for
+    RESUMABLE_KEYS): a CheckpointError naming what differs otherwise."""
+    state = read_checkpoint(path)
     theirs = state["identity"]
     differ = sorted(k for k in set(theirs) | set(identity) if theirs.get(k) != identity.get(k))
     if differ:

@@ -1099,8 +1099,10 @@ def test_fit_on_draws_keeps_the_point_weights_memory_in_its_checkpoint(tmp_path)
 
 
 def test_fit_on_draws_keeps_the_data_of_an_interrupted_run(tmp_path) -> None:
-    # Ctrl-C (a KeyboardInterrupt, here from a callback after epoch 4): the library stops after
-    # the next step and checkpoints it, epoch 5, off its checkpoint_every cadence; its hook
+    # An interruption (a KeyboardInterrupt from a callback after epoch 4 — a real Ctrl-C is
+    # raised by the per-step signal check instead and sets the same stop flag; that route is not
+    # driven here): the library stops after the next step and checkpoints it, epoch 5, off its
+    # checkpoint_every cadence; its hook
     # writes FILE.data beside it.  Epoch 5's epoch_end never ran (the callbacks stop at the
     # exception), so FILE.data holds the data after epoch 4's, and the resume runs epoch 5's
     # epoch_end as the uninterrupted run did: the same parameters, bit for bit.
