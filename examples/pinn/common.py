@@ -208,7 +208,7 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
              log_every: int = 25, options: dict[str, Any] | None = None,
              diagnose: bool = False, checkpoint: str | None = None,
              checkpoint_every: float = 300.0, resume: str | None = None,
-             pause_after: float | None = None, polish: tuple[float, int] | None = None,
+             pause_after: float | None = None, polish: tuple | None = None,
              identity: dict[str, Any] | None = None) -> Run:
     """LM steps until `steps`, `budget` training seconds, the error ≤ `target` or a step's own
     stop (ignored while resampling: a new draw is a new problem); returns the Run.
@@ -226,7 +226,10 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     uniform draw of `factor` times the counts, kept (``problem.hold``), so that LM converges on
     one objective instead of fitting a fresh draw each step; the run then also ends at the
     step's own stop.  A fraction, not seconds, so that a recipe keeps its shape at any budget
-    (a 45 s GPU check as a 2 h run)."""
+    (a 45 s GPU check as a 2 h run).  (fraction, factor, (pool, k, c)): the held draw of the
+    "pde" condition by its residual instead (``pinn.ResidualAdaptive`` with those settings, at
+    the model of that step; the other conditions' draws uniform), for solutions whose residual
+    sits in thin fronts that a uniform draw samples thinly."""
     if pause_after is not None and checkpoint is None:
         raise ValueError("pause_after needs a checkpoint to resume from: pass checkpoint")
     identity = identity or {}
@@ -275,16 +278,25 @@ def train_lm(problem: pinn.Problem, model: torch.nn.Module,
     return run
 
 
-def _polish_now(problem: pinn.Problem, polish: tuple[float, int] | None, clock: float,
-                budget: float) -> int | None:
-    """polish's factor when its last phase starts now (`clock` of `budget` seconds gone)."""
-    if polish is None or problem.held:
+def _polish_now(problem: pinn.Problem, polish: tuple | None, clock: float,
+                budget: float) -> tuple[int, tuple[int, float, float] | None] | None:
+    """polish's (factor, residual-adaptive settings or None) when its last phase starts now
+    (`clock` of `budget` seconds gone), else None."""
+    if polish is None:
         return None
-    fraction, factor = polish
+    if not isinstance(polish, (tuple, list)) or len(polish) not in (2, 3):
+        raise ValueError(f"polish = {polish!r}: expected (fraction of the budget in (0, 1], "
+                         "factor) or (fraction, factor, (pool, k, c))")
+    fraction, factor, adaptive = (*polish, None) if len(polish) == 2 else polish
     if not 0 < fraction <= 1:
         raise ValueError(f"polish = {polish!r}: expected (fraction of the budget in (0, 1], "
                          "factor)")
-    return int(factor) if clock >= budget * (1 - float(fraction)) else None
+    if adaptive is not None and (not isinstance(adaptive, (tuple, list)) or len(adaptive) != 3):
+        raise ValueError(f"polish = {polish!r}: its third item is the held draw's "
+                         "residual-adaptive (pool, k, c)")
+    if problem.held or clock < budget * (1 - float(fraction)):
+        return None
+    return int(factor), (None if adaptive is None else tuple(adaptive))
 
 
 def _stop(report: Any, problem: pinn.Problem, resample_every: int, error: float,
@@ -298,11 +310,19 @@ def _stop(report: Any, problem: pinn.Problem, resample_every: int, error: float,
 
 
 def _one_step(problem: pinn.Problem, model: torch.nn.Module, optimizer: lt.LevenbergMarquardt,
-              step: int, resample_every: int, hold: int | None = None) -> Any:
-    """The loop's step: a fresh draw when due (or, with `hold`, the last one: that factor of
-    the counts, kept), the point weights, one LM step."""
+              step: int, resample_every: int,
+              hold: tuple[int, tuple[int, float, float] | None] | None = None) -> Any:
+    """The loop's step: a fresh draw when due (or, with `hold` = (factor, adaptive), the last
+    one: that factor of the counts, kept; the "pde" condition's drawn by its residual when
+    adaptive = (pool, k, c) is given), the point weights, one LM step."""
     if hold is not None:
-        problem.hold(step, model, hold)
+        factor, adaptive = hold
+        if adaptive is not None:
+            condition = next(each for each in problem.conditions if each.name == "pde")
+            if isinstance(condition.points, pinn.ResidualAdaptive):
+                condition.points = condition.points.base
+            adapt(problem, "pde", adaptive)
+        problem.hold(step, model, factor, adaptive=adaptive is not None)
     elif resample_every and step > 0 and step % resample_every == 0:
         problem.resample(step, model)
     problem.update_weights(model)  # the conditions' point weights, if any (docs/pinn.md)
