@@ -45,6 +45,12 @@ Trains examples/pinn/poisson2d.py's recipe (W8's grid, or --points N for an N-po
            iterate before it and the median, min and max of the iterates over the --window
            seconds before it — how far a resampling run's last iterate is from where its
            iterates are (docs/pinn.md's tables of 2 h runs).
+  where    asks where a time-dependent PDE's error is (--pde allen_cahn, burgers, kdv or
+           kdv_solitons, with --recipe's overrides): the network of --from CKPT on the
+           reference's (t, x) grid, the relative L2 error of each tenth of the time interval
+           and its share of the squared error, where in x its largest error is, and the shares
+           of the squared error at the fronts (the 5 % of grid cells of largest |u_x|) and
+           within 2.5 % of the interval's ends (a periodic domain's seam).
 
 usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--points 2500]
            [--steps 400] [--seed 0] "{}" "{'geodesic_acceleration': False}" …
@@ -59,6 +65,7 @@ usage: build/venv-torch/bin/python bench/pinn_probe.py options [--warm 150] [--p
            --from CKPT [--steps 30] [--heldout-sets 4]
        build/venv-torch/bin/python bench/pinn_probe.py curve --from CKPT
            [--times 900 1800 3600 5400 7200] [--window 300]
+       build/venv-torch/bin/python bench/pinn_probe.py where --pde allen_cahn --from CKPT
 Run with OMP_NUM_THREADS=1; the checkpoint is kept in build/pinn-probe/.
 """
 from __future__ import annotations
@@ -71,6 +78,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
@@ -79,10 +87,14 @@ sys.path.insert(0, str(ROOT / "examples" / "pinn"))
 
 import common  # noqa: E402
 import poisson2d  # noqa: E402
+import references  # noqa: E402
 
 import lmtrain.torch as lt  # noqa: E402
 
-FLOOR = {"lambda_min": 1e-14}  # the variant poisson2d-lambda_min of bench/pinn.py
+FLOOR = {"lambda_min": 1e-14}
+# where: each time-dependent example's reference grid (t, x, u), the one its error is taken on.
+GRIDS = {"allen_cahn": references.allen_cahn_grid, "burgers": references.burgers_grid,
+         "kdv": references.kdv_grid, "kdv_solitons": references.kdv_two_soliton_grid}  # the variant poisson2d-lambda_min of bench/pinn.py
 
 
 def checkpoint(args: argparse.Namespace):
@@ -340,10 +352,44 @@ def probe_curve(args: argparse.Namespace) -> None:
               f"({rows[-1][1]:.0f} s)")
 
 
+def probe_where(args: argparse.Namespace) -> None:
+    if args.source is None or args.pde not in GRIDS:
+        raise SystemExit(f"where: --from CKPT and --pde one of {sorted(GRIDS)} are required")
+    example = importlib.import_module(args.pde)
+    build_args, _ = common.split_recipe(example, ast.literal_eval(args.recipe))
+    _, model, error = example.build(args.seed, **build_args)
+    try:
+        model.load_state_dict(common.read_checkpoint(args.source)["model"])
+    except (common.CheckpointError, RuntimeError) as failure:  # RuntimeError: another network
+        raise SystemExit(f"where: {args.source}: {failure}") from None
+    t, x, u = GRIDS[args.pde]()
+    points = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
+    with torch.no_grad():
+        e = model(points)[:, 0].numpy().reshape(u.shape) - u
+    total, squared = float(np.linalg.norm(e) / np.linalg.norm(u)), float((e ** 2).sum())
+    # The example's own error function on the same grid: the two must agree.
+    print(f"{args.source}: relative L2 {total:.3e} (the example's error: {error(model):.3e})")
+    bands = np.minimum(np.floor(10 * (t - t[0]) / (t[-1] - t[0]) + 1e-9).astype(int), 9)
+    for band in range(10):
+        rows = bands == band
+        worst = np.unravel_index(np.abs(e[rows]).argmax(), e[rows].shape)
+        print(f"  t in [{t[rows][0]:.2f}, {t[rows][-1]:.2f}]  relative L2 "
+              f"{np.linalg.norm(e[rows]) / np.linalg.norm(u[rows]):.2e}  share "
+              f"{(e[rows] ** 2).sum() / squared:.2f}  largest |error| "
+              f"{np.abs(e[rows]).max():.1e} at t {t[rows][worst[0]]:.3f}, x {x[worst[1]]:+.3f}")
+    slope = np.abs(np.gradient(u, x, axis=1))
+    fronts = slope > np.quantile(slope, 0.95)
+    span = x[-1] - x[0]
+    seam = (x < x[0] + 0.025 * span) | (x > x[-1] - 0.025 * span)
+    print(f"  share of the squared error at the fronts (5 % of cells): "
+          f"{(e[fronts] ** 2).sum() / squared:.2f}; within 2.5 % of x's ends: "
+          f"{(e[:, seam] ** 2).sum() / squared:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("probe", choices=("options", "solve", "relax", "polish", "pick",
-                                          "curve"))
+                                          "curve", "where"))
     parser.add_argument("option_sets", nargs="*", help="SolverOptions as Python literals")
     parser.add_argument("--warm", type=float, default=150.0)
     parser.add_argument("--points", type=int, default=2500)
@@ -370,7 +416,8 @@ def main() -> None:
     args = parser.parse_intermixed_args()
     torch.set_num_threads(1)
     {"options": probe_options, "solve": probe_solve, "relax": probe_relax,
-     "polish": probe_polish, "pick": probe_pick, "curve": probe_curve}[args.probe](args)
+     "polish": probe_polish, "pick": probe_pick, "curve": probe_curve,
+     "where": probe_where}[args.probe](args)
 
 
 if __name__ == "__main__":
