@@ -125,7 +125,8 @@ def network(width: int, depth: int, features: int, scale: float, seed: int,
 # polish (the examples' loop key): the last tenth of the budget on one held uniform draw of 4 ×
 # the counts, as Burgers' recipe, since 2026-11-28 — the fresh draws' iterates scatter ~12× near
 # the end; seed 0: 1.53e-5 against 5.79e-5 after 900 s, 4.56e-7 against 1.87e-6 after 2 h
-# (bench/results/…-PINN-issue39-kdvs-p01-900-s0, …-kdvs2h-hold against …-kdvs2h-s0).
+# (bench/results/…-PINN-issue39-kdvs-p01-900-s0, …-kdvs2h-hold against …-kdvs2h-s0); at 2 h
+# on seeds 1 and 2, end to end, 6.39e-7 and 1.42e-6 (…-kdvs2h-s1, -s2): median of 3 6.39e-7.
 RECIPE = dict(points=4000, points_max=8000, grow_every=100, edge_points=200, width=30, depth=3,
               features=5, scale=3.0, form="sine", adaptive=None, device="cpu",
               budget=900.0, resample_every=1, options={}, polish=(0.1, 4))
