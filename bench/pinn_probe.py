@@ -91,10 +91,10 @@ import references  # noqa: E402
 
 import lmtrain.torch as lt  # noqa: E402
 
-FLOOR = {"lambda_min": 1e-14}
+FLOOR = {"lambda_min": 1e-14}  # the variant poisson2d-lambda_min of bench/pinn.py
 # where: each time-dependent example's reference grid (t, x, u), the one its error is taken on.
 GRIDS = {"allen_cahn": references.allen_cahn_grid, "burgers": references.burgers_grid,
-         "kdv": references.kdv_grid, "kdv_solitons": references.kdv_two_soliton_grid}  # the variant poisson2d-lambda_min of bench/pinn.py
+         "kdv": references.kdv_grid, "kdv_solitons": references.kdv_two_soliton_grid}
 
 
 def checkpoint(args: argparse.Namespace):
@@ -363,7 +363,7 @@ def probe_where(args: argparse.Namespace) -> None:
     except (common.CheckpointError, RuntimeError) as failure:  # RuntimeError: another network
         raise SystemExit(f"where: {args.source}: {failure}") from None
     t, x, u = GRIDS[args.pde]()
-    points = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
+    points = common.txu_points(t, x)
     with torch.no_grad():
         e = model(points)[:, 0].numpy().reshape(u.shape) - u
     total, squared = float(np.linalg.norm(e) / np.linalg.norm(u)), float((e ** 2).sum())

@@ -74,8 +74,12 @@ def txu_error(reference: tuple[Any, Any, Any],
               device: str = "cpu") -> Callable[[torch.nn.Module], float]:
     """grid_error on a reference's (t, x, u): u[i, j] at (t[i], x[j]), on `device`."""
     t, x, u = reference
-    grid = torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
-    return grid_error(grid.to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+    return grid_error(txu_points(t, x).to(device), torch.from_numpy(u.reshape(-1, 1)).to(device))
+
+
+def txu_points(t: Any, x: Any) -> torch.Tensor:
+    """The (t, x) points of a reference's grid, row-major as its u[i, j] = u(t[i], x[j])."""
+    return torch.from_numpy(np.stack(np.meshgrid(t, x, indexing="ij"), -1).reshape(-1, 2))
 
 
 def schedule_points(problem: pinn.Problem, name: str, points: int, points_max: int,
@@ -90,12 +94,16 @@ def schedule_points(problem: pinn.Problem, name: str, points: int, points_max: i
 def adapt(problem: pinn.Problem, name: str,
           adaptive: tuple[int, float, float] | None) -> None:
     """Condition `name` draws its points where the residual is large (adaptive = (pool, k, c):
-    ``pinn.ResidualAdaptive`` around its sampler; None leaves it as it is)."""
+    ``pinn.ResidualAdaptive`` around its sampler, replacing the settings of an earlier one; None
+    leaves it as it is)."""
     if adaptive is None:
         return
     pool, k, c = adaptive
     condition = next(each for each in problem.conditions if each.name == name)
-    condition.points = pinn.ResidualAdaptive(condition.points, pool=int(pool), k=k, c=c)
+    base = condition.points
+    if isinstance(base, pinn.ResidualAdaptive):
+        base = base.base
+    condition.points = pinn.ResidualAdaptive(base, pool=int(pool), k=k, c=c)
 
 
 @dataclass
@@ -317,11 +325,7 @@ def _one_step(problem: pinn.Problem, model: torch.nn.Module, optimizer: lt.Leven
     adaptive = (pool, k, c) is given), the point weights, one LM step."""
     if hold is not None:
         factor, adaptive = hold
-        if adaptive is not None:
-            condition = next(each for each in problem.conditions if each.name == "pde")
-            if isinstance(condition.points, pinn.ResidualAdaptive):
-                condition.points = condition.points.base
-            adapt(problem, "pde", adaptive)
+        adapt(problem, "pde", adaptive)
         problem.hold(step, model, factor, adaptive=adaptive is not None)
     elif resample_every and step > 0 and step % resample_every == 0:
         problem.resample(step, model)
