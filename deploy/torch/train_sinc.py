@@ -13,6 +13,10 @@ the damping schedule's state) and the epochs done; every rank loads it at start 
 so a restarted job (torchrun --max-restarts, or a PyTorchJob's restarted pods) ends with the
 parameters of an uninterrupted run.  RUN_DIR must be shared by the ranks (one volume).  At the end
 rank 0 writes RUN_DIR/model.pt (the state_dict) and RUN_DIR/result.json (losses per epoch).
+
+--device cuda puts each rank on the GPU of its node-local rank (cuda:LOCAL_RANK, modulo the GPUs
+it sees); the ranks then sum A and g through NCCL, or through gloo where ranks share a GPU.  The
+checkpoint is loaded onto the rank's device (map_location).
 """
 
 from __future__ import annotations
@@ -40,7 +44,35 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu, or cuda: each rank on cuda:(LOCAL_RANK mod the visible devices), "
+                   "the ranks summing A and g through NCCL when each has a GPU of its own, "
+                   "else through gloo")
     return p.parse_args(argv)
+
+
+def rank_device(choice: str) -> torch.device:
+    """This rank's device: the CPU, or the GPU of its node-local rank."""
+    if choice == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("train_sinc.py: --device cuda, but this process sees no CUDA device "
+                         "(torch.cuda.is_available() is False): give the pod its GPUs "
+                         "(nvidia.com/gpu = nprocPerNode in deploy/kubernetes/pytorchjob.yaml) "
+                         "and an image whose torch is a CUDA build, or run with --device cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))
+                          % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def process_group_backend(device: torch.device) -> str:
+    """NCCL when every rank of this node has a GPU of its own (A and g summed on the devices),
+    gloo otherwise (CPU tensors, or ranks sharing a GPU, which NCCL refuses)."""
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if device.type == "cuda" and torch.cuda.device_count() >= ranks_here:
+        return "nccl"
+    return "gloo"
 
 
 def read_data(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,6 +104,7 @@ def save_atomically(obj: object, path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    device = rank_device(args.device)
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     if ranks > 1:
         # The store under a prefix per torchrun attempt: after a restart, torch 2.15's elastic
@@ -80,19 +113,20 @@ def main(argv: list[str]) -> int:
         # or connecting to a dead port.  Each attempt now meets only its own keys.
         store, rank, world = next(dist.rendezvous("env://"))
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        dist.init_process_group("gloo", store=dist.PrefixStore(f"lmtrain/attempt_{attempt}",
-                                                                store),
+        dist.init_process_group(process_group_backend(device),
+                                store=dist.PrefixStore(f"lmtrain/attempt_{attempt}", store),
                                 rank=rank, world_size=world)
     rank = dist.get_rank() if ranks > 1 else 0
-    x, y = read_data(args.data)
+    x, y = (t.to(device) for t in read_data(args.data))
 
     torch.manual_seed(args.seed)
-    model = torch.nn.Sequential(torch.nn.Linear(1, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(1, 20), torch.nn.Tanh(),
+                                torch.nn.Linear(20, 1)).to(device)
     opt = lt.LevenbergMarquardt(model, loss="mse")
     checkpoint = args.run_dir / "checkpoint.pt"
     start, losses = 0, []
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
+        state = torch.load(checkpoint, weights_only=True, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, losses = int(state["epochs_done"]), list(state["losses"])
@@ -103,7 +137,7 @@ def main(argv: list[str]) -> int:
 
     rows = x.shape[0]
     for epoch in range(start + 1, args.epochs + 1):
-        order = epoch_order(args.seed, epoch, rows)
+        order = epoch_order(args.seed, epoch, rows).to(device)
         for first in range(0, rows, args.batch_size):
             batch = order[first:first + args.batch_size]
             opt.step(x[batch], y[batch])

@@ -129,3 +129,21 @@ def test_a_killed_rank_resumes_to_the_uninterrupted_parameters(data: Path,
           f"resumed; largest parameter difference from the uninterrupted run {largest:.3e}")
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+
+
+def test_device_cuda_without_a_visible_gpu_is_refused_before_anything_is_written(
+        data: Path, tmp_path: Path) -> None:
+    # --device cuda where the process sees no GPU (CUDA_VISIBLE_DEVICES empty, so this runs on a
+    # GPU machine too): one line saying what is missing and the two ways out, exit status 1, and
+    # no run directory (a job that cannot run leaves nothing a restart would resume from).
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "deploy" / "torch" / "train_sinc.py"), f"--data={data}",
+         f"--run-dir={run_dir}", "--device=cuda"],
+        env=dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1"),
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "--device cuda, but this process sees no CUDA device" in result.stderr
+    assert "nvidia.com/gpu" in result.stderr and "--device cpu" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not run_dir.exists()
