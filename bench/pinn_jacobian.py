@@ -15,13 +15,15 @@ rows (interior, initial, boundary points as in W8), float64, one thread:
 * pinn.Pointwise(residual_fn): the autograd residual_fn on slices of 32 points ("sliced") and
   the torch.func one by vmap over points of jacrev ("vmap");
 * pinn.Problem: the pointwise form, by vmap of jacrev with nested jvp ("jacrev") and by the
-  Taylor route (TaylorMLP);
+  Taylor route (TaylorMLP); and the inverse problem with ν unknown (pinn.WithCoefficients: the
+  pde residual reads the model's ν), by both routes — J with ν's column in front, checked
+  against −u_xx/√N;
 * A = JᵀJ, g = Jᵀr of the whole J by torch.mm and torch.mv — what the library's step does with
   J (SYRK and GEMV), and what the Jacobian is compared with (the library's own binding of it,
   DampedNormalEquations64, went with issue 27).
 
-Each is called twice and the second call timed (the first includes torch.func's start-up); the
-slow whole-batch routes are timed on their full m once.  Checks that every route gives the same J
+Each is called once untimed (torch.func's start-up), then timed as the median of 5 calls; the slow
+whole-batch routes are timed on their full m once.  Checks that every route gives the same J
 (to 1e-12 of its largest entry) before printing.
 
 With ``--steps K``: K LM steps (lmtrain.torch.LevenbergMarquardt, the library's step) from the
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import math
 import os
 import statistics
@@ -160,12 +163,20 @@ def train(seconds: float, points: int) -> None:
                 marks.pop(0)
 
 
-def timed(fn, twice: bool = True):
-    if twice:
-        fn()
-    t = time.perf_counter()
+def timed(fn, twice: bool = True, repeats: int = 5):
+    """fn's result and its seconds: with `twice`, the median of `repeats` calls after a first
+    (torch.func's start-up; on a shared machine one call is noise); else one call."""
+    if not twice:
+        t = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - t
     out = fn()
-    return out, time.perf_counter() - t
+    seconds = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        seconds.append(time.perf_counter() - t)
+    return out, statistics.median(seconds)
 
 
 def main() -> None:
@@ -200,6 +211,20 @@ def main() -> None:
         problem.jacobian, problem.jacobian_choice = route, {}
         jacobians[f"pinn.Problem, {route}"], rows[f"pinn.Problem, {route}"] = timed(
             lambda: problem.jacobian_slice(model, params, x, None, 0, m))
+    # The inverse problem: ν unknown (pinn.WithCoefficients), the pde residual reading it, on the
+    # same points — each route's J is the forward problem's with ν's column in front.
+    inverse = pinn.WithCoefficients(model, nu=burgers.NU)
+    pde, *others = problem.conditions
+    inverse_problem = pinn.Problem("tx", [dataclasses.replace(
+        pde, residual=lambda u, u_t, u_x, u_xx: u_t + u * u_x - inverse.nu * u_xx), *others])
+    inverse_params = {k: v.detach() for k, v in inverse.named_parameters()}
+    assert list(inverse_params)[0] == "nu"
+    inverse_jacobians = {}
+    for route in ("taylor", "jacrev"):
+        inverse_problem.jacobian, inverse_problem.jacobian_choice = route, {}
+        name = f"pinn.Problem, ν unknown (WithCoefficients), {route}"
+        inverse_jacobians[name], rows[name] = timed(
+            lambda: inverse_problem.jacobian_slice(inverse, inverse_params, x, None, 0, m))
     for route in ("vmap", "sliced"):
         fn = func_residuals if route == "vmap" else autograd_residuals
         wrapped = pinn.Pointwise(fn, route=route)
@@ -243,6 +268,15 @@ def main() -> None:
     reference = jacobians["pinn.Problem, taylor"]
     for name, j in jacobians.items():
         difference = float((j - reference).abs().max() / reference.abs().max())
+        assert difference < 1e-12, (name, difference)
+    p = x[:problem.counts[0]].clone().requires_grad_(True)
+    u_x = torch.autograd.grad(model(p).sum(), p, create_graph=True)[0][:, 1]
+    u_xx = torch.autograd.grad(u_x.sum(), p)[0][:, 1]
+    nu_column = torch.zeros(m, dtype=torch.float64)
+    nu_column[:problem.counts[0]] = -u_xx * scale[:problem.counts[0]]
+    for name, j in inverse_jacobians.items():  # ν's column in closed form, then the network's
+        difference = max(float((j[:, 0] - nu_column).abs().max() / nu_column.abs().max()),
+                         float((j[:, 1:] - reference).abs().max() / reference.abs().max()))
         assert difference < 1e-12, (name, difference)
     r = problem(model, x).detach().contiguous()
     j = reference.contiguous()

@@ -405,6 +405,84 @@ def test_a_coefficient_read_by_the_residual_has_its_column_and_is_found() -> Non
     assert abs(model.k.item() - 2.0) < 1e-3, model.k.item()
 
 
+@pytest.mark.parametrize("constrained", [False, True])
+def test_with_coefficients_takes_the_taylor_route_with_the_coefficients_columns(
+        constrained: bool) -> None:
+    # Burgers with unknown ν and a two-valued coefficient c (u_t + c₀·u·u_x − ν·u_xx + c₁·u = 0),
+    # the network plain or HardConstrained (u = −sin πx + t·N): J by the Taylor route against
+    # the jacrev route's (autograd, k and θ substituted throughout) and against the columns in
+    # closed form, ∂F/∂ν = −u_xx, ∂F/∂c = (u·u_x, u), over rows across the conditions' borders.
+    network = _network(2, 1, seed=36)
+    if constrained:
+        network = pinn.HardConstrained(network, offset=lambda p: -torch.sin(math.pi * p[:, 1]),
+                                       factor=lambda p: p[:, 0])
+    model = pinn.WithCoefficients(network, nu=0.05, c=[0.7, -0.3])
+    assert model.coefficient_names == ["nu", "c"] and model.c.dtype == torch.float64
+    assert pinn.TaylorMLP.supports(model)
+
+    def problem(route: str) -> pinn.Problem:
+        return pinn.Problem("tx", [
+            pinn.Condition("pde", lambda u, u_t, u_x, u_xx: u_t + model.c[0] * u * u_x
+                           - model.nu * u_xx + model.c[1] * u,
+                           pinn.Uniform(40, t=(0, 1), x=(-1, 1))),
+            pinn.Condition("boundary", lambda u: u, pinn.Uniform(7, t=(0, 1), x=[-1, 1]),
+                           weight=0.5)], seed=4, jacobian=route)
+
+    taylor, jacrev = problem("taylor"), problem("jacrev")
+    x = taylor.points
+    params = _params(model)
+    j = taylor.jacobian_slice(model, params, x, None, 0, 47)
+    assert taylor.jacobian_path == "pinn taylor"
+    expected = jacrev.jacobian_slice(model, params, x, None, 0, 47)
+    assert expected.abs().max() > 0.1  # non-trivial: the residuals carry 1/√40 and 0.5/√7
+    torch.testing.assert_close(j, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(taylor.jacobian_slice(model, params, x, None, 33, 44),
+                               expected[33:44], rtol=0, atol=1e-12)
+    p = x[:40].clone().requires_grad_(True)
+    u = model(p)[:, 0]
+    grad = torch.autograd.grad(u.sum(), p, create_graph=True)[0]
+    u_xx = torch.autograd.grad(grad[:, 1].sum(), p)[0][:, 1]
+    names = list(params)
+    nu, c = names.index("nu"), names.index("nu") + 1  # c right after ν, 2 columns
+    scale = 1 / math.sqrt(40)
+    torch.testing.assert_close(j[:40, nu], -u_xx * scale, rtol=0, atol=1e-12)
+    torch.testing.assert_close(j[:40, c], (u * grad[:, 1]).detach() * scale, rtol=0, atol=1e-12)
+    torch.testing.assert_close(j[:40, c + 1], u.detach() * scale, rtol=0, atol=1e-12)
+    assert j[40:, nu:c + 2].abs().max() == 0  # the boundary does not read them
+
+
+def test_with_coefficients_finds_k_on_the_taylor_route() -> None:
+    # The docs' inverse problem (u'' + k²u = 0, data u = sin 2x) with pinn.WithCoefficients: the
+    # same k = 2 as the module of one's own on the jacrev route (test above), by the Taylor route.
+    torch.manual_seed(33)
+    model = pinn.WithCoefficients(torch.nn.Sequential(
+        torch.nn.Linear(1, 10), torch.nn.Tanh(), torch.nn.Linear(10, 1)).double(), k=1.0)
+    problem = pinn.Problem("x", [
+        pinn.Condition("pde", lambda u, u_xx: u_xx + model.k ** 2 * u,
+                       pinn.Uniform(60, x=(0, 1), method="sobol")),
+        pinn.Condition("data", lambda x, u: u - torch.sin(2 * x), pinn.Uniform(20, x=(0, 1)))],
+        jacobian="taylor")
+    optimizer = lt.LevenbergMarquardt(model, residual_fn=problem)
+    for step in range(25):
+        if step > 0:
+            problem.resample(step)
+        optimizer.step(problem.points)
+    assert problem.jacobian_path == "pinn taylor"
+    assert abs(model.k.item() - 2.0) < 1e-3, model.k.item()
+
+
+def test_with_coefficients_refuses_what_it_cannot_train() -> None:
+    network = _network(1, 1, seed=37)
+    with pytest.raises(ValueError, match="no coefficient given"):
+        pinn.WithCoefficients(network)
+    with pytest.raises(ValueError, match="would hide the module's attribute"):
+        pinn.WithCoefficients(network, network=1.0)
+    with pytest.raises(ValueError, match="must be finite"):
+        pinn.WithCoefficients(network, k=float("nan"))
+    with pytest.raises(ValueError, match="expected a number or a tensor"):
+        pinn.WithCoefficients(network, k="two")
+
+
 def test_the_taylor_route_leaves_a_model_with_parameters_beside_its_layers() -> None:
     network = _network(2, 1, seed=34)
     assert pinn.TaylorMLP.supports(network)

@@ -388,6 +388,53 @@ class HardConstrained(torch.nn.Module):
         return u
 
 
+class WithCoefficients(torch.nn.Module):
+    """A network and the unknown coefficients of an inverse problem: u(p) = network(p), and
+    each keyword a scalar (or tensor) parameter that only the residuals read, as
+    ``model.<name>`` — ν in Burgers', k in u″ + k²u = 0.  LM trains them with the network.
+
+    Every Jacobian route of lmtrain.torch.pinn takes it; where ``network`` is a model the
+    Taylor route knows (a plain MLP, or a HardConstrained one), the Taylor route does: the
+    network's columns of J by its propagation, a coefficient's column as ∂F/∂coefficient at
+    each point (vmap of jacrev of the residual, beside its ∂F/∂(u, uᵃ, …)).  A module of one's
+    own with the same two parts takes the jacrev route, whose cost per point is 1.3–2× the
+    Taylor route's (docs/pinn.md)."""
+
+    def __init__(self, network: torch.nn.Module, /, **coefficients: Any) -> None:
+        super().__init__()
+        if not isinstance(network, torch.nn.Module):
+            raise ValueError(f"WithCoefficients(network={network!r}): expected the network, a "
+                             "torch.nn.Module")
+        if not coefficients:
+            raise ValueError("WithCoefficients(network): no coefficient given; name each with "
+                             "its starting value, e.g. WithCoefficients(network, nu=0.05)")
+        self.network = network
+        first = next(network.parameters(), None)
+        dtype = first.dtype if first is not None else torch.get_default_dtype()
+        device = first.device if first is not None else None
+        for name, value in coefficients.items():
+            if hasattr(self, name):
+                raise ValueError(f"WithCoefficients: the coefficient {name!r} would hide the "
+                                 "module's attribute of that name; choose another name")
+            try:
+                tensor = torch.as_tensor(value, dtype=dtype, device=device).detach().clone()
+            except (TypeError, ValueError, RuntimeError) as error:
+                raise ValueError(f"WithCoefficients({name}={value!r}): expected a number or a "
+                                 f"tensor: {error}") from None
+            if not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"WithCoefficients({name}={value!r}): the starting value must "
+                                 "be finite")
+            setattr(self, name, torch.nn.Parameter(tensor))
+
+    @property
+    def coefficient_names(self) -> list[str]:
+        """The coefficients' names, in the order of ``named_parameters()``."""
+        return [name for name, _ in self.named_parameters(recurse=False)]
+
+    def forward(self, points: torch.Tensor) -> torch.Tensor:
+        return self.network(points)
+
+
 def _column(values: Any) -> torch.Tensor:
     """A function's values at P points as P × q (a P-vector as P × 1)."""
     values = torch.as_tensor(values)
@@ -470,10 +517,17 @@ class TaylorMLP:
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
-                             "parameter-free input map), or a HardConstrained one")
+                             "parameter-free input map), or a HardConstrained one, alone or "
+                             "in WithCoefficients")
+        # Coefficients beside the network: their columns come from the residual alone
+        # (pinn.Problem's seeds), the network's from this propagation.
+        self.wrapper = model if isinstance(model, WithCoefficients) else None
+        self.coefficients = self.wrapper.coefficient_names if self.wrapper is not None else []
+        self.prefix = "network." if self.wrapper is not None else ""
+        model = model.network if self.wrapper is not None else model
         # u = offset + factor·network: the network's propagation, then the product rule.
         self.outer = model if isinstance(model, HardConstrained) else None
-        self.prefix = "network." if self.outer is not None else ""
+        self.prefix += "network." if self.outer is not None else ""
         model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
         self.third = sorted(set(third))
@@ -488,6 +542,8 @@ class TaylorMLP:
 
     @staticmethod
     def supports(model: torch.nn.Module) -> bool:
+        if isinstance(model, WithCoefficients):
+            return TaylorMLP.supports(model.network)
         if isinstance(model, HardConstrained):
             return TaylorMLP.supports(model.network)
         if not isinstance(model, torch.nn.Sequential) or len(model) == 0:
@@ -666,11 +722,14 @@ class TaylorMLP:
 
     def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
                  seed_dd: torch.Tensor, seed_ddd: torch.Tensor,
-                 names: Sequence[str], out: torch.Tensor | None = None) -> torch.Tensor:
+                 names: Sequence[str], out: torch.Tensor | None = None,
+                 coefficients: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
         (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵃᵃ.  `out`: a
         P × n tensor (any row stride) the blocks are written into, instead of a new one joined
-        from them (a PINN's J is the largest tensor of its step: one pass over it, not two)."""
+        from them (a PINN's J is the largest tensor of its step: one pass over it, not two).
+        `coefficients`: the columns of a WithCoefficients model's coefficients (P × size each,
+        by name), which u does not depend on."""
         ia, ib, ta, tp = self._indices()
         a, s_ = len(self.first), len(self.second)
         zbar, dzbar, ddzbar, dddzbar = seed, seed_d, seed_dd, seed_ddd
@@ -710,6 +769,7 @@ class TaylorMLP:
                 ddhbar = _add_at(ddhbar, tp, dddzbar * 3 * s2 * da)
                 dddzbar = s1 * dddzbar
             zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
+        blocks.update(coefficients or {})
         if out is None:
             return torch.cat([blocks[name] for name in names], dim=1)
         column = 0

@@ -96,11 +96,13 @@ from torch.func import jacrev, jvp, vmap
 from torch.nn.utils.stateless import _reparametrize_module
 
 from ._jacobian import (BatchedReverseJacobian, HardConstrained, PeriodicInput,
-                        PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP, uncached)
+                        PointwiseJacobian, Sin, SlowJacobianWarning, TaylorMLP, WithCoefficients,
+                        uncached)
 
 __all__ = ["CausalWeights", "Condition", "Draws", "Fixed", "HardConstrained",
            "InterpolationWarning", "Marching", "PeriodicInput", "Pointwise", "Problem",
-           "ResidualAdaptive", "ResidualBasedAttention", "Sin", "SlowJacobianWarning", "Uniform"]
+           "ResidualAdaptive", "ResidualBasedAttention", "Sin", "SlowJacobianWarning", "Uniform",
+           "WithCoefficients"]
 
 
 class InterpolationWarning(UserWarning):
@@ -1219,35 +1221,55 @@ class Problem:
         """J's rows at `points` by the Taylor route into `out` (P·k × n, contiguous, k rows per
         point): one forward pass, ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) per point (vmap of jacrev of each
         residual, a handful of scalars) and one reverse sweep per row of a point.  `segments`:
-        (condition, first, stop) — which condition's residual the points first:stop take."""
+        (condition, first, stop) — which condition's residual the points first:stop take.  A
+        WithCoefficients model's coefficients: their columns ∂F/∂coefficient per point, from
+        the same vmap of jacrev."""
         k = out.shape[0] // points.shape[0]
         *components, tape = taylor.forward(points, params, keep=True)
         seeds = [[torch.zeros_like(c) for c in components] for _ in range(k)]
+        columns = [{name: out.new_zeros(points.shape[0], params[name].numel())
+                    for name in taylor.coefficients} for _ in range(k)]
         for index, lo, hi in segments:
             part = slice(lo, hi)
             self._add_seeds(index, taylor, points[part], [c[part] for c in components],
-                            [[t[part] for t in seed] for seed in seeds])
+                            [[t[part] for t in seed] for seed in seeds],
+                            params, [{n: c[part] for n, c in row.items()} for row in columns])
         per_row, names = out.view(points.shape[0], k, -1), list(params)
         for j in range(k):
-            taylor.jacobian(tape, *seeds[j], names, out=per_row[:, j])
+            taylor.jacobian(tape, *seeds[j], names, out=per_row[:, j], coefficients=columns[j])
         return out
 
     def _add_seeds(self, index: int, taylor: TaylorMLP, points: torch.Tensor,
-                   components: Sequence[torch.Tensor],
-                   seeds: list[list[torch.Tensor]]) -> None:
+                   components: Sequence[torch.Tensor], seeds: list[list[torch.Tensor]],
+                   params: Mapping[str, torch.Tensor],
+                   columns: list[dict[str, torch.Tensor]]) -> None:
         """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) of condition `index` at `points` to seeds[j]
         (four tensors shaped like taylor's forward components there), for each of its k rows
-        per point: vmap of jacrev of the residual over the points."""
+        per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of each
+        coefficient c of a WithCoefficients model to columns[j][c] (points × size): the
+        residual reads ``model.c``, which is substituted by params[c] while it runs, so that
+        jacrev differentiates it (the jacrev route's substitution, _engine)."""
         symbols = self.symbols[index]
         arguments = symbols.taylor_arguments(points, taylor, *components)
         residual = self.conditions[index].residual
         arg_names = [name for name, _, _ in symbols.arguments]
+        names, count = taylor.coefficients, len(arguments)
 
         def positional(*values: torch.Tensor) -> torch.Tensor:
-            return torch.as_tensor(residual(**dict(zip(arg_names, values)))).reshape(-1)
+            if not names:
+                return torch.as_tensor(residual(**dict(zip(arg_names, values)))).reshape(-1)
+            with _reparametrize_module(taylor.wrapper, dict(zip(names, values[count:]))):
+                return torch.as_tensor(
+                    residual(**dict(zip(arg_names, values[:count])))).reshape(-1)
 
-        partials = vmap(jacrev(positional, argnums=tuple(range(len(arguments)))))(*arguments)
+        coefficients = [params[name] for name in names]
+        every = vmap(jacrev(positional, argnums=tuple(range(count + len(names)))),
+                     in_dims=(0,) * count + (None,) * len(names))(*arguments, *coefficients)
+        partials, by_coefficient = every[:count], every[count:]
         scale = self.conditions[index].weight / math.sqrt(self.counts[index])
+        for j, row in enumerate(columns):
+            for name, partial in zip(names, by_coefficient):
+                row[name].add_(scale * partial[:, j].reshape(points.shape[0], -1))
         for j, (seed, seed_d, seed_dd, seed_ddd) in enumerate(seeds):
             for (_, kind, where), partial in zip(symbols.arguments, partials):
                 if kind == "coordinate":
@@ -1313,9 +1335,10 @@ class Problem:
         if self.jacobian == "taylor" and not all(
                 self._taylor(i, model) is not None for i in range(len(self.conditions))):
             raise ValueError("jacobian = 'taylor' needs an nn.Sequential of Linear layers and "
-                             "Tanh/Sigmoid/Identity (after an optional parameter-free input map) "
-                             "and derivatives of order ≤ 2 or pure third ones (u_xxx); use "
-                             "'auto' or 'jacrev'")
+                             "Tanh/Sigmoid/Identity (after an optional parameter-free input map), "
+                             "alone or in pinn.HardConstrained or pinn.WithCoefficients (an "
+                             "inverse problem's coefficients beside it), and derivatives of "
+                             "order ≤ 2 or pure third ones (u_xxx); use 'auto' or 'jacrev'")
         if self.jacobian != "auto":
             return self.jacobian
         if self.jacobian_choice:
