@@ -151,7 +151,8 @@ VARIANTS = {"poisson2d-rba": ("poisson2d", {"rba": (0.9, 0.1)}),
             "allen_cahn-width30": ("allen_cahn", {"width": 30}),
             # The same with Burgers' last tenth held: at 2 h of the 20-wide recipe the hold took
             # seed 0 from 4.39e-5 to 1.29e-5 (file …-issue39-ac2h-hold); the run that asks
-            # whether the published network's size is Allen–Cahn's lever at 2 h.
+            # whether the published network's size is Allen–Cahn's lever at 2 h.  It is not:
+            # behind the 20-wide recipe at every time to 3 300 s (file …-ac2h-w30-s0).
             "allen_cahn-width30-polish01": ("allen_cahn", {"width": 30, "polish": (0.1, 4)}),
             # Burgers' recipe (residual-adaptive draws) with λ's floor at 1e-14: its λ ends at
             # the default floor 1e-10 on 2 of 3 seeds (files …-issue39-z1, -z2).
