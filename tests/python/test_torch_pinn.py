@@ -477,6 +477,8 @@ def test_with_coefficients_refuses_what_it_cannot_train() -> None:
         pinn.WithCoefficients(network)
     with pytest.raises(ValueError, match="would hide the module's attribute"):
         pinn.WithCoefficients(network, network=1.0)
+    with pytest.raises(ValueError, match="not a Python identifier"):
+        pinn.WithCoefficients(network, **{"a.b": 1.0})
     with pytest.raises(ValueError, match="must be finite"):
         pinn.WithCoefficients(network, k=float("nan"))
     with pytest.raises(ValueError, match="expected a number or a tensor"):

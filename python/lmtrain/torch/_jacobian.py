@@ -413,6 +413,9 @@ class WithCoefficients(torch.nn.Module):
         dtype = first.dtype if first is not None else torch.get_default_dtype()
         device = first.device if first is not None else None
         for name, value in coefficients.items():
+            if not name.isidentifier():
+                raise ValueError(f"WithCoefficients: the coefficient name {name!r} is not a "
+                                 "Python identifier; the residuals read it as model.<name>")
             if hasattr(self, name):
                 raise ValueError(f"WithCoefficients: the coefficient {name!r} would hide the "
                                  "module's attribute of that name; choose another name")
