@@ -17,7 +17,8 @@ rows (interior, initial, boundary points as in W8), float64, one thread:
 * pinn.Problem: the pointwise form, by vmap of jacrev with nested jvp ("jacrev") and by the
   Taylor route (TaylorMLP); and the inverse problem with ν unknown (pinn.WithCoefficients: the
   pde residual reads the model's ν), by both routes — J with ν's column in front, checked
-  against −u_xx/√N;
+  against −u_xx/√N; and a mixed third derivative (u_t + u_x + u·u_x − u_txx, BBM's form) by
+  both routes, checked against each other;
 * A = JᵀJ, g = Jᵀr of the whole J by torch.mm and torch.mv — what the library's step does with
   J (SYRK and GEMV), and what the Jacobian is compared with (the library's own binding of it,
   DampedNormalEquations64, went with issue 27).
@@ -225,6 +226,19 @@ def main() -> None:
         name = f"pinn.Problem, ν unknown (WithCoefficients), {route}"
         inverse_jacobians[name], rows[name] = timed(
             lambda: inverse_problem.jacobian_slice(inverse, inverse_params, x, None, 0, m))
+    # A mixed third derivative (BBM's u_txx in the pde residual), on the same points and
+    # network: the Taylor route against the jacrev route.
+    mixed_problem = pinn.Problem("tx", [dataclasses.replace(
+        pde, residual=lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx), *others])
+    mixed_jacobians = {}
+    for route in ("taylor", "jacrev"):
+        mixed_problem.jacobian, mixed_problem.jacobian_choice = route, {}
+        name = f"pinn.Problem, u_txx in the pde residual, {route}"
+        mixed_jacobians[route], rows[name] = timed(
+            lambda: mixed_problem.jacobian_slice(model, params, x, None, 0, m))
+    difference = float((mixed_jacobians["taylor"] - mixed_jacobians["jacrev"]).abs().max() /
+                       mixed_jacobians["jacrev"].abs().max())
+    assert difference < 1e-12, ("u_txx", difference)
     for route in ("vmap", "sliced"):
         fn = func_residuals if route == "vmap" else autograd_residuals
         wrapped = pinn.Pointwise(fn, route=route)

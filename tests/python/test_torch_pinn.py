@@ -295,17 +295,19 @@ def test_the_jacobian_of_every_condition_takes_one_pass_per_chunk(
 
 def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() -> None:
     # Against nested forward mode through its forward (the route of any other input map), for
-    # several coordinates, periods and harmonics: first, mixed and pure second, pure third.
+    # several coordinates, periods and harmonics: first, mixed and pure second, pure and mixed
+    # third (0: a feature depends on one coordinate).
     from lmtrain.torch._jacobian import TaylorMLP
 
     g = torch.Generator().manual_seed(37)
     p = torch.rand(40, 3, generator=g, dtype=torch.float64) * 4 - 2
     embed = pinn.PeriodicInput("txy", {"x": 2.0, "y": 0.7}, harmonics=4)
     model = torch.nn.Sequential(embed, torch.nn.Linear(embed.features, 5)).double()
-    taylor = TaylorMLP(model, 3, [0, 1, 2], [(0, 1), (1, 1), (1, 2), (2, 2), (0, 0)], [1, 2, 0])
+    taylor = TaylorMLP(model, 3, [0, 1, 2], [(0, 1), (1, 1), (1, 2), (2, 2), (0, 0)],
+                       [1, 2, 0, (0, 1, 1), (1, 2, 1)])
     closed = embed.taylor_components(p, taylor.first, taylor.second, taylor.third)
     nested = taylor._derivatives_of(embed, p)
-    assert [tuple(c.shape) for c in closed] == [(40, 17), (40, 3, 17), (40, 5, 17), (40, 3, 17)]
+    assert [tuple(c.shape) for c in closed] == [(40, 17), (40, 3, 17), (40, 5, 17), (40, 5, 17)]
     for a, b in zip(closed, nested):
         # Measured: 1.8e-16 of the largest entry (torch's default, AVX2 and scalar kernels,
         # OpenBLAS Haswell and Sandybridge); a wrong sign or order misses by O(1).
@@ -548,6 +550,59 @@ def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
     _taylor_and_jacrev_against(problem, model, x, reference)
 
 
+@pytest.mark.parametrize("form", ["plain", "periodic", "constrained"])
+def test_taylor_route_takes_mixed_third_derivatives(form: str) -> None:
+    # u_txx (BBM's), u_xxy and u_xyy (a stream function's momentum equations) beside a pure
+    # u_yyy and the second derivatives they carry, on (t, x, y): a plain MLP, one after a
+    # periodic embedding in x (its mixed derivatives across coordinates are 0), and a
+    # HardConstrained one (the product rule's mixed third terms).  Against autograd's
+    # derivatives of the same module and the jacrev route, to the neighbouring tests' bounds.
+    torch.manual_seed(41)
+    embed = [pinn.PeriodicInput("txy", {"x": 2.0}, harmonics=2)] if form == "periodic" else []
+    inputs = embed[0].features if embed else 3
+    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 8), torch.nn.Tanh(),
+                                  torch.nn.Linear(8, 8), torch.nn.Sigmoid(),
+                                  torch.nn.Linear(8, 1)).double()
+    with torch.no_grad():
+        for p in network.parameters():
+            p.mul_(1.5).add_(0.1 * torch.randn_like(p))
+    model = network
+    if form == "constrained":
+        model = pinn.HardConstrained(
+            network, offset=lambda p: torch.sin(p[:, 1]) * torch.cos(p[:, 2]) * p[:, 0] ** 2,
+            factor=lambda p: torch.exp(p[:, 0]) * (1 - p[:, 1] ** 2) * (1 + p[:, 2] ** 3))
+    problem = pinn.Problem("txy", [
+        pinn.Condition("pde", lambda u, u_t, u_x, u_txx, u_xxy, u_xyy, u_yyy, u_xy:
+                       u_t + u * u_x - 0.7 * u_txx + 0.2 * u_xxy * u_xyy - 0.1 * u_yyy + u_xy,
+                       pinn.Uniform(30, t=(0, 1), x=(-1, 1), y=(-1, 1))),
+        pinn.Condition("edge", lambda u, u_y: u - 0.5 * u_y,
+                       pinn.Uniform(7, t=(0, 1), x=1.0, y=(-1, 1)), weight=2.0)],
+        jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:30].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+
+        def d(w, axis, at=p):
+            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
+
+        u_x, u_y = d(u, 1), d(u, 2)
+        u_xx, u_yy = d(u_x, 1), d(u_y, 2)
+        rows = (d(u, 0) + u * u_x - 0.7 * d(u_xx, 0) + 0.2 * d(u_xx, 2) * d(u_yy, 1)
+                - 0.1 * d(u_yy, 2) + d(u_x, 2))
+        q = x[30:].clone().requires_grad_(True)
+        e = f(q)[:, 0]
+        edge = 2.0 * (e - 0.5 * d(e, 2, q)) / math.sqrt(7)
+        return torch.cat([rows / math.sqrt(30), edge])
+
+    _taylor_and_jacrev_against(problem, model, x, reference)
+    problem.jacobian = "taylor"
+    taylor = problem._taylor(0, model)
+    assert taylor.third == [(0, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2)]
+    assert not taylor.pure_third
+
+
 @pytest.mark.parametrize("parts", ["offset and factor", "factor", "offset"])
 def test_taylor_route_through_exactly_imposed_values(parts: str) -> None:
     # pinn.HardConstrained: u = g(t, x) + d(t, x)·N(t, x) with N an MLP (a pinn.Sin layer
@@ -652,14 +707,14 @@ def test_taylor_route_refuses_what_it_does_not_know() -> None:
     problem.jacobian = "auto"  # the transform route takes any module
     j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
     assert problem.jacobian_choice == {"mode": "jacrev", "by": "shape"} and j.shape == (4, 17)
-    # A mixed third derivative is beyond the Taylor route (pure ones, u_xxx, are not).
+    # A fourth derivative is beyond the Taylor route (third ones, u_xxx and u_txx, are not).
     tanh = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
                                torch.nn.Linear(4, 1)).double()
-    mixed = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txx: u_txx,
-                                               pinn.Uniform(4, t=(0, 1), x=(0, 1)))],
-                         jacobian="taylor")
-    with pytest.raises(ValueError, match="pure third ones"):
-        mixed.jacobian_slice(tanh, _params(tanh), mixed.points, None, 0, 4)
+    fourth = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txxx: u_txxx,
+                                                pinn.Uniform(4, t=(0, 1), x=(0, 1)))],
+                          jacobian="taylor")
+    with pytest.raises(ValueError, match="derivatives of order ≤ 3"):
+        fourth.jacobian_slice(tanh, _params(tanh), fourth.points, None, 0, 4)
 
 
 def test_forward_mode_in_theta_gives_the_same_jacobian() -> None:

@@ -287,12 +287,13 @@ class PeriodicInput(torch.nn.Module):
         return torch.cat(parts, dim=1)
 
     def taylor_components(self, p: torch.Tensor, first: Sequence[int],
-                          second: Sequence[tuple[int, int]], third: Sequence[int]
+                          second: Sequence[tuple[int, int]],
+                          third: Sequence[int | tuple[int, int, int]]
                           ) -> tuple[torch.Tensor, ...]:
         """The features at the points p and their derivatives in closed form (TaylorMLP's
         input map): along the axes `first` (P × A × w), the pairs `second` (P × S × w) and the
-        pure third ones along `third` (P × T × w).  A feature depends on one coordinate, so a
-        mixed second derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
+        triples `third` (P × T × w; an axis alone: its pure third derivative).  A feature
+        depends on one coordinate, so a mixed derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
         of sin(kωx) (kω)ᵐ sin(kωx + mπ/2) — for odd m ± its partner feature, for even m ± the
         feature itself.  Six operators where nested forward mode through ``forward`` issued
         hundreds (on a GPU, each a launch)."""
@@ -341,7 +342,9 @@ class PeriodicInput(torch.nn.Module):
                 table([[1.0 if o == a and c == 0 else 0.0 for o, c in zip(owner, kind)]
                        for a in first]),
                 table([factors(a, 2) if a == b else [0.0] * len(owner) for a, b in second]),
-                table([factors(a, 3) for a in third]))
+                table([factors(t, 3) if isinstance(t, int) else
+                       factors(t[0], 3) if t[0] == t[1] == t[2] else [0.0] * len(owner)
+                       for t in third]))
         self._tables = {**tables, key: made}
         return made
 
@@ -499,16 +502,17 @@ def _cached(cache: dict[tuple, list], key: tuple, points: torch.Tensor,
 
 class TaylorMLP:
     """u, its first derivatives along `first`, second derivatives along the pairs `second` and
-    pure third derivatives along the axes `third` (u_xxx) of the inputs, with their exact
-    parameter Jacobians, for an ``nn.Sequential`` of ``Linear`` layers and smooth activations
-    (Tanh, Sigmoid, Identity), optionally after a parameter-free input map (a periodic
-    embedding, say).
+    third derivatives along the triples `third` (u_xxx, u_txx; an axis alone means its pure
+    third derivative) of the inputs, with their exact parameter Jacobians, for an
+    ``nn.Sequential`` of ``Linear`` layers and smooth activations (Tanh, Sigmoid, Identity),
+    optionally after a parameter-free input map (a periodic embedding, say).
 
     Forward-mode Taylor propagation (DESIGN.md §10), batched over the points: a Linear layer
-    maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ, h⃛ᵃ = Wz⃛ᵃ; an
-    activation gives σ(h), σ′(h)ḣᵃ, σ″(h)ḣᵃḣᵇ + σ′(h)ḧᵃᵇ and σ‴(h)(ḣᵃ)³ + 3σ″(h)ḣᵃḧᵃᵃ +
-    σ′(h)h⃛ᵃ.  The parameter Jacobian of a pointwise combination F(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) is one
-    reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) (the chain rule
+    maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ, h⃛ᵃᵇᶜ = Wz⃛ᵃᵇᶜ; an
+    activation gives σ(h), σ′(h)ḣᵃ, σ″(h)ḣᵃḣᵇ + σ′(h)ḧᵃᵇ and σ‴(h)ḣᵃḣᵇḣᶜ + σ″(h)(ḣᵃḧᵇᶜ +
+    ḣᵇḧᵃᶜ + ḣᶜḧᵃᵇ) + σ′(h)h⃛ᵃᵇᶜ (pure: σ‴ḣ³ + 3σ″ḣḧ + σ′h⃛, the form used when every triple
+    is pure).  The parameter Jacobian of a pointwise combination F(u, uᵃ, uᵃᵇ, uᵃᵇᶜ) is one
+    reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ) (the chain rule
     Σₖ ∂F/∂Dₖu · ∂Dₖu/∂θ); a Linear layer's block of J is, per point, the sum over the
     C = 1 + |first| + |second| + |third| components of (adjoint of h) ⊗ (input): one batched
     matrix product writes it.  About C times a forward and backward pass per point, no nested
@@ -516,7 +520,8 @@ class TaylorMLP:
     """
 
     def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
-                 second: Sequence[tuple[int, int]], third: Sequence[int] = ()):
+                 second: Sequence[tuple[int, int]],
+                 third: Sequence[int | tuple[int, int, int]] = ()):
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
@@ -533,10 +538,14 @@ class TaylorMLP:
         self.prefix += "network." if self.outer is not None else ""
         model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
-        self.third = sorted(set(third))
-        # u_aaa's propagation carries u_a and u_aa along.
-        self.second = sorted({tuple(sorted(p)) for p in second} | {(a, a) for a in self.third})
-        axes = set(first) | {a for pair in self.second for a in pair}
+        # Third derivatives as sorted triples of axes (an axis a alone: the pure u_aaa).
+        self.third = sorted({(t, t, t) if isinstance(t, int) else tuple(sorted(t))
+                             for t in third})
+        self.pure_third = all(a == b == c for a, b, c in self.third)
+        # u_abc's propagation carries u_a, u_b, u_c and u_bc, u_ac, u_ab along.
+        self.second = sorted({tuple(sorted(p)) for p in second} |
+                             {pair for a, b, c in self.third for pair in ((b, c), (a, c), (a, b))})
+        axes = set(first) | {a for pair in self.second for a in pair}  # the triples' too
         self.first = sorted(axes)
         modules = list(model)
         self.input_map = None if isinstance(modules[0], torch.nn.Linear) else modules[0]
@@ -613,7 +622,7 @@ class TaylorMLP:
         z = f(points)
         dz = [along(f, a)(points) for a in self.first]
         ddz = [along(along(f, a), b)(points) for a, b in self.second]
-        dddz = [along(along(along(f, a), a), a)(points) for a in self.third]
+        dddz = [along(along(along(f, a), b), c)(points) for a, b, c in self.third]
         stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
         return z, stack(dz), stack(ddz), stack(dddz)
 
@@ -633,18 +642,25 @@ class TaylorMLP:
     def _combine(self, n: tuple[torch.Tensor, ...], offset: Any,
                  factor: Any) -> tuple[torch.Tensor, ...]:
         """u = offset + factor·n and its derivatives from n's (the product rule: (bn)ᵃ =
-        bᵃn + bnᵃ, (bn)ᵃᵇ = bᵃᵇn + bᵃnᵇ + bᵇnᵃ + bnᵃᵇ, (bn)ᵃᵃᵃ = bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ +
-        bnᵃᵃᵃ)."""
+        bᵃn + bnᵃ, (bn)ᵃᵇ = bᵃᵇn + bᵃnᵇ + bᵇnᵃ + bnᵃᵇ, (bn)ᵃᵇᶜ = bᵃᵇᶜn + bᵃᵇnᶜ + bᵃᶜnᵇ +
+        bᵇᶜnᵃ + bᵃnᵇᶜ + bᵇnᵃᶜ + bᶜnᵃᵇ + bnᵃᵇᶜ; pure, bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ + bnᵃᵃᵃ)."""
         v, dv, ddv, dddv = n
         if factor is not None:
             ia, ib, ta, tp = self._indices()
             b, db, ddb, dddb = factor
             value = v.unsqueeze(1)
+            if self.pure_third:
+                third = (dddb * value + 3 * ddb[:, tp] * dv[:, ta] + 3 * db[:, ta] * ddv[:, tp] +
+                         b.unsqueeze(1) * dddv)
+            else:
+                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                third = (dddb * value + ddb[:, p3] * dv[:, t3] + ddb[:, p2] * dv[:, t2] +
+                         ddb[:, p1] * dv[:, t1] + db[:, t1] * ddv[:, p1] +
+                         db[:, t2] * ddv[:, p2] + db[:, t3] * ddv[:, p3] + b.unsqueeze(1) * dddv)
             v, dv, ddv, dddv = (
                 b * v, db * value + b.unsqueeze(1) * dv,
                 ddb * value + db[:, ia] * dv[:, ib] + db[:, ib] * dv[:, ia] + b.unsqueeze(1) * ddv,
-                dddb * value + 3 * ddb[:, tp] * dv[:, ta] + 3 * db[:, ta] * ddv[:, tp] +
-                b.unsqueeze(1) * dddv)
+                third)
         if offset is not None:
             v, dv, ddv, dddv = (v + offset[0], dv + offset[1], ddv + offset[2], dddv + offset[3])
         return v, dv, ddv, dddv
@@ -661,19 +677,39 @@ class TaylorMLP:
         sn = b * su + (db * sdu).sum(1) + (ddb * sddu).sum(1) + (dddb * sdddu).sum(1)
         sdn = _add_at(b.unsqueeze(1) * sdu, ib, db[:, ia] * sddu)
         sdn = _add_at(sdn, ia, db[:, ib] * sddu)
-        sdn = _add_at(sdn, ta, 3 * ddb[:, tp] * sdddu)
-        sddn = _add_at(b.unsqueeze(1) * sddu, tp, 3 * db[:, ta] * sdddu)
+        if self.pure_third:
+            sdn = _add_at(sdn, ta, 3 * ddb[:, tp] * sdddu)
+            sddn = _add_at(b.unsqueeze(1) * sddu, tp, 3 * db[:, ta] * sdddu)
+        else:
+            t1, t2, t3, p1, p2, p3 = self._third_indices()
+            sdn = _add_at(_add_at(_add_at(sdn, t3, ddb[:, p3] * sdddu), t2, ddb[:, p2] * sdddu),
+                          t1, ddb[:, p1] * sdddu)
+            sddn = _add_at(_add_at(_add_at(b.unsqueeze(1) * sddu, p1, db[:, t1] * sdddu), p2,
+                                   db[:, t2] * sdddu), p3, db[:, t3] * sdddu)
         return sn, sdn, sddn, b.unsqueeze(1) * sdddu
 
     def _indices(self) -> tuple[Place, Place, Place, Place]:
-        """For the pairs (a, b): a's and b's places among the first derivatives; for the third
+        """For the pairs (a, b): a's and b's places among the first derivatives; for pure third
         derivatives along a: a's place among the first and (a, a)'s among the pairs — each a
         slice where the places are consecutive (a view; a list gathers, and on a GPU the list
-        is copied to the device first)."""
+        is copied to the device first).  (Where a third derivative is mixed, the last two are
+        unused: _third_indices.)"""
+        pure = self.third if self.pure_third else []
         return (_place([self.first.index(a) for a, _ in self.second]),
                 _place([self.first.index(b) for _, b in self.second]),
-                _place([self.first.index(a) for a in self.third]),
-                _place([self.second.index((a, a)) for a in self.third]))
+                _place([self.first.index(a) for a, _, _ in pure]),
+                _place([self.second.index((a, a)) for a, _, _ in pure]))
+
+    def _third_indices(self) -> tuple[Place, ...]:
+        """For the triples (a, b, c): a's, b's and c's places among the first derivatives, and
+        (b, c)'s, (a, c)'s and (a, b)'s among the pairs."""
+        first, pairs = self.first.index, self.second.index
+        return (_place([first(a) for a, _, _ in self.third]),
+                _place([first(b) for _, b, _ in self.third]),
+                _place([first(c) for _, _, c in self.third]),
+                _place([pairs((b, c)) for _, b, c in self.third]),
+                _place([pairs((a, c)) for a, _, c in self.third]),
+                _place([pairs((a, b)) for a, b, _ in self.third]))
 
     def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
                 keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
@@ -707,10 +743,17 @@ class TaylorMLP:
             parts = [s[0].unsqueeze(1), s[1].unsqueeze(1) * dh]
             if self.second:
                 parts.append(s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh)
-            if self.third:
+            if self.third and self.pure_third:
                 da = dh[:, ta]
                 parts.append(s[3].unsqueeze(1) * da ** 3 + 3 * s[2].unsqueeze(1) * da *
                              ddh[:, tp] + s[1].unsqueeze(1) * dddh)
+            elif self.third:
+                # z⃛ᵃᵇᶜ = σ‴ḣᵃḣᵇḣᶜ + σ″(ḣᵃḧᵇᶜ + ḣᵇḧᵃᶜ + ḣᶜḧᵃᵇ) + σ′h⃛ᵃᵇᶜ
+                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                da, db, dc = dh[:, t1], dh[:, t2], dh[:, t3]
+                parts.append(s[3].unsqueeze(1) * da * db * dc + s[2].unsqueeze(1) * (
+                    da * ddh[:, p1] + db * ddh[:, p2] + dc * ddh[:, p3]) +
+                    s[1].unsqueeze(1) * dddh)
             if keep:
                 tape.append(("activation", s, dh, ddh, dddh))
             stacked = torch.cat(parts, 1)
@@ -763,13 +806,28 @@ class TaylorMLP:
                 hbar = hbar + (ddzbar * (s3 * da * db + s2 * ddh)).sum(1)
                 weighted = ddzbar * s2
                 dhbar = _add_at(_add_at(dhbar, ia, weighted * db), ib, weighted * da)
-            if self.third:
+            if self.third and self.pure_third:
                 # z⃛ = σ‴ḣ³ + 3σ″ḣḧ + σ′h⃛ along each axis of `third`.
                 s4 = s[4].unsqueeze(1)
                 da, dda = dh[:, ta], ddh[:, tp]
                 hbar = hbar + (dddzbar * (s4 * da ** 3 + 3 * s3 * da * dda + s2 * dddh)).sum(1)
                 dhbar = _add_at(dhbar, ta, dddzbar * (3 * s3 * da * da + 3 * s2 * dda))
                 ddhbar = _add_at(ddhbar, tp, dddzbar * 3 * s2 * da)
+                dddzbar = s1 * dddzbar
+            elif self.third:
+                # The transpose of z⃛ᵃᵇᶜ = σ‴ḣᵃḣᵇḣᶜ + σ″(ḣᵃḧᵇᶜ + ḣᵇḧᵃᶜ + ḣᶜḧᵃᵇ) + σ′h⃛ᵃᵇᶜ.
+                s4 = s[4].unsqueeze(1)
+                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                da, db, dc = dh[:, t1], dh[:, t2], dh[:, t3]
+                ddbc, ddac, ddab = ddh[:, p1], ddh[:, p2], ddh[:, p3]
+                hbar = hbar + (dddzbar * (s4 * da * db * dc + s3 * (
+                    da * ddbc + db * ddac + dc * ddab) + s2 * dddh)).sum(1)
+                dhbar = _add_at(dhbar, t1, dddzbar * (s3 * db * dc + s2 * ddbc))
+                dhbar = _add_at(dhbar, t2, dddzbar * (s3 * da * dc + s2 * ddac))
+                dhbar = _add_at(dhbar, t3, dddzbar * (s3 * da * db + s2 * ddab))
+                weighted = dddzbar * s2
+                ddhbar = _add_at(_add_at(_add_at(ddhbar, p1, weighted * da), p2, weighted * db),
+                                 p3, weighted * dc)
                 dddzbar = s1 * dddzbar
             zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
         blocks.update(coefficients or {})

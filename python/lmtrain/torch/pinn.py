@@ -40,8 +40,8 @@ linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
 residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
 Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
-≤ 2 or pure third ones (u_xxx), forward Taylor propagation of u and its input derivatives
-through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ)
+≤ 3 (u_xxx, u_txx), forward Taylor propagation of u and its input derivatives
+through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ)
 (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
 the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
 forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
@@ -550,7 +550,7 @@ class _Symbols:
             elif len(derivative) == 2:
                 out.append(ddu[:, taylor.second.index(derivative), o])
             else:
-                out.append(dddu[:, taylor.third.index(derivative[0]), o])
+                out.append(dddu[:, taylor.third.index(derivative), o])
         return out
 
     def values(self, u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
@@ -1005,19 +1005,18 @@ class Problem:
 
     def _taylor(self, index: int, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation for condition `index`, or None where it does not
-        apply (a model it does not know, a derivative above the second other than a pure third
-        one such as u_xxx, jacobian= another)."""
+        apply (a model it does not know, a derivative above the third, jacobian= another)."""
         return self._taylor_of(self.symbols[index].derivatives, model)
 
     def _taylor_of(self, derivatives: set, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation of `derivatives`, or None where it does not apply."""
         if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
             return None
-        if any(len(d) > 3 or len(d) == 3 and len(set(d)) > 1 for d in derivatives):
+        if any(len(d) > 3 for d in derivatives):
             return None
         return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
                          [d for d in derivatives if len(d) == 2],
-                         [d[0] for d in derivatives if len(d) == 3])
+                         [d for d in derivatives if len(d) == 3])
 
     def _one_pass(self, model: Any) -> TaylorMLP | None:
         """One Taylor propagation for every condition's points (the union of their derivatives),
@@ -1283,7 +1282,7 @@ class Problem:
                 elif len(derivative) == 2:
                     seed_dd[:, taylor.second.index(derivative), o].add_(g)
                 else:
-                    seed_ddd[:, taylor.third.index(derivative[0]), o].add_(g)
+                    seed_ddd[:, taylor.third.index(derivative), o].add_(g)
 
     def _one_pass_rows(self, union: TaylorMLP, params: dict[str, torch.Tensor],
                        x: torch.Tensor, first: int, last: int, out: torch.Tensor) -> None:
@@ -1338,7 +1337,7 @@ class Problem:
                              "Tanh/Sigmoid/Identity (after an optional parameter-free input map), "
                              "alone or in pinn.HardConstrained or pinn.WithCoefficients (an "
                              "inverse problem's coefficients beside it), and derivatives of "
-                             "order ≤ 2 or pure third ones (u_xxx); use 'auto' or 'jacrev'")
+                             "order ≤ 3; use 'auto' or 'jacrev'")
         if self.jacobian != "auto":
             return self.jacobian
         if self.jacobian_choice:
