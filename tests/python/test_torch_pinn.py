@@ -296,7 +296,7 @@ def test_the_jacobian_of_every_condition_takes_one_pass_per_chunk(
 def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() -> None:
     # Against nested forward mode through its forward (the route of any other input map), for
     # several coordinates, periods and harmonics: first, mixed and pure second, pure and mixed
-    # third (0: a feature depends on one coordinate).
+    # third (0: a feature depends on one coordinate), pure fourth.
     from lmtrain.torch._jacobian import TaylorMLP
 
     g = torch.Generator().manual_seed(37)
@@ -304,10 +304,11 @@ def test_periodic_input_gives_the_taylor_route_its_derivatives_in_closed_form() 
     embed = pinn.PeriodicInput("txy", {"x": 2.0, "y": 0.7}, harmonics=4)
     model = torch.nn.Sequential(embed, torch.nn.Linear(embed.features, 5)).double()
     taylor = TaylorMLP(model, 3, [0, 1, 2], [(0, 1), (1, 1), (1, 2), (2, 2), (0, 0)],
-                       [1, 2, 0, (0, 1, 1), (1, 2, 1)])
-    closed = embed.taylor_components(p, taylor.first, taylor.second, taylor.third)
+                       [1, 2, 0, (0, 1, 1), (1, 2, 1)], [1, 2])
+    closed = embed.taylor_components(p, taylor.first, taylor.second, taylor.third, taylor.fourth)
     nested = taylor._derivatives_of(embed, p)
-    assert [tuple(c.shape) for c in closed] == [(40, 17), (40, 3, 17), (40, 5, 17), (40, 5, 17)]
+    assert [tuple(c.shape) for c in closed] == [(40, 17), (40, 3, 17), (40, 5, 17), (40, 5, 17),
+                                                (40, 2, 17)]
     for a, b in zip(closed, nested):
         # Measured: 1.8e-16 of the largest entry (torch's default, AVX2 and scalar kernels,
         # OpenBLAS Haswell and Sandybridge); a wrong sign or order misses by O(1).
@@ -603,6 +604,57 @@ def test_taylor_route_takes_mixed_third_derivatives(form: str) -> None:
     assert not taylor.pure_third
 
 
+@pytest.mark.parametrize("form", ["plain", "periodic", "constrained"])
+def test_taylor_route_takes_pure_fourth_derivatives(form: str) -> None:
+    # Kuramoto–Sivashinsky's u_xxxx and a beam's u_tttt, beside a mixed third (u_txx) and the
+    # derivatives they carry: a plain MLP with a pinn.Sin layer, one after a periodic embedding
+    # in x, a HardConstrained one (the product rule's 4bᵃᵃᵃnᵃ + 6bᵃᵃnᵃᵃ + 4bᵃnᵃᵃᵃ).  Against
+    # autograd's derivatives of the same module and the jacrev route, to the neighbouring
+    # tests' bounds.
+    torch.manual_seed(43)
+    embed = [pinn.PeriodicInput("tx", {"x": 2.0}, harmonics=2)] if form == "periodic" else []
+    inputs = embed[0].features if embed else 2
+    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 8), torch.nn.Tanh(),
+                                  torch.nn.Linear(8, 8), pinn.Sin(), torch.nn.Linear(8, 8),
+                                  torch.nn.Sigmoid(), torch.nn.Linear(8, 1)).double()
+    with torch.no_grad():
+        for p in network.parameters():
+            p.mul_(1.3).add_(0.1 * torch.randn_like(p))
+    model = network
+    if form == "constrained":
+        model = pinn.HardConstrained(network, offset=lambda p: torch.sin(2 * p[:, 1]) * p[:, 0],
+                                     factor=lambda p: torch.exp(p[:, 0]) * torch.cos(p[:, 1]))
+    problem = pinn.Problem("tx", [
+        pinn.Condition("pde", lambda u, u_t, u_x, u_xx, u_xxxx, u_tttt, u_txx:
+                       u_t + u * u_x + u_xx + 0.3 * u_xxxx - 0.2 * u_tttt * u_txx,
+                       pinn.Uniform(30, t=(0, 1), x=(-1, 1))),
+        pinn.Condition("edge", lambda u, u_x: u - 0.5 * u_x,
+                       pinn.Uniform(7, t=(0, 1), x=1.0), weight=2.0)], jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:30].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+
+        def d(w, axis, at=p):
+            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
+
+        u_x, u_t = d(u, 1), d(u, 0)
+        u_xx = d(u_x, 1)
+        u_xxxx = d(d(u_xx, 1), 1)
+        u_tttt = d(d(d(u_t, 0), 0), 0)
+        rows = u_t + u * u_x + u_xx + 0.3 * u_xxxx - 0.2 * u_tttt * d(u_xx, 0)
+        q = x[30:].clone().requires_grad_(True)
+        e = f(q)[:, 0]
+        edge = 2.0 * (e - 0.5 * d(e, 1, q)) / math.sqrt(7)
+        return torch.cat([rows / math.sqrt(30), edge])
+
+    _taylor_and_jacrev_against(problem, model, x, reference)
+    problem.jacobian = "taylor"
+    taylor = problem._taylor(0, model)
+    assert taylor.fourth == [0, 1] and (0, 1, 1) in taylor.third
+
+
 @pytest.mark.parametrize("parts", ["offset and factor", "factor", "offset"])
 def test_taylor_route_through_exactly_imposed_values(parts: str) -> None:
     # pinn.HardConstrained: u = g(t, x) + d(t, x)·N(t, x) with N an MLP (a pinn.Sin layer
@@ -707,7 +759,7 @@ def test_taylor_route_refuses_what_it_does_not_know() -> None:
     problem.jacobian = "auto"  # the transform route takes any module
     j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
     assert problem.jacobian_choice == {"mode": "jacrev", "by": "shape"} and j.shape == (4, 17)
-    # A fourth derivative is beyond the Taylor route (third ones, u_xxx and u_txx, are not).
+    # A mixed fourth derivative is beyond the Taylor route (u_txx and u_xxxx are not).
     tanh = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
                                torch.nn.Linear(4, 1)).double()
     fourth = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txxx: u_txxx,

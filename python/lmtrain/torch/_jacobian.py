@@ -205,7 +205,7 @@ class PointwiseJacobian:
 
 
 def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[torch.Tensor, ...]:
-    """σ(h) and its derivatives σ′ … σ⁽ᵒʳᵈᵉʳ⁾ (order 2 … 4) for the activations the Taylor
+    """σ(h) and its derivatives σ′ … σ⁽ᵒʳᵈᵉʳ⁾ (order 2 … 5) for the activations the Taylor
     route knows."""
     if kind == "Tanh":
         s = torch.tanh(h)
@@ -213,19 +213,21 @@ def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[tor
         s2 = -2 * s * s1
         s3 = -2 * (s1 * s1 + s * s2) if order >= 3 else None
         s4 = -2 * (3 * s1 * s2 + s * s3) if order >= 4 else None
+        s5 = -2 * (3 * s2 * s2 + 4 * s1 * s3 + s * s4) if order >= 5 else None
     elif kind == "Sigmoid":
         s = torch.sigmoid(h)
         s1 = s * (1 - s)
         s2 = s1 * (1 - 2 * s)
         s3 = s2 * (1 - 2 * s) - 2 * s1 * s1 if order >= 3 else None
         s4 = s3 * (1 - 2 * s) - 6 * s1 * s2 if order >= 4 else None
+        s5 = s4 * (1 - 2 * s) - 8 * s1 * s3 - 6 * s2 * s2 if order >= 5 else None
     elif kind == "Sin":
         s, s1 = torch.sin(h), torch.cos(h)
-        s2, s3, s4 = -s, -s1, s
+        s2, s3, s4, s5 = -s, -s1, s, s1
     else:  # Identity
         zero = torch.zeros_like(h)
-        s, s1, s2, s3, s4 = h, torch.ones_like(h), zero, zero, zero
-    return (s, s1, s2, s3, s4)[:order + 1]
+        s, s1, s2, s3, s4, s5 = h, torch.ones_like(h), zero, zero, zero, zero
+    return (s, s1, s2, s3, s4, s5)[:order + 1]
 
 
 TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "Identity")
@@ -288,29 +290,31 @@ class PeriodicInput(torch.nn.Module):
 
     def taylor_components(self, p: torch.Tensor, first: Sequence[int],
                           second: Sequence[tuple[int, int]],
-                          third: Sequence[int | tuple[int, int, int]]
-                          ) -> tuple[torch.Tensor, ...]:
+                          third: Sequence[int | tuple[int, int, int]],
+                          fourth: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """The features at the points p and their derivatives in closed form (TaylorMLP's
         input map): along the axes `first` (P × A × w), the pairs `second` (P × S × w) and the
-        triples `third` (P × T × w; an axis alone: its pure third derivative).  A feature
-        depends on one coordinate, so a mixed derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
+        triples `third` (P × T × w; an axis alone: its pure third derivative) and the pure
+        fourth ones along `fourth` (P × F × w).  A feature depends on one coordinate, so a mixed
+        derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
         of sin(kωx) (kω)ᵐ sin(kωx + mπ/2) — for odd m ± its partner feature, for even m ± the
         feature itself.  Six operators where nested forward mode through ``forward`` issued
         hundreds (on a GPU, each a launch)."""
         z = self(p)
-        partner, c1, k1, c2, c3 = self._taylor_tables(p.dtype, p.device, tuple(first),
-                                                      tuple(second), tuple(third))
+        partner, c1, k1, c2, c3, c4 = self._taylor_tables(
+            p.dtype, p.device, tuple(first), tuple(second), tuple(third), tuple(fourth))
         swapped = z[:, partner]
         return (z, swapped.unsqueeze(1) * c1 + k1, z.unsqueeze(1) * c2,
-                swapped.unsqueeze(1) * c3)
+                swapped.unsqueeze(1) * c3, z.unsqueeze(1) * c4)
 
     def _taylor_tables(self, dtype: torch.dtype, device: torch.device, first: tuple,
-                       second: tuple, third: tuple) -> tuple[torch.Tensor, ...]:
+                       second: tuple, third: tuple,
+                       fourth: tuple = ()) -> tuple[torch.Tensor, ...]:
         """taylor_components' constants, made once per dtype, device and derivatives: each
         feature's partner column (cos kωx ↔ sin kωx; a coordinate passed through is its own),
         and per derivative the factor of the partner (odd orders) or of the feature (even),
         with the constant 1 of a passed-through coordinate's first derivative."""
-        key = (dtype, str(device), first, second, third)
+        key = (dtype, str(device), first, second, third, fourth)
         tables = getattr(self, "_tables", {})
         if key in tables:
             return tables[key]
@@ -327,8 +331,9 @@ class PeriodicInput(torch.nn.Module):
             for k in range(1, h + 1):
                 partner.append(base + k - 1), owner.append(i)
                 rate.append(2 * math.pi / self.periods[name] * k), kind.append(2)
-        # The m-th derivative's sign: cos → −sin, −cos, sin (m = 1, 2, 3); sin → cos, −sin, −cos.
-        signs = {1: (-1.0, 1.0), 2: (-1.0, -1.0), 3: (1.0, -1.0)}
+        # The m-th derivative's sign: cos → −sin, −cos, sin, cos (m = 1 … 4); sin → cos, −sin,
+        # −cos, sin.
+        signs = {1: (-1.0, 1.0), 2: (-1.0, -1.0), 3: (1.0, -1.0), 4: (1.0, 1.0)}
 
         def factors(axis: int, m: int) -> list[float]:
             return [0.0 if o != axis or c == 0 else signs[m][c - 1] * r ** m
@@ -344,7 +349,8 @@ class PeriodicInput(torch.nn.Module):
                 table([factors(a, 2) if a == b else [0.0] * len(owner) for a, b in second]),
                 table([factors(t, 3) if isinstance(t, int) else
                        factors(t[0], 3) if t[0] == t[1] == t[2] else [0.0] * len(owner)
-                       for t in third]))
+                       for t in third]),
+                table([factors(a, 4) for a in fourth]))
         self._tables = {**tables, key: made}
         return made
 
@@ -503,7 +509,8 @@ def _cached(cache: dict[tuple, list], key: tuple, points: torch.Tensor,
 class TaylorMLP:
     """u, its first derivatives along `first`, second derivatives along the pairs `second` and
     third derivatives along the triples `third` (u_xxx, u_txx; an axis alone means its pure
-    third derivative) of the inputs, with their exact parameter Jacobians, for an
+    third derivative) and pure fourth ones along the axes `fourth` (u_xxxx: z⁗ = σ⁗ḣ⁴ +
+    6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗) of the inputs, with their exact parameter Jacobians, for an
     ``nn.Sequential`` of ``Linear`` layers and smooth activations (Tanh, Sigmoid, Identity),
     optionally after a parameter-free input map (a periodic embedding, say).
 
@@ -521,7 +528,7 @@ class TaylorMLP:
 
     def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
                  second: Sequence[tuple[int, int]],
-                 third: Sequence[int | tuple[int, int, int]] = ()):
+                 third: Sequence[int | tuple[int, int, int]] = (), fourth: Sequence[int] = ()):
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
@@ -538,9 +545,11 @@ class TaylorMLP:
         self.prefix += "network." if self.outer is not None else ""
         model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
+        # Pure fourth derivatives along the axes `fourth` (u_aaaa), which carry u_aaa along.
+        self.fourth = sorted(set(fourth))
         # Third derivatives as sorted triples of axes (an axis a alone: the pure u_aaa).
         self.third = sorted({(t, t, t) if isinstance(t, int) else tuple(sorted(t))
-                             for t in third})
+                             for t in third} | {(a, a, a) for a in self.fourth})
         self.pure_third = all(a == b == c for a, b, c in self.third)
         # u_abc's propagation carries u_a, u_b, u_c and u_bc, u_ac, u_ab along.
         self.second = sorted({tuple(sorted(p)) for p in second} |
@@ -583,7 +592,8 @@ class TaylorMLP:
             dz = basis[self.first].unsqueeze(0).expand(p, -1, -1)
             ddz = points.new_zeros(p, len(self.second), self.d)
             dddz = points.new_zeros(p, len(self.third), self.d)
-            return points, dz, ddz, dddz
+            ddddz = points.new_zeros(p, len(self.fourth), self.d)
+            return points, dz, ddz, dddz, ddddz
         if points.requires_grad:  # derivatives with respect to the points asked for: no cache
             return self._derivatives_of(self.input_map, points)
         # The map has no parameters: its derivatives at a set of points are the same for every
@@ -596,7 +606,7 @@ class TaylorMLP:
         closed_form = getattr(self.input_map, "taylor_components", None)
         if callable(closed_form):
             def compute() -> tuple[torch.Tensor, ...]:
-                return closed_form(points, self.first, self.second, self.third)
+                return closed_form(points, self.first, self.second, self.third, self.fourth)
             if points.device.type != "cpu":
                 return compute()
         else:
@@ -607,12 +617,13 @@ class TaylorMLP:
 
     def _key(self, points: torch.Tensor) -> tuple:
         return (tuple(points.shape), points.dtype, str(points.device), tuple(self.first),
-                tuple(self.second), tuple(self.third))
+                tuple(self.second), tuple(self.third), tuple(self.fourth))
 
     def _derivatives_of(self, f: Callable[[torch.Tensor], torch.Tensor],
                         points: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """A parameter-free function of the points and its derivatives along `first`,
-        `second` and `third` (P × w, P × A × w, P × S × w, P × T × w), by nested forward mode."""
+        `second`, `third` and `fourth` (P × w, P × A × w, P × S × w, P × T × w, P × F × w), by
+        nested forward mode."""
         p = points.shape[0]
         basis = torch.eye(self.d, dtype=points.dtype, device=points.device)
 
@@ -623,8 +634,9 @@ class TaylorMLP:
         dz = [along(f, a)(points) for a in self.first]
         ddz = [along(along(f, a), b)(points) for a, b in self.second]
         dddz = [along(along(along(f, a), b), c)(points) for a, b, c in self.third]
+        ddddz = [along(along(along(along(f, a), a), a), a)(points) for a in self.fourth]
         stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
-        return z, stack(dz), stack(ddz), stack(dddz)
+        return z, stack(dz), stack(ddz), stack(dddz), stack(ddddz)
 
     def _constraint(self, points: torch.Tensor) -> tuple[Any, Any]:
         """The offset's and the factor's values and derivatives at `points` (None where the
@@ -643,11 +655,12 @@ class TaylorMLP:
                  factor: Any) -> tuple[torch.Tensor, ...]:
         """u = offset + factor·n and its derivatives from n's (the product rule: (bn)ᵃ =
         bᵃn + bnᵃ, (bn)ᵃᵇ = bᵃᵇn + bᵃnᵇ + bᵇnᵃ + bnᵃᵇ, (bn)ᵃᵇᶜ = bᵃᵇᶜn + bᵃᵇnᶜ + bᵃᶜnᵇ +
-        bᵇᶜnᵃ + bᵃnᵇᶜ + bᵇnᵃᶜ + bᶜnᵃᵇ + bnᵃᵇᶜ; pure, bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ + bnᵃᵃᵃ)."""
-        v, dv, ddv, dddv = n
+        bᵇᶜnᵃ + bᵃnᵇᶜ + bᵇnᵃᶜ + bᶜnᵃᵇ + bnᵃᵇᶜ; pure, bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ + bnᵃᵃᵃ;
+        (bn)ᵃᵃᵃᵃ = bᵃᵃᵃᵃn + 4bᵃᵃᵃnᵃ + 6bᵃᵃnᵃᵃ + 4bᵃnᵃᵃᵃ + bnᵃᵃᵃᵃ)."""
+        v, dv, ddv, dddv, ddddv = n
         if factor is not None:
             ia, ib, ta, tp = self._indices()
-            b, db, ddb, dddb = factor
+            b, db, ddb, dddb, ddddb = factor
             value = v.unsqueeze(1)
             if self.pure_third:
                 third = (dddb * value + 3 * ddb[:, tp] * dv[:, ta] + 3 * db[:, ta] * ddv[:, tp] +
@@ -657,24 +670,29 @@ class TaylorMLP:
                 third = (dddb * value + ddb[:, p3] * dv[:, t3] + ddb[:, p2] * dv[:, t2] +
                          ddb[:, p1] * dv[:, t1] + db[:, t1] * ddv[:, p1] +
                          db[:, t2] * ddv[:, p2] + db[:, t3] * ddv[:, p3] + b.unsqueeze(1) * dddv)
-            v, dv, ddv, dddv = (
+            f1, f2, f3 = self._fourth_indices()
+            fourth = (ddddb * value + 4 * dddb[:, f3] * dv[:, f1] + 6 * ddb[:, f2] * ddv[:, f2] +
+                      4 * db[:, f1] * dddv[:, f3] + b.unsqueeze(1) * ddddv)
+            v, dv, ddv, dddv, ddddv = (
                 b * v, db * value + b.unsqueeze(1) * dv,
                 ddb * value + db[:, ia] * dv[:, ib] + db[:, ib] * dv[:, ia] + b.unsqueeze(1) * ddv,
-                third)
+                third, fourth)
         if offset is not None:
-            v, dv, ddv, dddv = (v + offset[0], dv + offset[1], ddv + offset[2], dddv + offset[3])
-        return v, dv, ddv, dddv
+            v, dv, ddv, dddv, ddddv = (v + offset[0], dv + offset[1], ddv + offset[2],
+                                       dddv + offset[3], ddddv + offset[4])
+        return v, dv, ddv, dddv, ddddv
 
     def _seeds_through_factor(self, factor: Any, seeds: tuple[torch.Tensor, ...]
                               ) -> tuple[torch.Tensor, ...]:
-        """∂F/∂(n, nᵃ, nᵃᵇ, nᵃᵃᵃ) from ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ): the transpose of _combine's
-        linear map from n's components to u's."""
-        su, sdu, sddu, sdddu = seeds
+        """∂F/∂(n, nᵃ, nᵃᵇ, nᵃᵇᶜ, nᵃᵃᵃᵃ) from ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ): the transpose of
+        _combine's linear map from n's components to u's."""
+        su, sdu, sddu, sdddu, sddddu = seeds
         if factor is None:
             return seeds
         ia, ib, ta, tp = self._indices()
-        b, db, ddb, dddb = factor
-        sn = b * su + (db * sdu).sum(1) + (ddb * sddu).sum(1) + (dddb * sdddu).sum(1)
+        b, db, ddb, dddb, ddddb = factor
+        sn = (b * su + (db * sdu).sum(1) + (ddb * sddu).sum(1) + (dddb * sdddu).sum(1) +
+              (ddddb * sddddu).sum(1))
         sdn = _add_at(b.unsqueeze(1) * sdu, ib, db[:, ia] * sddu)
         sdn = _add_at(sdn, ia, db[:, ib] * sddu)
         if self.pure_third:
@@ -686,7 +704,13 @@ class TaylorMLP:
                           t1, ddb[:, p1] * sdddu)
             sddn = _add_at(_add_at(_add_at(b.unsqueeze(1) * sddu, p1, db[:, t1] * sdddu), p2,
                                    db[:, t2] * sdddu), p3, db[:, t3] * sdddu)
-        return sn, sdn, sddn, b.unsqueeze(1) * sdddu
+        sdddn = b.unsqueeze(1) * sdddu
+        if self.fourth:
+            f1, f2, f3 = self._fourth_indices()
+            sdn = _add_at(sdn, f1, 4 * dddb[:, f3] * sddddu)
+            sddn = _add_at(sddn, f2, 6 * ddb[:, f2] * sddddu)
+            sdddn = _add_at(sdddn, f3, 4 * db[:, f1] * sddddu)
+        return sn, sdn, sddn, sdddn, b.unsqueeze(1) * sddddu
 
     def _indices(self) -> tuple[Place, Place, Place, Place]:
         """For the pairs (a, b): a's and b's places among the first derivatives; for pure third
@@ -699,6 +723,13 @@ class TaylorMLP:
                 _place([self.first.index(b) for _, b in self.second]),
                 _place([self.first.index(a) for a, _, _ in pure]),
                 _place([self.second.index((a, a)) for a, _, _ in pure]))
+
+    def _fourth_indices(self) -> tuple[Place, Place, Place]:
+        """For the pure fourth derivatives along a: a's place among the first derivatives,
+        (a, a)'s among the pairs and (a, a, a)'s among the triples."""
+        return (_place([self.first.index(a) for a in self.fourth]),
+                _place([self.second.index((a, a)) for a in self.fourth]),
+                _place([self.third.index((a, a, a)) for a in self.fourth]))
 
     def _third_indices(self) -> tuple[Place, ...]:
         """For the triples (a, b, c): a's, b's and c's places among the first derivatives, and
@@ -713,20 +744,21 @@ class TaylorMLP:
 
     def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
                 keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                             torch.Tensor, list]:
-        """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q) and uᵃᵃᵃ (P × T × q); with `keep`, what
-        the reverse sweep needs.  ``params`` by name (the module's own when None, so autograd
-        sees them)."""
-        # The C = 1 + A + S + T components stacked, P × C × width: a Linear layer maps them all
-        # with one product (on a GPU a step's cost is the operators issued, not their size).
+                                             torch.Tensor, torch.Tensor, list]:
+        """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q), uᵃᵇᶜ (P × T × q) and uᵃᵃᵃᵃ (P × F × q);
+        with `keep`, what the reverse sweep needs.  ``params`` by name (the module's own when
+        None, so autograd sees them)."""
+        # The C = 1 + A + S + T + F components stacked, P × C × width: a Linear layer maps them
+        # all with one product (on a GPU a step's cost is the operators issued, not their size).
         stacked = torch.cat([c.unsqueeze(1) if i == 0 else c
                              for i, c in enumerate(self._inputs(points))], 1)
         tape = []
         ia, ib, ta, tp = self._indices()
-        a, s_ = len(self.first), len(self.second)
+        a, s_, t_ = len(self.first), len(self.second), len(self.third)
+        f1, f2, f3 = self._fourth_indices()
         # σ's derivatives up to the highest the forward pass (and, with `keep`, its reverse
         # sweep, one more) needs.
-        order = (3 if self.third else 2) + (1 if keep else 0)
+        order = (4 if self.fourth else 3 if self.third else 2) + (1 if keep else 0)
         for name, layer in self.layers:
             if isinstance(layer, torch.nn.Linear):
                 w = layer.weight if params is None else params[f"{self.prefix}{name}.weight"]
@@ -737,8 +769,7 @@ class TaylorMLP:
                 if b is not None:
                     stacked.select(1, 0).add_(b)
                 continue
-            z, dh = stacked[:, 0], stacked[:, 1:1 + a]
-            ddh, dddh = stacked[:, 1 + a:1 + a + s_], stacked[:, 1 + a + s_:]
+            z, dh, ddh, dddh, ddddh = self._split(stacked)
             s = _activation_derivatives(type(layer).__name__, z, order)
             parts = [s[0].unsqueeze(1), s[1].unsqueeze(1) * dh]
             if self.second:
@@ -754,49 +785,61 @@ class TaylorMLP:
                 parts.append(s[3].unsqueeze(1) * da * db * dc + s[2].unsqueeze(1) * (
                     da * ddh[:, p1] + db * ddh[:, p2] + dc * ddh[:, p3]) +
                     s[1].unsqueeze(1) * dddh)
+            if self.fourth:
+                # z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗ along each axis of `fourth`.
+                da, dda, ddda = dh[:, f1], ddh[:, f2], dddh[:, f3]
+                s1, s2, s3, s4 = (x.unsqueeze(1) for x in s[1:5])
+                parts.append(s4 * da ** 4 + 6 * s3 * da * da * dda + 3 * s2 * dda * dda +
+                             4 * s2 * da * ddda + s1 * ddddh)
             if keep:
-                tape.append(("activation", s, dh, ddh, dddh))
+                tape.append(("activation", s, dh, ddh, dddh, ddddh))
             stacked = torch.cat(parts, 1)
-        z, dz = stacked[:, 0], stacked[:, 1:1 + a]
-        ddz, dddz = stacked[:, 1 + a:1 + a + s_], stacked[:, 1 + a + s_:]
+        components = self._split(stacked)
         if self.outer is not None:
             offset, factor = self._constraint(points)
             if keep:
                 tape.append(("constraint", factor))
-            z, dz, ddz, dddz = self._combine((z, dz, ddz, dddz), offset, factor)
-        return z, dz, ddz, dddz, tape
+            components = self._combine(components, offset, factor)
+        return (*components, tape)
+
+    def _split(self, stacked: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The C stacked components (P × C × width) as value, first, second, third and fourth
+        derivatives (views)."""
+        a, s_, t_ = len(self.first), len(self.second), len(self.third)
+        return (stacked[:, 0], stacked[:, 1:1 + a], stacked[:, 1 + a:1 + a + s_],
+                stacked[:, 1 + a + s_:1 + a + s_ + t_], stacked[:, 1 + a + s_ + t_:])
 
     def jacobian(self, tape: list, seed: torch.Tensor, seed_d: torch.Tensor,
-                 seed_dd: torch.Tensor, seed_ddd: torch.Tensor,
+                 seed_dd: torch.Tensor, seed_ddd: torch.Tensor, seed_dddd: torch.Tensor,
                  names: Sequence[str], out: torch.Tensor | None = None,
                  coefficients: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
-        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵃᵃ.  `out`: a
-        P × n tensor (any row stride) the blocks are written into, instead of a new one joined
-        from them (a PINN's J is the largest tensor of its step: one pass over it, not two).
+        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ.
+        `out`: a P × n tensor (any row stride) the blocks are written into, instead of a new
+        one joined from them (a PINN's J is the largest tensor of its step: one pass over it,
+        not two).
         `coefficients`: the columns of a WithCoefficients model's coefficients (P × size each,
         by name), which u does not depend on."""
         ia, ib, ta, tp = self._indices()
-        a, s_ = len(self.first), len(self.second)
-        zbar, dzbar, ddzbar, dddzbar = seed, seed_d, seed_dd, seed_ddd
+        f1, f2, f3 = self._fourth_indices()
+        zbar, dzbar, ddzbar, dddzbar, ddddzbar = seed, seed_d, seed_dd, seed_ddd, seed_dddd
         blocks: dict[str, torch.Tensor] = {}
         for entry in reversed(tape):
             if entry[0] == "constraint":
-                zbar, dzbar, ddzbar, dddzbar = self._seeds_through_factor(
-                    entry[1], (zbar, dzbar, ddzbar, dddzbar))
+                zbar, dzbar, ddzbar, dddzbar, ddddzbar = self._seeds_through_factor(
+                    entry[1], (zbar, dzbar, ddzbar, dddzbar, ddddzbar))
                 continue
             if entry[0] == "linear":
                 _, name, w, has_bias, inputs = entry  # inputs: P × C × in
-                hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar, dddzbar], 1)  # P × C × out
+                hbar = torch.cat([zbar.unsqueeze(1), dzbar, ddzbar, dddzbar, ddddzbar],
+                                 1)  # P × C × out
                 blocks[f"{self.prefix}{name}.weight"] = torch.bmm(
                     hbar.transpose(1, 2), inputs).reshape(inputs.shape[0], -1)
                 if has_bias:
                     blocks[f"{self.prefix}{name}.bias"] = zbar
-                below = hbar @ w
-                zbar, dzbar = below[:, 0], below[:, 1:1 + a]
-                ddzbar, dddzbar = below[:, 1 + a:1 + a + s_], below[:, 1 + a + s_:]
+                zbar, dzbar, ddzbar, dddzbar, ddddzbar = self._split(hbar @ w)
                 continue
-            _, s, dh, ddh, dddh = entry
+            _, s, dh, ddh, dddh, ddddh = entry
             s1, s2, s3 = (x.unsqueeze(1) for x in s[1:4])
             hbar = s[1] * zbar + (s2 * dh * dzbar).sum(1)
             dhbar = s1 * dzbar
@@ -829,6 +872,18 @@ class TaylorMLP:
                 ddhbar = _add_at(_add_at(_add_at(ddhbar, p1, weighted * da), p2, weighted * db),
                                  p3, weighted * dc)
                 dddzbar = s1 * dddzbar
+            if self.fourth:
+                # The transpose of z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗.
+                s5 = s[5].unsqueeze(1)
+                da, dda, ddda = dh[:, f1], ddh[:, f2], dddh[:, f3]
+                hbar = hbar + (ddddzbar * (s5 * da ** 4 + 6 * s4 * da * da * dda +
+                                           3 * s3 * dda * dda + 4 * s3 * da * ddda +
+                                           s2 * ddddh)).sum(1)
+                dhbar = _add_at(dhbar, f1, ddddzbar * (4 * s4 * da ** 3 + 12 * s3 * da * dda +
+                                                       4 * s2 * ddda))
+                ddhbar = _add_at(ddhbar, f2, ddddzbar * (6 * s3 * da * da + 6 * s2 * dda))
+                dddzbar = _add_at(dddzbar, f3, ddddzbar * 4 * s2 * da)
+                ddddzbar = s1 * ddddzbar
             zbar, dzbar, ddzbar = hbar, dhbar, ddhbar
         blocks.update(coefficients or {})
         if out is None:

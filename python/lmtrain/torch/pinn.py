@@ -40,8 +40,8 @@ linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
 residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
 Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
-≤ 3 (u_xxx, u_txx), forward Taylor propagation of u and its input derivatives
-through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ)
+≤ 3 (u_xxx, u_txx) or pure fourth ones (u_xxxx), forward Taylor propagation of u and its input
+derivatives through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ)
 (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
 the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
 forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
@@ -533,10 +533,10 @@ class _Symbols:
         self.chains = _chains(derivatives) or [()]
 
     def taylor_arguments(self, points: torch.Tensor, taylor: TaylorMLP, u: torch.Tensor,
-                         du: torch.Tensor, ddu: torch.Tensor,
-                         dddu: torch.Tensor) -> list[torch.Tensor]:
+                         du: torch.Tensor, ddu: torch.Tensor, dddu: torch.Tensor,
+                         ddddu: torch.Tensor) -> list[torch.Tensor]:
         """The residual's arguments for all points (P each) from the Taylor route's u, uᵃ,
-        uᵃᵇ, uᵃᵃᵃ, in the order of the residual's parameters."""
+        uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ, in the order of the residual's parameters."""
         out = []
         for _, kind, index in self.arguments:
             if kind == "coordinate":
@@ -549,8 +549,10 @@ class _Symbols:
                 out.append(du[:, taylor.first.index(derivative[0]), o])
             elif len(derivative) == 2:
                 out.append(ddu[:, taylor.second.index(derivative), o])
-            else:
+            elif len(derivative) == 3:
                 out.append(dddu[:, taylor.third.index(derivative), o])
+            else:
+                out.append(ddddu[:, taylor.fourth.index(derivative[0]), o])
         return out
 
     def values(self, u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
@@ -730,13 +732,14 @@ class Problem:
 
     def _evaluation_chunk(self, index: int, model: Any) -> int:
         """Points per evaluation of condition `index`'s residual without J within chunk_bytes:
-        by the Taylor route, its C = 1 + |first| + |second| + |third| components of every
+        by the Taylor route, its C = 1 + |first| + |second| + |third| + |fourth| components of every
         layer's output and input, twice (the values and one layer's temporaries); by vmap,
         whose memory per point is unknown here, 0 (the caller's minimum)."""
         taylor = self._taylor(index, model)
         if taylor is None:
             return 0
-        components = 1 + len(taylor.first) + len(taylor.second) + len(taylor.third)
+        components = (1 + len(taylor.first) + len(taylor.second) + len(taylor.third) +
+                      len(taylor.fourth))
         widths = sum(layer.in_features + layer.out_features for _, layer in taylor.layers
                      if isinstance(layer, torch.nn.Linear))
         itemsize = torch.finfo(self.dtype).bits // 8
@@ -1005,18 +1008,20 @@ class Problem:
 
     def _taylor(self, index: int, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation for condition `index`, or None where it does not
-        apply (a model it does not know, a derivative above the third, jacobian= another)."""
+        apply (a model it does not know, a derivative above the third other than a pure fourth
+        one such as u_xxxx, jacobian= another)."""
         return self._taylor_of(self.symbols[index].derivatives, model)
 
     def _taylor_of(self, derivatives: set, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation of `derivatives`, or None where it does not apply."""
         if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
             return None
-        if any(len(d) > 3 for d in derivatives):
+        if any(len(d) > 4 or len(d) == 4 and len(set(d)) > 1 for d in derivatives):
             return None
         return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
                          [d for d in derivatives if len(d) == 2],
-                         [d for d in derivatives if len(d) == 3])
+                         [d for d in derivatives if len(d) == 3],
+                         [d[0] for d in derivatives if len(d) == 4])
 
     def _one_pass(self, model: Any) -> TaylorMLP | None:
         """One Taylor propagation for every condition's points (the union of their derivatives),
@@ -1091,7 +1096,7 @@ class Problem:
             parts = [self._rows(index, model, points, point_weights)
                      for index, points in enumerate(split)]
         else:
-            everything = union.forward(x)[:4]
+            everything = union.forward(x)[:5]
             parts = [self._weighted(index, points, self._taylor_residual(
                 index, union, points, *(c[a:b] for c in everything)), point_weights)
                 for index, (points, a, b) in enumerate(zip(split, self.point_offsets[:-1],
@@ -1108,7 +1113,7 @@ class Problem:
         one-point residual."""
         taylor = self._taylor(index, model)
         if taylor is not None:
-            r = self._taylor_residual(index, taylor, points, *taylor.forward(points)[:4])
+            r = self._taylor_residual(index, taylor, points, *taylor.forward(points)[:5])
         else:
             u = self._of_module(model)
             r = vmap(lambda p: self._point_residual(index, u, p))(points)
@@ -1242,8 +1247,8 @@ class Problem:
                    components: Sequence[torch.Tensor], seeds: list[list[torch.Tensor]],
                    params: Mapping[str, torch.Tensor],
                    columns: list[dict[str, torch.Tensor]]) -> None:
-        """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵃᵃ) of condition `index` at `points` to seeds[j]
-        (four tensors shaped like taylor's forward components there), for each of its k rows
+        """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ) of condition `index` at `points` to
+        seeds[j] (five tensors shaped like taylor's forward components there), for each of its k rows
         per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of each
         coefficient c of a WithCoefficients model to columns[j][c] (points × size): the
         residual reads ``model.c``, which is substituted by params[c] while it runs, so that
@@ -1269,7 +1274,7 @@ class Problem:
         for j, row in enumerate(columns):
             for name, partial in zip(names, by_coefficient):
                 row[name].add_(scale * partial[:, j].reshape(points.shape[0], -1))
-        for j, (seed, seed_d, seed_dd, seed_ddd) in enumerate(seeds):
+        for j, (seed, seed_d, seed_dd, seed_ddd, seed_dddd) in enumerate(seeds):
             for (_, kind, where), partial in zip(symbols.arguments, partials):
                 if kind == "coordinate":
                     continue
@@ -1281,8 +1286,10 @@ class Problem:
                     seed_d[:, taylor.first.index(derivative[0]), o].add_(g)
                 elif len(derivative) == 2:
                     seed_dd[:, taylor.second.index(derivative), o].add_(g)
-                else:
+                elif len(derivative) == 3:
                     seed_ddd[:, taylor.third.index(derivative), o].add_(g)
+                else:
+                    seed_dddd[:, taylor.fourth.index(derivative[0]), o].add_(g)
 
     def _one_pass_rows(self, union: TaylorMLP, params: dict[str, torch.Tensor],
                        x: torch.Tensor, first: int, last: int, out: torch.Tensor) -> None:
@@ -1337,7 +1344,7 @@ class Problem:
                              "Tanh/Sigmoid/Identity (after an optional parameter-free input map), "
                              "alone or in pinn.HardConstrained or pinn.WithCoefficients (an "
                              "inverse problem's coefficients beside it), and derivatives of "
-                             "order ≤ 3; use 'auto' or 'jacrev'")
+                             "order ≤ 3 or pure fourth ones (u_xxxx); use 'auto' or 'jacrev'")
         if self.jacobian != "auto":
             return self.jacobian
         if self.jacobian_choice:
