@@ -12,8 +12,10 @@ input derivatives by nested jvp).  Per route it checks
     meaningful; after 100 steps of one route on the CPU the error is ≈ 1e-2, test_torch_pinn_
     examples.py's Burgers run) and below a tenth of the first step's (it trained).
 
-And the inverse problem (ν unknown, pinn.WithCoefficients; the pde residual reads the model's ν):
-J on the Taylor route, device against CPU, to the same 1e-10, with ν's column non-zero.
+And J on the Taylor route, device against CPU, to the same 1e-10, of three variants of the pde
+residual on the same points: the inverse problem (ν unknown, pinn.WithCoefficients; ν's column
+non-zero), a mixed third derivative (BBM's u_txx) and a fourth one (Kuramoto–Sivashinsky's
+u_xxxx) — added 2026-11-28, run on the CPU only so far.
 
 Prints one line per route (errors, ms per step on each device) and exits 1 when a check fails.
 ``--device cpu`` runs the logic on the CPU against itself (how it was checked without a GPU).
@@ -63,18 +65,22 @@ def run(device: str, route: str, steps: int, points: int) -> dict:
             "ms": result.ms_per_step, "path": problem.jacobian_path}
 
 
-def inverse_jacobian(device: str, points: int) -> torch.Tensor:
-    """J of Burgers with ν unknown (pinn.WithCoefficients) at the initial parameters, by the
-    Taylor route, on `device`."""
+def variant_jacobian(variant: str, device: str, points: int) -> torch.Tensor:
+    """J at the initial parameters, by the Taylor route, on `device`, of Burgers' problem with
+    its pde residual replaced: "inverse" (ν unknown, pinn.WithCoefficients), "u_txx" (BBM's
+    form) or "u_xxxx" (Kuramoto–Sivashinsky's)."""
     recipe = dict(points=points, points_max=points, edge_points=400, adaptive=None,
                   width=20, harmonics=0, device=device)
     build_args, _ = common.split_recipe(burgers, recipe)
     problem, network, _ = burgers.build(0, **build_args)
-    model = pinn.WithCoefficients(network, nu=burgers.NU)
+    model = pinn.WithCoefficients(network, nu=burgers.NU) if variant == "inverse" else network
+    residual = {
+        "inverse": lambda u, u_t, u_x, u_xx: u_t + u * u_x - model.nu * u_xx,
+        "u_txx": lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx,
+        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx}[variant]
     pde, *others = problem.conditions
-    inverse = pinn.Problem("tx", [dataclasses.replace(
-        pde, residual=lambda u, u_t, u_x, u_xx: u_t + u * u_x - model.nu * u_xx), *others],
-        device=device, jacobian="taylor")
+    inverse = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual), *others],
+                           device=device, jacobian="taylor")
     params = {k: v.detach() for k, v in model.named_parameters()}
     x = problem.points
     rows = inverse(model, x).numel()
@@ -107,13 +113,15 @@ def main() -> int:
               f"3×; first step {on_device['first']:.2e}); ms/step {args.device} "
               f"{on_device['ms']:.0f}, cpu {on_cpu['ms']:.0f}; path {on_device['path']}; "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-    j, reference = inverse_jacobian(args.device, args.points), inverse_jacobian("cpu", args.points)
-    j_gap = float((j - reference).abs().max() / reference.abs().max())
-    good = j_gap <= 1e-10 and float(reference[:, 0].abs().max()) > 0
-    ok = ok and good
-    print(f"inverse (ν unknown, WithCoefficients, taylor): {'PASS' if good else 'FAIL'}  J "
-          f"{args.device} vs cpu {j_gap:.1e} (≤ 1e-10); ν's column up to "
-          f"{float(reference[:, 0].abs().max()):.2e}", flush=True)
+    for variant in ("inverse", "u_txx", "u_xxxx"):
+        j = variant_jacobian(variant, args.device, args.points)
+        reference = variant_jacobian(variant, "cpu", args.points)
+        j_gap = float((j - reference).abs().max() / reference.abs().max())
+        good = j_gap <= 1e-10 and float(reference[:, 0].abs().max()) > 0
+        ok = ok and good
+        print(f"{variant} (taylor): {'PASS' if good else 'FAIL'}  J {args.device} vs cpu "
+              f"{j_gap:.1e} (≤ 1e-10); first column up to "
+              f"{float(reference[:, 0].abs().max()):.2e}", flush=True)
     return 0 if ok else 1
 
 
