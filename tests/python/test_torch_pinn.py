@@ -1621,3 +1621,30 @@ def test_the_slow_route_warns_with_its_rate(monkeypatch: pytest.MonkeyPatch) -> 
             warnings.simplefilter("error", pinn.SlowJacobianWarning)
             report = optimizer.step(x)
         assert optimizer.path == path and report.accepted
+
+
+def test_a_pinn_step_warns_nothing_about_torchs_internals() -> None:
+    # torch 2.15 warns "`torch.jit.script` is deprecated" (FutureWarning) when its forward-mode
+    # decompositions load at a process's first jvp — which the jacrev route's input
+    # derivatives are.  lmtrain.torch loads them silently; in a fresh process with every
+    # FutureWarning an error, a PINN step on that route must run.
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import torch\n"
+        "import lmtrain.torch as lt\n"
+        "from lmtrain.torch import pinn\n"
+        "problem = pinn.Problem('x', [pinn.Condition('pde', lambda u_xx: u_xx + 1,\n"
+        "                                            pinn.Uniform(20, x=(0, 1)))],\n"
+        "                       jacobian='jacrev')\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.Tanh(),\n"
+        "                            torch.nn.Linear(4, 1)).double()\n"
+        "lt.LevenbergMarquardt(model, residual_fn=problem).step(problem.points)\n"
+        "print(problem.jacobian_path)\n")
+    result = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-c", program],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "pinn pointwise jacrev"

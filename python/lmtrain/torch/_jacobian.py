@@ -36,6 +36,24 @@ from ._losses import Loss
 JACOBIAN_MODES = ("auto", "jacrev", "jacfwd", "autograd")
 
 
+def _load_forward_ad_decompositions() -> None:
+    """torch loads its forward-mode decompositions at the first dual level (the first jvp of a
+    process), and torch 2.15 builds them with torch.jit.script, which warns that it is
+    deprecated (FutureWarning) — about torch's own internals, which a user of this library can
+    do nothing about, on every run of a PINN.  Loaded here, once, with that warning alone
+    silenced; any other warning of the import still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
+                                category=FutureWarning)
+        try:
+            from torch._decomp import decompositions_for_jvp  # noqa: F401
+        except ImportError:  # a torch without it loads nothing at the first dual level
+            pass
+
+
+_load_forward_ad_decompositions()
+
+
 def resolve_mode(mode: str, residual_fn: Any, residuals_per_sample: int, n: int) -> str:
     if mode not in JACOBIAN_MODES:
         raise ValueError(f"jacobian = {mode!r}: expected one of {', '.join(JACOBIAN_MODES)}")
