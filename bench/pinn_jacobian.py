@@ -18,8 +18,9 @@ rows (interior, initial, boundary points as in W8), float64, one thread:
   Taylor route (TaylorMLP); and the inverse problem with ν unknown (pinn.WithCoefficients: the
   pde residual reads the model's ν), by both routes — J with ν's column in front, checked
   against −u_xx/√N; a mixed third derivative (u_t + u_x + u·u_x − u_txx, BBM's form) and a
-  fourth one (u_t + u·u_x + u_xx + u_xxxx, Kuramoto–Sivashinsky's form) by both routes, each
-  checked against the other;
+  fourth one (u_t + u·u_x + u_xx + u_xxxx, Kuramoto–Sivashinsky's form) and a mixed fourth
+  one (the biharmonic in (t, x), u_tttt + 2u_ttxx + u_xxxx) by both routes, each checked against
+  the other;
 * A = JᵀJ, g = Jᵀr of the whole J by torch.mm and torch.mv — what the library's step does with
   J (SYRK and GEMV), and what the Jacobian is compared with (the library's own binding of it,
   DampedNormalEquations64, went with issue 27).
@@ -240,18 +241,23 @@ def main() -> None:
     difference = float((mixed_jacobians["taylor"] - mixed_jacobians["jacrev"]).abs().max() /
                        mixed_jacobians["jacrev"].abs().max())
     assert difference < 1e-12, ("u_txx", difference)
-    # A fourth derivative (Kuramoto–Sivashinsky's u_t + u·u_x + u_xx + u_xxxx), the same way.
-    fourth_problem = pinn.Problem("tx", [dataclasses.replace(
-        pde, residual=lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx), *others])
-    fourth_jacobians = {}
-    for route in ("taylor", "jacrev"):
-        fourth_problem.jacobian, fourth_problem.jacobian_choice = route, {}
-        name = f"pinn.Problem, u_xxxx in the pde residual, {route}"
-        fourth_jacobians[route], rows[name] = timed(
-            lambda: fourth_problem.jacobian_slice(model, params, x, None, 0, m))
-    difference = float((fourth_jacobians["taylor"] - fourth_jacobians["jacrev"]).abs().max() /
-                       fourth_jacobians["jacrev"].abs().max())
-    assert difference < 1e-12, ("u_xxxx", difference)
+    # Fourth derivatives, the same way: Kuramoto–Sivashinsky's u_t + u·u_x + u_xx + u_xxxx (a
+    # pure one), and the biharmonic Δ²u in (t, x), u_tttt + 2u_ttxx + u_xxxx (a mixed one).
+    fourth_residuals = {
+        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx,
+        "u_tttt + 2u_ttxx + u_xxxx": lambda u_tttt, u_ttxx, u_xxxx: u_tttt + 2 * u_ttxx + u_xxxx}
+    for label, residual in fourth_residuals.items():
+        fourth_problem = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual),
+                                             *others])
+        fourth_jacobians = {}
+        for route in ("taylor", "jacrev"):
+            fourth_problem.jacobian, fourth_problem.jacobian_choice = route, {}
+            name = f"pinn.Problem, {label} in the pde residual, {route}"
+            fourth_jacobians[route], rows[name] = timed(
+                lambda: fourth_problem.jacobian_slice(model, params, x, None, 0, m))
+        difference = float((fourth_jacobians["taylor"] - fourth_jacobians["jacrev"]).abs().max()
+                           / fourth_jacobians["jacrev"].abs().max())
+        assert difference < 1e-12, (label, difference)
     for route in ("vmap", "sliced"):
         fn = func_residuals if route == "vmap" else autograd_residuals
         wrapped = pinn.Pointwise(fn, route=route)

@@ -652,7 +652,63 @@ def test_taylor_route_takes_pure_fourth_derivatives(form: str) -> None:
     _taylor_and_jacrev_against(problem, model, x, reference)
     problem.jacobian = "taylor"
     taylor = problem._taylor(0, model)
-    assert taylor.fourth == [0, 1] and (0, 1, 1) in taylor.third
+    assert taylor.fourth == [(0, 0, 0, 0), (1, 1, 1, 1)] and taylor.pure_fourth
+    assert (0, 1, 1) in taylor.third
+
+
+@pytest.mark.parametrize("form", ["plain", "periodic", "constrained"])
+def test_taylor_route_takes_mixed_fourth_derivatives(form: str) -> None:
+    # The biharmonic's u_xxyy (a Kirchhoff plate: u_xxxx + 2u_xxyy + u_yyyy), u_txxx (three
+    # along one axis), u_txyy and u_txxy (three axes; u_txxy's pairings differ: tx·xy twice and
+    # ty·xx) beside a pure u_yyyy on (t, x, y): a plain MLP, one
+    # after a periodic embedding in y, a HardConstrained one (the product rule's sixteen
+    # terms).  Against autograd's derivatives of the same module and the jacrev route.
+    torch.manual_seed(47)
+    embed = [pinn.PeriodicInput("txy", {"y": 2.0}, harmonics=2)] if form == "periodic" else []
+    inputs = embed[0].features if embed else 3
+    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 7), torch.nn.Tanh(),
+                                  torch.nn.Linear(7, 7), torch.nn.Sigmoid(),
+                                  torch.nn.Linear(7, 1)).double()
+    with torch.no_grad():
+        for p in network.parameters():
+            p.mul_(1.3).add_(0.1 * torch.randn_like(p))
+    model = network
+    if form == "constrained":
+        model = pinn.HardConstrained(
+            network, offset=lambda p: torch.sin(p[:, 1] + 2 * p[:, 2]) * p[:, 0] ** 2,
+            factor=lambda p: torch.exp(p[:, 0] * p[:, 2]) * torch.cos(p[:, 1] * p[:, 2]))
+    problem = pinn.Problem("txy", [
+        pinn.Condition("pde", lambda u, u_x, u_xxyy, u_txxx, u_txyy, u_yyyy, u_xxxx, u_txxy:
+                       u_xxxx + 2 * u_xxyy + u_yyyy + 0.3 * u * u_txxx - 0.2 * u_x * u_txyy
+                       + 0.4 * u_txxy,
+                       pinn.Uniform(25, t=(0, 1), x=(-1, 1), y=(-1, 1))),
+        pinn.Condition("edge", lambda u, u_y: u - 0.5 * u_y,
+                       pinn.Uniform(6, t=(0, 1), x=1.0, y=(-1, 1)), weight=2.0)],
+        jacobian="taylor")
+    x = problem.points
+
+    def reference(f):
+        p = x[:25].clone().requires_grad_(True)
+        u = f(p)[:, 0]
+
+        def d(w, axis, at=p):
+            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
+
+        u_x, u_y = d(u, 1), d(u, 2)
+        u_xx, u_yy = d(u_x, 1), d(u_y, 2)
+        u_xxx = d(u_xx, 1)
+        rows = (d(u_xxx, 1) + 2 * d(d(u_xx, 2), 2) + d(d(u_yy, 2), 2) + 0.3 * u * d(u_xxx, 0)
+                - 0.2 * u_x * d(d(u_yy, 1), 0) + 0.4 * d(d(u_xx, 2), 0))
+        q = x[25:].clone().requires_grad_(True)
+        e = f(q)[:, 0]
+        edge = 2.0 * (e - 0.5 * d(e, 2, q)) / math.sqrt(6)
+        return torch.cat([rows / math.sqrt(25), edge])
+
+    _taylor_and_jacrev_against(problem, model, x, reference)
+    problem.jacobian = "taylor"
+    taylor = problem._taylor(0, model)
+    assert taylor.fourth == [(0, 1, 1, 1), (0, 1, 1, 2), (0, 1, 2, 2), (1, 1, 1, 1),
+                             (1, 1, 2, 2), (2, 2, 2, 2)] and not taylor.pure_fourth
 
 
 @pytest.mark.parametrize("parts", ["offset and factor", "factor", "offset"])
@@ -759,13 +815,13 @@ def test_taylor_route_refuses_what_it_does_not_know() -> None:
     problem.jacobian = "auto"  # the transform route takes any module
     j = problem.jacobian_slice(model, _params(model), problem.points, None, 0, 4)
     assert problem.jacobian_choice == {"mode": "jacrev", "by": "shape"} and j.shape == (4, 17)
-    # A mixed fourth derivative is beyond the Taylor route (u_txx and u_xxxx are not).
+    # A fifth derivative is beyond the Taylor route (u_txx, u_xxxx and u_txxx are not).
     tanh = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(),
                                torch.nn.Linear(4, 1)).double()
-    fourth = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txxx: u_txxx,
+    fourth = pinn.Problem("tx", [pinn.Condition("pde", lambda u_txxxx: u_txxxx,
                                                 pinn.Uniform(4, t=(0, 1), x=(0, 1)))],
                           jacobian="taylor")
-    with pytest.raises(ValueError, match="derivatives of order ≤ 3"):
+    with pytest.raises(ValueError, match="derivatives of order ≤ 4"):
         fourth.jacobian_slice(tanh, _params(tanh), fourth.points, None, 0, 4)
 
 

@@ -22,6 +22,7 @@ the flat order of lmtrain's own models (a Linear's weight, (out, in), then its b
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
 import warnings
@@ -309,11 +310,12 @@ class PeriodicInput(torch.nn.Module):
     def taylor_components(self, p: torch.Tensor, first: Sequence[int],
                           second: Sequence[tuple[int, int]],
                           third: Sequence[int | tuple[int, int, int]],
-                          fourth: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
+                          fourth: Sequence[int | tuple[int, ...]] = ()
+                          ) -> tuple[torch.Tensor, ...]:
         """The features at the points p and their derivatives in closed form (TaylorMLP's
         input map): along the axes `first` (P × A × w), the pairs `second` (P × S × w) and the
-        triples `third` (P × T × w; an axis alone: its pure third derivative) and the pure
-        fourth ones along `fourth` (P × F × w).  A feature depends on one coordinate, so a mixed
+        triples `third` (P × T × w; an axis alone: its pure third derivative) and the
+        quadruples `fourth` (P × F × w; likewise).  A feature depends on one coordinate, so a mixed
         derivative is 0; the m-th derivative of cos(kωx) is (kω)ᵐ cos(kωx + mπ/2),
         of sin(kωx) (kω)ᵐ sin(kωx + mπ/2) — for odd m ± its partner feature, for even m ± the
         feature itself.  Six operators where nested forward mode through ``forward`` issued
@@ -368,7 +370,9 @@ class PeriodicInput(torch.nn.Module):
                 table([factors(t, 3) if isinstance(t, int) else
                        factors(t[0], 3) if t[0] == t[1] == t[2] else [0.0] * len(owner)
                        for t in third]),
-                table([factors(a, 4) for a in fourth]))
+                table([factors(f, 4) if isinstance(f, int) else
+                       factors(f[0], 4) if len(set(f)) == 1 else [0.0] * len(owner)
+                       for f in fourth]))
         self._tables = {**tables, key: made}
         return made
 
@@ -492,6 +496,16 @@ def _add_at(target: torch.Tensor, place: Place, values: torch.Tensor) -> torch.T
     return target.index_add(1, torch.tensor(place, dtype=torch.long, device=target.device), values)
 
 
+# The ways a quadruple's positions (0, 1, 2, 3) split, for u_abcd's propagation: a pair and
+# the two left ((0, 1), (2, 3)); a pairing into two pairs; one and the three left.
+_PAIRS_AND_RESTS = [(pair, tuple(i for i in range(4) if i not in pair))
+                    for pair in itertools.combinations(range(4), 2)]
+_PAIRINGS = [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2))]
+_ONES_AND_RESTS = [(i, tuple(j for j in range(4) if j != i)) for i in range(4)]
+# Every part of the positions and the rest: the product rule's sixteen terms.
+_PARTS_AND_RESTS = [(part, tuple(i for i in range(4) if i not in part))
+                    for order in range(5) for part in itertools.combinations(range(4), order)]
+
 # TaylorMLP's derivatives of a parameter-free input map, per map: {key: [(points, parts)]}.
 _INPUT_MAP_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CACHING = [True]  # off while points are seen once (a residual-adaptive draw's candidates)
@@ -527,8 +541,9 @@ def _cached(cache: dict[tuple, list], key: tuple, points: torch.Tensor,
 class TaylorMLP:
     """u, its first derivatives along `first`, second derivatives along the pairs `second` and
     third derivatives along the triples `third` (u_xxx, u_txx; an axis alone means its pure
-    third derivative) and pure fourth ones along the axes `fourth` (u_xxxx: z⁗ = σ⁗ḣ⁴ +
-    6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗) of the inputs, with their exact parameter Jacobians, for an
+    third derivative) and fourth ones along the quadruples `fourth` (u_xxxx, u_xxyy; likewise;
+    pure: z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗, mixed: _mixed_fourth) of the inputs, with
+    their exact parameter Jacobians, for an
     ``nn.Sequential`` of ``Linear`` layers and smooth activations (Tanh, Sigmoid, Identity),
     optionally after a parameter-free input map (a periodic embedding, say).
 
@@ -546,7 +561,8 @@ class TaylorMLP:
 
     def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
                  second: Sequence[tuple[int, int]],
-                 third: Sequence[int | tuple[int, int, int]] = (), fourth: Sequence[int] = ()):
+                 third: Sequence[int | tuple[int, int, int]] = (),
+                 fourth: Sequence[int | tuple[int, int, int, int]] = ()):
         if not self.supports(model):
             raise ValueError("the Taylor route needs an nn.Sequential of Linear layers and "
                              f"{', '.join(TAYLOR_ACTIVATIONS)} (after an optional "
@@ -563,11 +579,16 @@ class TaylorMLP:
         self.prefix += "network." if self.outer is not None else ""
         model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
-        # Pure fourth derivatives along the axes `fourth` (u_aaaa), which carry u_aaa along.
-        self.fourth = sorted(set(fourth))
+        # Fourth derivatives as sorted quadruples of axes (an axis a alone: the pure u_aaaa);
+        # u_abcd carries its four third derivatives along.
+        self.fourth = sorted({(f,) * 4 if isinstance(f, int) else tuple(sorted(f))
+                              for f in fourth})
+        self.pure_fourth = all(len(set(f)) == 1 for f in self.fourth)
         # Third derivatives as sorted triples of axes (an axis a alone: the pure u_aaa).
         self.third = sorted({(t, t, t) if isinstance(t, int) else tuple(sorted(t))
-                             for t in third} | {(a, a, a) for a in self.fourth})
+                             for t in third} |
+                            {tuple(f[i] for i in kept) for f in self.fourth
+                             for kept in itertools.combinations(range(4), 3)})
         self.pure_third = all(a == b == c for a, b, c in self.third)
         # u_abc's propagation carries u_a, u_b, u_c and u_bc, u_ac, u_ab along.
         self.second = sorted({tuple(sorted(p)) for p in second} |
@@ -652,7 +673,8 @@ class TaylorMLP:
         dz = [along(f, a)(points) for a in self.first]
         ddz = [along(along(f, a), b)(points) for a, b in self.second]
         dddz = [along(along(along(f, a), b), c)(points) for a, b, c in self.third]
-        ddddz = [along(along(along(along(f, a), a), a), a)(points) for a in self.fourth]
+        ddddz = [along(along(along(along(f, a), b), c), d)(points)
+                 for a, b, c, d in self.fourth]
         stack = (lambda xs: torch.stack(xs, 1) if xs else z.new_zeros(p, 0, z.shape[1]))
         return z, stack(dz), stack(ddz), stack(dddz), stack(ddddz)
 
@@ -674,7 +696,7 @@ class TaylorMLP:
         """u = offset + factor·n and its derivatives from n's (the product rule: (bn)ᵃ =
         bᵃn + bnᵃ, (bn)ᵃᵇ = bᵃᵇn + bᵃnᵇ + bᵇnᵃ + bnᵃᵇ, (bn)ᵃᵇᶜ = bᵃᵇᶜn + bᵃᵇnᶜ + bᵃᶜnᵇ +
         bᵇᶜnᵃ + bᵃnᵇᶜ + bᵇnᵃᶜ + bᶜnᵃᵇ + bnᵃᵇᶜ; pure, bᵃᵃᵃn + 3bᵃᵃnᵃ + 3bᵃnᵃᵃ + bnᵃᵃᵃ;
-        (bn)ᵃᵃᵃᵃ = bᵃᵃᵃᵃn + 4bᵃᵃᵃnᵃ + 6bᵃᵃnᵃᵃ + 4bᵃnᵃᵃᵃ + bnᵃᵃᵃᵃ)."""
+        (bn)ᵃᵃᵃᵃ = bᵃᵃᵃᵃn + 4bᵃᵃᵃnᵃ + 6bᵃᵃnᵃᵃ + 4bᵃnᵃᵃᵃ + bnᵃᵇᶜᵈ)."""
         v, dv, ddv, dddv, ddddv = n
         if factor is not None:
             ia, ib, ta, tp = self._indices()
@@ -688,9 +710,15 @@ class TaylorMLP:
                 third = (dddb * value + ddb[:, p3] * dv[:, t3] + ddb[:, p2] * dv[:, t2] +
                          ddb[:, p1] * dv[:, t1] + db[:, t1] * ddv[:, p1] +
                          db[:, t2] * ddv[:, p2] + db[:, t3] * ddv[:, p3] + b.unsqueeze(1) * dddv)
-            f1, f2, f3 = self._fourth_indices()
-            fourth = (ddddb * value + 4 * dddb[:, f3] * dv[:, f1] + 6 * ddb[:, f2] * ddv[:, f2] +
-                      4 * db[:, f1] * dddv[:, f3] + b.unsqueeze(1) * ddddv)
+            if self.pure_fourth:
+                f1, f2, f3 = self._fourth_indices()
+                fourth = (ddddb * value + 4 * dddb[:, f3] * dv[:, f1] +
+                          6 * ddb[:, f2] * ddv[:, f2] + 4 * db[:, f1] * dddv[:, f3] +
+                          b.unsqueeze(1) * ddddv)
+            else:  # (bn)ᵃᵇᶜᵈ = Σ over the parts A of {a, b, c, d} of b^A·n^(the rest)
+                bs = self._by_positions(factor)
+                ns = self._by_positions((v, dv, ddv, dddv, ddddv))
+                fourth = sum(bs[part] * ns[rest] for part, rest in _PARTS_AND_RESTS)
             v, dv, ddv, dddv, ddddv = (
                 b * v, db * value + b.unsqueeze(1) * dv,
                 ddb * value + db[:, ia] * dv[:, ib] + db[:, ib] * dv[:, ia] + b.unsqueeze(1) * ddv,
@@ -702,7 +730,7 @@ class TaylorMLP:
 
     def _seeds_through_factor(self, factor: Any, seeds: tuple[torch.Tensor, ...]
                               ) -> tuple[torch.Tensor, ...]:
-        """∂F/∂(n, nᵃ, nᵃᵇ, nᵃᵇᶜ, nᵃᵃᵃᵃ) from ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ): the transpose of
+        """∂F/∂(n, nᵃ, nᵃᵇ, nᵃᵇᶜ, nᵃᵇᶜᵈ) from ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ): the transpose of
         _combine's linear map from n's components to u's."""
         su, sdu, sddu, sdddu, sddddu = seeds
         if factor is None:
@@ -723,12 +751,50 @@ class TaylorMLP:
             sddn = _add_at(_add_at(_add_at(b.unsqueeze(1) * sddu, p1, db[:, t1] * sdddu), p2,
                                    db[:, t2] * sdddu), p3, db[:, t3] * sdddu)
         sdddn = b.unsqueeze(1) * sdddu
-        if self.fourth:
+        if self.fourth and not self.pure_fourth:  # the transpose of Σ b^A·n^(the rest)
+            bs, places = self._by_positions(factor), self._quadruple_indices()
+            for part, rest in _PARTS_AND_RESTS:
+                if len(rest) in (0, 4):  # b^abcd·n: in sn's sum above; b·n^abcd: returned below
+                    continue
+                seed = bs[part] * sddddu
+                if len(rest) == 1:
+                    sdn = _add_at(sdn, places[rest], seed)
+                elif len(rest) == 2:
+                    sddn = _add_at(sddn, places[rest], seed)
+                else:
+                    sdddn = _add_at(sdddn, places[rest], seed)
+        elif self.fourth:
             f1, f2, f3 = self._fourth_indices()
             sdn = _add_at(sdn, f1, 4 * dddb[:, f3] * sddddu)
             sddn = _add_at(sddn, f2, 6 * ddb[:, f2] * sddddu)
             sdddn = _add_at(sdddn, f3, 4 * db[:, f1] * sddddu)
         return sn, sdn, sddn, sdddn, b.unsqueeze(1) * sddddu
+
+    def _mixed_fourth_transpose(self, s, dh, ddh, dddh, ddddh, zbar4, dhbar, ddhbar, dddzbar,
+                                hbar) -> tuple[torch.Tensor, ...]:
+        """_mixed_fourth's transpose: its seeds zbar4 (P × F × w) added to those of h (hbar),
+        ḣ (dhbar), ḧ (ddhbar) and h⃛ (dddzbar, already σ′ times the third order's)."""
+        d = self._pieces(dh, ddh, dddh)
+        places = self._quadruple_indices()
+        s2, s3, s4, s5 = (x.unsqueeze(1) for x in s[2:6])
+        ones = d[(0,)] * d[(1,)] * d[(2,)] * d[(3,)]
+        term3 = sum(d[pair] * d[rest[:1]] * d[rest[1:]] for pair, rest in _PAIRS_AND_RESTS)
+        term2 = (sum(d[pair] * d[rest] for pair, rest in _PAIRINGS) +
+                 sum(d[(i,)] * d[rest] for i, rest in _ONES_AND_RESTS))
+        hbar = hbar + (zbar4 * (s5 * ones + s4 * term3 + s3 * term2 + s2 * ddddh)).sum(1)
+        for i in range(4):  # ∂/∂ḣ_i: the products it is a factor of
+            others = [j for j in range(4) if j != i]
+            product = d[(others[0],)] * d[(others[1],)] * d[(others[2],)]
+            with_pair = sum(d[pair] * d[tuple(j for j in rest if j != i)]
+                            for pair, rest in _PAIRS_AND_RESTS if i in rest)
+            dhbar = _add_at(dhbar, places[(i,)], zbar4 * (
+                s4 * product + s3 * with_pair + s2 * d[tuple(others)]))
+        for pair, rest in _PAIRS_AND_RESTS:  # ∂/∂ḧ_pair
+            ddhbar = _add_at(ddhbar, places[pair], zbar4 * (
+                s3 * d[rest[:1]] * d[rest[1:]] + s2 * d[rest]))
+        for i, rest in _ONES_AND_RESTS:  # ∂/∂h⃛_rest
+            dddzbar = _add_at(dddzbar, places[rest], zbar4 * s2 * d[(i,)])
+        return dhbar, ddhbar, dddzbar, hbar
 
     def _indices(self) -> tuple[Place, Place, Place, Place]:
         """For the pairs (a, b): a's and b's places among the first derivatives; for pure third
@@ -744,10 +810,22 @@ class TaylorMLP:
 
     def _fourth_indices(self) -> tuple[Place, Place, Place]:
         """For the pure fourth derivatives along a: a's place among the first derivatives,
-        (a, a)'s among the pairs and (a, a, a)'s among the triples."""
-        return (_place([self.first.index(a) for a in self.fourth]),
-                _place([self.second.index((a, a)) for a in self.fourth]),
-                _place([self.third.index((a, a, a)) for a in self.fourth]))
+        (a, a)'s among the pairs and (a, a, a)'s among the triples (empty where one is
+        mixed: _quadruple_indices)."""
+        pure = [f[0] for f in self.fourth] if self.pure_fourth else []
+        return (_place([self.first.index(a) for a in pure]),
+                _place([self.second.index((a, a)) for a in pure]),
+                _place([self.third.index((a, a, a)) for a in pure]))
+
+    def _quadruple_indices(self) -> dict[tuple[int, ...], Place]:
+        """For the quadruples (a, b, c, d), by the positions i < j < … of a sub-multiset
+        within them: its places among the derivatives of its order — (i,) among the first,
+        (i, j) among the pairs, (i, j, k) among the triples."""
+        where = {1: lambda axes: self.first.index(axes[0]), 2: self.second.index,
+                 3: self.third.index}
+        return {kept: _place([where[len(kept)](tuple(f[i] for i in kept))
+                              for f in self.fourth])
+                for order in (1, 2, 3) for kept in itertools.combinations(range(4), order)}
 
     def _third_indices(self) -> tuple[Place, ...]:
         """For the triples (a, b, c): a's, b's and c's places among the first derivatives, and
@@ -763,7 +841,7 @@ class TaylorMLP:
     def forward(self, points: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
                 keep: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                              torch.Tensor, torch.Tensor, list]:
-        """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q), uᵃᵇᶜ (P × T × q) and uᵃᵃᵃᵃ (P × F × q);
+        """u (P × q), uᵃ (P × A × q), uᵃᵇ (P × S × q), uᵃᵇᶜ (P × T × q) and uᵃᵇᶜᵈ (P × F × q);
         with `keep`, what the reverse sweep needs.  ``params`` by name (the module's own when
         None, so autograd sees them)."""
         # The C = 1 + A + S + T + F components stacked, P × C × width: a Linear layer maps them
@@ -803,12 +881,14 @@ class TaylorMLP:
                 parts.append(s[3].unsqueeze(1) * da * db * dc + s[2].unsqueeze(1) * (
                     da * ddh[:, p1] + db * ddh[:, p2] + dc * ddh[:, p3]) +
                     s[1].unsqueeze(1) * dddh)
-            if self.fourth:
+            if self.fourth and self.pure_fourth:
                 # z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗ along each axis of `fourth`.
                 da, dda, ddda = dh[:, f1], ddh[:, f2], dddh[:, f3]
                 s1, s2, s3, s4 = (x.unsqueeze(1) for x in s[1:5])
                 parts.append(s4 * da ** 4 + 6 * s3 * da * da * dda + 3 * s2 * dda * dda +
                              4 * s2 * da * ddda + s1 * ddddh)
+            elif self.fourth:
+                parts.append(self._mixed_fourth(s, dh, ddh, dddh, ddddh))
             if keep:
                 tape.append(("activation", s, dh, ddh, dddh, ddddh))
             stacked = torch.cat(parts, 1)
@@ -819,6 +899,35 @@ class TaylorMLP:
                 tape.append(("constraint", factor))
             components = self._combine(components, offset, factor)
         return (*components, tape)
+
+    def _by_positions(self, components: Sequence[torch.Tensor]) -> dict[tuple[int, ...], Any]:
+        """A function's value and derivatives (P × q, P × A × q, …, P × F × q) as its parts for
+        the quadruples: by positions within them, () the value (P × 1 × q), (0, 1, 2, 3) the
+        fourth derivative itself."""
+        value, first, second, third, fourth = components
+        pieces = self._pieces(first, second, third)
+        pieces[()] = value.unsqueeze(1)
+        pieces[(0, 1, 2, 3)] = fourth
+        return pieces
+
+    def _pieces(self, dh: torch.Tensor, ddh: torch.Tensor,
+                dddh: torch.Tensor) -> dict[tuple[int, ...], torch.Tensor]:
+        """For the quadruples (a, b, c, d): the lower derivatives of their sub-multisets, by
+        positions within them — (i,): ḣ along its axis, (i, j): ḧ, (i, j, k): h⃛ (P × F × w)."""
+        below = {1: dh, 2: ddh, 3: dddh}
+        return {kept: below[len(kept)][:, place]
+                for kept, place in self._quadruple_indices().items()}
+
+    def _mixed_fourth(self, s: Sequence[torch.Tensor], dh: torch.Tensor, ddh: torch.Tensor,
+                      dddh: torch.Tensor, ddddh: torch.Tensor) -> torch.Tensor:
+        """z⁗ᵃᵇᶜᵈ = σ⁗ḣᵃḣᵇḣᶜḣᵈ + σ‴Σ₆ ḧ·ḣḣ + σ″(Σ₃ ḧ·ḧ + Σ₄ ḣ·h⃛) + σ′h⁗ᵃᵇᶜᵈ (the sums over the
+        ways of splitting a, b, c, d into those parts)."""
+        d = self._pieces(dh, ddh, dddh)
+        s1, s2, s3, s4 = (x.unsqueeze(1) for x in s[1:5])
+        term3 = sum(d[pair] * d[rest[:1]] * d[rest[1:]] for pair, rest in _PAIRS_AND_RESTS)
+        term2 = (sum(d[pair] * d[rest] for pair, rest in _PAIRINGS) +
+                 sum(d[(i,)] * d[rest] for i, rest in _ONES_AND_RESTS))
+        return s4 * d[(0,)] * d[(1,)] * d[(2,)] * d[(3,)] + s3 * term3 + s2 * term2 + s1 * ddddh
 
     def _split(self, stacked: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The C stacked components (P × C × width) as value, first, second, third and fourth
@@ -832,7 +941,7 @@ class TaylorMLP:
                  names: Sequence[str], out: torch.Tensor | None = None,
                  coefficients: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
         """Rows Σ_c seed_c·∂(component c of u)/∂θ, P × n, columns in the order of `names`
-        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ.
+        (the model's parameter names); seeds shaped like forward's u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ.
         `out`: a P × n tensor (any row stride) the blocks are written into, instead of a new
         one joined from them (a PINN's J is the largest tensor of its step: one pass over it,
         not two).
@@ -890,7 +999,11 @@ class TaylorMLP:
                 ddhbar = _add_at(_add_at(_add_at(ddhbar, p1, weighted * da), p2, weighted * db),
                                  p3, weighted * dc)
                 dddzbar = s1 * dddzbar
-            if self.fourth:
+            if self.fourth and not self.pure_fourth:
+                dhbar, ddhbar, dddzbar, hbar = self._mixed_fourth_transpose(
+                    s, dh, ddh, dddh, ddddh, ddddzbar, dhbar, ddhbar, dddzbar, hbar)
+                ddddzbar = s1 * ddddzbar
+            elif self.fourth:
                 # The transpose of z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗.
                 s5 = s[5].unsqueeze(1)
                 da, dda, ddda = dh[:, f1], ddh[:, f2], dddh[:, f3]

@@ -40,8 +40,8 @@ linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
 residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
 Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
-≤ 3 (u_xxx, u_txx) or pure fourth ones (u_xxxx), forward Taylor propagation of u and its input
-derivatives through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ)
+≤ 4 (u_xxx, u_txx, u_xxxx, u_xxyy), forward Taylor propagation of u and its input
+derivatives through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ)
 (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
 the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
 forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
@@ -536,7 +536,7 @@ class _Symbols:
                          du: torch.Tensor, ddu: torch.Tensor, dddu: torch.Tensor,
                          ddddu: torch.Tensor) -> list[torch.Tensor]:
         """The residual's arguments for all points (P each) from the Taylor route's u, uᵃ,
-        uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ, in the order of the residual's parameters."""
+        uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ, in the order of the residual's parameters."""
         out = []
         for _, kind, index in self.arguments:
             if kind == "coordinate":
@@ -552,7 +552,7 @@ class _Symbols:
             elif len(derivative) == 3:
                 out.append(dddu[:, taylor.third.index(derivative), o])
             else:
-                out.append(ddddu[:, taylor.fourth.index(derivative[0]), o])
+                out.append(ddddu[:, taylor.fourth.index(derivative), o])
         return out
 
     def values(self, u: Callable[[torch.Tensor], torch.Tensor], point: torch.Tensor,
@@ -1008,20 +1008,19 @@ class Problem:
 
     def _taylor(self, index: int, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation for condition `index`, or None where it does not
-        apply (a model it does not know, a derivative above the third other than a pure fourth
-        one such as u_xxxx, jacobian= another)."""
+        apply (a model it does not know, a derivative above the fourth, jacobian= another)."""
         return self._taylor_of(self.symbols[index].derivatives, model)
 
     def _taylor_of(self, derivatives: set, model: Any) -> TaylorMLP | None:
         """The Taylor route's propagation of `derivatives`, or None where it does not apply."""
         if self.jacobian not in ("auto", "taylor") or not TaylorMLP.supports(model):
             return None
-        if any(len(d) > 4 or len(d) == 4 and len(set(d)) > 1 for d in derivatives):
+        if any(len(d) > 4 for d in derivatives):
             return None
         return TaylorMLP(model, len(self.coordinates), [d[0] for d in derivatives if len(d) == 1],
                          [d for d in derivatives if len(d) == 2],
                          [d for d in derivatives if len(d) == 3],
-                         [d[0] for d in derivatives if len(d) == 4])
+                         [d for d in derivatives if len(d) == 4])
 
     def _one_pass(self, model: Any) -> TaylorMLP | None:
         """One Taylor propagation for every condition's points (the union of their derivatives),
@@ -1247,9 +1246,9 @@ class Problem:
                    components: Sequence[torch.Tensor], seeds: list[list[torch.Tensor]],
                    params: Mapping[str, torch.Tensor],
                    columns: list[dict[str, torch.Tensor]]) -> None:
-        """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵃᵃᵃ) of condition `index` at `points` to
-        seeds[j] (five tensors shaped like taylor's forward components there), for each of its k rows
-        per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of each
+        """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ) of condition `index` at `points` to
+        seeds[j] (five tensors shaped like taylor's forward components there), for each of its
+        k rows per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of each
         coefficient c of a WithCoefficients model to columns[j][c] (points × size): the
         residual reads ``model.c``, which is substituted by params[c] while it runs, so that
         jacrev differentiates it (the jacrev route's substitution, _engine)."""
@@ -1289,7 +1288,7 @@ class Problem:
                 elif len(derivative) == 3:
                     seed_ddd[:, taylor.third.index(derivative), o].add_(g)
                 else:
-                    seed_dddd[:, taylor.fourth.index(derivative[0]), o].add_(g)
+                    seed_dddd[:, taylor.fourth.index(derivative), o].add_(g)
 
     def _one_pass_rows(self, union: TaylorMLP, params: dict[str, torch.Tensor],
                        x: torch.Tensor, first: int, last: int, out: torch.Tensor) -> None:
@@ -1344,7 +1343,7 @@ class Problem:
                              "Tanh/Sigmoid/Identity (after an optional parameter-free input map), "
                              "alone or in pinn.HardConstrained or pinn.WithCoefficients (an "
                              "inverse problem's coefficients beside it), and derivatives of "
-                             "order ≤ 3 or pure fourth ones (u_xxxx); use 'auto' or 'jacrev'")
+                             "order ≤ 4; use 'auto' or 'jacrev'")
         if self.jacobian != "auto":
             return self.jacobian
         if self.jacobian_choice:
