@@ -292,8 +292,8 @@ fi
 # after the steps (within 3× of the CPU's, and trained), and prints each route's ms per step on
 # both.  Ran on one H200 four times: failed on 2026-11-27 (the CPU budget read as 0 B, fixed
 # since), passed three times since (J to 2.0e-16, errors equal).  Its checks of J for the inverse
-# problem (ν unknown, pinn.WithCoefficients), u_txx and u_xxxx, added 2026-11-28, have run only
-# with --device cpu.
+# problem (ν unknown, pinn.WithCoefficients), u_txx, u_xxxx and the biharmonic, added 2026-11-28,
+# have run only with --device cpu.
 if wants pinn; then
   if compgen -G "${pkg:-/nonexistent}/lmtrain/_core*.so" > /dev/null; then
     gpu_check "pinn: Burgers on cuda vs cpu" tests.log 240 env PYTHONPATH="$pkg" \

@@ -14,8 +14,9 @@ input derivatives by nested jvp).  Per route it checks
 
 And J on the Taylor route, device against CPU, to the same 1e-10, of three variants of the pde
 residual on the same points: the inverse problem (ν unknown, pinn.WithCoefficients; ν's column
-non-zero), a mixed third derivative (BBM's u_txx) and a fourth one (Kuramoto–Sivashinsky's
-u_xxxx) — added 2026-11-28, run on the CPU only so far.
+non-zero), a mixed third derivative (BBM's u_txx), a pure fourth one (Kuramoto–Sivashinsky's
+u_xxxx) and mixed fourth ones (the biharmonic in (t, x)) — added 2026-11-28, run on the CPU only
+so far.
 
 Prints one line per route (errors, ms per step on each device) and exits 1 when a check fails.
 ``--device cpu`` runs the logic on the CPU against itself (how it was checked without a GPU).
@@ -68,7 +69,7 @@ def run(device: str, route: str, steps: int, points: int) -> dict:
 def variant_jacobian(variant: str, device: str, points: int) -> torch.Tensor:
     """J at the initial parameters, by the Taylor route, on `device`, of Burgers' problem with
     its pde residual replaced: "inverse" (ν unknown, pinn.WithCoefficients), "u_txx" (BBM's
-    form) or "u_xxxx" (Kuramoto–Sivashinsky's)."""
+    form), "u_xxxx" (Kuramoto–Sivashinsky's) or "biharmonic" (Δ²u in (t, x): mixed fourth)."""
     recipe = dict(points=points, points_max=points, edge_points=400, adaptive=None,
                   width=20, harmonics=0, device=device)
     build_args, _ = common.split_recipe(burgers, recipe)
@@ -77,7 +78,8 @@ def variant_jacobian(variant: str, device: str, points: int) -> torch.Tensor:
     residual = {
         "inverse": lambda u, u_t, u_x, u_xx: u_t + u * u_x - model.nu * u_xx,
         "u_txx": lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx,
-        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx}[variant]
+        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx,
+        "biharmonic": lambda u_tttt, u_ttxx, u_xxxx: u_tttt + 2 * u_ttxx + u_xxxx}[variant]
     pde, *others = problem.conditions
     inverse = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual), *others],
                            device=device, jacobian="taylor")
@@ -113,7 +115,7 @@ def main() -> int:
               f"3×; first step {on_device['first']:.2e}); ms/step {args.device} "
               f"{on_device['ms']:.0f}, cpu {on_cpu['ms']:.0f}; path {on_device['path']}; "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
-    for variant in ("inverse", "u_txx", "u_xxxx"):
+    for variant in ("inverse", "u_txx", "u_xxxx", "biharmonic"):
         j = variant_jacobian(variant, args.device, args.points)
         reference = variant_jacobian(variant, "cpu", args.points)
         j_gap = float((j - reference).abs().max() / reference.abs().max())
