@@ -223,9 +223,22 @@ class PointwiseJacobian:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[torch.Tensor, ...]:
+def _sigmoid_derivatives(h: torch.Tensor, order: int) -> list[Any]:
+    """σ(h) = 1/(1 + e⁻ʰ) and σ′ … σ⁽ᵒʳᵈᵉʳ⁾ (order ≤ 5), each from the ones before."""
+    s = torch.sigmoid(h)
+    s1 = s * (1 - s)
+    s2 = s1 * (1 - 2 * s)
+    s3 = s2 * (1 - 2 * s) - 2 * s1 * s1 if order >= 3 else None
+    s4 = s3 * (1 - 2 * s) - 6 * s1 * s2 if order >= 4 else None
+    s5 = s4 * (1 - 2 * s) - 8 * s1 * s3 - 6 * s2 * s2 if order >= 5 else None
+    return [s, s1, s2, s3, s4, s5]
+
+
+def _activation_derivatives(layer: torch.nn.Module, h: torch.Tensor,
+                            order: int) -> tuple[torch.Tensor, ...]:
     """σ(h) and its derivatives σ′ … σ⁽ᵒʳᵈᵉʳ⁾ (order 2 … 5) for the activations the Taylor
-    route knows."""
+    route knows (TAYLOR_ACTIVATIONS, pinn.Sin)."""
+    kind = type(layer).__name__
     if kind == "Tanh":
         s = torch.tanh(h)
         s1 = 1 - s * s
@@ -234,12 +247,26 @@ def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[tor
         s4 = -2 * (3 * s1 * s2 + s * s3) if order >= 4 else None
         s5 = -2 * (3 * s2 * s2 + 4 * s1 * s3 + s * s4) if order >= 5 else None
     elif kind == "Sigmoid":
-        s = torch.sigmoid(h)
-        s1 = s * (1 - s)
-        s2 = s1 * (1 - 2 * s)
-        s3 = s2 * (1 - 2 * s) - 2 * s1 * s1 if order >= 3 else None
-        s4 = s3 * (1 - 2 * s) - 6 * s1 * s2 if order >= 4 else None
-        s5 = s4 * (1 - 2 * s) - 8 * s1 * s3 - 6 * s2 * s2 if order >= 5 else None
+        s, s1, s2, s3, s4, s5 = _sigmoid_derivatives(h, order)
+    elif kind == "SiLU":  # h·σ(h): the n-th derivative is h·σ⁽ⁿ⁾ + n·σ⁽ⁿ⁻¹⁾
+        g = _sigmoid_derivatives(h, order)
+        s1, s2, s3, s4, s5 = [h * g[n] + n * g[n - 1] if g[n] is not None else None
+                              for n in range(1, 6)]
+        s = torch.nn.functional.silu(h)  # torch's values, exactly
+    elif kind == "Softplus":  # log(1 + e^(βh))/β: the n-th derivative is β^(n−1)·σ⁽ⁿ⁻¹⁾(βh)
+        beta = float(layer.beta)
+        g = _sigmoid_derivatives(beta * h, order - 1)
+        s = torch.nn.functional.softplus(h, beta, layer.threshold)  # torch's values, exactly
+        s1, s2, s3, s4, s5 = [beta ** n * g[n] if g[n] is not None else None for n in range(5)]
+    elif kind == "GELU":  # h·Φ(h): the n-th derivative is a polynomial in h times φ(h), n ≥ 2
+        phi = torch.exp(-0.5 * h * h) / math.sqrt(2 * math.pi)
+        hh = h * h
+        s = torch.nn.functional.gelu(h)
+        s1 = 0.5 * (1 + torch.erf(h / math.sqrt(2))) + h * phi
+        s2 = (2 - hh) * phi
+        s3 = (hh - 4) * h * phi if order >= 3 else None
+        s4 = (-hh * hh + 7 * hh - 4) * phi if order >= 4 else None
+        s5 = (hh * hh - 11 * hh + 18) * h * phi if order >= 5 else None
     elif kind == "Sin":
         s, s1 = torch.sin(h), torch.cos(h)
         s2, s3, s4, s5 = -s, -s1, s, s1
@@ -249,7 +276,18 @@ def _activation_derivatives(kind: str, h: torch.Tensor, order: int) -> tuple[tor
     return (s, s1, s2, s3, s4, s5)[:order + 1]
 
 
-TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "Identity")
+def _taylor_knows(layer: torch.nn.Module) -> bool:
+    """An activation layer the Taylor route propagates: TAYLOR_ACTIVATIONS of torch.nn (GELU
+    exact, not its tanh approximation), or pinn.Sin."""
+    if isinstance(layer, Sin):
+        return True
+    if type(layer).__name__ not in TAYLOR_ACTIVATIONS or \
+            not type(layer).__module__.startswith("torch.nn"):
+        return False
+    return getattr(layer, "approximate", "none") == "none"
+
+
+TAYLOR_ACTIVATIONS = ("Tanh", "Sigmoid", "SiLU", "Softplus", "GELU", "Identity")
 
 
 class Sin(torch.nn.Module):
@@ -544,7 +582,7 @@ class TaylorMLP:
     third derivative) and fourth ones along the quadruples `fourth` (u_xxxx, u_xxyy; likewise;
     pure: z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗, mixed: _mixed_fourth) of the inputs, with
     their exact parameter Jacobians, for an
-    ``nn.Sequential`` of ``Linear`` layers and smooth activations (Tanh, Sigmoid, Identity),
+    ``nn.Sequential`` of ``Linear`` layers and smooth activations (TAYLOR_ACTIVATIONS, Sin),
     optionally after a parameter-free input map (a periodic embedding, say).
 
     Forward-mode Taylor propagation (DESIGN.md §10), batched over the points: a Linear layer
@@ -614,8 +652,7 @@ class TaylorMLP:
                 return False
             modules = modules[1:]
         if not (modules and isinstance(modules[0], torch.nn.Linear) and all(
-                isinstance(m, (torch.nn.Linear, Sin)) or type(m).__name__ in TAYLOR_ACTIVATIONS
-                and type(m).__module__.startswith("torch.nn") for m in modules)):
+                isinstance(m, torch.nn.Linear) or _taylor_knows(m) for m in modules)):
             return False
         # Every parameter one of its Linear layers': a parameter registered beside them (an
         # inverse problem's coefficient, read by a residual) has no column on this route.
@@ -866,7 +903,7 @@ class TaylorMLP:
                     stacked.select(1, 0).add_(b)
                 continue
             z, dh, ddh, dddh, ddddh = self._split(stacked)
-            s = _activation_derivatives(type(layer).__name__, z, order)
+            s = _activation_derivatives(layer, z, order)
             parts = [s[0].unsqueeze(1), s[1].unsqueeze(1) * dh]
             if self.second:
                 parts.append(s[2].unsqueeze(1) * dh[:, ia] * dh[:, ib] + s[1].unsqueeze(1) * ddh)

@@ -39,9 +39,10 @@ linearization point: ``report.block_losses`` (and ``EpochRecord.block_losses``,
 **Jacobian.** lmtrain.torch calls ``problem.jacobian_slice(model, params, x, y, start, stop)``
 for the rows start:stop of J, O(m·n) where the row-batched reverse mode of a whole-batch
 residual_fn is O(m²·n).  Two routes: for an ``nn.Sequential`` of Linear layers and
-Tanh/Sigmoid/Identity (after an optional parameter-free input map) and derivatives of order
-≤ 4 (u_xxx, u_txx, u_xxxx, u_xxyy), forward Taylor propagation of u and its input
-derivatives through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ)
+Tanh/Sigmoid/SiLU/Softplus/GELU/Identity (after an optional parameter-free input map) and
+derivatives of order ≤ 4 (u_xxx, u_txx, u_xxxx, u_xxyy), forward Taylor propagation of u and
+its input derivatives through the layers with one reverse sweep seeded by ∂F/∂(u, uᵃ, uᵃᵇ,
+uᵃᵇᶜ, uᵃᵇᶜᵈ)
 (``_jacobian.TaylorMLP``); for any module, ``vmap`` over
 the points of ``jacrev`` in θ of the one-point residual, whose input derivatives are nested
 forward-mode ``jvp``\\ s (``_jacobian.PointwiseJacobian``).  ``jacobian="auto"`` times the two
@@ -1248,8 +1249,8 @@ class Problem:
                    columns: list[dict[str, torch.Tensor]]) -> None:
         """Adds ∂(w/√N·F_j)/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ, uᵃᵇᶜᵈ) of condition `index` at `points` to
         seeds[j] (five tensors shaped like taylor's forward components there), for each of its
-        k rows per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of each
-        coefficient c of a WithCoefficients model to columns[j][c] (points × size): the
+        k rows per point: vmap of jacrev of the residual over the points.  And ∂(w/√N·F_j)/∂c of
+        each coefficient c of a WithCoefficients model to columns[j][c] (points × size): the
         residual reads ``model.c``, which is substituted by params[c] while it runs, so that
         jacrev differentiates it (the jacrev route's substitution, _engine)."""
         symbols = self.symbols[index]
@@ -1340,8 +1341,9 @@ class Problem:
         if self.jacobian == "taylor" and not all(
                 self._taylor(i, model) is not None for i in range(len(self.conditions))):
             raise ValueError("jacobian = 'taylor' needs an nn.Sequential of Linear layers and "
-                             "Tanh/Sigmoid/Identity (after an optional parameter-free input map), "
-                             "alone or in pinn.HardConstrained or pinn.WithCoefficients (an "
+                             "Tanh/Sigmoid/SiLU/Softplus/GELU/Identity/pinn.Sin (after an optional "
+                             "parameter-free input map), alone or in pinn.HardConstrained or "
+                             "pinn.WithCoefficients (an "
                              "inverse problem's coefficients beside it), and derivatives of "
                              "order ≤ 4; use 'auto' or 'jacrev'")
         if self.jacobian != "auto":
