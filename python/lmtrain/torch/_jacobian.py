@@ -466,8 +466,8 @@ class WithCoefficients(torch.nn.Module):
     Taylor route knows (a plain MLP, or a HardConstrained one), the Taylor route does: the
     network's columns of J by its propagation, a coefficient's column as ∂F/∂coefficient at
     each point (vmap of jacrev of the residual, beside its ∂F/∂(u, uᵃ, …)).  A module of one's
-    own with the same two parts takes the jacrev route, whose cost per point is 1.3–2× the
-    Taylor route's (docs/pinn.md)."""
+    own with the same two parts takes the jacrev route, 2.5–3× the Taylor route's cost of J on
+    Burgers with ν unknown (bench/pinn_jacobian.py)."""
 
     def __init__(self, network: torch.nn.Module, /, **coefficients: Any) -> None:
         super().__init__()
@@ -581,9 +581,9 @@ class TaylorMLP:
     third derivatives along the triples `third` (u_xxx, u_txx; an axis alone means its pure
     third derivative) and fourth ones along the quadruples `fourth` (u_xxxx, u_xxyy; likewise;
     pure: z⁗ = σ⁗ḣ⁴ + 6σ‴ḣ²ḧ + 3σ″ḧ² + 4σ″ḣh⃛ + σ′h⁗, mixed: _mixed_fourth) of the inputs, with
-    their exact parameter Jacobians, for an
-    ``nn.Sequential`` of ``Linear`` layers and smooth activations (TAYLOR_ACTIVATIONS, Sin),
-    optionally after a parameter-free input map (a periodic embedding, say).
+    their exact parameter Jacobians, for an ``nn.Sequential`` of ``Linear`` layers and smooth
+    activations (TAYLOR_ACTIVATIONS, Sin), optionally after a parameter-free input map (a
+    periodic embedding, say).
 
     Forward-mode Taylor propagation (DESIGN.md §10), batched over the points: a Linear layer
     maps value and derivatives alike, h = Wz + b, ḣᵃ = Wżᵃ, ḧᵃᵇ = Wz̈ᵃᵇ, h⃛ᵃᵇᶜ = Wz⃛ᵃᵇᶜ; an
@@ -592,9 +592,9 @@ class TaylorMLP:
     is pure).  The parameter Jacobian of a pointwise combination F(u, uᵃ, uᵃᵇ, uᵃᵇᶜ) is one
     reverse sweep through those formulas seeded with ∂F/∂(u, uᵃ, uᵃᵇ, uᵃᵇᶜ) (the chain rule
     Σₖ ∂F/∂Dₖu · ∂Dₖu/∂θ); a Linear layer's block of J is, per point, the sum over the
-    C = 1 + |first| + |second| + |third| components of (adjoint of h) ⊗ (input): one batched
-    matrix product writes it.  About C times a forward and backward pass per point, no nested
-    transforms — the fast route for PINNs of plain MLPs.
+    C = 1 + |first| + |second| + |third| + |fourth| components of (adjoint of h) ⊗ (input): one
+    batched matrix product writes it.  About C times a forward and backward pass per point, no
+    nested transforms — the fast route for PINNs of plain MLPs.
     """
 
     def __init__(self, model: torch.nn.Module, dimensions: int, first: Sequence[int],
