@@ -48,8 +48,8 @@ def _load_forward_ad_decompositions() -> None:
                                 category=FutureWarning)
         try:
             from torch._decomp import decompositions_for_jvp  # noqa: F401
-        except ImportError:  # a torch without it loads nothing at the first dual level
-            pass
+        except Exception:  # noqa: BLE001 — a torch without it (or where it fails) is left to
+            pass  # load it, or fail, at its first dual level, as it would without this
 
 
 _load_forward_ad_decompositions()
