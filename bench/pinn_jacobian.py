@@ -210,10 +210,17 @@ def main() -> None:
     rows: dict[str, float] = {}
     jacobians: dict[str, torch.Tensor] = {}
 
-    for route in ("taylor", "jacrev"):
-        problem.jacobian, problem.jacobian_choice = route, {}
-        jacobians[f"pinn.Problem, {route}"], rows[f"pinn.Problem, {route}"] = timed(
-            lambda: problem.jacobian_slice(model, params, x, None, 0, m))
+    def by_route(form: pinn.Problem, module, values: dict, label: str) -> dict:
+        """J of `form` by the Taylor and the jacrev route, each timed into rows."""
+        out = {}
+        for route in ("taylor", "jacrev"):
+            form.jacobian, form.jacobian_choice = route, {}
+            out[route], rows[f"pinn.Problem{label}, {route}"] = timed(
+                lambda: form.jacobian_slice(module, values, x, None, 0, m))
+        return out
+
+    for route, j in by_route(problem, model, params, "").items():
+        jacobians[f"pinn.Problem, {route}"] = j
     # The inverse problem: ν unknown (pinn.WithCoefficients), the pde residual reading it, on the
     # same points — each route's J is the forward problem's with ν's column in front.
     inverse = pinn.WithCoefficients(model, nu=burgers.NU)
@@ -222,41 +229,21 @@ def main() -> None:
         pde, residual=lambda u, u_t, u_x, u_xx: u_t + u * u_x - inverse.nu * u_xx), *others])
     inverse_params = {k: v.detach() for k, v in inverse.named_parameters()}
     assert list(inverse_params)[0] == "nu"
-    inverse_jacobians = {}
-    for route in ("taylor", "jacrev"):
-        inverse_problem.jacobian, inverse_problem.jacobian_choice = route, {}
-        name = f"pinn.Problem, ν unknown (WithCoefficients), {route}"
-        inverse_jacobians[name], rows[name] = timed(
-            lambda: inverse_problem.jacobian_slice(inverse, inverse_params, x, None, 0, m))
-    # A mixed third derivative (BBM's u_txx in the pde residual), on the same points and
-    # network: the Taylor route against the jacrev route.
-    mixed_problem = pinn.Problem("tx", [dataclasses.replace(
-        pde, residual=lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx), *others])
-    mixed_jacobians = {}
-    for route in ("taylor", "jacrev"):
-        mixed_problem.jacobian, mixed_problem.jacobian_choice = route, {}
-        name = f"pinn.Problem, u_txx in the pde residual, {route}"
-        mixed_jacobians[route], rows[name] = timed(
-            lambda: mixed_problem.jacobian_slice(model, params, x, None, 0, m))
-    difference = float((mixed_jacobians["taylor"] - mixed_jacobians["jacrev"]).abs().max() /
-                       mixed_jacobians["jacrev"].abs().max())
-    assert difference < 1e-12, ("u_txx", difference)
-    # Fourth derivatives, the same way: Kuramoto–Sivashinsky's u_t + u·u_x + u_xx + u_xxxx (a
-    # pure one), and the biharmonic Δ²u in (t, x), u_tttt + 2u_ttxx + u_xxxx (a mixed one).
-    fourth_residuals = {
+    inverse_jacobians = by_route(inverse_problem, inverse, inverse_params,
+                                 ", ν unknown (WithCoefficients)")
+    # Higher derivatives in the pde residual, on the same points and network, the Taylor route
+    # against the jacrev route: BBM's mixed third (u_txx), Kuramoto–Sivashinsky's pure fourth
+    # (u_xxxx) and the biharmonic Δ²u in (t, x) (u_tttt + 2u_ttxx + u_xxxx: mixed fourth).
+    higher = {
+        "u_txx": lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx,
         "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx,
         "u_tttt + 2u_ttxx + u_xxxx": lambda u_tttt, u_ttxx, u_xxxx: u_tttt + 2 * u_ttxx + u_xxxx}
-    for label, residual in fourth_residuals.items():
-        fourth_problem = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual),
+    for label, residual in higher.items():
+        higher_problem = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual),
                                              *others])
-        fourth_jacobians = {}
-        for route in ("taylor", "jacrev"):
-            fourth_problem.jacobian, fourth_problem.jacobian_choice = route, {}
-            name = f"pinn.Problem, {label} in the pde residual, {route}"
-            fourth_jacobians[route], rows[name] = timed(
-                lambda: fourth_problem.jacobian_slice(model, params, x, None, 0, m))
-        difference = float((fourth_jacobians["taylor"] - fourth_jacobians["jacrev"]).abs().max()
-                           / fourth_jacobians["jacrev"].abs().max())
+        both = by_route(higher_problem, model, params, f", {label} in the pde residual")
+        difference = float((both["taylor"] - both["jacrev"]).abs().max() /
+                           both["jacrev"].abs().max())
         assert difference < 1e-12, (label, difference)
     for route in ("vmap", "sliced"):
         fn = func_residuals if route == "vmap" else autograd_residuals

@@ -551,6 +551,41 @@ def test_taylor_route_takes_pure_third_derivatives(embedded: bool) -> None:
     _taylor_and_jacrev_against(problem, model, x, reference)
 
 
+def _higher_order_model(form: str, coordinates: str, periodic: dict, hidden: list,
+                        seed: int, scale: float, constraint: tuple, width: int = 8):
+    """The higher-derivative tests' model: an MLP with the activations `hidden`, alone
+    ("plain"), after PeriodicInput(coordinates, periodic) ("periodic") or inside
+    HardConstrained(network, *constraint) ("constrained"); its weights larger and varied."""
+    torch.manual_seed(seed)
+    embed = [pinn.PeriodicInput(coordinates, periodic, harmonics=2)] if form == "periodic" else []
+    sizes = [embed[0].features if embed else len(coordinates)] + [width] * len(hidden)
+    layers = [m for a, b, act in zip(sizes, sizes[1:], hidden)
+              for m in (torch.nn.Linear(a, b), act)]
+    network = torch.nn.Sequential(*embed, *layers, torch.nn.Linear(width, 1)).double()
+    with torch.no_grad():
+        for p in network.parameters():
+            p.mul_(scale).add_(0.1 * torch.randn_like(p))
+    return pinn.HardConstrained(network, *constraint) if form == "constrained" else network
+
+
+def _d(w: torch.Tensor, axis: int, at: torch.Tensor) -> torch.Tensor:
+    """∂w/∂(at's column `axis`), per point, with a graph for the next derivative."""
+    return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
+
+
+def _edge(count: int, axis: str, **where) -> pinn.Condition:
+    """The higher-derivative tests' second condition: u − ½·u_<axis> at `count` points."""
+    residual = {"x": lambda u, u_x: u - 0.5 * u_x, "y": lambda u, u_y: u - 0.5 * u_y}[axis]
+    return pinn.Condition("edge", residual, pinn.Uniform(count, **where), weight=2.0)
+
+
+def _edge_reference(f, q: torch.Tensor, axis: int) -> torch.Tensor:
+    """_edge's weighted rows at the points q by autograd."""
+    q = q.clone().requires_grad_(True)
+    e = f(q)[:, 0]
+    return 2.0 * (e - 0.5 * _d(e, axis, q)) / math.sqrt(q.shape[0])
+
+
 @pytest.mark.parametrize("form", ["plain", "periodic", "constrained"])
 def test_taylor_route_takes_mixed_third_derivatives(form: str) -> None:
     # u_txx (BBM's), u_xxy and u_xyy (a stream function's momentum equations) beside a pure
@@ -558,44 +593,25 @@ def test_taylor_route_takes_mixed_third_derivatives(form: str) -> None:
     # periodic embedding in x (its mixed derivatives across coordinates are 0), and a
     # HardConstrained one (the product rule's mixed third terms).  Against autograd's
     # derivatives of the same module and the jacrev route, to the neighbouring tests' bounds.
-    torch.manual_seed(41)
-    embed = [pinn.PeriodicInput("txy", {"x": 2.0}, harmonics=2)] if form == "periodic" else []
-    inputs = embed[0].features if embed else 3
-    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 8), torch.nn.Tanh(),
-                                  torch.nn.Linear(8, 8), torch.nn.Sigmoid(),
-                                  torch.nn.Linear(8, 1)).double()
-    with torch.no_grad():
-        for p in network.parameters():
-            p.mul_(1.5).add_(0.1 * torch.randn_like(p))
-    model = network
-    if form == "constrained":
-        model = pinn.HardConstrained(
-            network, offset=lambda p: torch.sin(p[:, 1]) * torch.cos(p[:, 2]) * p[:, 0] ** 2,
-            factor=lambda p: torch.exp(p[:, 0]) * (1 - p[:, 1] ** 2) * (1 + p[:, 2] ** 3))
+    model = _higher_order_model(
+        form, "txy", {"x": 2.0}, [torch.nn.Tanh(), torch.nn.Sigmoid()], seed=41, scale=1.5,
+        constraint=(lambda p: torch.sin(p[:, 1]) * torch.cos(p[:, 2]) * p[:, 0] ** 2,
+                    lambda p: torch.exp(p[:, 0]) * (1 - p[:, 1] ** 2) * (1 + p[:, 2] ** 3)))
     problem = pinn.Problem("txy", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_txx, u_xxy, u_xyy, u_yyy, u_xy:
                        u_t + u * u_x - 0.7 * u_txx + 0.2 * u_xxy * u_xyy - 0.1 * u_yyy + u_xy,
                        pinn.Uniform(30, t=(0, 1), x=(-1, 1), y=(-1, 1))),
-        pinn.Condition("edge", lambda u, u_y: u - 0.5 * u_y,
-                       pinn.Uniform(7, t=(0, 1), x=1.0, y=(-1, 1)), weight=2.0)],
-        jacobian="taylor")
+        _edge(7, "y", t=(0, 1), x=1.0, y=(-1, 1))], jacobian="taylor")
     x = problem.points
 
     def reference(f):
         p = x[:30].clone().requires_grad_(True)
         u = f(p)[:, 0]
-
-        def d(w, axis, at=p):
-            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
-
-        u_x, u_y = d(u, 1), d(u, 2)
-        u_xx, u_yy = d(u_x, 1), d(u_y, 2)
-        rows = (d(u, 0) + u * u_x - 0.7 * d(u_xx, 0) + 0.2 * d(u_xx, 2) * d(u_yy, 1)
-                - 0.1 * d(u_yy, 2) + d(u_x, 2))
-        q = x[30:].clone().requires_grad_(True)
-        e = f(q)[:, 0]
-        edge = 2.0 * (e - 0.5 * d(e, 2, q)) / math.sqrt(7)
-        return torch.cat([rows / math.sqrt(30), edge])
+        u_x, u_y = _d(u, 1, p), _d(u, 2, p)
+        u_xx, u_yy = _d(u_x, 1, p), _d(u_y, 2, p)
+        rows = (_d(u, 0, p) + u * u_x - 0.7 * _d(u_xx, 0, p) + 0.2 * _d(u_xx, 2, p) *
+                _d(u_yy, 1, p) - 0.1 * _d(u_yy, 2, p) + _d(u_x, 2, p))
+        return torch.cat([rows / math.sqrt(30), _edge_reference(f, x[30:], 2)])
 
     _taylor_and_jacrev_against(problem, model, x, reference)
     problem.jacobian = "taylor"
@@ -611,43 +627,26 @@ def test_taylor_route_takes_pure_fourth_derivatives(form: str) -> None:
     # in x, a HardConstrained one (the product rule's 4bᵃᵃᵃnᵃ + 6bᵃᵃnᵃᵃ + 4bᵃnᵃᵃᵃ).  Against
     # autograd's derivatives of the same module and the jacrev route, to the neighbouring
     # tests' bounds.
-    torch.manual_seed(43)
-    embed = [pinn.PeriodicInput("tx", {"x": 2.0}, harmonics=2)] if form == "periodic" else []
-    inputs = embed[0].features if embed else 2
-    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 8), torch.nn.Tanh(),
-                                  torch.nn.Linear(8, 8), pinn.Sin(), torch.nn.Linear(8, 8),
-                                  torch.nn.Sigmoid(), torch.nn.Linear(8, 1)).double()
-    with torch.no_grad():
-        for p in network.parameters():
-            p.mul_(1.3).add_(0.1 * torch.randn_like(p))
-    model = network
-    if form == "constrained":
-        model = pinn.HardConstrained(network, offset=lambda p: torch.sin(2 * p[:, 1]) * p[:, 0],
-                                     factor=lambda p: torch.exp(p[:, 0]) * torch.cos(p[:, 1]))
+    model = _higher_order_model(
+        form, "tx", {"x": 2.0}, [torch.nn.Tanh(), pinn.Sin(), torch.nn.Sigmoid()], seed=43,
+        scale=1.3, constraint=(lambda p: torch.sin(2 * p[:, 1]) * p[:, 0],
+                               lambda p: torch.exp(p[:, 0]) * torch.cos(p[:, 1])))
     problem = pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xx, u_xxxx, u_tttt, u_txx:
                        u_t + u * u_x + u_xx + 0.3 * u_xxxx - 0.2 * u_tttt * u_txx,
                        pinn.Uniform(30, t=(0, 1), x=(-1, 1))),
-        pinn.Condition("edge", lambda u, u_x: u - 0.5 * u_x,
-                       pinn.Uniform(7, t=(0, 1), x=1.0), weight=2.0)], jacobian="taylor")
+        _edge(7, "x", t=(0, 1), x=1.0)], jacobian="taylor")
     x = problem.points
 
     def reference(f):
         p = x[:30].clone().requires_grad_(True)
         u = f(p)[:, 0]
-
-        def d(w, axis, at=p):
-            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
-
-        u_x, u_t = d(u, 1), d(u, 0)
-        u_xx = d(u_x, 1)
-        u_xxxx = d(d(u_xx, 1), 1)
-        u_tttt = d(d(d(u_t, 0), 0), 0)
-        rows = u_t + u * u_x + u_xx + 0.3 * u_xxxx - 0.2 * u_tttt * d(u_xx, 0)
-        q = x[30:].clone().requires_grad_(True)
-        e = f(q)[:, 0]
-        edge = 2.0 * (e - 0.5 * d(e, 1, q)) / math.sqrt(7)
-        return torch.cat([rows / math.sqrt(30), edge])
+        u_x, u_t = _d(u, 1, p), _d(u, 0, p)
+        u_xx = _d(u_x, 1, p)
+        u_xxxx = _d(_d(u_xx, 1, p), 1, p)
+        u_tttt = _d(_d(_d(u_t, 0, p), 0, p), 0, p)
+        rows = u_t + u * u_x + u_xx + 0.3 * u_xxxx - 0.2 * u_tttt * _d(u_xx, 0, p)
+        return torch.cat([rows / math.sqrt(30), _edge_reference(f, x[30:], 1)])
 
     _taylor_and_jacrev_against(problem, model, x, reference)
     problem.jacobian = "taylor"
@@ -663,46 +662,28 @@ def test_taylor_route_takes_mixed_fourth_derivatives(form: str) -> None:
     # ty·xx) beside a pure u_yyyy on (t, x, y): a plain MLP, one
     # after a periodic embedding in y, a HardConstrained one (the product rule's sixteen
     # terms).  Against autograd's derivatives of the same module and the jacrev route.
-    torch.manual_seed(47)
-    embed = [pinn.PeriodicInput("txy", {"y": 2.0}, harmonics=2)] if form == "periodic" else []
-    inputs = embed[0].features if embed else 3
-    network = torch.nn.Sequential(*embed, torch.nn.Linear(inputs, 7), torch.nn.Tanh(),
-                                  torch.nn.Linear(7, 7), torch.nn.Sigmoid(),
-                                  torch.nn.Linear(7, 1)).double()
-    with torch.no_grad():
-        for p in network.parameters():
-            p.mul_(1.3).add_(0.1 * torch.randn_like(p))
-    model = network
-    if form == "constrained":
-        model = pinn.HardConstrained(
-            network, offset=lambda p: torch.sin(p[:, 1] + 2 * p[:, 2]) * p[:, 0] ** 2,
-            factor=lambda p: torch.exp(p[:, 0] * p[:, 2]) * torch.cos(p[:, 1] * p[:, 2]))
+    model = _higher_order_model(
+        form, "txy", {"y": 2.0}, [torch.nn.Tanh(), torch.nn.Sigmoid()], seed=47, scale=1.3,
+        width=7, constraint=(lambda p: torch.sin(p[:, 1] + 2 * p[:, 2]) * p[:, 0] ** 2,
+                             lambda p: torch.exp(p[:, 0] * p[:, 2]) * torch.cos(p[:, 1] * p[:, 2])))
     problem = pinn.Problem("txy", [
         pinn.Condition("pde", lambda u, u_x, u_xxyy, u_txxx, u_txyy, u_yyyy, u_xxxx, u_txxy:
                        u_xxxx + 2 * u_xxyy + u_yyyy + 0.3 * u * u_txxx - 0.2 * u_x * u_txyy
                        + 0.4 * u_txxy,
                        pinn.Uniform(25, t=(0, 1), x=(-1, 1), y=(-1, 1))),
-        pinn.Condition("edge", lambda u, u_y: u - 0.5 * u_y,
-                       pinn.Uniform(6, t=(0, 1), x=1.0, y=(-1, 1)), weight=2.0)],
-        jacobian="taylor")
+        _edge(6, "y", t=(0, 1), x=1.0, y=(-1, 1))], jacobian="taylor")
     x = problem.points
 
     def reference(f):
         p = x[:25].clone().requires_grad_(True)
         u = f(p)[:, 0]
-
-        def d(w, axis, at=p):
-            return torch.autograd.grad(w.sum(), at, create_graph=True)[0][:, axis]
-
-        u_x, u_y = d(u, 1), d(u, 2)
-        u_xx, u_yy = d(u_x, 1), d(u_y, 2)
-        u_xxx = d(u_xx, 1)
-        rows = (d(u_xxx, 1) + 2 * d(d(u_xx, 2), 2) + d(d(u_yy, 2), 2) + 0.3 * u * d(u_xxx, 0)
-                - 0.2 * u_x * d(d(u_yy, 1), 0) + 0.4 * d(d(u_xx, 2), 0))
-        q = x[25:].clone().requires_grad_(True)
-        e = f(q)[:, 0]
-        edge = 2.0 * (e - 0.5 * d(e, 2, q)) / math.sqrt(6)
-        return torch.cat([rows / math.sqrt(25), edge])
+        u_x, u_y = _d(u, 1, p), _d(u, 2, p)
+        u_xx, u_yy = _d(u_x, 1, p), _d(u_y, 2, p)
+        u_xxx = _d(u_xx, 1, p)
+        rows = (_d(u_xxx, 1, p) + 2 * _d(_d(u_xx, 2, p), 2, p) + _d(_d(u_yy, 2, p), 2, p)
+                + 0.3 * u * _d(u_xxx, 0, p) - 0.2 * u_x * _d(_d(u_yy, 1, p), 0, p)
+                + 0.4 * _d(_d(u_xx, 2, p), 0, p))
+        return torch.cat([rows / math.sqrt(25), _edge_reference(f, x[25:], 2)])
 
     _taylor_and_jacrev_against(problem, model, x, reference)
     problem.jacobian = "taylor"
@@ -739,14 +720,10 @@ def test_taylor_route_takes_silu_softplus_and_gelu(activation: str) -> None:
     # and the exact GELU x·Φ(x) (their derivatives to the fifth order in closed form), through
     # first to mixed fourth derivatives, against autograd and the jacrev route.  GELU's tanh
     # approximation is not among them: such a network takes the jacrev route.
-    torch.manual_seed(53)
     layer = {"SiLU": torch.nn.SiLU(), "Softplus": torch.nn.Softplus(beta=2.0),
              "GELU": torch.nn.GELU()}[activation]
-    model = torch.nn.Sequential(torch.nn.Linear(2, 8), layer, torch.nn.Linear(8, 8),
-                                torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1.5).add_(0.1 * torch.randn_like(p))
+    model = _higher_order_model("plain", "tx", {}, [layer, torch.nn.Tanh()], seed=53, scale=1.5,
+                                constraint=())
     assert pinn.TaylorMLP.supports(model)
     problem = pinn.Problem("tx", [
         pinn.Condition("pde", lambda u, u_t, u_x, u_xx, u_txx, u_xxxx, u_ttxx:
@@ -759,14 +736,10 @@ def test_taylor_route_takes_silu_softplus_and_gelu(activation: str) -> None:
     def reference(f):
         p = x[:30].clone().requires_grad_(True)
         u = f(p)[:, 0]
-
-        def d(w, axis):
-            return torch.autograd.grad(w.sum(), p, create_graph=True)[0][:, axis]
-
-        u_x = d(u, 1)
-        u_xx = d(u_x, 1)
-        rows = (d(u, 0) + u * u_x - 0.5 * u_xx + 0.2 * d(u_xx, 0) + 0.1 * d(d(u_xx, 1), 1)
-                - 0.05 * d(d(u_xx, 0), 0))
+        u_x = _d(u, 1, p)
+        u_xx = _d(u_x, 1, p)
+        rows = (_d(u, 0, p) + u * u_x - 0.5 * u_xx + 0.2 * _d(u_xx, 0, p)
+                + 0.1 * _d(_d(u_xx, 1, p), 1, p) - 0.05 * _d(_d(u_xx, 0, p), 0, p))
         q = x[30:]
         initial = 3.0 * (f(q)[:, 0] - torch.sin(math.pi * q[:, 1])) / math.sqrt(8)
         return torch.cat([rows / math.sqrt(30), initial])
