@@ -182,6 +182,44 @@ def timed(fn, twice: bool = True, repeats: int = 5):
     return out, statistics.median(seconds)
 
 
+def pde_variants(problem, model, params: dict, reference: torch.Tensor, scale: torch.Tensor,
+                 by_route) -> None:
+    """The same points and network with the pde residual changed, each by both routes
+    (by_route times them into the table): the inverse problem with ν unknown
+    (pinn.WithCoefficients; J is `reference`, the forward problem's, with ν's column in front,
+    −u_xx/√N), and higher derivatives — BBM's mixed third (u_txx), Kuramoto–Sivashinsky's pure
+    fourth (u_xxxx) and the biharmonic Δ²u in (t, x) (mixed fourth), the routes against each
+    other."""
+    x, m, count = problem.points, reference.shape[0], problem.counts[0]
+    inverse = pinn.WithCoefficients(model, nu=burgers.NU)
+    pde, *others = problem.conditions
+    inverse_problem = pinn.Problem("tx", [dataclasses.replace(
+        pde, residual=lambda u, u_t, u_x, u_xx: u_t + u * u_x - inverse.nu * u_xx), *others])
+    inverse_params = {k: v.detach() for k, v in inverse.named_parameters()}
+    assert list(inverse_params)[0] == "nu"
+    p = x[:count].clone().requires_grad_(True)
+    u_x = torch.autograd.grad(model(p).sum(), p, create_graph=True)[0][:, 1]
+    u_xx = torch.autograd.grad(u_x.sum(), p)[0][:, 1]
+    nu_column = torch.zeros(m, dtype=torch.float64)
+    nu_column[:count] = -u_xx * scale[:count]
+    for route, j in by_route(inverse_problem, inverse, inverse_params,
+                             ", ν unknown (WithCoefficients)").items():
+        difference = max(float((j[:, 0] - nu_column).abs().max() / nu_column.abs().max()),
+                         float((j[:, 1:] - reference).abs().max() / reference.abs().max()))
+        assert difference < 1e-12, ("ν unknown", route, difference)
+    higher = {
+        "u_txx": lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx,
+        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx,
+        "u_tttt + 2u_ttxx + u_xxxx": lambda u_tttt, u_ttxx, u_xxxx: u_tttt + 2 * u_ttxx + u_xxxx}
+    for label, residual in higher.items():
+        higher_problem = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual),
+                                             *others])
+        both = by_route(higher_problem, model, params, f", {label} in the pde residual")
+        difference = float((both["taylor"] - both["jacrev"]).abs().max() /
+                           both["jacrev"].abs().max())
+        assert difference < 1e-12, (label, difference)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=2000, help="interior points")
@@ -221,30 +259,7 @@ def main() -> None:
 
     for route, j in by_route(problem, model, params, "").items():
         jacobians[f"pinn.Problem, {route}"] = j
-    # The inverse problem: ν unknown (pinn.WithCoefficients), the pde residual reading it, on the
-    # same points — each route's J is the forward problem's with ν's column in front.
-    inverse = pinn.WithCoefficients(model, nu=burgers.NU)
-    pde, *others = problem.conditions
-    inverse_problem = pinn.Problem("tx", [dataclasses.replace(
-        pde, residual=lambda u, u_t, u_x, u_xx: u_t + u * u_x - inverse.nu * u_xx), *others])
-    inverse_params = {k: v.detach() for k, v in inverse.named_parameters()}
-    assert list(inverse_params)[0] == "nu"
-    inverse_jacobians = by_route(inverse_problem, inverse, inverse_params,
-                                 ", ν unknown (WithCoefficients)")
-    # Higher derivatives in the pde residual, on the same points and network, the Taylor route
-    # against the jacrev route: BBM's mixed third (u_txx), Kuramoto–Sivashinsky's pure fourth
-    # (u_xxxx) and the biharmonic Δ²u in (t, x) (u_tttt + 2u_ttxx + u_xxxx: mixed fourth).
-    higher = {
-        "u_txx": lambda u, u_t, u_x, u_txx: u_t + u_x + u * u_x - u_txx,
-        "u_xxxx": lambda u, u_t, u_x, u_xx, u_xxxx: u_t + u * u_x + u_xx + u_xxxx,
-        "u_tttt + 2u_ttxx + u_xxxx": lambda u_tttt, u_ttxx, u_xxxx: u_tttt + 2 * u_ttxx + u_xxxx}
-    for label, residual in higher.items():
-        higher_problem = pinn.Problem("tx", [dataclasses.replace(pde, residual=residual),
-                                             *others])
-        both = by_route(higher_problem, model, params, f", {label} in the pde residual")
-        difference = float((both["taylor"] - both["jacrev"]).abs().max() /
-                           both["jacrev"].abs().max())
-        assert difference < 1e-12, (label, difference)
+    pde_variants(problem, model, params, jacobians["pinn.Problem, taylor"], scale, by_route)
     for route in ("vmap", "sliced"):
         fn = func_residuals if route == "vmap" else autograd_residuals
         wrapped = pinn.Pointwise(fn, route=route)
@@ -288,15 +303,6 @@ def main() -> None:
     reference = jacobians["pinn.Problem, taylor"]
     for name, j in jacobians.items():
         difference = float((j - reference).abs().max() / reference.abs().max())
-        assert difference < 1e-12, (name, difference)
-    p = x[:problem.counts[0]].clone().requires_grad_(True)
-    u_x = torch.autograd.grad(model(p).sum(), p, create_graph=True)[0][:, 1]
-    u_xx = torch.autograd.grad(u_x.sum(), p)[0][:, 1]
-    nu_column = torch.zeros(m, dtype=torch.float64)
-    nu_column[:problem.counts[0]] = -u_xx * scale[:problem.counts[0]]
-    for name, j in inverse_jacobians.items():  # ν's column in closed form, then the network's
-        difference = max(float((j[:, 0] - nu_column).abs().max() / nu_column.abs().max()),
-                         float((j[:, 1:] - reference).abs().max() / reference.abs().max()))
         assert difference < 1e-12, (name, difference)
     r = problem(model, x).detach().contiguous()
     j = reference.contiguous()

@@ -576,6 +576,23 @@ def _cached(cache: dict[tuple, list], key: tuple, points: torch.Tensor,
     return parts
 
 
+def _derivative_sets(first: Sequence[int], second: Sequence[tuple[int, int]],
+                     third: Sequence[int | tuple[int, ...]],
+                     fourth: Sequence[int | tuple[int, ...]]) -> tuple[list, list, list, list]:
+    """The derivatives a Taylor propagation carries, each order's sorted: the fourth ones as
+    quadruples of axes and the third as triples (an axis a alone: the pure u_aaaa, u_aaa), and
+    what each needs below it — u_abcd its four third derivatives, u_abc its u_bc, u_ac, u_ab,
+    a pair its two axes."""
+    fourths = sorted({(f,) * 4 if isinstance(f, int) else tuple(sorted(f)) for f in fourth})
+    thirds = sorted({(t,) * 3 if isinstance(t, int) else tuple(sorted(t)) for t in third} |
+                    {tuple(f[i] for i in kept) for f in fourths
+                     for kept in itertools.combinations(range(4), 3)})
+    seconds = sorted({tuple(sorted(p)) for p in second} |
+                     {pair for a, b, c in thirds for pair in ((b, c), (a, c), (a, b))})
+    firsts = sorted(set(first) | {a for pair in seconds for a in pair})
+    return firsts, seconds, thirds, fourths
+
+
 class TaylorMLP:
     """u, its first derivatives along `first`, second derivatives along the pairs `second` and
     third derivatives along the triples `third` (u_xxx, u_txx; an axis alone means its pure
@@ -617,22 +634,13 @@ class TaylorMLP:
         self.prefix += "network." if self.outer is not None else ""
         model = model.network if self.outer is not None else model
         self.model, self.d = model, dimensions
-        # Fourth derivatives as sorted quadruples of axes (an axis a alone: the pure u_aaaa);
-        # u_abcd carries its four third derivatives along.
-        self.fourth = sorted({(f,) * 4 if isinstance(f, int) else tuple(sorted(f))
-                              for f in fourth})
-        self.pure_fourth = all(len(set(f)) == 1 for f in self.fourth)
-        # Third derivatives as sorted triples of axes (an axis a alone: the pure u_aaa).
-        self.third = sorted({(t, t, t) if isinstance(t, int) else tuple(sorted(t))
-                             for t in third} |
-                            {tuple(f[i] for i in kept) for f in self.fourth
-                             for kept in itertools.combinations(range(4), 3)})
+        self.first, self.second, self.third, self.fourth = _derivative_sets(first, second, third,
+                                                                            fourth)
         self.pure_third = all(a == b == c for a, b, c in self.third)
-        # u_abc's propagation carries u_a, u_b, u_c and u_bc, u_ac, u_ab along.
-        self.second = sorted({tuple(sorted(p)) for p in second} |
-                             {pair for a, b, c in self.third for pair in ((b, c), (a, c), (a, b))})
-        axes = set(first) | {a for pair in self.second for a in pair}  # the triples' too
-        self.first = sorted(axes)
+        self.pure_fourth = all(len(set(f)) == 1 for f in self.fourth)
+        # The mixed ones' places, made once (each layer of each pass reads them).
+        self._third_places = self._third_indices()
+        self._quadruple_places = self._quadruple_indices()
         modules = list(model)
         self.input_map = None if isinstance(modules[0], torch.nn.Linear) else modules[0]
         start = 0 if self.input_map is None else 1
@@ -743,7 +751,7 @@ class TaylorMLP:
                 third = (dddb * value + 3 * ddb[:, tp] * dv[:, ta] + 3 * db[:, ta] * ddv[:, tp] +
                          b.unsqueeze(1) * dddv)
             else:
-                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                t1, t2, t3, p1, p2, p3 = self._third_places
                 third = (dddb * value + ddb[:, p3] * dv[:, t3] + ddb[:, p2] * dv[:, t2] +
                          ddb[:, p1] * dv[:, t1] + db[:, t1] * ddv[:, p1] +
                          db[:, t2] * ddv[:, p2] + db[:, t3] * ddv[:, p3] + b.unsqueeze(1) * dddv)
@@ -782,14 +790,14 @@ class TaylorMLP:
             sdn = _add_at(sdn, ta, 3 * ddb[:, tp] * sdddu)
             sddn = _add_at(b.unsqueeze(1) * sddu, tp, 3 * db[:, ta] * sdddu)
         else:
-            t1, t2, t3, p1, p2, p3 = self._third_indices()
+            t1, t2, t3, p1, p2, p3 = self._third_places
             sdn = _add_at(_add_at(_add_at(sdn, t3, ddb[:, p3] * sdddu), t2, ddb[:, p2] * sdddu),
                           t1, ddb[:, p1] * sdddu)
             sddn = _add_at(_add_at(_add_at(b.unsqueeze(1) * sddu, p1, db[:, t1] * sdddu), p2,
                                    db[:, t2] * sdddu), p3, db[:, t3] * sdddu)
         sdddn = b.unsqueeze(1) * sdddu
         if self.fourth and not self.pure_fourth:  # the transpose of Σ b^A·n^(the rest)
-            bs, places = self._by_positions(factor), self._quadruple_indices()
+            bs, places = self._by_positions(factor), self._quadruple_places
             for part, rest in _PARTS_AND_RESTS:
                 if len(rest) in (0, 4):  # b^abcd·n: in sn's sum above; b·n^abcd: returned below
                     continue
@@ -812,7 +820,7 @@ class TaylorMLP:
         """_mixed_fourth's transpose: its seeds zbar4 (P × F × w) added to those of h (hbar),
         ḣ (dhbar), ḧ (ddhbar) and h⃛ (dddzbar, already σ′ times the third order's)."""
         d = self._pieces(dh, ddh, dddh)
-        places = self._quadruple_indices()
+        places = self._quadruple_places
         s2, s3, s4, s5 = (x.unsqueeze(1) for x in s[2:6])
         ones = d[(0,)] * d[(1,)] * d[(2,)] * d[(3,)]
         term3 = sum(d[pair] * d[rest[:1]] * d[rest[1:]] for pair, rest in _PAIRS_AND_RESTS)
@@ -913,7 +921,7 @@ class TaylorMLP:
                              ddh[:, tp] + s[1].unsqueeze(1) * dddh)
             elif self.third:
                 # z⃛ᵃᵇᶜ = σ‴ḣᵃḣᵇḣᶜ + σ″(ḣᵃḧᵇᶜ + ḣᵇḧᵃᶜ + ḣᶜḧᵃᵇ) + σ′h⃛ᵃᵇᶜ
-                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                t1, t2, t3, p1, p2, p3 = self._third_places
                 da, db, dc = dh[:, t1], dh[:, t2], dh[:, t3]
                 parts.append(s[3].unsqueeze(1) * da * db * dc + s[2].unsqueeze(1) * (
                     da * ddh[:, p1] + db * ddh[:, p2] + dc * ddh[:, p3]) +
@@ -953,7 +961,7 @@ class TaylorMLP:
         positions within them — (i,): ḣ along its axis, (i, j): ḧ, (i, j, k): h⃛ (P × F × w)."""
         below = {1: dh, 2: ddh, 3: dddh}
         return {kept: below[len(kept)][:, place]
-                for kept, place in self._quadruple_indices().items()}
+                for kept, place in self._quadruple_places.items()}
 
     def _mixed_fourth(self, s: Sequence[torch.Tensor], dh: torch.Tensor, ddh: torch.Tensor,
                       dddh: torch.Tensor, ddddh: torch.Tensor) -> torch.Tensor:
@@ -1024,7 +1032,7 @@ class TaylorMLP:
             elif self.third:
                 # The transpose of z⃛ᵃᵇᶜ = σ‴ḣᵃḣᵇḣᶜ + σ″(ḣᵃḧᵇᶜ + ḣᵇḧᵃᶜ + ḣᶜḧᵃᵇ) + σ′h⃛ᵃᵇᶜ.
                 s4 = s[4].unsqueeze(1)
-                t1, t2, t3, p1, p2, p3 = self._third_indices()
+                t1, t2, t3, p1, p2, p3 = self._third_places
                 da, db, dc = dh[:, t1], dh[:, t2], dh[:, t3]
                 ddbc, ddac, ddab = ddh[:, p1], ddh[:, p2], ddh[:, p3]
                 hbar = hbar + (dddzbar * (s4 * da * db * dc + s3 * (
