@@ -1248,6 +1248,10 @@ def test_fit_on_draws_takes_the_steps_of_the_loop() -> None:
     assert history[-1]["termination"] == "max_epochs" and "pde" in history[-1]["block_losses"]
     for a, b in zip(model.parameters(), fitted.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # fit() says which Jacobian route it took, as step() does (it said "autograd", the
+    # constructor's guess, before).
+    assert fitter.path == optimizer.path == "pinn " + {
+        "taylor": "taylor", "jacrev": "pointwise jacrev"}[drawn.jacobian_choice["mode"]]
     assert drawn.counts[0] == 160  # the draw after the last epoch (step 7: 40·2³ capped)
     # The fit run's time budget stops it.
     timed, net = _drawn_burgers(6)

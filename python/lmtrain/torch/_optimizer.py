@@ -1153,6 +1153,9 @@ class LevenbergMarquardt:
                        on_epoch)
         finally:
             self._lin.reset_step()
+            # The Jacobian's route is chosen at the first step (by measurement where "auto"):
+            # say which, as step() does.
+            self.path = self._lin.path
 
     def _materialized(self, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if self._is_pair(data):
