@@ -111,6 +111,11 @@ class ForeignStep {
         reported_loss(loss_, report.objective_after - report.penalty_after, b, spec_.outputs);
     report.slice_size = step_->slice_samples();
     report.phase_seconds = phase_seconds(times);
+    // The route the linearization took ("autograd per point", "pinn taylor", …), as the
+    // optimizer's `path` says: chosen at the first step, by measurement where "auto".
+    const nanobind::handle lin = source_->callbacks();
+    if (lin.is_valid() && nanobind::hasattr(lin, "path"))
+      report.path = nanobind::cast<std::string>(nanobind::str(lin.attr("path")));
     return report;
   }
 

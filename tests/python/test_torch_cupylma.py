@@ -162,6 +162,22 @@ def test_a_raise_to_damping_max_terminates_and_restarts_lambda(monkeypatch) -> N
     assert flags == [True]
 
 
+def test_float64_inputs_of_a_float32_model_are_converted() -> None:
+    # cuPyLMA scripts often build float64 data for cuPyLMA's default float32 model: lma.step
+    # converts x to the model's dtype, as LevenbergMarquardt does (it raised torch's "mat1 and
+    # mat2 must have the same dtype"), and steps as on float32 inputs, bit for bit.
+    x, y = _sinc(64)
+    runs = []
+    for xd in (x.double(), x.float()):
+        torch.manual_seed(3)
+        model = DNN(5)
+        lma = cuPyLMA.LMA(model, ["cpu"], torch.nn.MSELoss(), lambda a, b: torch.flatten(a - b))
+        losses = [lma.step(xd, y.float())[0] for _ in range(3)]
+        runs.append((losses, torch.cat([p.detach().reshape(-1) for p in model.parameters()])))
+    assert runs[0][0] == runs[1][0] and runs[0][0][-1] < runs[0][0][0]
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=0, atol=0)
+
+
 def test_a_per_sample_residual_fn_of_outputs_and_its_jacobian() -> None:
     # A weighted residual per sample (not MSELoss's): its rows are checked to be per sample and
     # differentiated per sample; the normal equations equal autograd's J of the whole batch.

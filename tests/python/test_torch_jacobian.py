@@ -166,4 +166,6 @@ def test_jacobian_mode_by_shape_and_by_measurement() -> None:
                                   "seconds": {"jacrev": 2.0, "jacfwd": 1.0}}
     _, fwd_matrix, _ = again.normal_equations(a, y)
     assert again.path == "torch.func jacfwd"
+    # ... and so does the step's report (it said "" on the torch path before)
+    assert again.step(a, y).path == again.path == "torch.func jacfwd"
     torch.testing.assert_close(fwd_matrix, matrix, rtol=1e-12, atol=1e-12)

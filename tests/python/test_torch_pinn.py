@@ -929,7 +929,7 @@ def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd
         systems.append(optimizer.normal_equations(problem.points))
         report = optimizer.step(problem.points)
         systems.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
-        assert optimizer.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
+        assert report.path == optimizer.path == ("pinn " + {"taylor": "taylor", "jacrev": "pointwise jacrev"}[
             problem.jacobian_choice["mode"]] if residual_fn is problem else "autograd per point")
     assert problem.jacobian_choice["by"] == "measurement"
     assert set(problem.jacobian_choice["seconds"]) == {"taylor", "jacrev"}

@@ -318,6 +318,59 @@ def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) 
     assert report.loss_after <= report.loss
 
 
+@pytest.mark.parametrize("where", ["x", "y"])
+def test_torch_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
+    # The torch path checks as the fast path does (before: x's NaN ended the step with
+    # 'non_finite_objective' and no error, and fit() returned an empty history).
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 1)).double()
+    x = torch.rand(40, 2, dtype=torch.float64)
+    y = torch.sin(x[:, :1])
+    opt = lt.LevenbergMarquardt(model, fast_path=False)
+    assert opt.path.startswith("torch.func")
+    opt.step(x, y)
+    before = flat_parameters(model)
+    bad_x, bad_y = x.clone(), y.clone()
+    if where == "x":
+        bad_x[7, 1] = float("nan")
+    else:
+        bad_y[30, 0] = float("inf")
+    sample = 7 if where == "x" else 30
+    with pytest.raises(ValueError, match=f"^{where} holds 1 NaN or inf value.*sample {sample};"):
+        opt.step(bad_x, bad_y)
+    _unchanged(model, before)
+    with pytest.raises(ValueError, match=f"^{where} holds .*sample {sample};"):
+        opt.fit((bad_x, bad_y), epochs=1, shuffle=False)
+    with pytest.raises(ValueError, match=f"^validation {where} holds .*sample {sample};"):
+        opt.fit((x, y), epochs=1, validation=(bad_x, bad_y))
+    _unchanged(model, before)
+    with pytest.raises(TypeError, match=r"takes torch tensors, not ndarray/ndarray.*from_numpy"):
+        opt.fit((x.numpy(), y.numpy()), epochs=1)
+    _unchanged(model, before)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_data_of_another_float_dtype_is_converted_to_the_models(fast_path: bool) -> None:
+    # float64 data for a float32 model: both paths convert it (the torch path raised torch's
+    # "mat1 and mat2 must have the same dtype"), and train as on the converted data, bit for bit.
+    x = torch.rand(60, 2, dtype=torch.float64)
+    y = torch.sin(3 * x[:, :1]) * x[:, 1:]
+    runs = []
+    for xd, yd in ((x, y), (x.float(), y.float())):
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
+                                    torch.nn.Linear(8, 1))
+        opt = lt.LevenbergMarquardt(model, fast_path=fast_path)
+        assert (opt.path == "native") == fast_path
+        losses = [opt.step(xd, yd).loss_after for _ in range(3)]
+        losses += [h["loss"] for h in opt.fit((xd, yd), epochs=2, validation=(xd, yd))]
+        runs.append((losses, flat_parameters(model)))
+    assert runs[0][0] == runs[1][0]
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=0, atol=0)
+    assert runs[0][0][-1] < runs[0][0][0]
+
+
 def test_buffers_that_change_in_forward() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4),

@@ -8,7 +8,7 @@ Jacobian slices come from torch (torch.func per sample, or batched autograd for 
 that may differentiate the model with respect to its inputs, as PINNs do); lmtrain folds each
 slice into A = JᵀJ and g = Jᵀr, and solves the damped system with A reused across λ retries.
 An nn.Sequential of layers lmtrain implements runs on the library's own engine instead
-(``report.path == "native"``).  CPU only so far.
+(``report.path == "native"``).  On the CPU and on CUDA devices (docs/torch.md, "On CUDA").
 """
 
 from __future__ import annotations

@@ -172,6 +172,9 @@ class LMA:
         loss of ``loss_fn`` after the step (before it, when every attempt failed), and
         terminated when a raise of λ reached ``DAMPING_MAX`` (or one of lmtrain's stops held)."""
         x, y = h_inputs, h_targets
+        dtype = next(self.model.parameters()).dtype
+        if x.is_floating_point() and x.dtype != dtype:  # as LevenbergMarquardt converts it
+            x = x.to(dtype)
         if len(self.devices) == 1:  # several devices: each takes its shard where it lies
             x, y = x.to(self.devices[0]), y.to(self.devices[0])
         if self._optimizer is None or slice_size != self._slice:

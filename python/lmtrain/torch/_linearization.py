@@ -103,6 +103,7 @@ class TorchLinearization:
             self._pending = (0.5 * float((rd.double() ** 2).sum()), rd)
             self.units, self.outputs = m, 1
             return m
+        x = self._x = self.model_data(x, y)
         b = batch_size(x)
         if self._model_outputs is None:  # once: the model's output width (R, the targets)
             before = self._buffers()
@@ -121,6 +122,31 @@ class TorchLinearization:
                              f"({b}, {self.outputs})")
         self.units = b
         return b
+
+    def model_data(self, x: Any, y: Any, what: str = "") -> Any:
+        """A built-in loss's inputs as the model computes with them: floating tensors in the
+        model's dtype (converted, as the fast path converts them; the loss converts y), x and y
+        finite (a ValueError naming the first bad sample otherwise, before anything changes;
+        `what` prefixes the names: "validation ")."""
+        def converted(t: Any) -> Any:
+            if isinstance(t, (tuple, list)):
+                return type(t)(converted(v) for v in t)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != self.dtype:
+                return t.to(self.dtype)
+            return t
+
+        x = converted(x)
+        for name, t in (("x", x), ("y", y)):
+            for v in t if isinstance(t, (tuple, list)) else [t]:
+                if not (isinstance(v, torch.Tensor) and v.is_floating_point()):
+                    continue
+                bad = ~torch.isfinite(v)
+                if bool(bad.any()):
+                    rows = bad.reshape(v.shape[0], -1).any(1) if v.dim() > 0 else bad.reshape(1)
+                    raise ValueError(f"{what}{name} holds {int(bad.sum())} NaN or inf value(s), the "
+                                     f"first in sample {int(rows.nonzero()[0, 0])}; remove or "
+                                     "impute those samples (parameters are unchanged)")
+        return x
 
     def residuals_per_unit(self) -> int:
         if self.loss is None:
@@ -242,6 +268,7 @@ class TorchLinearization:
             with torch.enable_grad():
                 r = self._residual_vector(x, y, None).detach()
             return 0.5 * float((r.double() ** 2).sum()), r.numel(), 1
+        x = self._x = self.model_data(x, y)
         with torch.no_grad():
             z = call_model(self.model, x)
             targets = self.loss.targets(y, z.shape[1], z.dtype)

@@ -475,6 +475,17 @@ def _checkpoint_position(path: str, dtype: torch.dtype) -> tuple[int, torch.Tens
     return int(done), torch.from_numpy(params).to(dtype)
 
 
+def _check_tensor_pairs(**pairs: Any) -> None:
+    """fit's (x, y) pairs hold torch tensors: a pair of arrays would otherwise be taken for an
+    iterable of two batches."""
+    for name, pair in pairs.items():
+        if isinstance(pair, (tuple, list)) and len(pair) == 2 and any(
+                hasattr(v, "__array__") and not isinstance(v, torch.Tensor) for v in pair):
+            kinds = "/".join(type(v).__name__ for v in pair)
+            raise TypeError(f"fit({name}=(x, y)) takes torch tensors, not {kinds}; convert with "
+                            "torch.from_numpy(...) or torch.as_tensor(...)")
+
+
 def _to(t: Any, device: torch.device) -> Any:
     if t is None:
         return None
@@ -1029,6 +1040,7 @@ class LevenbergMarquardt:
         trainer.max_validation_failures = int(max_validation_failures)
         trainer.restore_best = bool(restore_best)
         trainer.validate()
+        _check_tensor_pairs(data=data, validation=validation)
         request = _core.ForeignFitRequest()
         request.model = self._describe_model()
         request.precision = self.precision
@@ -1138,6 +1150,10 @@ class LevenbergMarquardt:
                                       "library shards; for a DataLoader with a "
                                       "DistributedSampler call step() on its batches with "
                                       "shard=False")
+        if self.residual_fn is None:  # NaN anywhere: refused before the first step
+            for what, pair in (("", data), ("validation ", validation)):
+                if pair is not None and self._is_pair(pair):
+                    self._lin.model_data(*pair, what=what)
         dataset = _TorchTrainingSet(self._lin, data, validation, self.device)
         if dataset.batches_are_rows:
             trainer.batch_size, trainer.shuffle = 1, False
