@@ -23,7 +23,7 @@ std::pair<std::size_t, std::string> budget_bytes(const SolverOptions& options, c
     return {options.memory_budget_bytes, "SolverOptions::memory_budget_bytes"};
   const std::size_t available = device.available_memory_bytes();
   return {static_cast<std::size_t>(options.memory_fraction * static_cast<double>(available)),
-          fmt::format("SolverOptions::memory_fraction {} of the {} {} has available",
+          fmt::format("SolverOptions::memory_fraction {} of the {} available on {}",
                       options.memory_fraction, format_bytes(available), device.name())};
 }
 
