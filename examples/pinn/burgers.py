@@ -51,7 +51,8 @@ NU = references.BURGERS_NU
 # hold (bench/results/…-PINN-issue39-bu-polish against …-bu-h5w30*); the last tenth, the recipe
 # since 2026-11-28, 3.55e-8, 3.97e-8, 3.96e-8 after 900 s (…-bu-polish01) and 8.81e-9, 9.07e-9,
 # 1.001e-8 after 2 h against 1.06e-8, 1.16e-8 for the last third (…-bu2h-p01; docs/pinn.md, "A
-# last phase on held points"), seed 0 end to end 9.40e-9 (…-bu2h-e2e-s0).
+# last phase on held points"), seed 0 end to end 9.40e-9 (…-bu2h-e2e-s0); seeds 1 and 2 end to
+# end 1.18e-8, 1.33e-8 with a third fewer steps on a busier core (…-bu2h-e2e-s1, -s2).
 # device: where the network, the points and the error's grid live ("cuda": scripts/gpu-run.sh's
 # pinn stage).
 RECIPE = dict(points=2000, points_max=16000, grow_every=100, edge_points=400, method="sobol",
