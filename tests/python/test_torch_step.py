@@ -284,25 +284,36 @@ def test_residual_fn_of_the_wrong_shape_or_not_finite() -> None:
     _unchanged(model, before)
 
 
-@pytest.mark.parametrize("where", ["x", "y"])
-def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
-    # NativeStep checks its own copies of x and y before the step, and fit()'s trainer its data
-    # sets: a NaN in x or an inf in y is a ValueError, the parameters stay bit for bit, and the
-    # next finite step works from them.
+def _small_problem() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(4)
     model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
                                 torch.nn.Linear(8, 1)).double()
     x = torch.rand(40, 2, dtype=torch.float64)
-    y = torch.sin(x[:, :1])
-    opt = lt.LevenbergMarquardt(model)
-    assert opt.path == "native"
-    opt.step(x, y)
-    before = flat_parameters(model)
+    return model, x, torch.sin(x[:, :1])
+
+
+def _with_a_bad_value(x: torch.Tensor, y: torch.Tensor,
+                      where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A NaN in x's sample 7 or an inf in y's sample 30."""
     bad_x, bad_y = x.clone(), y.clone()
     if where == "x":
         bad_x[7, 1] = float("nan")
     else:
         bad_y[30, 0] = float("inf")
+    return bad_x, bad_y
+
+
+@pytest.mark.parametrize("where", ["x", "y"])
+def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
+    # NativeStep checks its own copies of x and y before the step, and fit()'s trainer its data
+    # sets: a NaN in x or an inf in y is a ValueError, the parameters stay bit for bit, and the
+    # next finite step works from them.
+    model, x, y = _small_problem()
+    opt = lt.LevenbergMarquardt(model)
+    assert opt.path == "native"
+    opt.step(x, y)
+    before = flat_parameters(model)
+    bad_x, bad_y = _with_a_bad_value(x, y, where)
     with pytest.raises(ValueError, match="NaN or inf; parameters are unchanged"):
         opt.step(bad_x, bad_y)
     _unchanged(model, before)
@@ -322,20 +333,12 @@ def test_fast_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) 
 def test_torch_path_refuses_non_finite_data_and_keeps_the_parameters(where: str) -> None:
     # The torch path checks as the fast path does (before: x's NaN ended the step with
     # 'non_finite_objective' and no error, and fit() returned an empty history).
-    torch.manual_seed(4)
-    model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(),
-                                torch.nn.Linear(8, 1)).double()
-    x = torch.rand(40, 2, dtype=torch.float64)
-    y = torch.sin(x[:, :1])
+    model, x, y = _small_problem()
     opt = lt.LevenbergMarquardt(model, fast_path=False)
     assert opt.path.startswith("torch.func")
     opt.step(x, y)
     before = flat_parameters(model)
-    bad_x, bad_y = x.clone(), y.clone()
-    if where == "x":
-        bad_x[7, 1] = float("nan")
-    else:
-        bad_y[30, 0] = float("inf")
+    bad_x, bad_y = _with_a_bad_value(x, y, where)
     sample = 7 if where == "x" else 30
     with pytest.raises(ValueError, match=f"^{where} holds 1 NaN or inf value.*sample {sample};"):
         opt.step(bad_x, bad_y)
