@@ -36,9 +36,9 @@ def main() -> None:
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25,
                                                         random_state=args.seed)
 
-    # weight_decay is ARD's initial ρ of every group, re-estimated after each step.  Started from
-    # the estimate of an untrained network (weight_decay=0), the evidence switches x2 off before
-    # the network has learned its curvature (test MSE 2.6); a small start keeps it (0.27).
+    # weight_decay is ARD's initial ρ of every group, re-estimated after each step; 0 starts from
+    # the evidence estimate of the untrained network.  Both keep x0…x4 and end near the noise
+    # (test MSE, seeds 0, 1, 2: 0.260, 0.260, 0.265 with 1e-3; 0.280, 0.269, 0.268 with 0).
     net = LMRegressor(hidden_layer_sizes=(8,), regularization="ard", weight_decay=1e-3,
                       max_epochs=100, random_state=args.seed).fit(X_train, y_train)
 

@@ -10,6 +10,7 @@ The same C++ library as the ``lmtrain`` command:
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from . import _openmp
@@ -21,8 +22,12 @@ from ._summary import EpochRecord, PenaltyGroup, Summary  # noqa: E402
 from ._training import fit, option_names as _option_names  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["EpochRecord", "LMClassifier", "LMRegressor", "Model", "PenaltyGroup", "Summary",
-           "fit", "load", "option_names"]
+_ESTIMATORS = ("LMClassifier", "LMRegressor")
+# The estimators are part of the package's names only where scikit-learn is installed: without
+# it `from lmtrain import *` must still work (and `lmtrain.LMRegressor` says what to install).
+_HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
+__all__ = ["EpochRecord", *(_ESTIMATORS if _HAVE_SKLEARN else ()), "Model", "PenaltyGroup",
+           "Summary", "fit", "load", "option_names"]
 
 
 def option_names() -> list[str]:
@@ -32,8 +37,16 @@ def option_names() -> list[str]:
 
 def __getattr__(name: str) -> Any:
     # The estimators import scikit-learn, which `import lmtrain` does not need.
-    if name in ("LMRegressor", "LMClassifier"):
+    if name in _ESTIMATORS:
+        if not _HAVE_SKLEARN:
+            raise ModuleNotFoundError(
+                f"lmtrain.{name} needs scikit-learn, which is not installed: "
+                "pip install 'lmtrain[sklearn]' (or pip install scikit-learn)", name="sklearn")
         from . import sklearn
 
         return getattr(sklearn, name)
     raise AttributeError(f"module 'lmtrain' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,6 +18,20 @@ def _softmax(z: NDArray[np.float64]) -> NDArray[np.float64]:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _labels(names: list[str]) -> NDArray[Any]:
+    """Class names as numbers when the text round-trips exactly (so "01" stays a string)."""
+    if set(names) <= {"False", "True"}:
+        return np.array([n == "True" for n in names])
+    for kind in (np.int64, np.float64):
+        try:
+            values = np.array([kind(n) for n in names])
+        except (ValueError, OverflowError):
+            continue
+        if [str(v) for v in values] == list(names):
+            return values
+    return np.asarray(names)
+
+
 class Model:
     """A trained network with its normalization, as ``model.safetensors`` holds it.
 
@@ -110,11 +124,14 @@ class Model:
     def classes(self) -> NDArray[Any]:
         """Classification: the class labels, output k being ``classes[k]``.
 
-        The stored class names, or 0 … n_classes−1 when the file names none.
+        The file stores class names as text; they come back as ints when every name is an
+        integer's text as numpy writes it, else as floats when every name is a float's, as
+        bools for "False"/"True", else as strings (``lmtrain.fit`` on labels 0/1 predicts the
+        ints 0/1, on 0.0/0.5 the floats).  0 … n_classes−1 when the file names none.
         """
         names = self._file.class_names
         if names:
-            return np.asarray(names)
+            return _labels(names)
         return np.arange(self._file.num_classes)
 
     @property

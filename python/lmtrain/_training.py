@@ -196,7 +196,9 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     checkpoint_every : int, default=1
         Epochs between checkpoints (0: only on interruption).
     resume : path, optional
-        A checkpoint of the same network, data and options to continue from.
+        A checkpoint to continue from.  Its network, seed, batch size, precision and loss must be
+        this call's (checked); the data and the other options are yours to keep the same (not
+        checked: a resume on other data continues from the checkpoint's parameters).
     verbose : bool, default=False
         Progress per epoch on stderr (a tqdm bar when tqdm is installed).
     feature_names : sequence of str, optional
@@ -220,7 +222,10 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
         For an unknown option name or a value or array of the wrong type.
     ValueError
         For NaN or infinity in the data, mismatched shapes, too few rows, or an option out of
-        range; the message names the argument.
+        range; the message names the argument.  Also when the loss or the Jacobian stops being
+        finite during training (``lmtrain fit``'s exit code 3; extreme values in unstandardized
+        data, say): the error's ``model`` and ``summary`` attributes hold the last finite
+        network and the report.
     KeyboardInterrupt
         On Ctrl-C, after the current LM step (the checkpoint, when asked for, is written); on a
         second Ctrl-C, or when the step still runs ``stop_grace_s`` (default 30) seconds after
@@ -229,7 +234,7 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     """
     x, names = _inputs(task, X)
     request, targets, x_val, y_val = _targets(task, x, y, validation, options)
-    _check_split_and_seed(validation_fraction, seed)
+    _check_split_and_seed(validation_fraction, validation, seed)
     request.architecture = _json(architecture(layers, x.shape[1], input_shape))
     request.feature_names = _feature_names(feature_names, names, x.shape[1])
     _set_run(request, precision, device, init, seed, initial_parameters)
@@ -247,12 +252,17 @@ def _inputs(task: str, X: ArrayLike) -> tuple[np.ndarray, list[str] | None]:
     return as_input_matrix(X, "X")
 
 
-def _check_split_and_seed(validation_fraction: float, seed: Any) -> None:
+def _check_split_and_seed(validation_fraction: float, validation: Any, seed: Any) -> None:
     if not 0.0 <= validation_fraction < 1.0:
         raise ValueError(f"validation_fraction = {validation_fraction}: expected a fraction in "
                          "[0, 1)")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if validation is not None and validation_fraction > 0:
+        raise ValueError(f"validation and validation_fraction = {validation_fraction} both given: "
+                         "give the validation pair or a fraction of X to hold out, not both")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed: expected a non-negative int, got {seed!r}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed = {seed}: expected an int in [0, 2**64)")
 
 
 def _feature_names(given: Sequence[str] | None, from_x: list[str] | None,
@@ -290,6 +300,11 @@ def _set_data(request: Any, standardize_inputs: bool, standardize_targets: bool,
 def _set_files(request: Any, checkpoint: str | os.PathLike[str] | None, checkpoint_every: int,
                resume: str | os.PathLike[str] | None) -> None:
     request.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)):
+        raise TypeError(f"checkpoint_every: expected an int, got {checkpoint_every!r}")
+    if checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every = {checkpoint_every}: expected epochs ≥ 0 between "
+                         "checkpoints (0: only when training is interrupted)")
     request.checkpoint_every = int(checkpoint_every)
     request.resume = os.fspath(resume) if resume is not None else ""
 
@@ -303,7 +318,19 @@ def _train(request: Any, x: np.ndarray, targets: Any, x_val: Any, y_val: Any,
     finally:
         if progress is not None:
             progress.close()
-    return Model(file), summary
+    model = Model(file)
+    if summary.termination == "non_finite_objective":
+        # `lmtrain fit` ends such a run with exit code 3 and no model; here the error carries
+        # the last finite network and the summary, so that nothing is lost.
+        error = ValueError(
+            f"training stopped after {summary.epochs} epochs: {summary.message}"
+            + ("" if not request.checkpoint else
+               f" (the last good checkpoint, if any, is {request.checkpoint})")
+            + "; the error's .model and .summary hold the last finite network and the report")
+        error.model = model  # type: ignore[attr-defined]
+        error.summary = summary  # type: ignore[attr-defined]
+        raise error
+    return model, summary
 
 
 def _targets(task: str, x: np.ndarray, y: ArrayLike,

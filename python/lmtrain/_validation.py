@@ -53,7 +53,7 @@ def check_finite(a: NDArray[Any], name: str) -> None:
         where = _first_non_finite(a)
         position = f"row {where[0]}" + (f", column {where[1]}" if len(where) > 1 else "")
         raise ValueError(f"{name} contains NaN or infinity (first at {position}: "
-                         f"{a[where]}); remove or impute non-finite values before training")
+                         f"{a[where]}); remove or impute non-finite values")
 
 
 def feature_names(X: Any) -> list[str] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,10 +32,19 @@ _RENAMED = {"max_validation_failures": "n_iter_no_change", "seed": "random_state
 
 
 def _in_estimator_terms(error: Exception) -> Exception:
+    """lmtrain.fit's error about an option the estimator passed under the library's name."""
     message = str(error)
     for library, estimator in _RENAMED.items():
-        message = message.replace(library, estimator)
-    return type(error)(message)
+        message = re.sub(rf"\b{library}\b", estimator, message)
+    translated = type(error)(message)
+    translated.__dict__.update(error.__dict__)  # a stopped run's .model and .summary
+    return translated
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool, got {value!r}")
+    return bool(value)
 
 
 class _LMEstimator(BaseEstimator):
@@ -73,9 +83,9 @@ class _LMEstimator(BaseEstimator):
         # An int is the seed itself (random_state=0 trains as `lmtrain fit` with seed = 0).
         if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state,
                                                                                bool):
-            if self.random_state < 0:
-                raise ValueError(f"random_state = {self.random_state}: expected a non-negative "
-                                 "int, a RandomState or None")
+            if not 0 <= self.random_state < 2**64:
+                raise ValueError(f"random_state = {self.random_state}: expected an int in "
+                                 "[0, 2**64), a RandomState or None")
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
@@ -111,17 +121,22 @@ class _LMEstimator(BaseEstimator):
         extra = dict(self.solver_options or {})
         known = option_names()
         for name in extra:
-            if name in options or name not in known:
-                reason = ("set it with the estimator's own parameter" if name in options else
-                          "not an lmtrain option (lmtrain.option_names() lists them)")
-                raise TypeError(f"solver_options: {name!r} is {reason}")
+            own = _RENAMED.get(name, name if name in options else None)
+            if own is not None:
+                raise TypeError(f"solver_options: {name!r} is the estimator's parameter "
+                                f"{own!r}; set that instead")
+            if name not in known:
+                raise TypeError(f"solver_options: {name!r} is not an lmtrain option "
+                                "(lmtrain.option_names() lists them)")
         options.update(extra)
         return options
 
     def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int) -> None:
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise TypeError(f"early_stopping: expected a bool, got {self.early_stopping!r}")
-        fraction = float(self.validation_fraction) if self.early_stopping else 0.0
+        early_stopping = _check_bool("early_stopping", self.early_stopping)
+        standardize = _check_bool("standardize", self.standardize)
+        verbose = _check_bool("verbose", self.verbose)
+        options = self._options()
+        fraction = float(self.validation_fraction) if early_stopping else 0.0
         if self.early_stopping and not 0.0 < fraction < 1.0:
             raise ValueError(f"validation_fraction = {self.validation_fraction!r}: expected a "
                              "fraction in (0, 1) with early_stopping=True")
@@ -130,14 +145,13 @@ class _LMEstimator(BaseEstimator):
                              f"{X.shape[0]} samples holds out no sample; need at least "
                              f"{math.ceil(1 / fraction)} samples or a larger fraction")
         names = getattr(self, "feature_names_in_", None)
+        layers, seed = self._layers(outputs), self._seed()
         try:
             model, summary = _fit(
-                self._layers(outputs), X, y, task=task, precision=self.precision,
-                device=self.device, seed=self._seed(), standardize_inputs=bool(self.standardize),
-                standardize_targets=bool(self.standardize), validation_fraction=fraction,
-                verbose=bool(self.verbose),
-                feature_names=None if names is None else [str(n) for n in names],
-                **self._options())
+                layers, X, y, task=task, precision=self.precision, device=self.device, seed=seed,
+                standardize_inputs=standardize, standardize_targets=standardize,
+                validation_fraction=fraction, verbose=verbose,
+                feature_names=None if names is None else [str(n) for n in names], **options)
         except (TypeError, ValueError) as error:
             raise _in_estimator_terms(error) from error
         self._set_fitted(model, summary)

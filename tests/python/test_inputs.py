@@ -92,12 +92,33 @@ BAD = {
                   ValueError, ["y: classification needs at least 2 classes"]),
     "validation split": (fit(X=X_[:5], y=y_[:5], validation_fraction=0.1), ValueError,
                          ["validation_fraction", "holds out no row"]),
-    "seed": (fit(seed=-1), TypeError, ["seed"]),
+    "seed": (fit(seed=-1), ValueError, ["seed = -1", "[0, 2**64)"]),
+    "seed type": (fit(seed=1.5), TypeError, ["seed: expected a non-negative int"]),
+    "seed range": (fit(seed=2**64), ValueError, ["seed = 18446744073709551616"]),
+    "checkpoint cadence": (fit(checkpoint="c.safetensors", checkpoint_every=-1), ValueError,
+                           ["checkpoint_every = -1", "≥ 0"]),
+    "validation twice": (fit(validation=(X_, y_), validation_fraction=0.2), ValueError,
+                         ["validation and validation_fraction = 0.2 both given"]),
+    "non-finite loss": (fit(y=y_ * 1e200, standardize_targets=False, precision="float64"),
+                        ValueError, ["training stopped after 0 epochs", "not finite",
+                                     ".model and .summary"]),
     "checkpoint folder": (fit(checkpoint="/nonexistent/folder/c.safetensors"),
                           FileNotFoundError, ["checkpoint", "/nonexistent/folder"]),
     "resume file": (fit(resume="/nonexistent/c.safetensors"), FileNotFoundError, ["resume"]),
     "estimator option": (lambda: LMRegressor(solver_options={"lamda_initial": 1}).fit(X_, y_),
                          TypeError, ["solver_options", "'lamda_initial'"]),
+    "estimator seed option": (lambda: LMRegressor(solver_options={"seed": 3}).fit(X_, y_),
+                              TypeError, ["'seed' is the estimator's parameter 'random_state'"]),
+    "estimator renamed option": (
+        lambda: LMRegressor(solver_options={"max_validation_failures": 2}).fit(X_, y_),
+        TypeError, ["'max_validation_failures' is the estimator's parameter 'n_iter_no_change'"]),
+    "estimator standardize": (lambda: LMRegressor(standardize="no").fit(X_, y_), TypeError,
+                              ["standardize: expected a bool, got 'no'"]),
+    "estimator random_state": (lambda: LMRegressor(random_state=2**64).fit(X_, y_), ValueError,
+                               ["random_state = 18446744073709551616"]),
+    "estimator non-finite loss": (
+        lambda: LMRegressor(standardize=False, max_epochs=3).fit(X_, y_ * 1e200), ValueError,
+        ["training stopped after 0 epochs"]),
     "estimator layers": (lambda: LMRegressor(hidden_layer_sizes=(4, 0)).fit(X_, y_),
                          ValueError, ["hidden_layer_sizes[1] = 0"]),
     "estimator fraction": (lambda: LMRegressor(early_stopping=True,
@@ -136,3 +157,33 @@ def test_a_garbage_model_file_is_a_value_error(tmp_path: Path) -> None:
     path.write_bytes(b"\x08\0\0\0\0\0\0\0{}garbage")
     with pytest.raises(ValueError, match="not a valid safetensors file"):
         lmtrain.load(path)
+
+
+def test_a_stopped_run_keeps_its_network_and_report() -> None:
+    # `lmtrain fit` exits with code 3 here; lmtrain.fit raises, the last finite network attached.
+    start = np.random.default_rng(5).normal(size=16)  # 3-3-1: 12 + 3 + 1 parameters
+    with pytest.raises(ValueError) as raised:
+        lmtrain.fit([3, "tanh", 1], X_, y_ * 1e200, standardize_targets=False,
+                    precision="float64", max_epochs=3, initial_parameters=start)
+    assert raised.value.summary.termination == "non_finite_objective"
+    assert raised.value.summary.epochs == 0
+    np.testing.assert_array_equal(raised.value.model.parameters, start)  # nothing accepted
+
+
+@pytest.mark.parametrize("labels, expected", [
+    (np.array([0, 1]), np.array([0, 1])),
+    (np.array([0.0, 0.5]), np.array([0.0, 0.5])),
+    (np.array([False, True]), np.array([False, True])),
+    (np.array(["01", "2"]), np.array(["01", "2"])),
+    (np.array(["cat", "dog"]), np.array(["cat", "dog"])),
+])
+def test_a_models_labels_keep_their_type(labels: np.ndarray, expected: np.ndarray,
+                                         tmp_path: Path) -> None:
+    y = labels[(y_ > 0.2).astype(int)]
+    model, _ = lmtrain.fit([4, "tanh", 2], X_, y, task="classification", max_epochs=20)
+    model.save(tmp_path / "model.safetensors")
+    for m in (model, lmtrain.load(tmp_path / "model.safetensors")):
+        assert m.classes.dtype.kind == expected.dtype.kind
+        np.testing.assert_array_equal(m.classes, expected)
+        # The labels compare equal to the training labels: accuracy as a user computes it.
+        assert (m.predict(X_) == y).mean() > 0.9
