@@ -135,6 +135,13 @@ class Model:
         return np.arange(self._file.num_classes)
 
     @property
+    def input_names(self) -> list[str]:
+        """The training data's column names, one per input (a DataFrame's columns or
+        ``feature_names``; a CSV header's for ``lmtrain fit``), or ``[]`` when it had none.
+        ``lmtrain predict`` and ``eval`` read a CSV's inputs by these names."""
+        return list(self._file.input_names)
+
+    @property
     def input_mean(self) -> NDArray[np.float64] | None:
         """Mean of each input in the training data (None: inputs not standardized)."""
         return self._file.input_mean
@@ -164,7 +171,8 @@ class Model:
         """Raw network outputs, samples × outputs.
 
         Regression outputs are in the targets' units (the stored standardization undone);
-        classification outputs are logits.
+        classification outputs, and those of a network trained with ``loss="bce"``, are
+        logits.
 
         Parameters
         ----------
@@ -186,12 +194,15 @@ class Model:
         -------
         ndarray
             Regression: shape (n_samples,) for a one-output network, else
-            (n_samples, n_outputs), in the targets' units.  Classification: the predicted
-            class labels (``classes``), shape (n_samples,).
+            (n_samples, n_outputs), in the targets' units; with ``loss="bce"`` the
+            probabilities (the logits' sigmoid), as ``lmtrain predict`` writes them.
+            Classification: the predicted class labels (``classes``), shape (n_samples,).
         """
         z = self.outputs(X, device)
         if self.task == "classification":
             return self.classes[np.argmax(z, axis=1)]
+        if self.loss == "bce":
+            z = 1.0 / (1.0 + np.exp(-z))
         return z[:, 0] if z.shape[1] == 1 else z
 
     def predict_proba(self, X: ArrayLike, device: str = "cpu") -> NDArray[np.float64]:

@@ -51,6 +51,8 @@ class _LMEstimator(BaseEstimator):
     """Parameters, fitting and fitted attributes shared by the regressor and the classifier."""
 
     _loss_default = "mse"
+    _losses: tuple[str, ...] = ()
+    _other_estimator = ""
 
     def __init__(self, hidden_layer_sizes: Sequence[int] = (10,), activation: str = "tanh", *,
                  loss: str | None = None, damping: str = "nielsen",
@@ -109,8 +111,12 @@ class _LMEstimator(BaseEstimator):
                                             self.batch_size < 1):
             raise ValueError(f"batch_size = {self.batch_size!r}: expected a positive int, or "
                              "None for the full batch")
+        loss = self.loss if self.loss is not None else self._loss_default
+        if loss not in self._losses:
+            raise ValueError(f"loss = {loss!r}: {type(self).__name__} takes "
+                             f"{', '.join(map(repr, self._losses))}{self._other_estimator}")
         options: dict[str, Any] = {
-            "loss": self.loss if self.loss is not None else self._loss_default,
+            "loss": loss,
             "damping": self.damping,
             "regularization": self.regularization,
             "weight_decay": self.weight_decay,
@@ -273,6 +279,9 @@ class LMRegressor(RegressorMixin, _LMEstimator):
         When ``X`` was a DataFrame with string column names.
     """
 
+    _losses = ("mse", "huber", "l1")
+    _other_estimator = " (class labels: LMClassifier)"
+
     def fit(self, X: ArrayLike, y: ArrayLike) -> LMRegressor:
         """Trains the network on ``X`` (n_samples, n_features) and ``y`` (n_samples[, n_outputs])."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
@@ -302,7 +311,9 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     statistics.  Parameters and attributes are those of :class:`LMRegressor`, with ``loss``
     ``"cross_entropy"`` (default), ``"cross_entropy_sampled"`` (the same Gauss–Newton model
     sampled with one row per sample instead of one per class: cheaper for many classes, and
-    stochastic) or ``"cross_entropy_sqrt"``, and:
+    stochastic), ``"cross_entropy_sqrt"`` or ``"mse"`` (least squares on one-hot targets, as
+    MATLAB's patternnet; ``predict_proba`` is then the softmax of outputs not trained as
+    logits), and:
 
     Attributes
     ----------
@@ -311,6 +322,8 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     """
 
     _loss_default = "cross_entropy"
+    _losses = ("cross_entropy", "cross_entropy_sampled", "cross_entropy_sqrt", "mse")
+    _other_estimator = " (numeric targets: LMRegressor)"
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> LMClassifier:
         """Trains the network on ``X`` (n_samples, n_features) and class labels ``y``."""

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <vector>
 
 #include "lmtrain/core/error.h"
 #include "lmtrain/io/row_split.h"
@@ -78,13 +81,37 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
   return out;
 }
 
+namespace {
+
+// The table's values in T; a value that T cannot hold (1e39 in float32) is an error naming its
+// file, line and column, where the training data's check would only see an infinity.
+template <typename T>
+void narrow(const io::NumericTable& table, const char* what, std::vector<T>& out) {
+  for (std::size_t i = 0; i < table.values.size(); ++i) {
+    const double v = table.values[i];
+    out[i] = static_cast<T>(v);
+    if (!std::isfinite(v) || std::isfinite(out[i])) continue;
+    const std::size_t row = i / table.cols, col = i % table.cols;
+    throw InvalidArgument(fmt::format(
+        "{}{}, {} {}: {:g} is beyond float32's range (±3.4e38) after normalization; train in "
+        "float64 (precision = \"float64\") or standardize it (data.normalize_{} = "
+        "\"standardize\")",
+        table.source,
+        row < table.source_lines.size() ? fmt::format(" line {}", table.source_lines[row]) : "",
+        what,
+        col < table.column_names.size() ? fmt::format("\"{}\"", table.column_names[col])
+                                        : fmt::format("column {}", col),
+        v, what == std::string_view("input") ? "inputs" : "targets"));
+  }
+}
+
+}  // namespace
+
 template <typename T>
 Dataset<T> to_dataset(const io::LabeledTable& t) {
   Dataset<T> d(t.inputs.rows, t.inputs.cols, t.targets.cols);
-  std::transform(t.inputs.values.begin(), t.inputs.values.end(), d.x.begin(),
-                 [](double v) { return static_cast<T>(v); });
-  std::transform(t.targets.values.begin(), t.targets.values.end(), d.y.begin(),
-                 [](double v) { return static_cast<T>(v); });
+  narrow(t.inputs, "input", d.x);
+  narrow(t.targets, "target", d.y);
   return d;
 }
 

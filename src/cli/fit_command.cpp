@@ -156,31 +156,86 @@ dist::Communicator* connect_ranks(const RunConfig& config, const FitArgs& args,
   return comm;
 }
 
+// " --set 'key=value' …" as the command line gave them, quoted for a shell.
+std::string set_arguments(const std::vector<std::string>& overrides) {
+  std::string out;
+  for (const std::string& o : overrides) {
+    std::string quoted = "'";
+    for (const char c : o) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += " --set " + quoted + "'";
+  }
+  return out;
+}
+
 // Where the run's files go; only rank 0 writes and (unless --quiet) prints.
 struct RunFiles {
   fs::path dir, checkpoint;
   bool root = true;
   bool quiet = false;
+  bool created = false;  // this run made `dir` (a run that fails before training removes it)
+  // A new run into an earlier run's directory, whose checkpoint this run has not yet replaced.
+  bool stale_checkpoint = false;
 };
 
-RunFiles open_run_directory(const RunConfig& config, const FitArgs& args,
-                            const dist::Communicator* comm) {
+RunFiles run_files(const RunConfig& config, const FitArgs& args, const dist::Communicator* comm) {
   RunFiles f;
   f.root = comm == nullptr || comm->is_root();
   f.quiet = args.quiet || !f.root;
   f.dir = args.resume_dir.empty() ? config.output_dir : args.resume_dir;
   f.checkpoint = f.dir / "checkpoint.safetensors";
-  if (f.root) {
-    fs::create_directories(f.dir);
-    if (args.resume_dir.empty())
-      io::write_file_atomically((f.dir / "run.toml").string(), read_text(config.config_path));
-  }
   return f;
+}
+
+// Once everything before training has been checked: the directory and the config's copy.
+void open_run_directory(RunFiles& f, const RunConfig& config, const FitArgs& args) {
+  if (!f.root) return;
+  std::error_code ec;
+  f.created = !fs::exists(f.dir, ec);
+  try {
+    fs::create_directories(f.dir);
+  } catch (const fs::filesystem_error& e) {
+    throw InvalidArgument(
+        fmt::format("output_dir {}: cannot create it ({}); give a directory "
+                    "that can be created (--set output_dir=…)",
+                    f.dir.string(), e.code().message()));
+  }
+  if (!args.resume_dir.empty()) return;
+  // The config as given, and the --set overrides the run was started with (as TOML comments:
+  // the file stays the config it was).
+  std::string text = read_text(config.config_path);
+  if (!args.overrides.empty()) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += "\n# This run was started with these overrides of the values above:\n";
+    for (const std::string& o : args.overrides) text += "#   --set " + o + "\n";
+  }
+  io::write_file_atomically((f.dir / "run.toml").string(), text);
+  f.stale_checkpoint = fs::exists(f.checkpoint, ec);
+}
+
+// A new run that ends without a checkpoint of its own (checkpoint_every = 0) leaves none of the
+// earlier run it replaced: a later --resume would continue that run's state under this one's
+// config.  Kept while the new run might still fail, so a failed run loses nothing.
+void drop_stale_checkpoint(RunFiles& f) {
+  if (!f.stale_checkpoint) return;
+  std::error_code ec;
+  fs::remove(f.checkpoint, ec);
+  f.stale_checkpoint = false;
+  if (!f.quiet)
+    fmt::print(
+        "{}: this run replaced an earlier run there; its checkpoint is removed (lmtrain fit "
+        "--resume continues a run instead)\n",
+        f.dir.string());
+}
+
+// A run that failed before its first checkpoint leaves no directory it made.
+void remove_failed_run(const RunFiles& f) {
+  std::error_code ec;
+  if (f.root && f.created && !fs::exists(f.checkpoint, ec)) fs::remove_all(f.dir, ec);
 }
 
 template <typename T>
 std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles& files,
-                                            const RunFingerprint& fingerprint) {
+                                            const RunFingerprint& fingerprint, int max_epochs) {
   if (args.resume_dir.empty()) return std::nullopt;
   if (!fs::exists(files.checkpoint))
     throw InvalidArgument(
@@ -188,6 +243,11 @@ std::optional<TrainingState<T>> load_resume(const FitArgs& args, const RunFiles&
                     "output directory of an earlier `lmtrain fit`",
                     args.resume_dir));
   TrainingState<T> state = io::read_checkpoint<T>(files.checkpoint.string(), fingerprint);
+  if (state.epochs_done > max_epochs)
+    throw InvalidArgument(fmt::format(
+        "--resume {}: its checkpoint is at epoch {}, beyond trainer.max_epochs = {}: nothing is "
+        "left to run; raise trainer.max_epochs (--set trainer.max_epochs={})",
+        args.resume_dir, state.epochs_done, max_epochs, state.epochs_done + 1));
   if (!files.quiet)
     fmt::print("resuming {} from epoch {}, batch {}\n", files.dir.string(), state.epochs_done,
                state.batches_done);
@@ -246,13 +306,14 @@ class RunRecorder {
 // An interrupted or non-finite run ends here, with its exit code; nullopt otherwise.
 // `stop_signal`: the one that interrupted it.
 std::optional<int> early_end(const Summary& summary, const RunFiles& files, const RunConfig& config,
-                             int stop_signal) {
+                             const FitArgs& args, int stop_signal) {
   if (summary.termination == TerminationReason::kInterrupted) {
     if (files.root)
       fmt::print(stderr,
                  "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
-                 "  lmtrain fit {} --resume {}\n",
-                 stop_signal, files.checkpoint.string(), config.config_path, files.dir.string());
+                 "  lmtrain fit {}{} --resume {}\n",
+                 stop_signal, files.checkpoint.string(), config.config_path,
+                 set_arguments(args.overrides), files.dir.string());
     return 128 + stop_signal;
   }
   if (summary.termination == TerminationReason::kNonFiniteObjective) {
@@ -274,12 +335,27 @@ void write_confusion(const Metrics& m, const RunFiles& files) {
   io::write_file_atomically((files.dir / "confusion.csv").string(), csv);
 }
 
+// The held-out figures as summary.json has them ("held_out").
+nlohmann::json held_out_json(const char* set, const std::string& description, const Metrics& m) {
+  nlohmann::json j = {{"set", set}, {"description", description}, {"samples", m.samples}};
+  if (m.classification) {
+    j["accuracy"] = m.accuracy;
+    j["confusion"] = m.confusion;
+  } else {
+    j["mse"] = m.mse;
+    j["r2"] = m.r2;
+  }
+  return j;
+}
+
 // Test-set figures in the data's own units (or, for classification without a test set, the
-// confusion matrix of the validation or training set): the report's text, and provenance.
+// confusion matrix of the validation or training set): the report's text, provenance and
+// summary.json's figures.
 template <typename T>
 std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
                               const PreparedData& data, const RunConfig& config,
-                              const RunFiles& files, nlohmann::json& provenance) {
+                              const RunFiles& files, nlohmann::json& provenance,
+                              nlohmann::json& held_out) {
   const bool classification = config.data.task == Task::kClassification;
   if (data.test) {
     const double test_loss = trainer.evaluate(params, to_dataset<T>(*data.test));
@@ -294,6 +370,8 @@ std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
       provenance["test_mse"] = m.mse;
       provenance["test_r2"] = m.r2;
     }
+    held_out = held_out_json("test", data.test->description, m);
+    held_out["loss"] = test_loss;
     return fmt::format("\nTest set: {}\n  loss {:.6e}, {}\n{}", data.test->description, test_loss,
                        m.describe(), m.confusion_table());
   }
@@ -302,6 +380,7 @@ std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
   const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
                                     original_targets(table, data), table.targets.cols, true);
   write_confusion(m, files);
+  held_out = held_out_json(data.validation ? "validation" : "training", table.description, m);
   return fmt::format("\n{} set (no test set given): {}\n  {}\n{}",
                      data.validation ? "Validation" : "Training", table.description, m.describe(),
                      m.confusion_table());
@@ -330,9 +409,12 @@ void write_model(const std::vector<T>& params, const ModelSpec& spec, const Prep
                  const RunFiles& files) {
   provenance["config"] = fs::path(config.config_path).filename().string();
   const std::size_t classes = config.data.task == Task::kClassification ? data.classes : 0;
-  const io::ModelFile model =
+  io::ModelFile model =
       io::trained_model_file(spec, params, data.normalization, to_string(config.loss.kind), classes,
                              {}, config.seed, summary, std::move(provenance));
+  // The training columns' names (a CSV header's): predict and eval select columns by them.
+  if (data.train.inputs.column_names.size() == spec.inputs())
+    model.input_names = data.train.inputs.column_names;
   io::write_model_file<T>((files.dir / "model.safetensors").string(), model);
 }
 
@@ -349,7 +431,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
       choose_device(config.device, host != nullptr ? host->local_rank() : 0);
   auto backend = make_backend<T>(device);
   dist::Communicator* comm = connect_ranks(config, args, *backend);
-  const RunFiles files = open_run_directory(config, args, comm);
+  RunFiles files = run_files(config, args, comm);
 
   Trainer<T> trainer(spec, config.loss, config.solver, config.trainer, *backend);
   trainer.set_communicator(comm);
@@ -360,7 +442,9 @@ int fit(const RunConfig& config, const FitArgs& args) {
       run_fingerprint(io::model_spec_to_json(spec).dump(), config.seed, config.trainer,
                       train.samples, config.precision, std::string(to_string(config.loss.kind)));
   const std::size_t batch = fingerprint.batch_size;
-  const std::optional<TrainingState<T>> resume = load_resume<T>(args, files, fingerprint);
+  const std::optional<TrainingState<T>> resume =
+      load_resume<T>(args, files, fingerprint, config.trainer.max_epochs);
+  open_run_directory(files, config, args);
   RunRecorder recorder(files, config.trainer.max_epochs, (train.samples + batch - 1) / batch,
                        resume ? resume->progress.history : std::vector<EpochRecord>{},
                        resume ? earlier_history(files.dir / "history.csv", resume->epochs_done + 1,
@@ -375,6 +459,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
       [&](const TrainingState<T>& state) {
         recorder.write();  // the rows a resume from this checkpoint keeps
         if (files.root) io::write_checkpoint(files.checkpoint.string(), state, fingerprint);
+        files.stale_checkpoint = false;
       },
       config.checkpoint_every);
   std::optional<StopSignals> stop(std::in_place, config.trainer.stop_grace_s,
@@ -383,8 +468,14 @@ int fit(const RunConfig& config, const FitArgs& args) {
   if (IterationCallback slow = slow_step_for_tests()) trainer.add_callback(std::move(slow));
   std::vector<T> params =
       Sequential<T>(spec, *backend).initial_parameters(config.model.init, config.seed);
-  Summary summary =
-      trainer.fit(params, train, validation ? &*validation : nullptr, resume ? &*resume : nullptr);
+  Summary summary;
+  try {
+    summary = trainer.fit(params, train, validation ? &*validation : nullptr,
+                          resume ? &*resume : nullptr);
+  } catch (const InvalidArgument&) {
+    remove_failed_run(files);  // bad input found by the planner or the data's checks
+    throw;
+  }
   // Which device every rank used (collective: all ranks get here, even when interrupted).
   const std::string this_rank =
       fmt::format("{} on {} ({})", device.label(), dist::host_name(), device.reason);
@@ -394,25 +485,31 @@ int fit(const RunConfig& config, const FitArgs& args) {
   const int stop_signal = stop->signal();
   stop.reset();  // the default dispositions again
   recorder.finish();
-  if (const auto code = early_end(summary, files, config, stop_signal)) return *code;
+  drop_stale_checkpoint(files);
+  if (const auto code = early_end(summary, files, config, args, stop_signal)) return *code;
 
   nlohmann::json provenance = io::make_provenance();
-  const std::string held_out = evaluate_held_out(trainer, params, data, config, files, provenance);
+  nlohmann::json held_out_figures;
+  const std::string held_out =
+      evaluate_held_out(trainer, params, data, config, files, provenance, held_out_figures);
   if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1)
     write_fit_curve(trainer, params, data, files);
   write_model(params, spec, data, config, summary, provenance, files);
   const std::string report = summary.full_report() + held_out;
   io::write_file_atomically((files.dir / "summary.txt").string(), report);
-  io::write_file_atomically((files.dir / "summary.json").string(),
-                            io::summary_to_json(summary).dump(2) + "\n");
+  nlohmann::json summary_json = io::summary_to_json(summary);
+  if (!held_out_figures.is_null()) summary_json["held_out"] = std::move(held_out_figures);
+  io::write_file_atomically((files.dir / "summary.json").string(), summary_json.dump(2) + "\n");
   std::string warning;
   const auto pngs = make_plots(files.dir.string(), &warning);
   if (!files.quiet) {
     fmt::print("{}", report);
+    std::error_code ec;
     fmt::print(
         "\nOutputs in {}: model.safetensors, summary.txt, summary.json, history.csv, epochs.csv, "
-        "checkpoint.safetensors{}\n",
-        files.dir.string(), pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
+        "run.toml{}{}\n",
+        files.dir.string(), fs::exists(files.checkpoint, ec) ? ", checkpoint.safetensors" : "",
+        pngs.empty() ? "" : fmt::format(", {} plots", pngs.size()));
   }
   if (!warning.empty()) fmt::print(stderr, "lmtrain: warning: {}\n", warning);
   return 0;

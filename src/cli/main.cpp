@@ -72,8 +72,17 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A wrong command line is bad input like the rest: exit code 2 (README, "Exit codes"), not
+    // CLI11's own numbers.
+    fmt::print(stderr, "lmtrain: error: {}\nRun with --help for more information.\n", e.what());
+    return 2;
   }
 
   std::unique_ptr<lmtrain::dist::Communicator> comm;

@@ -1,10 +1,14 @@
 // `lmtrain predict`, `eval`, `info`, `info --devices` and `plot`: everything that starts from a
 // model file or a run directory.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "data_loading.h"
@@ -12,6 +16,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/atomic_write.h"
+#include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/npy_writer.h"
 #include "lmtrain/io/table.h"
 #include "lmtrain/lmtrain.h"
@@ -61,21 +66,46 @@ void softmax_rows(std::vector<double>& z, std::size_t cols) {
   }
 }
 
-// Inputs of a data file for a model with `inputs` features.
+// The header of a CSV data file, or nothing (no header, or another format).
+std::vector<std::string> csv_header(const std::string& path) {
+  const std::optional<io::DataFormat> format = io::detect_data_format(path);
+  if (format && *format != io::DataFormat::kCsv) return {};
+  return io::read_csv_header(path);
+}
+
+// The columns a model's inputs are read from when --columns names none: the names it was
+// trained on, where the file's header has them all; none (the first columns, by position) for a
+// file without a header or a model without names.  A header that lacks one of them is an error:
+// reading other columns by position would predict from the wrong data without a word.
+std::vector<std::string> input_columns(const io::ModelFile& model, const std::string& path,
+                                       const std::vector<std::string>& header,
+                                       const std::vector<std::string>& given) {
+  if (!given.empty() || model.input_names.empty() || header.empty()) return given;
+  for (const std::string& name : model.input_names)
+    if (std::find(header.begin(), header.end(), name) == header.end())
+      throw InvalidArgument(fmt::format(
+          "{}: its header ({}) has no column \"{}\", and the model was trained on the columns "
+          "{}; rename the file's columns, or choose the inputs with --columns (in training's "
+          "order)",
+          path, fmt::join(header, ", "), name, fmt::join(model.input_names, ", ")));
+  return model.input_names;
+}
+
+// Inputs of a data file for `model`.
 io::NumericTable read_inputs(const std::string& path, const std::vector<std::string>& columns,
-                             std::size_t inputs) {
+                             const io::ModelFile& model) {
   io::TableSource source;
   source.what = "--data";
   source.path = path;
-  source.inputs = columns;
-  return io::read_input_table(source, inputs);
+  source.inputs = input_columns(model, path, csv_header(path), columns);
+  return io::read_input_table(source, model.architecture.inputs());
 }
 
 }  // namespace
 
 int run_predict(const PredictArgs& args) {
   const io::ModelFile model = load_model(args.model);
-  const io::NumericTable inputs = read_inputs(args.data, args.columns, model.architecture.inputs());
+  const io::NumericTable inputs = read_inputs(args.data, args.columns, model);
   std::vector<double> out = network_outputs(model, inputs.values);
   const std::size_t k = model.architecture.outputs();
   io::NumericTable result;
@@ -91,6 +121,13 @@ int run_predict(const PredictArgs& args) {
           static_cast<double>(std::max_element(row, row + static_cast<long>(k)) - row));
       result.values.insert(result.values.end(), row, row + static_cast<long>(k));
     }
+  } else if (model.loss == to_string(LossKind::kBce)) {
+    // bce's outputs are logits of probabilities: predict the probabilities (targets are never
+    // standardized under bce, so there is nothing to undo).
+    for (double& z : out) z = 1.0 / (1.0 + std::exp(-z));
+    result.cols = k;
+    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("p{}", c));
+    result.values = std::move(out);
   } else {
     io::undo_target_normalization<double>(model.normalization, out);
     result.cols = k;
@@ -118,8 +155,23 @@ int run_eval(const EvalArgs& args) {
   source.what = "--data";
   source.path = args.data;
   source.targets_path = args.targets;
-  source.inputs = args.columns;
+  const std::vector<std::string> header =
+      args.targets.empty() ? csv_header(args.data) : std::vector<std::string>{};
+  source.inputs = input_columns(model, args.data, header, args.columns);
   source.targets = args.target_columns;
+  if (args.columns.empty() && !source.inputs.empty() && source.targets.empty()) {
+    // Inputs found by name: the targets are the header's other columns.
+    for (const std::string& name : header)
+      if (std::find(source.inputs.begin(), source.inputs.end(), name) == source.inputs.end())
+        source.targets.push_back(name);
+    const std::size_t expected = classification ? 1 : model.architecture.outputs();
+    if (source.targets.size() != expected)
+      throw InvalidArgument(fmt::format(
+          "{}: besides the model's inputs ({}) its header has the columns {}; the model has {} "
+          "target column{}: choose {} with --target-columns",
+          args.data, fmt::join(source.inputs, ", "), fmt::join(source.targets, ", "), expected,
+          expected == 1 ? "" : "s", expected == 1 ? "it" : "them"));
+  }
   const io::LabeledTable table = io::read_labeled_table(source, classification, model.num_classes);
   if (table.inputs.cols != model.architecture.inputs() ||
       table.targets.cols != model.architecture.outputs())
@@ -141,8 +193,11 @@ int run_eval(const EvalArgs& args) {
   if (!classification) io::undo_target_normalization<double>(model.normalization, outputs);
   const Metrics m =
       compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
-  fmt::print("{}\nloss ({}) {:.6e}\n{}\n{}", table.description, model.loss, value, m.describe(),
-             m.confusion_table());
+  // The loss as training reports it (on standardized targets when it standardized them); the
+  // metrics below are in the targets' own units.
+  fmt::print("{}\nloss ({}{}) {:.6e}\n{}\n{}", table.description, model.loss,
+             model.normalization.targets.mean.empty() ? "" : ", on standardized targets", value,
+             m.describe(), m.confusion_table());
   return 0;
 }
 

@@ -593,6 +593,7 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
         fmt::format("{}: no [data] table; add [data.train] path = \"...\"", path));
   parse_data(*data, base, c.data);
   parse_loss_section(top.table("loss"), c.data.task, c.loss);
+  c.data.standardize_targets = c.loss.standardizes_targets(c.data.standardize_targets);
   if (const toml::table* solver = top.table("solver")) {
     Section s(*solver, "solver");
     parse_solver(s, c.solver);
@@ -607,8 +608,18 @@ RunConfig parse_run_config(std::string_view text, const std::string& path,
 }
 
 std::string in_config_terms(std::string message) {
+  // The readers' options that the config has no key for, and the library's names of those it has.
   for (const auto& [cpp, toml] :
-       {std::pair<std::string_view, std::string_view>{"LossOptions::kind", "loss.type"},
+       {std::pair<std::string_view, std::string_view>{
+            ", or set CsvOptions::allow_non_finite to read it anyway", ""},
+        {", or set FannOptions::allow_non_finite to read it anyway", ""},
+        {"leave the column out with CsvOptions::columns",
+         "leave the column out (name only the columns needed: the config's inputs and targets, "
+         "predict's and eval's --columns)"},
+        {" (if this first row is a header, set CsvOptions::header to kPresent)",
+         " (a header whose names all read as numbers is taken for data: rename its columns)"},
+        {"raise num_classes", "raise data.classes"},
+        {"LossOptions::kind", "loss.type"},
         {"SolverOptions::", "solver."},
         {"TrainerOptions::", "trainer."},
         {"LossOptions::", "loss."}}) {

@@ -238,16 +238,16 @@ class RowReader {
       case detail::NumberToken::kEmpty:
         throw InvalidArgument(fmt::format(
             "{} is empty, expected a number; fill in the value, drop the row, or leave the "
-            "column out with the `columns` option",
+            "column out with CsvOptions::columns",
             where()));
       case detail::NumberToken::kNotANumber:
-        throw InvalidArgument(fmt::format(
-            "{} is {}, expected a number; fix the cell, or leave the column out with the "
-            "`columns` option{}",
-            where(), quote_cell(cell),
-            !layout_.has_header && line == layout_.width_line
-                ? " (if this first row is a header, set the header option to present)"
-                : ""));
+        throw InvalidArgument(
+            fmt::format("{} is {}, expected a number; fix the cell, or leave the column out with "
+                        "CsvOptions::columns{}",
+                        where(), quote_cell(cell),
+                        !layout_.has_header && line == layout_.width_line
+                            ? " (if this first row is a header, set CsvOptions::header to kPresent)"
+                            : ""));
       case detail::NumberToken::kOutOfRange:
         throw InvalidArgument(fmt::format(
             "{} is {}, a number outside the range of double (it overflows to ±inf or underflows "
@@ -257,7 +257,7 @@ class RowReader {
     if (!options_.allow_non_finite && !std::isfinite(value))
       throw InvalidArgument(fmt::format(
           "{} is {}, which is not finite; remove or impute the value (a NaN or ±Inf in training "
-          "data makes every step invalid), or set allow_non_finite to read it anyway",
+          "data makes every step invalid), or set CsvOptions::allow_non_finite to read it anyway",
           where(), quote_cell(cell)));
     return value;
   }
@@ -303,6 +303,17 @@ NumericTable parse_csv(std::string_view text, const std::string& source,
 NumericTable read_csv(const std::string& path, const CsvOptions& options) {
   const std::string text = detail::read_file_contents(path);
   return parse_csv(text, path, options);
+}
+
+std::vector<std::string> read_csv_header(const std::string& path, const CsvOptions& options) {
+  check_delimiter(options, path);
+  const std::string contents = detail::read_file_contents(path);
+  std::string_view text = contents;
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  RecordScanner scanner(text, options, path);
+  std::vector<std::string_view> fields;
+  std::size_t line = 0;
+  return read_layout(scanner, fields, line, options, path).header;
 }
 
 }  // namespace lmtrain::io

@@ -148,10 +148,10 @@ double sample_value(std::string_view token, std::size_t line, std::size_t i, con
     throw InvalidArgument(
         fmt::format("{} is {}, outside the range of double", where(), quote_token(token)));
   if (options.allow_non_finite || std::isfinite(value)) return value;
-  throw InvalidArgument(fmt::format(
-      "{} is {}, which is not finite; remove or impute the value, or set allow_non_finite to "
-      "read it anyway",
-      where(), quote_token(token)));
+  throw InvalidArgument(
+      fmt::format("{} is {}, which is not finite; remove or impute the value, or set "
+                  "FannOptions::allow_non_finite to read it anyway",
+                  where(), quote_token(token)));
 }
 
 // The numbers the header promises, sample after sample, into the two tables.

@@ -36,6 +36,33 @@ void LossOptions::validate(std::size_t outputs) const {
         to_string(kind), outputs));
 }
 
+namespace {
+
+template <typename T>
+void check_probabilities(LossKind kind, const T* y, std::size_t samples, std::size_t outputs,
+                         std::string_view what) {
+  if (kind != LossKind::kBce) return;
+  for (std::size_t i = 0; i < samples * outputs; ++i)
+    if (!(y[i] >= 0 && y[i] <= 1))
+      throw InvalidArgument(fmt::format(
+          "{}: target of sample {} column {} is {}; LossOptions::kind = \"bce\" takes targets in "
+          "[0, 1] (0/1 labels or probabilities); for other targets use \"mse\", for classes "
+          "the classification task",
+          what, i / outputs, i % outputs, y[i]));
+}
+
+}  // namespace
+
+void LossOptions::check_targets(const float* y, std::size_t samples, std::size_t outputs,
+                                std::string_view what) const {
+  check_probabilities(kind, y, samples, outputs, what);
+}
+
+void LossOptions::check_targets(const double* y, std::size_t samples, std::size_t outputs,
+                                std::string_view what) const {
+  check_probabilities(kind, y, samples, outputs, what);
+}
+
 template <typename T>
 Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend)
     : outputs_(outputs), backend_(backend) {

@@ -149,6 +149,8 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("task", [](const M& f) { return std::string(io::to_string(f.task)); })
       .def_ro("num_classes", &M::num_classes)
       .def_ro("class_names", &M::class_names)
+      .def_ro("input_names", &M::input_names,
+              "The training data's column names, one per input (empty when it had none).")
       .def_prop_ro(
           "provenance", [](const M& f) { return f.provenance.dump(); },
           "Provenance (JSON): lmtrain version, date, seed, epochs, final losses, termination.")

@@ -132,7 +132,7 @@ PreparedData<T> prepare(const TrainingRequest& r, const HostArray& x_array, cons
   const std::vector<std::size_t>* train_rows = split ? &split->train : nullptr;
   PreparedData<T> d;
   if (r.standardize_inputs) d.normalization.inputs = fit_standardization(x, train_rows);
-  if (r.standardize_targets && r.classes == 0)
+  if (r.loss.standardizes_targets(r.standardize_targets) && r.classes == 0)
     d.normalization.targets = fit_standardization(MatrixView(y, "y"), train_rows);
   d.train = make_dataset<T>(x, y, train_rows, d.normalization, r.classes);
   if (split) {
@@ -410,8 +410,12 @@ io::ModelFile trained_model(const TrainingRequest& r, const ModelSpec& spec,
                             const Summary& summary) {
   nlohmann::json provenance = io::make_provenance();
   provenance["front_end"] = "python";
-  return io::trained_model_file(spec, params, normalization, to_string(r.loss.kind), r.classes,
-                                r.class_names, r.seed, summary, std::move(provenance));
+  io::ModelFile model =
+      io::trained_model_file(spec, params, normalization, to_string(r.loss.kind), r.classes,
+                             r.class_names, r.seed, summary, std::move(provenance));
+  // X's column names (a DataFrame's, or feature_names): lmtrain predict selects columns by them.
+  if (r.feature_names.size() == spec.inputs()) model.input_names = r.feature_names;
+  return model;
 }
 
 template <typename T>

@@ -77,9 +77,9 @@ const std::string& checkpoint_metadata(const SafetensorsFile& file, const std::s
   const auto it = file.metadata.find("lmtrain.checkpoint");
   if (it == file.metadata.end())
     throw InvalidArgument(
-        fmt::format("{}: not an lmtrain checkpoint (no lmtrain.checkpoint "
-                    "metadata); --resume needs the run directory of a previous "
-                    "`lmtrain fit`",
+        fmt::format("{}: not an lmtrain checkpoint (no lmtrain.checkpoint metadata); resume "
+                    "from a checkpoint.safetensors that training wrote (lmtrain fit's run "
+                    "directory, lmtrain.fit's checkpoint=)",
                     path));
   return it->second;
 }
@@ -102,7 +102,7 @@ TrainingState<T> read_checkpoint(const std::string& path, const RunFingerprint& 
       if (!fp.contains(key) || fp.at(key) != value)
         throw InvalidArgument(fmt::format(
             "{}: the checkpoint was made with a different {} ({} there, {} now); resume with the "
-            "configuration that made it, or start a new run in another output_dir",
+            "settings that made it, or start a new run (without resuming)",
             path, key, fp.contains(key) ? fp.at(key).dump() : "none", value.dump()));
     }
     s.epochs_done = meta.at("epochs_done").get<int>();

@@ -201,7 +201,8 @@ class ModelFileParser {
       fail(fmt::format("metadata \"lmtrain.num_classes\" is \"{}\"; expected a decimal integer",
                        classes));
     model.num_classes = *num_classes;
-    model.class_names = class_names();
+    model.class_names = string_array("lmtrain.class_names");
+    model.input_names = string_array("lmtrain.input_names");
     model.provenance = provenance();
     parameters(model);
     model.normalization.inputs.mean = normalization_tensor(kInputMean);
@@ -271,16 +272,16 @@ class ModelFileParser {
     }
   }
 
-  std::vector<std::string> class_names() const {
-    if (!metadata("lmtrain.class_names")) return {};
-    const Json json = json_metadata("lmtrain.class_names");
+  std::vector<std::string> string_array(const char* key) const {
+    if (!metadata(key)) return {};
+    const Json json = json_metadata(key);
     std::vector<std::string> names;
     if (!json.is_array())
-      fail(fmt::format("metadata \"lmtrain.class_names\" is {}; expected a JSON array of strings",
+      fail(fmt::format("metadata \"{}\" is {}; expected a JSON array of strings", key,
                        json_excerpt(json)));
     for (std::size_t i = 0; i < json.size(); ++i) {
       if (!json[i].is_string())
-        fail(fmt::format("metadata \"lmtrain.class_names\"[{}] is {}; expected a string", i,
+        fail(fmt::format("metadata \"{}\"[{}] is {}; expected a string", key, i,
                          json_excerpt(json[i])));
       names.push_back(json[i].get<std::string>());
     }
@@ -572,6 +573,11 @@ void validate_model_file(const ModelFile& model, const std::string& context) {
                       "or one per class",
                       context, model.class_names.size(), model.num_classes));
   }
+  if (!model.input_names.empty() && model.input_names.size() != spec.inputs())
+    throw InvalidArgument(
+        fmt::format("{}: {} input names for a network of {} inputs; expected "
+                    "none or one per input",
+                    context, model.input_names.size(), spec.inputs()));
   if (!model.provenance.is_object())
     throw InvalidArgument(fmt::format("{}: provenance is {}; expected a JSON object", context,
                                       json_excerpt(model.provenance)));
@@ -631,10 +637,13 @@ std::string encode_model_file(const ModelFile& model) {
   try {
     if (!model.class_names.empty())
       file.metadata["lmtrain.class_names"] = Json(model.class_names).dump();
+    if (!model.input_names.empty())
+      file.metadata["lmtrain.input_names"] = Json(model.input_names).dump();
     file.metadata["lmtrain.provenance"] = provenance.dump();
   } catch (const Json::type_error& e) {
     throw InvalidArgument(fmt::format(
-        "write_model_file: the class names or the provenance hold text that is not UTF-8 ({})",
+        "write_model_file: the class or input names or the provenance hold text that is not "
+        "UTF-8 ({})",
         e.what()));
   }
   return detail::encode_safetensors(file);

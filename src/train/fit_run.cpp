@@ -468,7 +468,10 @@ Summary FitRun<T>::finish(std::vector<T>& params) {
   if (early_stopping_ && topt_.restore_best && early_stopping_->restore(theta_, summary_)) {
     summary_.restored_best = true;
     theta_objective_.reset();
+    // The final figures are the restored network's: its training loss evaluated again, its
+    // validation loss the one measured at its epoch.
     summary_.final_loss = training_loss();
+    summary_.final_validation_loss = summary_.best_validation_loss;
   }
   summary_.final_lambda = step_->lambda();
   report_penalties();

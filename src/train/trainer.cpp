@@ -59,12 +59,13 @@ struct DeviceData {
 
 template <typename T>
 void check_data(const Dataset<T>& data, const char* what, const Sequential<T>& model,
-                const ModelSpec& spec) {
+                const ModelSpec& spec, const LossOptions& loss) {
   data.validate(what);
   if (data.inputs != model.inputs() || data.outputs != model.outputs())
     throw InvalidArgument(fmt::format(
         "{} has {} inputs and {} outputs per sample but the model {} expects {} and {}", what,
         data.inputs, data.outputs, spec.describe(), model.inputs(), model.outputs()));
+  loss.check_targets(data.y.data(), data.samples, data.outputs, what);
 }
 
 }  // namespace
@@ -161,8 +162,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                         const Dataset<T>* validation, const TrainingState<T>* resume) {
   Sequential<T> model(spec_, backend_);
   Loss<T> loss(loss_options_, model.outputs(), backend_);
-  check_data(train, "training data", model, spec_);
-  if (validation != nullptr) check_data(*validation, "validation data", model, spec_);
+  check_data(train, "training data", model, spec_, loss_options_);
+  if (validation != nullptr)
+    check_data(*validation, "validation data", model, spec_, loss_options_);
   const int ranks = comm_ != nullptr ? comm_->size() : 1;
   const std::size_t batch = trainer_options_.batch_size == 0
                                 ? train.samples

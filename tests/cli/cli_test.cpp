@@ -125,6 +125,47 @@ TEST(Cli, VersionAndHelp) {
   }
 }
 
+// A wrong command line is bad input: exit code 2 with lmtrain's prefix, as the README says.
+TEST(Cli, CommandLineErrorsExitWithTwo) {
+  for (const char* args : {"train x.toml", "fit", "predict --data x.csv", "fit x.toml --bogus"}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("lmtrain: error:"), std::string::npos) << args << ": " << r.output;
+  }
+}
+
+// A run directory holds one run: a new run into it removes the earlier run's checkpoint, records
+// its --set overrides in run.toml, and a resume cannot go backwards or start from nothing.
+TEST(Cli, RunDirectoryHoldsOneRun) {
+  Scratch s;
+  s.write("data.csv", regression_csv(200, 4));
+  const std::string config = s.write("run.toml", regression_config("", 5));
+  ASSERT_EQ(run("fit " + config + " --quiet").exit_code, 0);
+  ASSERT_TRUE(fs::exists(s.path("out") / "checkpoint.safetensors"));
+
+  const Result beyond = run("fit " + config + " --quiet --resume " + s.path("out").string() +
+                            " --set trainer.max_epochs=2");
+  EXPECT_EQ(beyond.exit_code, 2) << beyond.output;
+  EXPECT_NE(beyond.output.find("checkpoint is at epoch 5, beyond trainer.max_epochs = 2"),
+            std::string::npos)
+      << beyond.output;
+
+  const Result again =
+      run("fit " + config + " --set trainer.max_epochs=2 --set trainer.checkpoint_every=0");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("this run replaced an earlier run there"), std::string::npos)
+      << again.output;
+  EXPECT_FALSE(fs::exists(s.path("out") / "checkpoint.safetensors"));
+  const std::string copied = read_file(s.path("out") / "run.toml");
+  EXPECT_NE(copied.find("#   --set trainer.max_epochs=2\n#   --set trainer.checkpoint_every=0"),
+            std::string::npos)
+      << copied;
+
+  const Result nowhere = run("fit " + config + " --quiet --resume " + s.path("nowhere").string());
+  EXPECT_EQ(nowhere.exit_code, 2) << nowhere.output;
+  EXPECT_FALSE(fs::exists(s.path("nowhere"))) << "a failed resume made its directory";
+}
+
 TEST(Cli, FitPredictEvalRoundTrip) {
   Scratch s;
   s.write("data.csv", regression_csv(500, 1));
@@ -165,6 +206,82 @@ TEST(Cli, FitPredictEvalRoundTrip) {
   const Result info = run("info " + model);
   EXPECT_EQ(info.exit_code, 0);
   EXPECT_NE(info.output.find("2-12-1 tanh (49 parameters)"), std::string::npos) << info.output;
+
+  // summary.json carries the report's test-set figures too.
+  const nlohmann::json summary = nlohmann::json::parse(read_file(s.path("out") / "summary.json"));
+  ASSERT_TRUE(summary.contains("held_out")) << summary.dump(2);
+  EXPECT_EQ(summary["held_out"]["set"], "test");
+  EXPECT_EQ(summary["held_out"]["samples"], 100);
+  const std::string report = read_file(s.path("out") / "summary.txt");
+  const auto test_mse = report.find("MSE ", report.find("Test set:"));
+  ASSERT_NE(test_mse, std::string::npos) << report;
+  const double printed = std::stod(report.substr(test_mse + 4));
+  EXPECT_NEAR(summary["held_out"]["mse"].get<double>(), printed, 1e-5 * printed);
+}
+
+// The training columns' names travel in the model file: predict and eval read a CSV whose
+// columns are in another order, or have an extra id column first, by name — and refuse a header
+// that lacks one, where reading by position would predict from the wrong column without a word.
+TEST(Cli, PredictAndEvalSelectTheTrainingColumnsByName) {
+  Scratch s;
+  s.write("data.csv", regression_csv(300, 2));
+  const std::string config = s.write("run.toml", regression_config("", 10));
+  ASSERT_EQ(run("fit " + config + " --quiet").exit_code, 0);
+  const std::string model = (s.path("out") / "model.safetensors").string();
+  EXPECT_EQ(io::read_model_file(model).input_names, (std::vector<std::string>{"x1", "x2"}));
+
+  // The same rows as id,y,x2,x1.
+  const io::NumericTable data = io::read_csv(s.path("data.csv").string());
+  std::ostringstream shuffled;
+  shuffled.precision(17);
+  shuffled << "id,y,x2,x1\n";
+  for (std::size_t r = 0; r < data.rows; ++r)
+    shuffled << 1000 + r << "," << data(r, 2) << "," << data(r, 1) << "," << data(r, 0) << "\n";
+  s.write("shuffled.csv", shuffled.str());
+  const auto predict = [&](const std::string& file, const std::string& out) {
+    return run("predict " + model + " --data " + s.path(file).string() + " --out " +
+               s.path(out).string());
+  };
+  ASSERT_EQ(predict("data.csv", "a.csv").exit_code, 0);
+  const Result by_name = predict("shuffled.csv", "b.csv");
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.output;
+  const io::NumericTable a = io::read_csv(s.path("a.csv").string());
+  const io::NumericTable b = io::read_csv(s.path("b.csv").string());
+  ASSERT_EQ(a.values.size(), data.rows);
+  EXPECT_EQ(a.values, b.values);  // the same inputs, bit for bit
+
+  // eval: inputs by name, the target the header's other column (id is one too: refused, named).
+  const Result eval_id = run("eval " + model + " --data " + s.path("shuffled.csv").string());
+  EXPECT_EQ(eval_id.exit_code, 2) << eval_id.output;
+  EXPECT_NE(eval_id.output.find("id, y"), std::string::npos) << eval_id.output;
+  EXPECT_NE(eval_id.output.find("--target-columns"), std::string::npos) << eval_id.output;
+  std::ostringstream swapped;
+  swapped.precision(17);
+  swapped << "y,x2,x1\n";
+  for (std::size_t r = 0; r < data.rows; ++r)
+    swapped << data(r, 2) << "," << data(r, 1) << "," << data(r, 0) << "\n";
+  s.write("swapped.csv", swapped.str());
+  const Result eval_a = run("eval " + model + " --data " + s.path("data.csv").string());
+  const Result eval_b = run("eval " + model + " --data " + s.path("swapped.csv").string());
+  ASSERT_EQ(eval_b.exit_code, 0) << eval_b.output;
+  EXPECT_EQ(eval_a.output.substr(eval_a.output.find("loss")),
+            eval_b.output.substr(eval_b.output.find("loss")));
+
+  // A header without x2: an error naming it, and no output file.
+  s.write("renamed.csv", "x1,z,y\n0.5,0.1,0.2\n");
+  const Result missing = predict("renamed.csv", "c.csv");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("no column \"x2\""), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("--columns"), std::string::npos) << missing.output;
+  EXPECT_FALSE(fs::exists(s.path("c.csv")));
+  // --columns still chooses (here by position, as the user says), and a headerless file is read
+  // by position as before.
+  EXPECT_EQ(run("predict " + model + " --data " + s.path("renamed.csv").string() +
+                " --columns x1 z --out " + s.path("d.csv").string())
+                .exit_code,
+            0);
+  s.write("bare.csv", "0.5,0.1,0.2\n");
+  EXPECT_EQ(predict("bare.csv", "e.csv").exit_code, 0);
 }
 
 // Final parameters of a run directory's model file.
@@ -287,7 +404,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"NormalMatrixNotAWay", "d.csv", "a,b\n1,2\n3,4\n",
                  kTrain + "[solver]\nnormal_matrix = \"fast\"\n", "solver.normal_matrix"},
         BadInput{"MisspelledKey", "d.csv", "a,b\n1,2\n3,4\n",
-                 kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"}),
+                 kTrain + "[trainer]\nmax_epoch = 10\n", "did you mean 'trainer.max_epochs'"},
+        // Found by the Trainer or inside training, after the data was read: still no directory.
+        BadInput{"NegativeHuberDelta", "d.csv", "a,b\n1,2\n3,4\n",
+                 kTrain + "[loss]\ntype = \"huber\"\nhuber_delta = -1.0\n", "huber_delta"},
+        BadInput{"BceTargetOutsideZeroOne", "d.csv", "a,b\n1,0\n2,1\n3,0.5\n4,1.5\n",
+                 kTrain + "[loss]\ntype = \"bce\"\n",
+                 "target of sample 3 column 0 is 1.5; loss.type = \"bce\" takes targets in [0, 1]"},
+        BadInput{"BeyondFloat32", "d.csv", "a,b\n0.3,1e39\n0.4,2\n",
+                 "[data]\nnormalize_targets = \"none\"\n" + kTrain,
+                 "d.csv line 2, target \"b\": 1e+39 is beyond float32's range"},
+        BadInput{"NaNHintsNoLibraryOption", "d.csv", "a,b\n1,2\nnan,3\n", kTrain,
+                 "remove or impute the value (a NaN or ±Inf in training data makes every step "
+                 "invalid)\n"}),
     [](const auto& test_param) { return test_param.param.name; });
 
 // solver.tf32 on a machine without TF32: the fit runs as without it (the same final parameters,

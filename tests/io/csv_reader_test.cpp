@@ -169,7 +169,7 @@ TEST_F(CsvReaderTest, HeaderOptionOverridesDetection) {
   absent.header = CsvHeader::kAbsent;
   const std::string message = invalid_argument_message([&] { read_csv(q, absent); });
   expect_contains(message,
-                  {q + ":1", "field 1 of 2", "\"x\"", "expected a number", "header option"});
+                  {q + ":1", "field 1 of 2", "\"x\"", "expected a number", "CsvOptions::header"});
 }
 
 TEST_F(CsvReaderTest, NonFiniteCellsAreRejectedUnlessAllowed) {
@@ -207,7 +207,7 @@ TEST_F(CsvReaderTest, NonNumericCellIsQuoted) {
   const std::string p = write("text.csv", "a,b,c\n1,2,3\n\n4,5x,6\n");
   expect_contains(invalid_argument_message([&] { read_csv(p); }),
                   {p + ":4", "line 4, field 2 of 3 (column \"b\")", "is \"5x\"",
-                   "expected a number", "`columns`"});
+                   "expected a number", "CsvOptions::columns"});
   const std::string q = write("empty_cell.csv", "a,b\n1,\n");
   expect_contains(invalid_argument_message([&] { read_csv(q); }),
                   {q + ":2", "field 2 of 2", "is empty"});

@@ -128,6 +128,24 @@ def test_lmtrain_predict_reads_a_python_model(cli: str, tmp_path: Path) -> None:
     assert "4-8-2 tanh" in info
 
 
+def test_lmtrain_predict_reads_a_python_models_columns_by_name(cli: str, tmp_path: Path) -> None:
+    # A DataFrame's column names travel in the model file: `lmtrain predict` finds them in a CSV
+    # whose columns are in another order, with the targets first.
+    pd = pytest.importorskip("pandas")
+    x, y = regression_data()
+    frame = pd.DataFrame(x, columns=["a", "b", "c", "d"])
+    model, _ = lmtrain.fit([8, "tanh", 2], frame, y, precision="float64", max_epochs=5)
+    assert model.input_names == ["a", "b", "c", "d"]
+    model.save(tmp_path / "model.safetensors")
+    table = np.column_stack([y, x[:, ::-1]])
+    np.savetxt(tmp_path / "reordered.csv", table, delimiter=",", header="y0,y1,d,c,b,a",
+               comments="", fmt="%.17g")
+    run_cli(cli, "predict", str(tmp_path / "model.safetensors"), "--data",
+            str(tmp_path / "reordered.csv"), "--out", str(tmp_path / "pred.npy"))
+    assert worst_relative(model.predict(frame), np.load(tmp_path / "pred.npy")) <= 1e-12
+    assert lmtrain.load(tmp_path / "model.safetensors").input_names == ["a", "b", "c", "d"]
+
+
 def test_classifier_files_go_both_ways(cli: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     labels = rng.integers(0, 3, 300)

@@ -99,6 +99,10 @@ BAD = {
                            ["checkpoint_every = -1", "≥ 0"]),
     "validation twice": (fit(validation=(X_, y_), validation_fraction=0.2), ValueError,
                          ["validation and validation_fraction = 0.2 both given"]),
+    "bce targets": (fit(loss="bce"), ValueError, ["training data: target of sample",
+                                                  "\"bce\" takes targets in [0, 1]"]),
+    "estimator bce": (lambda: LMRegressor(loss="bce").fit(X_, y_ > 0), ValueError,
+                      ["loss = 'bce': LMRegressor takes 'mse', 'huber', 'l1'", "LMClassifier"]),
     "non-finite loss": (fit(y=y_ * 1e200, standardize_targets=False, precision="float64"),
                         ValueError, ["training stopped after 0 epochs", "not finite",
                                      ".model and .summary"]),
@@ -187,3 +191,21 @@ def test_a_models_labels_keep_their_type(labels: np.ndarray, expected: np.ndarra
         np.testing.assert_array_equal(m.classes, expected)
         # The labels compare equal to the training labels: accuracy as a user computes it.
         assert (m.predict(X_) == y).mean() > 0.9
+
+
+def test_bce_trains_on_probabilities_and_predicts_them() -> None:
+    # bce's targets are never standardized (they would leave [0, 1]); predict is the sigmoid of
+    # the logits, as `lmtrain predict` writes it.
+    p = 1.0 / (1.0 + np.exp(-3.0 * X_[:, 0]))
+    labels = (np.random.default_rng(3).uniform(size=len(p)) < p).astype(float)
+    model, summary = lmtrain.fit([6, "tanh", 1], X_, labels, loss="bce", precision="float64",
+                                 max_epochs=30)
+    assert model.target_mean is None and model.loss == "bce"
+    probabilities = model.predict(X_)
+    np.testing.assert_allclose(probabilities, 1.0 / (1.0 + np.exp(-model.outputs(X_)[:, 0])),
+                               rtol=1e-15)
+    assert np.all((probabilities > 0) & (probabilities < 1))
+    # The reported loss is the mean binary cross-entropy of those probabilities.
+    bce = -np.mean(labels * np.log(probabilities) + (1 - labels) * np.log1p(-probabilities))
+    assert summary.final_loss == pytest.approx(bce, rel=1e-9)
+    assert bce < 0.6 * np.log(2)  # well below the constant predictor's log 2

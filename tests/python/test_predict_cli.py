@@ -3,14 +3,15 @@
 
 usage: test_predict_cli.py LMTRAIN WORKDIR
 
-Writes a random regression CSV (3 inputs, 2 targets) and a classification CSV (2 inputs,
-3 classes) into WORKDIR, trains small MLPs on them with `lmtrain fit` (a few epochs; tanh,
+Writes a random regression CSV (3 inputs, 2 targets), a classification CSV (2 inputs,
+3 classes) and a bce CSV (3 inputs; a 0/1 and a probability target) into WORKDIR, trains small MLPs on them with `lmtrain fit` (a few epochs; tanh,
 sigmoid, gelu, softplus and elu; float32 and float64; standardized and raw inputs), runs
 `lmtrain predict --out pred.npy` on the training data, then reads each model.safetensors with
 the standard-library reader of test_model_file.py, rebuilds the network in numpy from the
 "lmtrain.architecture" metadata and the PyTorch-named tensors, applies the stored
 normalization, and asserts that numpy's outputs equal predict's: the de-normalized outputs for
-regression, the "class" column and the softmax probabilities for classification; to 1e-5
+regression, the sigmoid of the outputs for bce (its targets never standardized), the "class"
+column and the softmax probabilities for classification; to 1e-5
 relative for float32 models and 1e-12 for float64 ones.  Every model has a square hidden
 weight (8×8), so a transposed weight is caught by the values, not only by a shape check.
 
@@ -59,6 +60,11 @@ def write_data(workdir):
         f.write("a,b,label\n")
         for (a, b), label in zip(points, labels):
             f.write(f"{a!r},{b!r},{label}\n")
+    # bce: the regression data's inputs with a 0/1 target and a probability target.
+    p = 1.0 / (1.0 + np.exp(-(x1 - 4.0) * 2.0))
+    table = np.column_stack([x1, x2, x3, (rng.uniform(size=n) < p).astype(float), p])
+    np.savetxt(os.path.join(workdir, "binary.csv"), table, delimiter=",",
+               header="x1,x2,x3,y1,y2", comments="", fmt="%.17g")
 
 
 def layers_toml(layers):
@@ -79,6 +85,10 @@ MODELS = [
      [8, "gelu", 8, "tanh", 3], "standardize"),
     ("cls64", "classification.csv", "classification", "float64", "cross_entropy_sqrt",
      [8, "sigmoid", 8, "softplus", 3], "none"),
+    # normalize_targets = "standardize" is asked for and does not apply: bce's targets are
+    # probabilities, and predict writes probabilities.
+    ("bce64", "binary.csv", "regression", "float64", "bce", [8, "tanh", 8, "elu", 2],
+     "standardize"),
 ]
 
 
@@ -173,7 +183,13 @@ def check(lmtrain, workdir, name, data, task, layers, normalize_inputs):
     dtype = "F32" if dtypes == {np.dtype(np.float32)} else "F64"
     rtol = RTOL[dtype]
 
-    if task == "regression":
+    if metadata["lmtrain.loss"] == "bce":
+        if any(k.startswith("normalization.target") for k in normalization):
+            raise Mismatch(f"{name}: bce's targets were standardized")
+        worst = compare(f"{name} probabilities", 1.0 / (1.0 + np.exp(-z)), expected, rtol)
+        if not (np.all((expected > 0) & (expected < 1)) and np.std(expected) > 1e-2):
+            raise Mismatch(f"{name}: predict's bce outputs are not varied probabilities")
+    elif task == "regression":
         y = z * tensors["normalization.target_std"] + tensors["normalization.target_mean"]
         worst = compare(f"{name} outputs", y, expected, rtol)
         if np.std(expected) < 1e-3:

@@ -143,6 +143,12 @@ TEST(Termination, ValidationMaxFailRestoresTheBestModel) {
   Trainer<double> evaluator(kSmallNet, LossOptions{}, {}, {}, *backend);
   EXPECT_NEAR(evaluator.evaluate(r.params, validation), r.summary.best_validation_loss,
               1e-12 * r.summary.best_validation_loss);
+  // The final figures are the restored network's: its validation loss, and its training loss
+  // evaluated on it (not the last epoch's, whose network was discarded).
+  EXPECT_EQ(r.summary.final_validation_loss, r.summary.best_validation_loss);
+  EXPECT_NEAR(evaluator.evaluate(r.params, training), r.summary.final_loss,
+              1e-12 * r.summary.final_loss);
+  EXPECT_GT(r.summary.history.back().validation_loss, r.summary.final_validation_loss);
 }
 
 TEST(Termination, UserCallback) {

@@ -43,6 +43,10 @@ struct CsvOptions {
 // quote, an unknown column name (with the closest header name), a file without data rows.
 NumericTable read_csv(const std::string& path, const CsvOptions& options = {});
 
+// The header's fields of `path` (options.header decides, as for read_csv), or nothing when the
+// file has no header.  Throws as read_csv for a file it cannot read or without data rows.
+std::vector<std::string> read_csv_header(const std::string& path, const CsvOptions& options = {});
+
 // The same on text already in memory; `source` names it in messages and in the result.
 NumericTable parse_csv(std::string_view text, const std::string& source,
                        const CsvOptions& options = {});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
@@ -18,6 +19,15 @@ struct LossOptions {
   double huber_delta = 1.0;
   // Throws InvalidArgument naming the field and the constraint.
   void validate(std::size_t outputs) const;
+  // Whether a front end standardizes the targets when its user asked for it: bce's targets are
+  // probabilities (0/1 labels or values in [0, 1]) and are never standardized.
+  bool standardizes_targets(bool requested) const { return requested && kind != LossKind::kBce; }
+  // Throws InvalidArgument naming `what`, the sample and the column of the first target outside
+  // the loss's range (bce: [0, 1]); other losses take any finite target.
+  void check_targets(const float* y, std::size_t samples, std::size_t outputs,
+                     std::string_view what) const;
+  void check_targets(const double* y, std::size_t samples, std::size_t outputs,
+                     std::string_view what) const;
 };
 
 template <typename T>

@@ -24,6 +24,8 @@
 //   "lmtrain.task"           "regression" or "classification"
 //   "lmtrain.num_classes"    decimal integer (0 for regression)
 //   "lmtrain.class_names"    JSON array of strings (only when class names are given)
+//   "lmtrain.input_names"    JSON array of strings, one per input: the training data's column
+//                            names (only when it had them); predict and eval select by them
 //   "lmtrain.provenance"     JSON object: lmtrain version, date, seed, epochs, final losses, …
 #pragma once
 
@@ -86,6 +88,8 @@ struct ModelFile {
   std::size_t num_classes = 0;
   // Optional: empty, or num_classes names (class k is output k / label k).
   std::vector<std::string> class_names;
+  // Optional: empty, or one name per input (the training data's columns, in input order).
+  std::vector<std::string> input_names;
   // Free-form JSON object; make_provenance() starts one.  Conventional keys: "lmtrain_version",
   // "date" (UTC ISO 8601), "seed", "epochs", "final_loss", "final_validation_loss",
   // "termination".  The writer adds "lmtrain_version" when it is missing.
