@@ -26,7 +26,7 @@ std::string where(const toml::node& node) {
   const auto& src = node.source();
   if (src.path && src.begin.line > 0) return fmt::format("{}:{}", *src.path, src.begin.line);
   if (src.path) return *src.path;
-  return "config";
+  return "a --set override";  // only the overrides' nodes are made without a source
 }
 
 // A TOML table with the keys it accepts.  Every read records its key; finish() rejects the rest,
@@ -261,28 +261,25 @@ LayerSpec parse_layer(const toml::node& node, std::size_t index) {
                     "max_pool2d, avg_pool2d, flatten or an activation name)",
                     where(node), index));
   LayerSpec layer;
+  // A missing required key is reported after the unknown ones: { type = "dense", unit = 5 } is
+  // a misspelling of units, not a layer without units.
+  std::string missing;
   if (*type == "dense") {
     layer.kind = LayerSpec::Kind::kDense;
     layer.units = s.count("units", 0, 1);
-    if (layer.units == 0)
-      throw InvalidArgument(
-          fmt::format("{}: model.layers[{}] (dense) needs units ≥ 1", where(node), index));
+    if (layer.units == 0) missing = "(dense) needs units ≥ 1";
   } else if (*type == "conv2d") {
     layer.kind = LayerSpec::Kind::kConv2d;
     layer.channels = s.count("channels", 0, 1);
     const std::size_t kernel = s.count("kernel", 0, 1);
-    if (layer.channels == 0 || kernel == 0)
-      throw InvalidArgument(fmt::format(
-          "{}: model.layers[{}] (conv2d) needs channels ≥ 1 and kernel ≥ 1", where(node), index));
+    if (layer.channels == 0 || kernel == 0) missing = "(conv2d) needs channels ≥ 1 and kernel ≥ 1";
     const std::size_t stride = s.count("stride", 1, 1), padding = s.count("padding", 0);
     layer.window = Window2d{kernel, kernel, stride, stride, padding, padding};
     layer.bias = s.boolean("bias").value_or(true);
   } else if (*type == "max_pool2d" || *type == "avg_pool2d") {
     layer.kind = *type == "max_pool2d" ? LayerSpec::Kind::kMaxPool2d : LayerSpec::Kind::kAvgPool2d;
     const std::size_t kernel = s.count("kernel", 0, 1);
-    if (kernel == 0)
-      throw InvalidArgument(
-          fmt::format("{}: model.layers[{}] ({}) needs kernel ≥ 1", where(node), index, *type));
+    if (kernel == 0) missing = fmt::format("({}) needs kernel ≥ 1", *type);
     const std::size_t stride = s.count("stride", kernel, 1), padding = s.count("padding", 0);
     layer.window = Window2d{kernel, kernel, stride, stride, padding, padding};
   } else if (*type == "flatten") {
@@ -299,6 +296,8 @@ LayerSpec parse_layer(const toml::node& node, std::size_t index) {
                                       hint ? fmt::format("; did you mean \"{}\"?", *hint) : ""));
   }
   s.finish();
+  if (!missing.empty())
+    throw InvalidArgument(fmt::format("{}: model.layers[{}] {}", where(node), index, missing));
   return layer;
 }
 

@@ -134,6 +134,27 @@ TEST(Cli, CommandLineErrorsExitWithTwo) {
   }
 }
 
+// Misspellings are named where they were made: a layer's key, a --set override's key.
+TEST(Cli, MisspelledKeysAreNamedWhereTheyWereWritten) {
+  Scratch s;
+  s.write("data.csv", regression_csv(50, 5));
+  std::string text = regression_config();
+  text.replace(text.find("units = 12"), 10, "unit = 12");
+  const Result layer = run("fit " + s.write("layer.toml", text) + " --quiet");
+  EXPECT_EQ(layer.exit_code, 2) << layer.output;
+  EXPECT_NE(layer.output.find("unknown key 'model.layers[0].unit'; did you mean "
+                              "'model.layers[0].units'?"),
+            std::string::npos)
+      << layer.output;
+  const Result set = run("fit " + s.write("run.toml", regression_config()) +
+                         " --quiet --set trainer.max_epoch=3 --set solver.damping=nielsen");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("--set"), std::string::npos) << set.output;
+  EXPECT_EQ(set.output.find("config:"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("did you mean 'trainer.max_epochs'"), std::string::npos) << set.output;
+  EXPECT_FALSE(fs::exists(s.path("out")));
+}
+
 // A run directory holds one run: a new run into it removes the earlier run's checkpoint, records
 // its --set overrides in run.toml, and a resume cannot go backwards or start from nothing.
 TEST(Cli, RunDirectoryHoldsOneRun) {
