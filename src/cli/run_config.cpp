@@ -618,6 +618,7 @@ std::string in_config_terms(std::string message) {
         {" (if this first row is a header, set CsvOptions::header to kPresent)",
          " (a header whose names all read as numbers is taken for data: rename its columns)"},
         {"raise num_classes", "raise data.classes"},
+        {"set CsvOptions::delimiter to it", "set the data file's delimiter key to it"},
         {"LossOptions::kind", "loss.type"},
         {"SolverOptions::", "solver."},
         {"TrainerOptions::", "trainer."},

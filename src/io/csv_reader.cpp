@@ -223,6 +223,18 @@ class RowReader {
         delimiter, delimiter));
   }
 
+  // A one-field row whose cell holds another common separator: the hint to name it.
+  std::string other_delimiter(std::string_view cell) const {
+    if (layout_.field_count != 1) return {};
+    for (const char d : {';', '\t', '|', ','})
+      if (d != options_.delimiter && cell.find(d) != std::string_view::npos)
+        return fmt::format(
+            " (every row has one field: if the file is separated by {}, set "
+            "CsvOptions::delimiter to it)",
+            delimiter_name(d));
+    return {};
+  }
+
   // Field `index` (0-based) of the row on `line`.
   double cell_value(std::string_view cell, std::size_t line, std::size_t index) const {
     double value = 0.0;
@@ -243,11 +255,12 @@ class RowReader {
       case detail::NumberToken::kNotANumber:
         throw InvalidArgument(
             fmt::format("{} is {}, expected a number; fix the cell, or leave the column out with "
-                        "CsvOptions::columns{}",
+                        "CsvOptions::columns{}{}",
                         where(), quote_cell(cell),
                         !layout_.has_header && line == layout_.width_line
                             ? " (if this first row is a header, set CsvOptions::header to kPresent)"
-                            : ""));
+                            : "",
+                        other_delimiter(cell)));
       case detail::NumberToken::kOutOfRange:
         throw InvalidArgument(fmt::format(
             "{} is {}, a number outside the range of double (it overflows to ±inf or underflows "

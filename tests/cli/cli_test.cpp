@@ -394,6 +394,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"RaggedRow", "d.csv", "a,b\n1,2\n3\n4,5\n", kTrain, "line 3"},
         BadInput{"NonNumericCell", "d.csv", "a,b\n1,2\n3,abc\n", kTrain, "abc"},
         BadInput{"NaNInData", "d.csv", "a,b\n1,2\nnan,3\n", kTrain, "line 3"},
+        BadInput{"SemicolonSeparated", "d.csv", "a;b\n1;2\n3;4\n", kTrain,
+                 "separated by ';', set the data file's delimiter key to it"},
         BadInput{"TruncatedNpy", "x.npy", std::string("\x93NUMPY\x01\x00\x10\x00{'descr'", 18),
                  "[data.train]\npath = \"x.npy\"\ntargets_path = \"x.npy\"\n", "x.npy"},
         BadInput{

@@ -216,6 +216,15 @@ TEST_F(CsvReaderTest, NonNumericCellIsQuoted) {
                   {r + ":2", "\"1e400\"", "range of double"});
 }
 
+TEST_F(CsvReaderTest, AFileOfAnotherSeparatorIsNamed) {
+  const std::string p = write("semicolons.csv", "a;b\n1;2\n");
+  expect_contains(invalid_argument_message([&] { read_csv(p); }),
+                  {p + ":2", "\"1;2\"", "separated by ';'", "CsvOptions::delimiter"});
+  // Several fields: the message is about the cell, not the separator.
+  const std::string q = write("mixed.csv", "a,b\n1;2,3\n");
+  EXPECT_EQ(invalid_argument_message([&] { read_csv(q); }).find("separated by"), std::string::npos);
+}
+
 TEST_F(CsvReaderTest, UnknownColumnSuggestsTheClosestHeaderName) {
   const std::string p = write("names.csv", "id,price,weight\n1,2,3\n");
   CsvOptions options;
