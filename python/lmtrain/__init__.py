@@ -19,7 +19,7 @@ _openmp.load_core()  # before anything imports lmtrain._core
 
 from ._model import Model, load  # noqa: E402
 from ._summary import EpochRecord, PenaltyGroup, Summary  # noqa: E402
-from ._training import fit, option_names as _option_names  # noqa: E402
+from ._training import describe_options, fit, option_names as _option_names  # noqa: E402
 
 __version__ = "0.1.0"
 _ESTIMATORS = ("LMClassifier", "LMRegressor")
@@ -27,7 +27,7 @@ _ESTIMATORS = ("LMClassifier", "LMRegressor")
 # it `from lmtrain import *` must still work (and `lmtrain.LMRegressor` says what to install).
 _HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 __all__ = ["EpochRecord", *(_ESTIMATORS if _HAVE_SKLEARN else ()), "Model", "PenaltyGroup",
-           "Summary", "fit", "load", "option_names"]
+           "Summary", "describe_options", "fit", "load", "option_names"]
 
 
 def option_names() -> list[str]:

@@ -40,6 +40,28 @@ def option_names() -> dict[str, tuple[str, str]]:
     return names
 
 
+def describe_options() -> list[dict[str, Any]]:
+    """Every library option :func:`fit` accepts, as the library documents it.
+
+    Returns
+    -------
+    list of dict
+        One per option, in the library's order: ``name``, ``group`` (``"solver"``,
+        ``"trainer"`` or ``"loss"``: the TOML table of ``lmtrain fit``'s config), ``kind``
+        (``"float"``, ``"int"``, ``"count"``, ``"bool"``, ``"optional bool"``, ``"str"`` or
+        ``"float list"``), ``default`` and ``doc``.
+    """
+    rows = []
+    for group, cls in _OPTION_CLASSES.items():
+        defaults = cls()
+        for name, kind in cls.fields():
+            prop = cls.__dict__.get(name)
+            rows.append({"name": name, "group": group, "kind": kind,
+                         "default": getattr(defaults, name),
+                         "doc": " ".join((getattr(prop, "__doc__", None) or "").split())})
+    return rows
+
+
 def _unknown_option(name: str, known: Sequence[str], caller: str) -> TypeError:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -207,7 +229,8 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     **options
         Any field of lmtrain's ``SolverOptions``, ``TrainerOptions`` or ``LossOptions`` by its
         name, e.g. ``max_epochs=100``, ``batch_size=1000``, ``damping="multiplicative"``,
-        ``regularization="ard"``, ``loss="huber"``.  ``lmtrain.option_names()`` lists them.
+        ``regularization="ard"``, ``loss="huber"``.  ``lmtrain.option_names()`` lists them,
+        ``lmtrain.describe_options()`` with their defaults and meanings.
 
     Returns
     -------

@@ -252,7 +252,8 @@ class LMRegressor(RegressorMixin, _LMEstimator):
     verbose : bool, default=False
         Progress per epoch (a tqdm bar when tqdm is installed).
     solver_options : dict, optional
-        Any other lmtrain option by name (``lmtrain.option_names()``), e.g.
+        Any other lmtrain option by name (``lmtrain.describe_options()`` lists each with its
+        default and meaning), e.g.
         ``{"lambda_initial": 1e-2, "geodesic_acceleration": False}``.
 
     Attributes

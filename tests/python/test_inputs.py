@@ -209,3 +209,17 @@ def test_bce_trains_on_probabilities_and_predicts_them() -> None:
     bce = -np.mean(labels * np.log(probabilities) + (1 - labels) * np.log1p(-probabilities))
     assert summary.final_loss == pytest.approx(bce, rel=1e-9)
     assert bce < 0.6 * np.log(2)  # well below the constant predictor's log 2
+
+
+def test_describe_options_gives_each_option_its_default_and_meaning() -> None:
+    rows = lmtrain.describe_options()
+    assert sorted(r["name"] for r in rows) == lmtrain.option_names()
+    assert all(r["doc"] and r["group"] in ("solver", "trainer", "loss") for r in rows)
+    # Passing an option its described default trains exactly as leaving it out.
+    reference, _ = lmtrain.fit([3, "tanh", 1], X_, y_, max_epochs=2, precision="float64")
+    for row in rows:
+        if row["name"] == "max_epochs":
+            continue
+        model, _ = lmtrain.fit([3, "tanh", 1], X_, y_, max_epochs=2, precision="float64",
+                               **{row["name"]: row["default"]})
+        np.testing.assert_array_equal(model.parameters, reference.parameters, err_msg=row["name"])
