@@ -465,9 +465,13 @@ template <typename T, typename S>
 bool LevenbergMarquardtStep<T, S>::lambda_above_max(bool can_grow, StepReport& report) const {
   if (can_grow) return false;
   report.termination = TerminationReason::kLambdaAboveMax;
-  report.message =
-      fmt::format("no trial step lowered the loss with λ at SolverOptions::lambda_max = {:.3e}",
-                  options_.lambda_max);
+  // Often the end of a converged run (MATLAB trainlm's "maximum mu reached"): the gradient says
+  // how close to a minimum the parameters are, and which tolerance would have said so.
+  report.message = fmt::format(
+      "no trial step lowered the loss with λ at SolverOptions::lambda_max = {:.3e} "
+      "(‖Jᵀr‖∞ = {:.3e}: near zero, the parameters are at a minimum to rounding; "
+      "SolverOptions::gradient_tolerance or function_tolerance end such a run as converged)",
+      options_.lambda_max, report.gradient_max_norm);
   return true;
 }
 
