@@ -251,14 +251,21 @@ TEST(Cli, PredictAndEvalSelectTheTrainingColumnsByName) {
   const std::string model = (s.path("out") / "model.safetensors").string();
   EXPECT_EQ(io::read_model_file(model).input_names, (std::vector<std::string>{"x1", "x2"}));
 
-  // The same rows as id,y,x2,x1.
+  // data.csv's columns (x1, x2, y = 0, 1, 2) rewritten under `header` in the order `columns`;
+  // -1 is an id column.
   const io::NumericTable data = io::read_csv(s.path("data.csv").string());
-  std::ostringstream shuffled;
-  shuffled.precision(17);
-  shuffled << "id,y,x2,x1\n";
-  for (std::size_t r = 0; r < data.rows; ++r)
-    shuffled << 1000 + r << "," << data(r, 2) << "," << data(r, 1) << "," << data(r, 0) << "\n";
-  s.write("shuffled.csv", shuffled.str());
+  const auto rearranged = [&](const std::string& name, const std::string& header,
+                              const std::vector<int>& columns) {
+    std::ostringstream csv;
+    csv.precision(17);
+    csv << header << "\n";
+    for (std::size_t r = 0; r < data.rows; ++r)
+      for (std::size_t i = 0; i < columns.size(); ++i)
+        (columns[i] < 0 ? csv << 1000 + r : csv << data(r, static_cast<std::size_t>(columns[i])))
+            << (i + 1 < columns.size() ? "," : "\n");
+    s.write(name, csv.str());
+  };
+  rearranged("shuffled.csv", "id,y,x2,x1", {-1, 2, 1, 0});
   const auto predict = [&](const std::string& file, const std::string& out) {
     return run("predict " + model + " --data " + s.path(file).string() + " --out " +
                s.path(out).string());
@@ -276,12 +283,7 @@ TEST(Cli, PredictAndEvalSelectTheTrainingColumnsByName) {
   EXPECT_EQ(eval_id.exit_code, 2) << eval_id.output;
   EXPECT_NE(eval_id.output.find("id, y"), std::string::npos) << eval_id.output;
   EXPECT_NE(eval_id.output.find("--target-columns"), std::string::npos) << eval_id.output;
-  std::ostringstream swapped;
-  swapped.precision(17);
-  swapped << "y,x2,x1\n";
-  for (std::size_t r = 0; r < data.rows; ++r)
-    swapped << data(r, 2) << "," << data(r, 1) << "," << data(r, 0) << "\n";
-  s.write("swapped.csv", swapped.str());
+  rearranged("swapped.csv", "y,x2,x1", {2, 1, 0});
   const Result eval_a = run("eval " + model + " --data " + s.path("data.csv").string());
   const Result eval_b = run("eval " + model + " --data " + s.path("swapped.csv").string());
   ASSERT_EQ(eval_b.exit_code, 0) << eval_b.output;
