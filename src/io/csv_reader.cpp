@@ -320,13 +320,25 @@ NumericTable read_csv(const std::string& path, const CsvOptions& options) {
 
 std::vector<std::string> read_csv_header(const std::string& path, const CsvOptions& options) {
   check_delimiter(options, path);
-  const std::string contents = detail::read_file_contents(path);
-  std::string_view text = contents;
-  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
-  RecordScanner scanner(text, options, path);
-  std::vector<std::string_view> fields;
-  std::size_t line = 0;
-  return read_layout(scanner, fields, line, options, path).header;
+  // The layout needs the first record and the one after a header: read a prefix of the file, and
+  // a larger one while the prefix ends before they do (a failure on a prefix may be its cut; only
+  // the whole file's is the file's).
+  for (std::size_t prefix = std::size_t{1} << 16;; prefix *= 4) {
+    const std::string contents = detail::read_file_contents(path, prefix);
+    const bool whole = contents.size() < prefix;
+    std::string_view text = contents;
+    if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+    try {
+      RecordScanner scanner(text, options, path);
+      std::vector<std::string_view> fields;
+      std::size_t line = 0;
+      const CsvLayout layout = read_layout(scanner, fields, line, options, path);
+      // A first record cut by the prefix might read as data; it is whole once another starts.
+      if (whole || layout.has_header || scanner.next(fields, line)) return layout.header;
+    } catch (const InvalidArgument&) {
+      if (whole) throw;
+    }
+  }
 }
 
 }  // namespace lmtrain::io

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -25,7 +26,7 @@ struct GzCloser {
 
 }  // namespace
 
-std::string read_file_contents(const std::string& path) {
+std::string read_file_contents(const std::string& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -49,13 +50,15 @@ std::string read_file_contents(const std::string& path) {
   gzbuffer(gz.get(), 1u << 17);
 
   std::string bytes;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
-  constexpr unsigned kChunk = 1u << 20;
-  for (;;) {
+  if (S_ISREG(st.st_mode) && st.st_size > 0)
+    bytes.reserve(std::min(static_cast<std::size_t>(st.st_size), max_bytes));
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  while (bytes.size() < max_bytes) {
     const std::size_t old = bytes.size();
-    bytes.resize(old + kChunk);
+    const auto want = static_cast<unsigned>(std::min(kChunk, max_bytes - old));
+    bytes.resize(old + want);
     errno = 0;
-    const int got = gzread(gz.get(), bytes.data() + old, kChunk);
+    const int got = gzread(gz.get(), bytes.data() + old, want);
     if (got < 0) {
       const int err = errno;
       int zerr = Z_OK;

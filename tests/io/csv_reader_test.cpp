@@ -4,8 +4,10 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "scratch_dir.h"
@@ -271,6 +273,47 @@ TEST_F(CsvReaderTest, MissingUnreadableEmptyAndMalformedFilesAreExplained) {
   const std::string after_quote = write("after_quote.csv", "a,b\n1,\"2\"x\n");
   expect_contains(invalid_argument_message([&] { read_csv(after_quote); }),
                   {after_quote + ":2", "after the closing quote of field 2"});
+}
+
+// read_csv_header reads the file's start, and more of it while the header (or the record after
+// it) runs past what it read: a header of 25 000 names (~300 KB); one whose only non-number
+// name comes after its first 64 KiB (a cut there reads as a data row); and a large gzip file
+// whose end is damaged: its header reads, and read_csv still reports the damage.
+TEST_F(CsvReaderTest, HeaderIsReadFromTheFilesStartHoweverLongItIs) {
+  std::vector<std::string> names;
+  std::string text;
+  for (int c = 0; c < 25000; ++c) {
+    std::ostringstream name;
+    name << "column_" << std::setw(5) << std::setfill('0') << c;
+    names.push_back(name.str());
+    text += (c ? "," : "") + names.back();
+  }
+  std::string row;
+  for (std::size_t c = 0; c < names.size(); ++c) row += c ? ",1" : "1";
+  const std::string wide = write("wide.csv", text + "\n" + row + "\n");
+  EXPECT_EQ(read_csv_header(wide), names);
+
+  std::vector<std::string> numbers;
+  std::string numeric_header;
+  for (int c = 0; c < 20000; ++c) {
+    numbers.push_back(std::to_string(1000 + c));
+    numeric_header += (c ? "," : "") + numbers.back();
+  }
+  numbers.push_back("target");
+  std::string data;
+  for (std::size_t c = 0; c < numbers.size(); ++c) data += c ? ",2" : "2";
+  const std::string late =
+      write("late_name.csv", numeric_header + ",target\n" + data + "\n" + data + "\n");
+  ASSERT_GT(numeric_header.size(), std::size_t{1} << 16);
+  EXPECT_EQ(read_csv_header(late), numbers);
+
+  std::mt19937_64 rng(5);
+  const std::vector<std::string> xy = {"x0", "x1", "y"};
+  const CsvFixture f = make_fixture(rng, 100000, 3, xy, ',', false);
+  const std::string gz = write_gzip("damaged.csv.gz", f.text);
+  std::filesystem::resize_file(gz, std::filesystem::file_size(gz) / 2);
+  EXPECT_EQ(read_csv_header(gz), xy);
+  expect_contains(invalid_argument_message([&] { read_csv(gz); }), {gz, "gzip"});
 }
 
 TEST(CsvParse, InMemoryTextCarriesTheGivenSourceName) {
