@@ -13,11 +13,6 @@ from . import _core
 from ._validation import as_input_matrix
 
 
-def _softmax(z: NDArray[np.float64]) -> NDArray[np.float64]:
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def _labels(names: list[str]) -> NDArray[Any]:
     """Class names as numbers when the text round-trips exactly (so "01" stays a string)."""
     if set(names) <= {"False", "True"}:
@@ -181,11 +176,16 @@ class Model:
         device : str, default="cpu"
             ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         """
+        return self._outputs(X, device, probabilities=False)
+
+    def _outputs(self, X: ArrayLike, device: str, probabilities: bool) -> NDArray[np.float64]:
+        # probabilities: the engine's output link (a classifier's softmax, bce's sigmoid), as
+        # `lmtrain predict` applies it.
         x, _ = as_input_matrix(X, "X")
         if x.shape[1] != self.n_inputs:
             raise ValueError(f"X has {x.shape[1]} features, but the model {self.description} "
                              f"takes {self.n_inputs}")
-        return self._file.predict(x, device)
+        return self._file.predict(x, device, probabilities)
 
     def predict(self, X: ArrayLike, device: str = "cpu") -> NDArray[Any]:
         """Predictions for ``X``.
@@ -196,20 +196,19 @@ class Model:
             Regression: shape (n_samples,) for a one-output network, else
             (n_samples, n_outputs), in the targets' units; with ``loss="bce"`` the
             probabilities (the logits' sigmoid), as ``lmtrain predict`` writes them.
-            Classification: the predicted class labels (``classes``), shape (n_samples,).
+            Classification: the predicted class labels (``classes``), shape (n_samples,): the
+            first most probable class, as ``lmtrain predict``'s ``class`` column.
         """
-        z = self.outputs(X, device)
+        z = self._outputs(X, device, probabilities=True)
         if self.task == "classification":
             return self.classes[np.argmax(z, axis=1)]
-        if self.loss == "bce":
-            z = 1.0 / (1.0 + np.exp(-z))
         return z[:, 0] if z.shape[1] == 1 else z
 
     def predict_proba(self, X: ArrayLike, device: str = "cpu") -> NDArray[np.float64]:
         """Classification: class probabilities (softmax of the outputs), n_samples × n_classes."""
         if self.task != "classification":
             raise AttributeError("predict_proba: this model is a regression model")
-        return _softmax(self.outputs(X, device))
+        return self._outputs(X, device, probabilities=True)
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         return (_model_from_bytes, (bytes(self._file.encode()),))

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._model import Model, _softmax
+from ._model import Model
 from ._summary import Summary
 from ._training import fit as _fit, option_names
 
@@ -189,10 +189,10 @@ class _LMEstimator(BaseEstimator):
             return dict(zip(names, values))
         return pd.Series(values, index=list(names), name="relevance")
 
-    def _outputs(self, X: ArrayLike) -> NDArray[np.float64]:
+    def _outputs(self, X: ArrayLike, probabilities: bool = False) -> NDArray[np.float64]:
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], order="C")
-        return self.model_.outputs(X, self.device)
+        return self.model_._outputs(X, self.device, probabilities)
 
     def save(self, path: str) -> None:
         """Writes the fitted network as a model file that ``lmtrain predict`` reads."""
@@ -340,9 +340,9 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
 
     def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order."""
-        return _softmax(self._outputs(X))
+        return self._outputs(X, probabilities=True)
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:
         """The most probable class of each sample (a label of ``classes_``)."""
-        z = self._outputs(X)
-        return self.classes_[np.argmax(z, axis=1)]
+        p = self.predict_proba(X)  # first: it raises NotFittedError before classes_ exists
+        return self.classes_[np.argmax(p, axis=1)]

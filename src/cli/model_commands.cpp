@@ -56,16 +56,6 @@ std::vector<double> network_outputs(const io::ModelFile& model, std::vector<doub
                                                            : forward<double>(model, x);
 }
 
-void softmax_rows(std::vector<double>& z, std::size_t cols) {
-  for (std::size_t r = 0; r * cols < z.size(); ++r) {
-    double* row = z.data() + r * cols;
-    const double m = *std::max_element(row, row + cols);
-    double sum = 0;
-    for (std::size_t c = 0; c < cols; ++c) sum += row[c] = std::exp(row[c] - m);
-    for (std::size_t c = 0; c < cols; ++c) row[c] /= sum;
-  }
-}
-
 // The header of a CSV data file, or nothing (no header, or another format).
 std::vector<std::string> csv_header(const std::string& path) {
   const std::optional<io::DataFormat> format = io::detect_data_format(path);
@@ -107,33 +97,27 @@ int run_predict(const PredictArgs& args) {
   const io::ModelFile model = load_model(args.model);
   const io::NumericTable inputs = read_inputs(args.data, args.columns, model);
   std::vector<double> out = network_outputs(model, inputs.values);
+  io::undo_target_normalization<double>(model.normalization, out);
+  const bool probabilities = io::apply_output_link(model, out);
   const std::size_t k = model.architecture.outputs();
   io::NumericTable result;
   result.rows = inputs.rows;
+  result.cols = k;
   if (model.task == io::Task::kClassification) {
-    softmax_rows(out, k);
     result.cols = k + 1;
     result.column_names.push_back("class");
-    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("p{}", c));
     for (std::size_t r = 0; r < inputs.rows; ++r) {
       const auto row = out.begin() + static_cast<long>(r * k);
       result.values.push_back(
           static_cast<double>(std::max_element(row, row + static_cast<long>(k)) - row));
       result.values.insert(result.values.end(), row, row + static_cast<long>(k));
     }
-  } else if (model.loss == to_string(LossKind::kBce)) {
-    // bce's outputs are logits of probabilities: predict the probabilities (targets are never
-    // standardized under bce, so there is nothing to undo).
-    for (double& z : out) z = 1.0 / (1.0 + std::exp(-z));
-    result.cols = k;
-    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("p{}", c));
-    result.values = std::move(out);
   } else {
-    io::undo_target_normalization<double>(model.normalization, out);
-    result.cols = k;
-    for (std::size_t c = 0; c < k; ++c) result.column_names.push_back(fmt::format("y{}", c));
     result.values = std::move(out);
   }
+  // Probabilities (a classifier's, or bce's sigmoids) are p0, p1, …; a regression's outputs y0, ….
+  for (std::size_t c = 0; c < k; ++c)
+    result.column_names.push_back(fmt::format("{}{}", probabilities ? "p" : "y", c));
   if (args.out.ends_with(".npy")) {
     io::write_npy(args.out, result);
   } else {

@@ -66,11 +66,13 @@ std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
   return y;
 }
 
-Vector predict_outputs(const io::ModelFile& model, const HostArray& x, const std::string& device) {
+Vector predict_outputs(const io::ModelFile& model, const HostArray& x, const std::string& device,
+                       bool probabilities) {
   const MatrixView view(x, "X");
   std::vector<double> y = model.parameter_dtype == io::ParameterDtype::kF32
                               ? forward<float>(model, view, device)
                               : forward<double>(model, view, device);
+  if (probabilities) io::apply_output_link(model, y);
   return numpy_array(std::move(y), {view.rows(), model.architecture.outputs()});
 }
 
@@ -108,9 +110,12 @@ void bind_model(nb::module_& m) {
            "Writes the file atomically (a reader sees the old file or the whole new one).")
       .def("encode", &encode, "The file's bytes.")
       .def("predict", &predict_outputs, nb::arg("X"), nb::arg("device") = "cpu",
+           nb::arg("probabilities") = false,
            "Network outputs (samples × outputs, float64) for X (C-contiguous float32 or float64, "
            "samples × inputs): inputs standardized as in training, regression outputs in target "
-           "units, classification outputs as logits.")
+           "units, classification outputs (and bce's) as logits; with probabilities=True what "
+           "`lmtrain predict` writes (io::apply_output_link): a classifier's softmax rows, bce's "
+           "sigmoids.")
       .def_prop_ro(
           "architecture", [](const M& f) { return io::model_spec_to_json(f.architecture).dump(); },
           "The architecture as the file stores it (JSON).")

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <limits>
@@ -526,6 +527,26 @@ ModelSpec model_spec_from_json(const Json& json) {
   }
   spec.validate();
   return spec;
+}
+
+bool apply_output_link(const ModelFile& model, std::span<double> outputs) {
+  const std::size_t cols = model.architecture.outputs();
+  if (cols == 0 || outputs.size() % cols != 0)
+    throw InvalidArgument(
+        fmt::format("apply_output_link: {} values are not whole rows of {}", outputs.size(), cols));
+  if (model.task == Task::kClassification) {
+    for (std::size_t first = 0; first < outputs.size(); first += cols) {
+      const std::span<double> row = outputs.subspan(first, cols);
+      const double largest = *std::max_element(row.begin(), row.end());
+      double sum = 0;
+      for (double& z : row) sum += z = std::exp(z - largest);
+      for (double& p : row) p /= sum;
+    }
+    return true;
+  }
+  if (model.loss != to_string(LossKind::kBce)) return false;
+  for (double& z : outputs) z = 1.0 / (1.0 + std::exp(-z));
+  return true;
 }
 
 void validate_model_file(const ModelFile& model, const std::string& context) {

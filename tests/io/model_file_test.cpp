@@ -544,6 +544,55 @@ TEST_F(ModelFileTest, NormalizationHelpersStandardizeInputsAndRestoreTargets) {
       {"Standardization::apply", "3 values are not whole rows of the standardization's 2 columns"});
 }
 
+// The output link against closed forms: softmax rows of logits log(1), log(2), log(3) (+ an
+// offset of 1000, which a softmax without its max shift overflows) are 1/6, 2/6, 3/6; bce's
+// sigmoid of log 3 is 3/4, of ±800 exactly 1 and 0 (no NaN); a regression keeps its outputs.
+TEST_F(ModelFileTest, OutputLinkGivesClassProbabilitiesAndBceSigmoids) {
+  ModelFile classifier = random_model(mlp_spec(), false, 3);
+  std::vector<double> z = {0.0,
+                           std::log(2.0),
+                           std::log(3.0),
+                           1000.0,
+                           1000.0 + std::log(2.0),
+                           1000.0 + std::log(3.0),
+                           -std::log(3.0),
+                           -std::log(3.0),
+                           -std::log(3.0)};
+  // Row 2's logits are 1000 + log k rounded: its probabilities are those of the exact
+  // differences z − 1000 (Sterbenz), not 1/6, 2/6, 3/6.
+  double row2 = 0;
+  for (std::size_t k = 3; k < 6; ++k) row2 += std::exp(z[k] - 1000.0);
+  std::vector<double> expected = {1.0 / 6, 2.0 / 6, 3.0 / 6, 0, 0, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3};
+  for (std::size_t k = 3; k < 6; ++k) expected[k] = std::exp(z[k] - 1000.0) / row2;
+  EXPECT_TRUE(apply_output_link(classifier, z));
+  for (std::size_t i = 0; i < z.size(); ++i) EXPECT_NEAR(z[i], expected[i], 1e-15) << i;
+  EXPECT_NEAR(expected[3], 1.0 / 6, 1e-13);  // the rounding of 1000 + log k: ulp(1000) ≈ 1.1e-13
+
+  ModelFile regression = classifier;
+  regression.task = Task::kRegression;
+  regression.num_classes = 0;
+  regression.class_names.clear();
+  regression.loss = "mse";
+  std::vector<double> y = {-800.0, 0.0, std::log(3.0), 800.0, 1.5, -2.5};
+  const std::vector<double> outputs = y;
+  EXPECT_FALSE(apply_output_link(regression, y));
+  EXPECT_EQ(y, outputs);
+
+  ModelFile bce = regression;
+  bce.loss = "bce";
+  EXPECT_TRUE(apply_output_link(bce, y));
+  EXPECT_GE(y[0], 0.0);
+  EXPECT_LT(y[0], 1e-300);
+  EXPECT_EQ(y[1], 0.5);
+  EXPECT_NEAR(y[2], 0.75, 1e-16);
+  EXPECT_EQ(y[3], 1.0);
+  EXPECT_NEAR(y[4], 1.0 / (1.0 + std::exp(-1.5)), 1e-16);
+
+  std::vector<double> ragged(4);
+  expect_contains(invalid_argument_message([&] { apply_output_link(bce, ragged); }),
+                  {"4 values are not whole rows of 3"});
+}
+
 TEST_F(ModelFileTest, ProvenanceCarriesTheVersionAndAUtcDate) {
   EXPECT_EQ(lmtrain_version(), LMTRAIN_TEST_PROJECT_VERSION);
   EXPECT_EQ(utc_iso8601(std::chrono::system_clock::from_time_t(0)), "1970-01-01T00:00:00Z");

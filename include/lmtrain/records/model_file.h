@@ -114,6 +114,14 @@ std::vector<ParameterTensor> parameter_tensors(const ModelSpec& spec);
 nlohmann::json model_spec_to_json(const ModelSpec& spec);
 ModelSpec model_spec_from_json(const nlohmann::json& json);
 
+// The outputs its user reads from a model's network outputs (samples × outputs, in target units:
+// after undo_target_normalization), in place: a classifier's softmax of each row (the class
+// probabilities; the predicted class is the first of the largest), the sigmoid of each output of
+// a network trained with bce (probabilities); a regression's outputs stay as they are.  Returns
+// whether they changed.  `lmtrain predict` and the Python package's Model.predict and
+// predict_proba both call it.  Throws InvalidArgument when `outputs` is not whole rows.
+bool apply_output_link(const ModelFile& model, std::span<double> outputs);
+
 // Throws InvalidArgument saying which field of `model` is inconsistent (parameter count,
 // normalization sizes or non-positive std, task/num_classes/class_names, unknown loss,
 // provenance not an object); `context` starts the message (a path or "write_model_file").
