@@ -61,7 +61,8 @@ class _LMEstimator(BaseEstimator):
                  batch_size: int | None = None, early_stopping: bool = False,
                  validation_fraction: float = 0.1, n_iter_no_change: int = 6,
                  standardize: bool = True, random_state: Any = None, device: str = "cpu",
-                 verbose: bool = False, solver_options: Mapping[str, Any] | None = None) -> None:
+                 verbose: bool = False, warm_start: bool = False,
+                 solver_options: Mapping[str, Any] | None = None) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.loss = loss
@@ -78,6 +79,7 @@ class _LMEstimator(BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.warm_start = warm_start
         self.solver_options = solver_options
 
     # -- fitting ------------------------------------------------------------------------------
@@ -137,7 +139,22 @@ class _LMEstimator(BaseEstimator):
         options.update(extra)
         return options
 
-    def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int) -> None:
+    def _warm_start(self, layers: list[int | str], n_features: int) -> NDArray[Any] | None:
+        """The previous fit's parameters, where warm_start continues from them."""
+        if not _check_bool("warm_start", self.warm_start) or not hasattr(self, "model_"):
+            return None
+        units = [n_features] + [u for u in layers if isinstance(u, int)]
+        count = sum((a + 1) * b for a, b in zip(units, units[1:]))
+        previous = self.model_
+        if previous.n_inputs != n_features or previous.parameters.size != count:
+            raise ValueError(f"warm_start: the previous fit trained {previous.description} on "
+                             f"{previous.n_inputs} features; this fit's network has {count} "
+                             f"parameters on {n_features} features; set warm_start=False to "
+                             "start again")
+        return previous.parameters
+
+    def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int,
+               start: NDArray[Any] | None = None) -> None:
         early_stopping = _check_bool("early_stopping", self.early_stopping)
         standardize = _check_bool("standardize", self.standardize)
         verbose = _check_bool("verbose", self.verbose)
@@ -152,11 +169,13 @@ class _LMEstimator(BaseEstimator):
                              f"{math.ceil(1 / fraction)} samples or a larger fraction")
         names = getattr(self, "feature_names_in_", None)
         layers, seed = self._layers(outputs), self._seed()
+        if start is None:
+            start = self._warm_start(layers, X.shape[1])
         try:
             model, summary = _fit(
                 layers, X, y, task=task, precision=self.precision, device=self.device, seed=seed,
                 standardize_inputs=standardize, standardize_targets=standardize,
-                validation_fraction=fraction, verbose=verbose,
+                validation_fraction=fraction, verbose=verbose, initial_parameters=start,
                 feature_names=None if names is None else [str(n) for n in names], **options)
         except (TypeError, ValueError) as error:
             raise _in_estimator_terms(error) from error
@@ -251,6 +270,11 @@ class LMRegressor(RegressorMixin, _LMEstimator):
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
     verbose : bool, default=False
         Progress per epoch (a tqdm bar when tqdm is installed).
+    warm_start : bool, default=False
+        ``fit`` starts from the previous fit's parameters instead of a new initialization (the
+        same network; ``LMClassifier``: the same classes).  λ starts again from
+        ``lambda_initial``, and the standardization is the new data's (on the same data, the
+        previous one's).
     solver_options : dict, optional
         Any other lmtrain option by name (``lmtrain.describe_options()`` lists each with its
         default and meaning), e.g.
@@ -331,12 +355,23 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if len(self.classes_) < 2:
+        classes = np.unique(y)
+        if len(classes) < 2:
             raise ValueError("LMClassifier needs samples of at least 2 classes in y; got 1 "
-                             f"class: {self.classes_[0]!r}")
-        self._train(X, y, "classification", len(self.classes_))
+                             f"class: {classes[0]!r}")
+        start = self._warm_start(self._layers(len(classes)), X.shape[1])
+        if start is not None and not np.array_equal(classes, self.classes_):
+            raise ValueError(f"warm_start: y has the classes {classes.tolist()}, the previous "
+                             f"fit {self.classes_.tolist()}; set warm_start=False to start again")
+        self.classes_ = classes
+        self._train(X, y, "classification", len(classes), start)
         return self
+
+    def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Scores: for two classes the log-odds of ``classes_[1]``, shape (n_samples,);
+        otherwise the network's outputs (logits), shape (n_samples, n_classes)."""
+        z = self._outputs(X)
+        return z[:, 1] - z[:, 0] if z.shape[1] == 2 else z
 
     def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order."""
