@@ -68,7 +68,7 @@ typename SyrkChoice<T>::Decision SyrkChoice<T>::decide(std::size_t n, std::size_
                                                        std::size_t ldj) {
   switch (method_) {
     case NormalMatrixMethod::kSyrk:
-      return {std::nullopt, "SYRK: solver.normal_matrix = \"syrk\""};
+      return {std::nullopt, "SYRK: SolverOptions::normal_matrix = \"syrk\""};
     case NormalMatrixMethod::kSplitK:
       return split_k_as_asked(n, k);
     case NormalMatrixMethod::kAuto:
@@ -89,9 +89,10 @@ typename SyrkChoice<T>::Decision SyrkChoice<T>::split_k_as_asked(std::size_t n, 
     plan.blocks = 2;
   }
   if (plan.blocks < 2)
-    return {std::nullopt, fmt::format("SYRK: solver.normal_matrix = \"split_k\", but {} rows are "
-                                      "too few to split (a block needs at least {})",
-                                      k, std::max(n, kSplitKMinBlockRows))};
+    return {std::nullopt,
+            fmt::format("SYRK: SolverOptions::normal_matrix = \"split_k\", but {} rows are "
+                        "too few to split (a block needs at least {})",
+                        k, std::max(n, kSplitKMinBlockRows))};
   const std::size_t bytes = plan.workspace_elements() * sizeof(T);
   try {
     workspace_.reserve(la_.memory(), plan.workspace_elements());
@@ -99,7 +100,8 @@ typename SyrkChoice<T>::Decision SyrkChoice<T>::split_k_as_asked(std::size_t n, 
     return {std::nullopt, fmt::format("SYRK: split-K's {:.1f} MiB could not be allocated ({})",
                                       mib(bytes), e.what())};
   }
-  return {plan, fmt::format("split-K, {}: solver.normal_matrix = \"split_k\"", plan.describe())};
+  return {plan,
+          fmt::format("split-K, {}: SolverOptions::normal_matrix = \"split_k\"", plan.describe())};
 }
 
 template <typename T>

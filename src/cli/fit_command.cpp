@@ -18,6 +18,7 @@
 #include "lmtrain/records/checkpoint.h"
 #include "lmtrain/records/model_file.h"
 #include "lmtrain/records/summary_json.h"
+#include "lmtrain/train/summary_text.h"
 #include "metrics.h"
 #include "plots.h"
 #include "progress.h"
@@ -320,7 +321,8 @@ std::optional<int> early_end(const Summary& summary, const RunFiles& files, cons
     if (files.root) {
       fmt::print(stderr, "lmtrain: training stopped: {}\nThe last good checkpoint, if any, is {}\n",
                  summary.message, files.checkpoint.string());
-      io::write_file_atomically((files.dir / "summary.txt").string(), summary.full_report());
+      io::write_file_atomically((files.dir / "summary.txt").string(),
+                                in_config_terms(summary.full_report()));
       io::write_file_atomically((files.dir / "summary.json").string(),
                                 io::summary_to_json(summary).dump(2) + "\n");
     }
@@ -482,6 +484,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   summary.rank_devices =
       comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
   summary.name_input_groups(spec, data.train.inputs.column_names);
+  rewrite_text(summary, in_config_terms);  // solver.lambda_max, not SolverOptions::lambda_max
   const int stop_signal = stop->signal();
   stop.reset();  // the default dispositions again
   recorder.finish();
@@ -495,7 +498,7 @@ int fit(const RunConfig& config, const FitArgs& args) {
   if (config.data.task == Task::kRegression && spec.inputs() == 1 && spec.outputs() == 1)
     write_fit_curve(trainer, params, data, files);
   write_model(params, spec, data, config, summary, provenance, files);
-  const std::string report = summary.full_report() + held_out;
+  const std::string report = in_config_terms(summary.full_report()) + held_out;
   io::write_file_atomically((files.dir / "summary.txt").string(), report);
   nlohmann::json summary_json = io::summary_to_json(summary);
   if (!held_out_figures.is_null()) summary_json["held_out"] = std::move(held_out_figures);

@@ -11,6 +11,7 @@
 #include "lmtrain/dist/block_cyclic.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/solve/memory_plan.h"
+#include "run_config.h"
 
 namespace lmtrain::cli {
 namespace {
@@ -37,14 +38,15 @@ int print_plan(const RunConfig& config, const PlanArgs& args) {
   try {
     plan = trainer.plan(samples, args.ranks);
   } catch (const MemoryPlanError& e) {
-    fmt::print("{:<26}{}\n", "Refused", e.what());
+    fmt::print("{:<26}{}\n", "Refused", in_config_terms(e.what()));
     return 2;
   }
   fmt::print("{:<26}{} → {}\n", "Linear solver", to_string(config.solver.linear_solver),
              to_string(plan.solver()));
-  fmt::print("{:<26}{}\n", "  because", plan.solver_reason);
-  if (!plan.distribution.empty()) fmt::print("{:<26}{}\n", "Distributed A", plan.distribution);
-  fmt::print("{:<26}{}\n", "Memory plan (each rank)", plan.memory.describe());
+  fmt::print("{:<26}{}\n", "  because", in_config_terms(plan.solver_reason));
+  if (!plan.distribution.empty())
+    fmt::print("{:<26}{}\n", "Distributed A", in_config_terms(plan.distribution));
+  fmt::print("{:<26}{}\n", "Memory plan (each rank)", in_config_terms(plan.memory.describe()));
   fmt::print("{:<26}{}\n", "Geodesic acceleration", plan.geodesic() ? "on" : "off");
   return 0;
 }

@@ -26,11 +26,13 @@
 #include <utility>
 #include <vector>
 
+#include "errors.h"
 #include "foreign_source.h"
 #include "foreign_spec.h"
 #include "lmtrain/records/checkpoint.h"
 #include "lmtrain/solve/step_planner.h"
 #include "lmtrain/train/fit_run.h"
+#include "lmtrain/train/summary_text.h"
 #include "module.h"
 #include "python_communicator.h"
 #include "python_fit.h"
@@ -155,6 +157,7 @@ Summary foreign_fit(const ForeignStepSpec& spec, const ForeignFitRequest& reques
   if (std::optional<nb::python_error> e = source.take_error()) throw std::move(*e);
   summary.rank_devices = {backend->name()};
   describe_samples(set.data(), summary);
+  rewrite_text(summary, in_python_terms);
   return summary;
 }
 

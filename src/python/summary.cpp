@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "lmtrain/records/summary_json.h"
 #include "module.h"
 #include "step_report.h"
@@ -198,13 +199,21 @@ void bind_curves(SummaryClass& summary) {
 
 // The report's text, summary.json's, and pickling through the latter.
 void bind_reports(SummaryClass& summary) {
-  summary.def("full_report", &S::full_report, "The full report, as `lmtrain fit` prints it.")
-      .def("brief_report", &S::brief_report, "One line: epochs, losses, termination.")
+  // The fits rewrite the fields' option names (rewrite_text); the reports add text of their own.
+  summary
+      .def(
+          "full_report", [](const S& s) { return in_python_terms(s.full_report()); },
+          "The full report, as `lmtrain fit` prints it.")
+      .def(
+          "brief_report", [](const S& s) { return in_python_terms(s.brief_report()); },
+          "One line: epochs, losses, termination.")
       .def(
           "to_json", [](const S& s) { return io::summary_to_json(s).dump(2); },
           "summary.json's text.")
-      .def("__str__", &S::brief_report)
-      .def("__repr__", [](const S& s) { return "<lmtrain.Summary: " + s.brief_report() + ">"; })
+      .def("__str__", [](const S& s) { return in_python_terms(s.brief_report()); })
+      .def(
+          "__repr__",
+          [](const S& s) { return "<lmtrain.Summary: " + in_python_terms(s.brief_report()) + ">"; })
       .def("__getstate__", [](const S& s) { return io::summary_to_json(s).dump(); })
       .def("__setstate__", [](S& s, const std::string& json) {
         new (&s) S(io::summary_from_json(nlohmann::json::parse(json)));

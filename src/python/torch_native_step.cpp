@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 
+#include "errors.h"
 #include "foreign_spec.h"
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
@@ -26,6 +27,7 @@
 #include "lmtrain/solve/lm_step.h"
 #include "lmtrain/solve/planned_step.h"
 #include "lmtrain/train/engine_source.h"
+#include "lmtrain/train/summary_text.h"
 #include "module.h"
 #include "python_fit.h"
 #include "step_report.h"
@@ -207,6 +209,7 @@ Summary native_fit(const std::string& architecture, const LossOptions& loss,
   std::copy(p.begin(), p.end(), params.data());
   if (errors.error) throw std::move(*errors.error);
   summary.rank_devices = {backend->name()};
+  rewrite_text(summary, in_python_terms);
   return summary;
 }
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "errors.h"
 #include "lmtrain/backend/cpu_threads.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
@@ -46,6 +47,7 @@
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/records/checkpoint.h"
 #include "lmtrain/records/model_file.h"
+#include "lmtrain/train/summary_text.h"
 #include "module.h"
 
 namespace lmtrain::python {
@@ -462,6 +464,7 @@ std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x
   Summary& summary = job->summary();
   summary.rank_devices = {fmt::format("{} ({})", job->device().label(), job->device().reason)};
   summary.name_input_groups(spec, r.feature_names);
+  rewrite_text(summary, in_python_terms);  // lambda_max, not SolverOptions::lambda_max
   return {trained_model(r, spec, job->params(), job->data().normalization, summary),
           std::move(summary)};
 }

@@ -46,16 +46,16 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
   penalty_ = Penalty<T, S>::create(options, solver_type, source, system_, collectives_);
   // Off as well as on: the backend may be another step's (lmtrain.torch plans again).
   if (!system_.use_tf32(options.tf32) && options.tf32)
-    options_ignored_ = kMixed || std::is_same_v<S, double>
-                           ? "solver.tf32: ignored, the system is float64"
-                       : system_.device_kind() == DeviceKind::kCpu
-                           ? "solver.tf32: ignored, the CPU has no TF32 arithmetic"
-                           : "solver.tf32: ignored, " + system_.name() + " has no TF32 arithmetic";
+    options_ignored_ =
+        kMixed || std::is_same_v<S, double> ? "SolverOptions::tf32: ignored, the system is float64"
+        : system_.device_kind() == DeviceKind::kCpu
+            ? "SolverOptions::tf32: ignored, the CPU has no TF32 arithmetic"
+            : "SolverOptions::tf32: ignored, " + system_.name() + " has no TF32 arithmetic";
   if (!system_.set_normal_matrix_method(options.normal_matrix) &&
       options.normal_matrix != NormalMatrixMethod::kAuto)
-    options_ignored_ += fmt::format("{}solver.normal_matrix = \"{}\": ignored, {} has no choice",
-                                    options_ignored_.empty() ? "" : "\n",
-                                    to_string(options.normal_matrix), system_.name());
+    options_ignored_ += fmt::format(
+        "{}SolverOptions::normal_matrix = \"{}\": ignored, {} has no choice",
+        options_ignored_.empty() ? "" : "\n", to_string(options.normal_matrix), system_.name());
   if (uses_geodesic_acceleration(options, solver_type))
     geodesic_ = std::make_unique<GeodesicAcceleration<T, S>>(
         options, source, builder_, ne_, system_, max_batch * source.residuals_per_sample());

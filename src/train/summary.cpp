@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "lmtrain/solve/memory_plan.h"
+#include "lmtrain/train/summary_text.h"
 
 namespace lmtrain {
 
@@ -147,10 +149,10 @@ std::string geodesic_off_reason(const Summary& s) {
   const std::optional<LossKind> loss = parse_loss(s.loss);
   if (loss && !geodesic_acceleration_for(SolverOptions{}, *loss))
     return fmt::format(
-        "off: the default for the {} loss (solver.geodesic_acceleration = true "
+        "off: the default for the {} loss (SolverOptions::geodesic_acceleration = true "
         "turns it on)",
         s.loss);
-  return "off: solver.geodesic_acceleration = false";
+  return "off: SolverOptions::geodesic_acceleration = false";
 }
 
 // The steps: their counts, their attempts, the geodesic correction's record and the last λ.
@@ -273,6 +275,13 @@ std::string Summary::full_report() const {
          fmt::format("{}{}", to_string(termination), converged() ? " (converged)" : ""));
   if (!message.empty()) r.line("", message);
   return r.text;
+}
+
+void rewrite_text(Summary& s, const std::function<std::string(std::string)>& rewrite) {
+  for (std::string* text :
+       {&s.precision_reason, &s.linear_solver_reason, &s.memory_plan, &s.slice_halving_cause,
+        &s.distribution, &s.message, &s.threads, &s.normal_matrix})
+    *text = rewrite(std::move(*text));
 }
 
 }  // namespace lmtrain

@@ -188,7 +188,8 @@ TYPED_TEST(SyrkChoiceTest, AMethodAskedForIsTakenWithoutMeasuring) {
   choice.syrk_ata(n, k, T(1), j.data(), n, T(0), got.data());
   EXPECT_EQ(f.syrk_calls, 1);  // the call itself, nothing timed
   EXPECT_EQ(got, want);
-  EXPECT_NE(choice.report().find("SYRK: solver.normal_matrix = \"syrk\""), std::string::npos)
+  EXPECT_NE(choice.report().find("SYRK: SolverOptions::normal_matrix = \"syrk\""),
+            std::string::npos)
       << choice.report();
 
   f.syrk_delay = std::chrono::milliseconds(0);  // auto would keep SYRK now

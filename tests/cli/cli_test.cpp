@@ -444,6 +444,25 @@ INSTANTIATE_TEST_SUITE_P(
                  "invalid)\n"}),
     [](const auto& test_param) { return test_param.param.name; });
 
+// The report names options as the config writes them: a run that λ ends (lambda_max = 1e-3 with
+// ×10 damping: the first rejected step) says "solver.lambda_max" in its output, summary.txt and
+// summary.json; the C++ API's "SolverOptions::" appears in none of them.
+TEST(Cli, ReportsNameOptionsAsTheConfigWritesThem) {
+  Scratch s;
+  s.write("data.csv", regression_csv(300, 2));
+  const std::string config =
+      s.write("run.toml", regression_config("", 200) +
+                              "[solver]\ndamping = \"multiplicative\"\nlambda_initial = 1e-3\n"
+                              "lambda_max = 1e-3\n");
+  const Result fit = run("fit " + config);
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  for (const std::string& text : {fit.output, read_file(s.path("out") / "summary.txt"),
+                                  read_file(s.path("out") / "summary.json")}) {
+    EXPECT_NE(text.find("solver.lambda_max = 1.000e-03"), std::string::npos) << text;
+    EXPECT_EQ(text.find("SolverOptions::"), std::string::npos) << text;
+  }
+}
+
 // solver.tf32 on a machine without TF32: the fit runs as without it (the same final parameters,
 // bit for bit) and summary.txt says why the option was not applied, for a float32 system and for
 // a float64 one.

@@ -163,8 +163,22 @@ def test_tf32_on_the_cpu_is_reported_and_changes_nothing() -> None:
     plain, _ = lmtrain.fit([6, "tanh", 1], X, y, precision="float32", max_epochs=3, seed=1)
     asked, summary = lmtrain.fit([6, "tanh", 1], X, y, precision="float32", max_epochs=3, seed=1,
                                  tf32=True)
-    assert "solver.tf32: ignored, the CPU has no TF32 arithmetic" in summary.normal_matrix
+    assert "tf32: ignored, the CPU has no TF32 arithmetic" in summary.normal_matrix
     assert np.array_equal(asked.parameters, plain.parameters)
+
+
+def test_reports_name_options_as_python_writes_them() -> None:
+    # The library's text names options as the C++ API does (SolverOptions::lambda_max); Python
+    # shows the keyword arguments.  λ ends this run (lambda_max = 1e-3 with ×10 damping).
+    X, y = data(rows=80, seed=4)
+    _, summary = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=200, seed=1,
+                             damping="multiplicative", lambda_initial=1e-3, lambda_max=1e-3,
+                             tf32=True)
+    assert summary.termination == "lambda_above_max"
+    assert "λ at lambda_max = 1.000e-03" in summary.message
+    assert summary.normal_matrix.startswith("tf32: ignored")
+    for text in (summary.message, summary.full_report(), str(summary), summary.to_json()):
+        assert "SolverOptions::" not in text and "solver." not in text
 
 
 def test_split_k_normal_matrix_follows_syrk() -> None:

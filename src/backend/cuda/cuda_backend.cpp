@@ -378,7 +378,7 @@ class CudaBackend final : public Backend<T> {
   }
   std::string normal_matrix_report() const override {
     const std::string report = syrk_choice_.report();
-    return tf32_ ? "A = JᵀJ on TF32 tensor cores (solver.tf32)" +
+    return tf32_ ? "A = JᵀJ on TF32 tensor cores (SolverOptions::tf32)" +
                        (report.empty() ? "" : "\n" + report)
                  : report;
   }
