@@ -139,22 +139,27 @@ class _LMEstimator(BaseEstimator):
         options.update(extra)
         return options
 
-    def _warm_start(self, layers: list[int | str], n_features: int) -> NDArray[Any] | None:
-        """The previous fit's parameters, where warm_start continues from them."""
-        if not _check_bool("warm_start", self.warm_start) or not hasattr(self, "model_"):
+    def _warm(self) -> bool:
+        """Whether this fit continues from the previous one (warm_start and a fitted model)."""
+        return _check_bool("warm_start", self.warm_start) and hasattr(self, "model_")
+
+    def _warm_start(self, layers: list[int | str]) -> NDArray[Any] | None:
+        """The previous fit's parameters, where warm_start continues from them: the same
+        layers (widths and activations) as this fit's.  The inputs' count and names are
+        validate_data's to check (reset=False on a warm refit, as MLP's)."""
+        if not self._warm():
             return None
-        units = [n_features] + [u for u in layers if isinstance(u, int)]
-        count = sum((a + 1) * b for a, b in zip(units, units[1:]))
         previous = self.model_
-        if previous.n_inputs != n_features or previous.parameters.size != count:
-            raise ValueError(f"warm_start: the previous fit trained {previous.description} on "
-                             f"{previous.n_inputs} features; this fit's network has {count} "
-                             f"parameters on {n_features} features; set warm_start=False to "
-                             "start again")
+        theirs = [layer.get("units", layer.get("activation"))
+                  for layer in previous.architecture["layers"]]
+        if theirs != layers:
+            raise ValueError(f"warm_start: the previous fit trained {previous.description}, "
+                             f"layers {theirs}; this fit's are {layers}; set warm_start=False "
+                             "to start again")
         return previous.parameters
 
     def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int,
-               start: NDArray[Any] | None = None) -> None:
+               start: NDArray[Any] | None) -> None:
         early_stopping = _check_bool("early_stopping", self.early_stopping)
         standardize = _check_bool("standardize", self.standardize)
         verbose = _check_bool("verbose", self.verbose)
@@ -169,8 +174,6 @@ class _LMEstimator(BaseEstimator):
                              f"{math.ceil(1 / fraction)} samples or a larger fraction")
         names = getattr(self, "feature_names_in_", None)
         layers, seed = self._layers(outputs), self._seed()
-        if start is None:
-            start = self._warm_start(layers, X.shape[1])
         try:
             model, summary = _fit(
                 layers, X, y, task=task, precision=self.precision, device=self.device, seed=seed,
@@ -271,10 +274,12 @@ class LMRegressor(RegressorMixin, _LMEstimator):
     verbose : bool, default=False
         Progress per epoch (a tqdm bar when tqdm is installed).
     warm_start : bool, default=False
-        ``fit`` starts from the previous fit's parameters instead of a new initialization (the
-        same network; ``LMClassifier``: the same classes).  λ starts again from
-        ``lambda_initial``, and the standardization is the new data's (on the same data, the
-        previous one's).
+        ``fit`` starts from the previous fit's parameters instead of a new initialization: the
+        same layers and features (``LMClassifier``: the same classes), checked.  λ starts
+        again from ``lambda_initial``; ``n_iter_`` and ``loss_curve_`` are the new fit's.  The
+        inputs (and targets) are standardized with the new data's statistics: on the same data
+        the fit continues exactly where the last one ended; on other data the starting network
+        sees its inputs rescaled, and is a start, not the previous function.
     solver_options : dict, optional
         Any other lmtrain option by name (``lmtrain.describe_options()`` lists each with its
         default and meaning), e.g.
@@ -310,10 +315,10 @@ class LMRegressor(RegressorMixin, _LMEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> LMRegressor:
         """Trains the network on ``X`` (n_samples, n_features) and ``y`` (n_samples[, n_outputs])."""
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
-                             multi_output=True, y_numeric=True)
-        self._y_ndim = np.ndim(y)
+                             multi_output=True, y_numeric=True, reset=not self._warm())
         outputs = 1 if np.ndim(y) == 1 else y.shape[1]
-        self._train(X, y, "regression", outputs)
+        self._train(X, y, "regression", outputs, self._warm_start(self._layers(outputs)))
+        self._y_ndim = np.ndim(y)
         return self
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:
@@ -352,24 +357,27 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> LMClassifier:
         """Trains the network on ``X`` (n_samples, n_features) and class labels ``y``."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C")
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
+                             reset=not self._warm())
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError("LMClassifier needs samples of at least 2 classes in y; got 1 "
                              f"class: {classes[0]!r}")
-        start = self._warm_start(self._layers(len(classes)), X.shape[1])
-        if start is not None and not np.array_equal(classes, self.classes_):
+        if self._warm() and not np.array_equal(classes, self.classes_):
             raise ValueError(f"warm_start: y has the classes {classes.tolist()}, the previous "
                              f"fit {self.classes_.tolist()}; set warm_start=False to start again")
-        self.classes_ = classes
+        start = self._warm_start(self._layers(len(classes)))
         self._train(X, y, "classification", len(classes), start)
+        self.classes_ = classes
         return self
 
     def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Scores: for two classes the log-odds of ``classes_[1]``, shape (n_samples,);
-        otherwise the network's outputs (logits), shape (n_samples, n_classes)."""
+        """Scores: for two classes the log-odds of ``classes_[1]`` (output 1 minus output 0),
+        shape (n_samples,); otherwise the network's outputs (the logits), shape
+        (n_samples, n_classes).  With ``loss="mse"`` the outputs are not trained as logits:
+        the scores rank the classes, but are not log-odds."""
         z = self._outputs(X)
         return z[:, 1] - z[:, 0] if z.shape[1] == 2 else z
 

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "errors.h"
 #include "foreign_step.h"
 #include "lmtrain/dist/device_group.h"
 #include "module.h"
@@ -212,9 +213,10 @@ void bind_group(nb::module_& m, const char* name) {
       .def_prop_ro("linear_solver",
                    [](const G& g) { return std::string(to_string(g.rank(0).plan().solver())); })
       .def_prop_ro("linear_solver_reason",
-                   [](const G& g) { return g.rank(0).plan().solver_reason; })
+                   [](const G& g) { return in_python_terms(g.rank(0).plan().solver_reason); })
       .def_prop_ro("geodesic_acceleration", [](const G& g) { return g.rank(0).plan().geodesic(); })
-      .def_prop_ro("memory_plan", [](const G& g) { return g.rank(0).plan().memory.describe(); })
+      .def_prop_ro("memory_plan",
+                   [](const G& g) { return in_python_terms(g.rank(0).plan().memory.describe()); })
       .def_prop_ro("planned_peak_bytes",
                    [](const G& g) { return g.rank(0).plan().memory.peak_bytes; })
       .def_prop_ro("budget_bytes", [](const G& g) { return g.rank(0).plan().memory.budget_bytes; })

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "errors.h"
 #include "module.h"
 #include "python_gc.h"
 
@@ -49,9 +50,11 @@ void bind_foreign_step(nb::module_& m, const char* name) {
                    "γ per relevance group from the last evidence update (bayesian, ard).")
       .def_prop_ro("linear_solver",
                    [](const F& f) { return std::string(to_string(f.plan().solver())); })
-      .def_prop_ro("linear_solver_reason", [](const F& f) { return f.plan().solver_reason; })
+      .def_prop_ro("linear_solver_reason",
+                   [](const F& f) { return in_python_terms(f.plan().solver_reason); })
       .def_prop_ro("geodesic_acceleration", [](const F& f) { return f.plan().geodesic(); })
-      .def_prop_ro("memory_plan", [](const F& f) { return f.plan().memory.describe(); })
+      .def_prop_ro("memory_plan",
+                   [](const F& f) { return in_python_terms(f.plan().memory.describe()); })
       .def_prop_ro("planned_peak_bytes", [](const F& f) { return f.plan().memory.peak_bytes; })
       .def_prop_ro("budget_bytes", [](const F& f) { return f.plan().memory.budget_bytes; })
       .def_prop_ro("fixed_bytes", [](const F& f) { return f.plan().memory.fixed_bytes; })

@@ -7,6 +7,7 @@
 
 #include <array>
 
+#include "errors.h"
 #include "module.h"
 
 namespace lmtrain::python {
@@ -97,7 +98,9 @@ void bind_step_report(nb::module_& m) {
               "Device→host reads the step waited for (each a stream synchronization on a GPU).")
       .def_ro("termination", &R::termination,
               "Why training should stop after this step (falsy when it need not).")
-      .def_ro("message", &R::message)
+      .def_prop_ro(
+          "message", [](const R& r) { return in_python_terms(r.message); },
+          "Why, when termination is set (options named as keyword arguments).")
       .def_prop_ro(
           "block_losses", [](const R& r) { return block_loss_dict(r.block_losses); },
           "Each residual block's loss at the step's linearization point (before its update), "

@@ -203,7 +203,7 @@ void bind_reports(SummaryClass& summary) {
   summary
       .def(
           "full_report", [](const S& s) { return in_python_terms(s.full_report()); },
-          "The full report, as `lmtrain fit` prints it.")
+          "The full report, as `lmtrain fit` prints it (options named as keyword arguments).")
       .def(
           "brief_report", [](const S& s) { return in_python_terms(s.brief_report()); },
           "One line: epochs, losses, termination.")

@@ -124,7 +124,7 @@ class NativeStep {
   std::uint64_t draw_key() const { return engine_->draw_key(); }
   void set_draw_key(std::uint64_t key) { engine_->set_draw_key(key); }
   std::string solver() const { return std::string(to_string(step_->plan().solver())); }
-  std::string plan() const { return step_->plan().memory.describe(); }
+  std::string plan() const { return in_python_terms(step_->plan().memory.describe()); }
 
  private:
   ModelSpec spec_;

@@ -48,20 +48,34 @@ def test_warm_start_continues_from_the_previous_parameters() -> None:
 def test_warm_start_refuses_another_network_or_other_classes() -> None:
     X, y = regression()
     net = LMRegressor(hidden_layer_sizes=(8,), max_epochs=2, random_state=0, warm_start=True)
-    net.fit(X, y)
-    with pytest.raises(ValueError, match=r"warm_start: the previous fit trained 3-8-1 .*"
-                                         r"this fit's network has 61 parameters on 3 features"):
-        net.set_params(hidden_layer_sizes=(12,)).fit(X, y)
-    with pytest.raises(ValueError, match=r"on 3 features.* on 2 features"):
-        net.set_params(hidden_layer_sizes=(8,)).fit(X[:, :2], y)
+    before = net.fit(X, y).predict(X)
+    # (4, 4) has (8,)'s 41 parameters on 3 inputs: the layers, not the count, must match.
+    for change, layers in (({"hidden_layer_sizes": (12,)}, r"\[12, 'tanh', 1\]"),
+                           ({"hidden_layer_sizes": (4, 4)}, r"\[4, 'tanh', 4, 'tanh', 1\]"),
+                           ({"activation": "relu"}, r"\[8, 'relu', 1\]")):
+        with pytest.raises(ValueError, match=r"warm_start: the previous fit trained 3-8-1 tanh "
+                                             r"\(41 parameters\), layers \[8, 'tanh', 1\]; "
+                                             rf"this fit's are {layers}"):
+            net.set_params(**change).fit(X, y)
+        net.set_params(hidden_layer_sizes=(8,), activation="tanh")
+    with pytest.raises(ValueError, match="X has 2 features, but LMRegressor is expecting 3"):
+        net.fit(X[:, :2], y)
+    with pytest.raises(ValueError, match=r"\[8, 'tanh', 2\]"):
+        net.fit(X, np.column_stack([y, y]))
+    # Refused fits change nothing: the estimator predicts as before, 1-D.
+    np.testing.assert_array_equal(net.predict(X), before)
+    assert net.n_features_in_ == 3
 
     Xc, yc = classes()
     clf = LMClassifier(hidden_layer_sizes=(6,), max_epochs=2, random_state=0, warm_start=True)
-    clf.fit(Xc, yc)
-    with pytest.raises(ValueError, match=r"warm_start: y has the classes \[0, 1, 5\], the "
-                                         r"previous fit \[0, 1, 2\]"):
-        clf.fit(Xc, np.where(yc == 2, 5, yc))
-    assert clf.classes_.tolist() == [0, 1, 2]  # a refused fit leaves the fitted estimator
+    labels = clf.fit(Xc, yc).predict(Xc)
+    for other, listed in ((np.where(yc == 2, 5, yc), r"\[0, 1, 5\]"),
+                          (np.minimum(yc, 1), r"\[0, 1\]")):
+        with pytest.raises(ValueError, match=rf"warm_start: y has the classes {listed}, the "
+                                             r"previous fit \[0, 1, 2\]"):
+            clf.fit(Xc, other)
+    assert clf.classes_.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(clf.predict(Xc), labels)
     with pytest.raises(TypeError, match="warm_start: expected a bool"):
         LMRegressor(warm_start="yes").fit(X, y)
 
@@ -80,5 +94,7 @@ def test_decision_function_is_the_log_odds_and_the_logits() -> None:
     clf3 = LMClassifier(hidden_layer_sizes=(6,), max_epochs=8, random_state=0).fit(X3, y3)
     z = clf3.decision_function(X3)
     assert z.shape == (len(X3), 3)
-    np.testing.assert_array_equal(z, clf3.model_.outputs(X3))
+    e = np.exp(z - z.max(axis=1, keepdims=True))  # their softmax is predict_proba
+    np.testing.assert_allclose(e / e.sum(axis=1, keepdims=True), clf3.predict_proba(X3),
+                               rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(clf3.classes_[z.argmax(axis=1)], clf3.predict(X3))

@@ -62,9 +62,13 @@ def test_stop_criteria() -> None:
     # λ above lambda_max ends training as in `lmtrain fit` (a tiny lambda_max stops at once
     # when a step is rejected).
     model, x, y = _problem(4)
-    history = lt.LevenbergMarquardt(model, fast_path=False, lambda_max=1e-3, lambda_initial=1e-3,
-                                    damping="multiplicative").fit((x, y), epochs=500)
+    opt = lt.LevenbergMarquardt(model, fast_path=False, lambda_max=1e-3, lambda_initial=1e-3,
+                                damping="multiplicative")
+    history = opt.fit((x, y), epochs=500)
     assert history[-1]["termination"] == "lambda_above_max" and len(history) < 500
+    # The Summary names the option as the keyword argument above, not as the C++ API does.
+    assert "λ at lambda_max = 1.000e-03" in opt.summary.message
+    assert "SolverOptions::" not in opt.summary.full_report()
 
 
 def test_validation_failures_restore_the_best_model() -> None:

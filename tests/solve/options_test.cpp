@@ -295,7 +295,8 @@ TEST(GeodesicAcceleration, TrainerResolvesAutoForItsLoss) {
   EXPECT_TRUE(used(LossKind::kMse, std::nullopt).geodesic_acceleration);
   const Summary refused = used(LossKind::kMse, false);
   EXPECT_FALSE(refused.geodesic_acceleration);
-  EXPECT_TRUE(says(refused, "off: solver.geodesic_acceleration = false")) << refused.full_report();
+  EXPECT_TRUE(says(refused, "off: SolverOptions::geodesic_acceleration = false"))
+      << refused.full_report();
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ NumericTable read_csv(const std::string& path, const CsvOptions& options = {});
 
 // The header's fields of `path` (options.header decides, as for read_csv), or nothing when the
 // file has no header.  Reads the file's start, not all of it (a large or compressed file costs
-// what its first records do).  Throws as read_csv for a file it cannot read or without data rows.
+// what its first records do).  Throws as read_csv for a file whose start it cannot read, or
+// without data rows; damage past the header is read_csv's to find.
 std::vector<std::string> read_csv_header(const std::string& path, const CsvOptions& options = {});
 
 // The same on text already in memory; `source` names it in messages and in the result.
