@@ -565,6 +565,7 @@ TEST_F(ModelFileTest, OutputLinkGivesClassProbabilitiesAndBceSigmoids) {
   std::vector<double> expected = {1.0 / 6, 2.0 / 6, 3.0 / 6, 0, 0, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3};
   for (std::size_t k = 3; k < 6; ++k) expected[k] = std::exp(z[k] - 1000.0) / row2;
   EXPECT_TRUE(apply_output_link(classifier, z));
+  // 1e-15: ~9 ulps of 0.5 for the exps, the sum of three and the divide.
   for (std::size_t i = 0; i < z.size(); ++i) EXPECT_NEAR(z[i], expected[i], 1e-15) << i;
   EXPECT_NEAR(expected[3], 1.0 / 6, 1e-13);  // the rounding of 1000 + log k: ulp(1000) ≈ 1.1e-13
 
@@ -584,9 +585,11 @@ TEST_F(ModelFileTest, OutputLinkGivesClassProbabilitiesAndBceSigmoids) {
   EXPECT_GE(y[0], 0.0);
   EXPECT_LT(y[0], 1e-300);
   EXPECT_EQ(y[1], 0.5);
-  EXPECT_NEAR(y[2], 0.75, 1e-16);
+  // 4 ulps of 0.75: exp, the add and the divide each round once (libm's exp to ≤ 1 ulp).
+  constexpr double kFewUlps = 4 * 0x1p-53;
+  EXPECT_NEAR(y[2], 0.75, kFewUlps);
   EXPECT_EQ(y[3], 1.0);
-  EXPECT_NEAR(y[4], 1.0 / (1.0 + std::exp(-1.5)), 1e-16);
+  EXPECT_NEAR(y[4], 1.0 / (1.0 + std::exp(-1.5)), kFewUlps);
 
   std::vector<double> ragged(4);
   expect_contains(invalid_argument_message([&] { apply_output_link(bce, ragged); }),
