@@ -6,6 +6,7 @@ import atexit
 import difflib
 import os
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -342,6 +343,8 @@ def _train(request: Any, x: np.ndarray, targets: Any, x_val: Any, y_val: Any,
         if progress is not None:
             progress.close()
     model = Model(file)
+    for line in summary.options_ignored:  # the engine's judgment: an option that did nothing
+        warnings.warn(line, UserWarning, stacklevel=3)
     if summary.termination == "non_finite_objective":
         # `lmtrain fit` ends such a run with exit code 3 and no model; here the error carries
         # the last finite network and the summary, so that nothing is lost.

@@ -485,6 +485,9 @@ int fit(const RunConfig& config, const FitArgs& args) {
       comm != nullptr ? comm->allgather_strings(this_rank) : std::vector{this_rank};
   summary.name_input_groups(spec, data.train.inputs.column_names);
   rewrite_text(summary, in_config_terms);  // solver.lambda_max, not SolverOptions::lambda_max
+  if (files.root)
+    for (const std::string& line : summary.options_ignored)
+      fmt::print(stderr, "lmtrain: warning: {}\n", line);
   const int stop_signal = stop->signal();
   stop.reset();  // the default dispositions again
   recorder.finish();

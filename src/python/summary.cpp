@@ -171,6 +171,9 @@ void bind_costs(SummaryClass& summary) {
       .def_prop_ro("batch_shares", tuple_field(&S::batch_shares),
                    "Each rank's share of a batch at the end, in rank order.")
       .def_prop_ro("threads", field(&S::threads))
+      .def_prop_ro("options_ignored", tuple_field(&S::options_ignored),
+                   "Options given that this run does not use, one line each (weight_decay "
+                   "without a regularization, …); lmtrain.fit warns of each.")
       .def_prop_ro("normal_matrix", field(&S::normal_matrix),
                    "How A = JᵀJ was formed and why, one line per shape (the CUDA backend's "
                    "measured choice between SYRK and split-K); empty on the CPU.");

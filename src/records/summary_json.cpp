@@ -193,7 +193,8 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"times", times},
           {"total_seconds", s.total_seconds},
           {"threads", s.threads},
-          {"normal_matrix", s.normal_matrix}};
+          {"normal_matrix", s.normal_matrix},
+          {"options_ignored", s.options_ignored}};
 }
 
 Summary summary_from_json(const nlohmann::json& j) {
@@ -252,6 +253,7 @@ Summary summary_from_json(const nlohmann::json& j) {
     s.total_seconds = j.at("total_seconds").get<double>();
     s.threads = j.value("threads", std::string());
     s.normal_matrix = j.value("normal_matrix", std::string());  // absent before issue 36
+    s.options_ignored = j.value("options_ignored", std::vector<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw InvalidArgument(fmt::format("not a summary of lmtrain: {}", e.what()));
   }

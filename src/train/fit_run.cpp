@@ -12,6 +12,7 @@
 #include "lmtrain/core/error.h"
 #include "lmtrain/core/rng.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
+#include "lmtrain/solve/ignored_options.h"
 #include "lmtrain/solve/planned_step.h"
 #include "lmtrain/train/batch_shares.h"
 #include "lmtrain/train/early_stopping.h"
@@ -192,6 +193,7 @@ void FitRun<T>::describe_plan() {
   summary_.geodesic_acceleration = plan.geodesic();
   summary_.memory_plan = plan.memory.describe();
   summary_.distribution = plan.distribution;
+  summary_.options_ignored = ignored_options(sopt_, plan);
   summary_.planned_peak_bytes = plan.memory.peak_bytes;
   data_.set_evaluation_memory(plan.memory.budget_bytes -
                               std::min(plan.memory.budget_bytes, plan.memory.peak_bytes));

@@ -262,6 +262,7 @@ std::string Summary::full_report() const {
   r.text += "\nlmtrain report\n==============\n\n";
   problem_lines(*this, r);
   option_lines(*this, r);
+  for (const std::string& line : options_ignored) r.line("Option ignored", line);
   memory_lines(*this, r);
   r.text += "\n";
   loss_lines(*this, r);
@@ -282,6 +283,7 @@ void rewrite_text(Summary& s, const std::function<std::string(std::string)>& rew
        {&s.precision_reason, &s.linear_solver_reason, &s.memory_plan, &s.slice_halving_cause,
         &s.distribution, &s.message, &s.threads, &s.normal_matrix})
     *text = rewrite(std::move(*text));
+  for (std::string& line : s.options_ignored) line = rewrite(std::move(line));
 }
 
 }  // namespace lmtrain

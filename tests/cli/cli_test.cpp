@@ -463,6 +463,32 @@ TEST(Cli, ReportsNameOptionsAsTheConfigWritesThem) {
   }
 }
 
+// An option the run does not use (weight_decay without a regularization) is a warning, a report
+// line and a summary.json entry, in the config's words; a run of defaults has none.
+TEST(Cli, AnIgnoredOptionIsAWarning) {
+  Scratch s;
+  s.write("data.csv", regression_csv(200, 2));
+  const std::string config =
+      s.write("run.toml", regression_config("", 2) + "[solver]\nweight_decay = 0.01\n");
+  const Result fit = run("fit " + config + " --quiet");
+  ASSERT_EQ(fit.exit_code, 0) << fit.output;
+  const std::string line =
+      "solver.weight_decay = 0.01: ignored, solver.regularization is none (l2, bayesian and ard "
+      "use it)";
+  EXPECT_NE(fit.output.find("lmtrain: warning: " + line), std::string::npos) << fit.output;
+  EXPECT_NE(read_file(s.path("out") / "summary.txt").find("Option ignored"), std::string::npos);
+  const auto json = nlohmann::json::parse(read_file(s.path("out") / "summary.json"));
+  EXPECT_EQ(json.at("options_ignored"), nlohmann::json::array({line}));
+
+  const std::string plain = s.write("plain.toml", regression_config("", 2));
+  const Result quiet = run("fit " + plain + " --quiet --set output_dir='\"plain\"'");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("warning"), std::string::npos) << quiet.output;
+  EXPECT_TRUE(nlohmann::json::parse(read_file(s.path("plain") / "summary.json"))
+                  .at("options_ignored")
+                  .empty());
+}
+
 // solver.tf32 on a machine without TF32: the fit runs as without it (the same final parameters,
 // bit for bit) and summary.txt says why the option was not applied, for a float32 system and for
 // a float64 one.

@@ -6,6 +6,7 @@ the one returned, and the evidence's effective parameters add up over ARD's grou
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -194,3 +195,18 @@ def test_split_k_normal_matrix_follows_syrk() -> None:
     assert gap <= 1e-9
     with pytest.raises(ValueError, match="normal_matrix"):
         lmtrain.fit([8, "tanh", 1], X, y, normal_matrix="fast", **kwargs)
+
+
+def test_an_option_the_run_does_not_use_is_a_warning() -> None:
+    # The engine judges it (Summary.options_ignored); lmtrain.fit warns in Python's words.
+    X, y = data(rows=80, seed=4)
+    with pytest.warns(UserWarning, match=r"^weight_decay = 0.001: ignored, regularization is "
+                                         r"none \(l2, bayesian and ard use it\)$"):
+        _, summary = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=2, weight_decay=1e-3)
+    assert len(summary.options_ignored) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, quiet = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=2, weight_decay=1e-3,
+                               regularization="l2")
+        LMRegressor(hidden_layer_sizes=(6,), max_epochs=2, random_state=0).fit(X, y)
+    assert quiet.options_ignored == ()

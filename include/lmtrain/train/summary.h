@@ -117,6 +117,9 @@ struct Summary : TrainingProgress {
   std::vector<double> batch_shares;
 
   bool geodesic_acceleration = false;  // as used (off with cg and the dual form)
+  // Options given that this run does not use (solve/ignored_options.h; the tf32 and
+  // normal_matrix notes of normal_matrix are the device's): one line each.
+  std::vector<std::string> options_ignored;
 
   // Outcome (the counters and losses are TrainingProgress's).
   bool restored_best = false;

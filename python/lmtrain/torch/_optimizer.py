@@ -1079,6 +1079,8 @@ class LevenbergMarquardt:
             if progress is not None:
                 progress.close()
         self.summary = summary
+        for line in summary.options_ignored:  # the engine's judgment: an option that did nothing
+            warnings.warn(line, UserWarning, stacklevel=2)
         history: list[dict[str, Any]] = [
             {"epoch": e.epoch, "loss": e.training_loss, "validation_loss": e.validation_loss,
              "lambda": e.lambda_, "seconds": e.seconds,

@@ -1,0 +1,95 @@
+#include "lmtrain/solve/ignored_options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace lmtrain {
+namespace {
+
+// A plan as the planner leaves it: the solver resolved, the geodesic correction resolved.
+StepPlan plan_of(LinearSolverType solver, bool geodesic) {
+  StepPlan plan;
+  plan.options.linear_solver = solver;
+  plan.options.geodesic_acceleration = geodesic;
+  return plan;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const std::string& line : lines) all += line + "\n";
+  return all;
+}
+
+// The defaults ignore nothing, whatever the plan; each rule names its option when the option is
+// set and the plan does not use it, and says nothing when the plan uses it.
+TEST(IgnoredOptions, EachOptionSetButUnusedIsNamedAndOnlyThen) {
+  const SolverOptions defaults;
+  for (LinearSolverType solver :
+       {LinearSolverType::kCholesky, LinearSolverType::kCg, LinearSolverType::kDual})
+    EXPECT_TRUE(ignored_options(defaults, plan_of(solver, false)).empty());
+
+  const StepPlan cholesky = plan_of(LinearSolverType::kCholesky, true);
+  struct Case {
+    SolverOptions set;     // the option set (unused under `unused_plan`)
+    SolverOptions used;    // the same option with what uses it
+    StepPlan unused_plan;  // a plan that does not use it
+    StepPlan used_plan;
+    std::string named;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{defaults, defaults, cholesky, cholesky, "SolverOptions::weight_decay = 0.01: ignored"};
+    c.set.weight_decay = c.used.weight_decay = 0.01;
+    c.used.regularization = Regularization::kL2;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, cholesky, cholesky, "ard_initial_scale / ard_max_factor: ignored"};
+    c.set.ard_max_factor = c.used.ard_max_factor = 3.0;
+    c.set.regularization = Regularization::kBayesian;
+    c.used.regularization = Regularization::kArd;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, cholesky, cholesky, "lambda_increase / lambda_decrease: ignored"};
+    c.set.lambda_increase = c.used.lambda_increase = 5.0;
+    c.used.damping = DampingType::kMultiplicative;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, cholesky, cholesky, "marquardt_min / marquardt_max: ignored"};
+    c.set.marquardt_min = c.used.marquardt_min = 1e-3;
+    c.used.damping_matrix = DampingMatrix::kMarquardt;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, plan_of(LinearSolverType::kCg, false), cholesky,
+           "geodesic_ratio / geodesic_step / geodesic_backoff_max: ignored"};
+    c.set.geodesic_step = c.used.geodesic_step = 0.05;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, cholesky, plan_of(LinearSolverType::kCg, false),
+           "cg_forcing / cg_max_iterations: ignored, the linear solver is cholesky"};
+    c.set.cg_forcing = c.used.cg_forcing = 1e-3;
+    cases.push_back(c);
+  }
+  {
+    Case c{defaults, defaults, cholesky, plan_of(LinearSolverType::kDistributedCholesky, true),
+           "SolverOptions::distributed_block_size = 64: ignored, the linear solver is cholesky"};
+    c.set.distributed_block_size = c.used.distributed_block_size = 64;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    const std::vector<std::string> unused = ignored_options(c.set, c.unused_plan);
+    ASSERT_EQ(unused.size(), 1u) << joined(unused);
+    EXPECT_NE(unused[0].find(c.named), std::string::npos) << unused[0];
+    EXPECT_TRUE(ignored_options(c.used, c.used_plan).empty())
+        << c.named << ": " << joined(ignored_options(c.used, c.used_plan));
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain
