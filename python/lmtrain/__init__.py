@@ -11,6 +11,7 @@ The same C++ library as the ``lmtrain`` command:
 from __future__ import annotations
 
 import importlib.util
+import numbers
 from typing import Any
 
 from . import _openmp
@@ -27,12 +28,33 @@ _ESTIMATORS = ("LMClassifier", "LMRegressor")
 # it `from lmtrain import *` must still work (and `lmtrain.LMRegressor` says what to install).
 _HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 __all__ = ["EpochRecord", *(_ESTIMATORS if _HAVE_SKLEARN else ()), "Model", "PenaltyGroup",
-           "Summary", "describe_options", "fit", "load", "option_names"]
+           "Summary", "describe_options", "fit", "load", "option_names", "set_cpu_threads"]
 
 
 def option_names() -> list[str]:
     """Names of the library options :func:`fit` accepts as keyword arguments."""
     return sorted(_option_names())
+
+
+def set_cpu_threads(threads: int) -> None:
+    """Fixes the number of CPU threads lmtrain runs on, as ``OMP_NUM_THREADS`` does.
+
+    ``0`` (the default) lets lmtrain choose each phase's count from its measured times, which
+    keeps a machine shared with other processes from slowing the run down; a count ``n >= 1``
+    runs every phase on ``n`` threads (at most the processors this process may use).  OpenBLAS
+    adds in another order on one thread than on two, so runs whose products exceed 2**28
+    multiply-adds are bit-reproducible only with a fixed count.  Applies to fits and optimizers
+    created afterwards; the Summary's ``threads`` says what a run used.  torch's own threads are
+    ``torch.set_num_threads``'s.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"set_cpu_threads: threads must be an int, got {threads!r}")
+    if threads < 0:
+        raise ValueError(f"set_cpu_threads: threads must be >= 0 (0: lmtrain chooses), "
+                         f"got {threads}")
+    from . import _core
+
+    _core.set_cpu_threads(int(threads))
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "lmtrain/backend/cpu_threads.h"
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/solve/solver_options.h"
@@ -246,6 +247,9 @@ void bind_options(nb::module_& m) {
       nb::arg("loss"), nb::arg("objective"), nb::arg("batch"), nb::arg("outputs"),
       "The reported loss (PyTorch's mean reduction) of objective F over `batch` samples of "
       "`outputs` outputs (a residual function: loss 'mse', one output per residual row).");
+  m.def("set_cpu_threads", &set_cpu_threads, nb::arg("threads"),
+        "0: lmtrain chooses each phase's CPU thread count by measurement; n >= 1: every phase "
+        "runs on n (at most the processors); for backends made afterwards.");
   m.def("cuda_backend_built", &cuda_backend_built,
         "Whether this build of lmtrain has its CUDA backend.");
 }

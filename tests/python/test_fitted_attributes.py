@@ -210,3 +210,23 @@ def test_an_option_the_run_does_not_use_is_a_warning() -> None:
                                regularization="l2")
         LMRegressor(hidden_layer_sizes=(6,), max_epochs=2, random_state=0).fit(X, y)
     assert quiet.options_ignored == ()
+
+
+def test_set_cpu_threads_fixes_the_count_and_zero_gives_the_choice_back() -> None:
+    X, y = data(rows=80, seed=5)
+    lmtrain.set_cpu_threads(1)
+    try:
+        model, fixed = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=3)
+        again, repeated = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=3)
+    finally:
+        lmtrain.set_cpu_threads(0)
+    assert "set_cpu_threads(1)" in fixed.threads, fixed.threads
+    np.testing.assert_array_equal(model.predict(X), again.predict(X))  # a fixed count: same bits
+    assert repeated.final_loss == fixed.final_loss
+    _, chosen = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=3)
+    assert "set_cpu_threads" not in chosen.threads, chosen.threads
+    with pytest.raises(ValueError, match=r"threads must be >= 0 \(0: lmtrain chooses\), got -1"):
+        lmtrain.set_cpu_threads(-1)
+    for bad in (1.5, True, "2"):
+        with pytest.raises(TypeError, match="threads must be an int"):
+            lmtrain.set_cpu_threads(bad)
