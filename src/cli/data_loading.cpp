@@ -32,10 +32,13 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
   const bool classification = d.task == Task::kClassification;
   io::LabeledTable all = io::read_labeled_table(table_source(d.train), classification, d.classes);
   if (d.task == Task::kClassification) out.classes = all.targets.cols;
+  out.class_names = all.class_names;
 
   auto load_other = [&](const std::optional<DataSource>& s) -> std::optional<io::LabeledTable> {
     if (!s) return std::nullopt;
-    io::LabeledTable t = io::read_labeled_table(table_source(*s), classification, out.classes);
+    // Its labels name the training data's classes (or are indices, as the training data's are).
+    io::LabeledTable t =
+        io::read_labeled_table(table_source(*s), classification, out.classes, &out.class_names);
     if (t.inputs.cols != all.inputs.cols || t.targets.cols != all.targets.cols)
       throw InvalidArgument(fmt::format(
           "{} has {} inputs and {} targets per row but the training data {} has {} and {}", s->path,

@@ -17,8 +17,9 @@ struct PreparedData {
   io::LabeledTable train;
   std::optional<io::LabeledTable> validation;
   std::optional<io::LabeledTable> test;
-  std::size_t classes = 0;          // classification
-  io::Normalization normalization;  // fitted on the training rows; what the model file stores
+  std::size_t classes = 0;               // classification
+  std::vector<std::string> class_names;  // the training CSV's text labels, sorted; or empty
+  io::Normalization normalization;       // fitted on the training rows; what the model file stores
 };
 
 // The io::TableSource of a configured source.

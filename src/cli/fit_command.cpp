@@ -413,7 +413,7 @@ void write_model(const std::vector<T>& params, const ModelSpec& spec, const Prep
   const std::size_t classes = config.data.task == Task::kClassification ? data.classes : 0;
   io::ModelFile model =
       io::trained_model_file(spec, params, data.normalization, to_string(config.loss.kind), classes,
-                             {}, config.seed, summary, std::move(provenance));
+                             data.class_names, config.seed, summary, std::move(provenance));
   // The training columns' names (a CSV header's): predict and eval select columns by them.
   if (data.train.inputs.column_names.size() == spec.inputs())
     model.input_names = data.train.inputs.column_names;

@@ -91,6 +91,17 @@ io::NumericTable read_inputs(const std::string& path, const std::vector<std::str
   return io::read_input_table(source, model.architecture.inputs());
 }
 
+// `text` as one CSV field that io::read_csv reads back as it is (RFC 4180 quotes where a delimiter,
+// a quote, a line end, surrounding spaces or a leading comment character would change it).
+std::string csv_field(const std::string& text) {
+  const bool plain = text.find_first_of(",\"\r\n") == std::string::npos && !text.empty() &&
+                     text.front() != ' ' && text.back() != ' ' && text.front() != '#';
+  if (plain) return text;
+  std::string quoted = "\"";
+  for (const char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return quoted + '"';
+}
+
 }  // namespace
 
 int run_predict(const PredictArgs& args) {
@@ -119,12 +130,18 @@ int run_predict(const PredictArgs& args) {
   for (std::size_t c = 0; c < k; ++c)
     result.column_names.push_back(fmt::format("{}{}", probabilities ? "p" : "y", c));
   if (args.out.ends_with(".npy")) {
-    io::write_npy(args.out, result);
+    io::write_npy(args.out, result);  // numbers only: the class column holds the class's index
   } else {
+    // A model with class names (trained on text labels, or in Python) predicts names.
+    const std::vector<std::string>& names = model.class_names;
     std::string csv = fmt::format("{}\n", fmt::join(result.column_names, ","));
     for (std::size_t r = 0; r < result.rows; ++r) {
-      for (std::size_t c = 0; c < result.cols; ++c)
-        csv += fmt::format("{:.9g}{}", result(r, c), c + 1 < result.cols ? ',' : '\n');
+      for (std::size_t c = 0; c < result.cols; ++c) {
+        const bool named = c == 0 && model.task == io::Task::kClassification && !names.empty();
+        csv += named ? csv_field(names[static_cast<std::size_t>(result(r, c))])
+                     : fmt::format("{:.9g}", result(r, c));
+        csv += c + 1 < result.cols ? ',' : '\n';
+      }
     }
     io::write_file_atomically(args.out, csv);
   }
@@ -156,7 +173,9 @@ int run_eval(const EvalArgs& args) {
           args.data, fmt::join(source.inputs, ", "), fmt::join(source.targets, ", "), expected,
           expected == 1 ? "" : "s", expected == 1 ? "it" : "them"));
   }
-  const io::LabeledTable table = io::read_labeled_table(source, classification, model.num_classes);
+  // A CSV's labels name the model's classes when it has names (text labels, or Python's).
+  const io::LabeledTable table =
+      io::read_labeled_table(source, classification, model.num_classes, &model.class_names);
   if (table.inputs.cols != model.architecture.inputs() ||
       table.targets.cols != model.architecture.outputs())
     throw InvalidArgument(
@@ -192,7 +211,10 @@ int run_info(const std::string& path) {
              to_string(model.parameter_dtype));
   fmt::print("task           {}{}\n", to_string(model.task),
              model.task == io::Task::kClassification
-                 ? fmt::format(", {} classes", model.num_classes)
+                 ? fmt::format(", {} classes{}", model.num_classes,
+                               model.class_names.empty()
+                                   ? std::string()
+                                   : fmt::format(" ({})", fmt::join(model.class_names, ", ")))
                  : "");
   fmt::print("loss           {}\n", model.loss);
   fmt::print("normalization  inputs: {}, targets: {}\n",

@@ -21,7 +21,8 @@
 //
 //   [data]
 //   task = "regression"          # regression | classification
-//   classes = 10                 # classification; default: max label + 1
+//   classes = 10                 # classification; default: max label + 1, or the number of names
+//                                #   when a CSV's labels are text (sorted names: io/csv_reader.h)
 //   validation_fraction = 0.0    # taken from train when [data.validation] is absent
 //   test_fraction = 0.0          # taken from train when [data.test] is absent
 //   normalize_inputs = "standardize"   # standardize | none

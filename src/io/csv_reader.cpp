@@ -1,10 +1,14 @@
 #include "lmtrain/io/csv_reader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <numeric>
+#include <span>
+#include <unordered_map>
 
 #include "file_contents.h"
 #include "lmtrain/core/error.h"
@@ -139,8 +143,16 @@ class RecordScanner {
   std::deque<std::string> unescaped_;  // a deque: growing it leaves earlier strings in place
 };
 
-bool looks_like_header(const std::vector<std::string_view>& fields) {
-  for (std::string_view field : fields) {
+// Whether a first record is a header: one of its fields is not a number.  `labels`: the field of
+// a label column, whose text a data row has too, does not count.
+bool looks_like_header(const std::vector<std::string_view>& fields,
+                       const std::optional<CsvLabels>& labels) {
+  std::size_t skip = fields.size();
+  if (labels && !labels->column) skip = fields.size() - 1;
+  if (labels && labels->column && labels->column->is_index()) skip = labels->column->index();
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i == skip) continue;
+    const std::string_view field = fields[i];
     double ignored = 0.0;
     const detail::NumberToken kind = detail::parse_number(field, ignored);
     if (kind == detail::NumberToken::kNotANumber) return true;
@@ -174,8 +186,9 @@ CsvLayout read_layout(RecordScanner& scanner, std::vector<std::string_view>& fie
     throw InvalidArgument(fmt::format(
         "{}: no data: the file is empty or holds only comments and blank lines", source));
   CsvLayout layout;
-  layout.has_header = options.header == CsvHeader::kPresent ||
-                      (options.header == CsvHeader::kAuto && looks_like_header(fields));
+  layout.has_header =
+      options.header == CsvHeader::kPresent ||
+      (options.header == CsvHeader::kAuto && looks_like_header(fields, options.labels));
   layout.field_count = fields.size();
   layout.width_line = line;
   if (!layout.has_header) return layout;
@@ -235,15 +248,18 @@ class RowReader {
     return {};
   }
 
+  // "data.csv:7: line 7, field 3 of 3 (column "species")".
+  std::string where(std::size_t line, std::size_t index) const {
+    return fmt::format("{}:{}: line {}, field {} of {}{}", source_, line, line, index + 1,
+                       layout_.field_count,
+                       layout_.has_header ? fmt::format(" (column \"{}\")", layout_.header[index])
+                                          : std::string());
+  }
+
   // Field `index` (0-based) of the row on `line`.
   double cell_value(std::string_view cell, std::size_t line, std::size_t index) const {
     double value = 0.0;
-    const auto where = [&] {
-      return fmt::format("{}:{}: line {}, field {} of {}{}", source_, line, line, index + 1,
-                         layout_.field_count,
-                         layout_.has_header ? fmt::format(" (column \"{}\")", layout_.header[index])
-                                            : std::string());
-    };
+    const auto where = [&] { return this->where(line, index); };
     switch (detail::parse_number(cell, value)) {
       case detail::NumberToken::kOk:
         break;
@@ -281,6 +297,86 @@ class RowReader {
   const std::string& source_;
 };
 
+// The file field of the label column; nothing without one.
+std::optional<std::size_t> label_field(const CsvOptions& options, const CsvLayout& layout,
+                                       const std::vector<std::size_t>& selected,
+                                       const std::string& source) {
+  if (!options.labels) return std::nullopt;
+  const std::optional<ColumnRef>& column = options.labels->column;
+  const std::size_t field =
+      column ? resolve_columns(std::span(&*column, 1), layout.header, layout.field_count, source,
+                               layout.has_header ? layout.width_line : 0)[0]
+             : layout.field_count - 1;
+  if (std::find(selected.begin(), selected.end(), field) == selected.end())
+    throw InvalidArgument(
+        fmt::format("{}: the label column (field {}) is not among the columns read; add it to "
+                    "CsvOptions::columns",
+                    source, field + 1));
+  return field;
+}
+
+bool is_number(std::string_view cell) {
+  double ignored = 0.0;
+  return detail::parse_number(cell, ignored) == detail::NumberToken::kOk;
+}
+
+// Column `col` of `t` (file field `field`) from the label cells, row by row: class indices, or
+// the indices of their names (CsvLabels).
+void assign_labels(NumericTable& t, std::size_t col, std::size_t field,
+                   const std::vector<std::string>& cells, const CsvLabels& labels,
+                   const RowReader& reader) {
+  const auto text =
+      std::find_if(cells.begin(), cells.end(), [](const std::string& c) { return !is_number(c); });
+  const bool indices = labels.file_decides ? text == cells.end() : labels.classes.empty();
+  if (indices && text != cells.end()) {
+    const std::size_t r = static_cast<std::size_t>(text - cells.begin());
+    throw InvalidArgument(fmt::format(
+        "{} is {}, a class name, but the classes here are indices 0, 1, … (the training data or "
+        "the model named none); train on these labels, or write the class's index",
+        reader.where(t.source_lines[r], field), quote_cell(*text)));
+  }
+  if (indices) {
+    for (std::size_t r = 0; r < t.rows; ++r)
+      t(r, col) = reader.cell_value(cells[r], t.source_lines[r], field);
+    return;
+  }
+  std::vector<std::string> names = labels.classes;
+  if (labels.file_decides) {
+    names = cells;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+  }
+  std::unordered_map<std::string_view, std::size_t> index;
+  std::vector<double> numbers(names.size(), std::nan(""));  // each name's value, if a number
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    index.emplace(names[k], k);
+    double v = 0.0;
+    if (detail::parse_number(names[k], v) == detail::NumberToken::kOk) numbers[k] = v;
+  }
+  for (std::size_t r = 0; r < t.rows; ++r) {
+    const std::string& cell = cells[r];
+    if (cell.empty())
+      throw InvalidArgument(
+          fmt::format("{} is empty, expected a class label; fill in the label or drop the row",
+                      reader.where(t.source_lines[r], field)));
+    auto found = index.find(cell);
+    double v = 0.0;
+    if (found == index.end() && detail::parse_number(cell, v) == detail::NumberToken::kOk) {
+      const auto same = std::find(numbers.begin(), numbers.end(), v);
+      if (same != numbers.end())
+        found = index.find(names[static_cast<std::size_t>(same - numbers.begin())]);
+    }
+    if (found == index.end())
+      throw InvalidArgument(fmt::format(
+          "{} is {}, which is not one of the {} classes trained on ({}); fix the label, or drop "
+          "the row",
+          reader.where(t.source_lines[r], field), quote_cell(cell), names.size(),
+          fmt::join(names, ", ")));
+    t(r, col) = static_cast<double>(found->second);
+  }
+  t.class_names = std::move(names);
+}
+
 }  // namespace
 
 NumericTable parse_csv(std::string_view text, const std::string& source,
@@ -301,13 +397,22 @@ NumericTable parse_csv(std::string_view text, const std::string& source,
     for (std::size_t index : selected) table.column_names.push_back(layout.header[index]);
 
   const RowReader reader(layout, options, source);
+  const std::optional<std::size_t> label = label_field(options, layout, selected, source);
+  std::vector<std::string> label_cells;  // the label column's cells, read once all rows are in
   do {
     reader.check_width(fields, line);
-    for (std::size_t index : selected)
-      table.values.push_back(reader.cell_value(fields[index], line, index));
+    for (std::size_t index : selected) {
+      if (index == label) label_cells.emplace_back(fields[index]);
+      table.values.push_back(index == label ? 0.0 : reader.cell_value(fields[index], line, index));
+    }
     table.source_lines.push_back(line);
     ++table.rows;
   } while (scanner.next(fields, line));
+  if (label) {
+    const auto col = static_cast<std::size_t>(std::find(selected.begin(), selected.end(), *label) -
+                                              selected.begin());
+    assign_labels(table, col, *label, label_cells, *options.labels, reader);
+  }
 
   table.shape = {table.rows, table.cols};
   return table;

@@ -1,6 +1,7 @@
 #include "lmtrain/io/table.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -53,6 +54,7 @@ NumericTable select_table_rows(const NumericTable& t, std::span<const std::size_
   out.cols = t.cols;
   out.source = t.source;
   out.column_names = t.column_names;
+  out.class_names = t.class_names;
   out.values.resize(out.rows * out.cols);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::copy_n(t.values.begin() + static_cast<long>(rows[i] * t.cols), t.cols,
@@ -76,10 +78,13 @@ void require_file(const std::string& path, const std::string& what) {
     throw InvalidArgument(fmt::format("{}: {}: no such file; check the path", what, path));
 }
 
-LabeledTable read_csv_source(const TableSource& s) {
+LabeledTable read_csv_source(const TableSource& s, std::optional<CsvLabels> labels) {
   CsvOptions options;
   options.delimiter = s.delimiter;
-  const NumericTable table = read_csv(s.path, options);
+  if (labels && s.targets.size() == 1) labels->column = column_ref(s.targets[0]);
+  if (s.targets.size() <= 1) options.labels = std::move(labels);
+  NumericTable table = read_csv(s.path, options);
+  std::vector<std::string> class_names = std::move(table.class_names);
   const std::vector<std::size_t> target_cols =
       s.targets.empty()
           ? std::vector<std::size_t>{table.cols - 1}
@@ -97,7 +102,9 @@ LabeledTable read_csv_source(const TableSource& s) {
         fmt::format("{}: no input columns left after taking targets {}; set "
                     "{}.inputs",
                     s.path, fmt::join(s.targets, ", "), s.what));
-  return {select_columns(table, input_cols), select_columns(table, target_cols), ""};
+  LabeledTable out{select_columns(table, input_cols), select_columns(table, target_cols), "", {}};
+  out.targets.class_names = std::move(class_names);
+  return out;
 }
 
 LabeledTable read_array_source(const TableSource& s, DataFormat format) {
@@ -110,7 +117,7 @@ LabeledTable read_array_source(const TableSource& s, DataFormat format) {
     return format == DataFormat::kNpy ? read_npy(p) : read_idx(p);
   };
   require_file(s.targets_path, s.what + ".targets_path");
-  LabeledTable out{read(s.path), read(s.targets_path), ""};
+  LabeledTable out{read(s.path), read(s.targets_path), "", {}};
   if (out.inputs.rows != out.targets.rows)
     throw InvalidArgument(
         fmt::format("{} has {} rows but {} has {}; inputs and targets must "
@@ -156,12 +163,19 @@ std::optional<DataFormat> detect_data_format(const std::string& path) {
   return std::nullopt;
 }
 
-LabeledTable read_labeled_table(const TableSource& s, bool classification, std::size_t classes) {
+LabeledTable read_labeled_table(const TableSource& s, bool classification, std::size_t classes,
+                                const std::vector<std::string>* class_names) {
   require_file(s.path, s.what + ".path");
   const DataFormat format = format_of(s);
   LabeledTable out;
   if (format == DataFormat::kCsv) {
-    out = read_csv_source(s);
+    std::optional<CsvLabels> labels;
+    if (classification) {
+      labels.emplace();
+      labels->file_decides = class_names == nullptr;
+      if (class_names != nullptr) labels->classes = *class_names;
+    }
+    out = read_csv_source(s, std::move(labels));
   } else if (format == DataFormat::kFann) {
     FannTrainData fann = read_fann(s.path);
     out.inputs = std::move(fann.inputs);
@@ -175,8 +189,16 @@ LabeledTable read_labeled_table(const TableSource& s, bool classification, std::
     out.inputs = select_table_rows(out.inputs, first);
     out.targets = select_table_rows(out.targets, first);
   }
+  out.class_names = std::move(out.targets.class_names);
+  if (!out.class_names.empty() && classes > 0 && classes != out.class_names.size())
+    throw InvalidArgument(fmt::format(
+        "{}: {} classes are expected but the labels name {} ({}); with class names, the classes "
+        "are the names the training data holds",
+        s.path, classes, out.class_names.size(), fmt::join(out.class_names, ", ")));
   if (classification && out.targets.cols == 1)
     out.targets = one_hot(out.targets, classes > 0 ? classes : count_classes(out.targets));
+  if (classification && out.class_names.empty() && class_names != nullptr)
+    out.class_names = *class_names;
   out.description = fmt::format("{} ({} rows)", s.path, out.inputs.rows);
   return out;
 }
@@ -214,7 +236,7 @@ NumericTable read_input_table(const TableSource& s, std::size_t expected_inputs)
 LabeledTable select_rows(const LabeledTable& t, std::span<const std::size_t> rows,
                          const std::string& what) {
   return {select_table_rows(t.inputs, rows), select_table_rows(t.targets, rows),
-          fmt::format("{} ({} rows of {})", what, rows.size(), t.description)};
+          fmt::format("{} ({} rows of {})", what, rows.size(), t.description), t.class_names};
 }
 
 }  // namespace lmtrain::io

@@ -240,6 +240,89 @@ TEST(Cli, FitPredictEvalRoundTrip) {
   EXPECT_NEAR(summary["held_out"]["mse"].get<double>(), printed, 1e-5 * printed);
 }
 
+// Class labels as text (an iris.csv): the classes are the sorted distinct names, so the run is
+// the run on the same file with each name replaced by its index in that order — bit for bit —
+// and the model predicts names, evaluates files that name them and refuses one that does not.
+TEST(Cli, TextClassLabelsTrainAsTheirSortedIndicesAndPredictTheirNames) {
+  Scratch s;
+  const std::vector<std::string> names = {"setosa", "versicolor", "virginica"};  // sorted
+  Rng rng(7);
+  std::ostringstream text, codes, valid_text, valid_codes;
+  for (std::ostringstream* o : {&text, &codes, &valid_text, &valid_codes}) {
+    o->precision(17);
+    *o << "x1,x2,species\n";
+  }
+  for (std::size_t i = 0; i < 240; ++i) {
+    const double a = rng.uniform(-1, 1), b = rng.uniform(-1, 1);
+    const std::size_t k = a + b < -0.4 ? 2 : (a - b > 0.3 ? 0 : 1);  // three regions
+    const bool valid = i >= 200 && k != 1;  // the validation file lacks a class
+    if (i >= 200 && !valid) continue;
+    std::ostringstream& t = valid ? valid_text : text;
+    std::ostringstream& c = valid ? valid_codes : codes;
+    t << a << "," << b << "," << names[k] << "\n";
+    c << a << "," << b << "," << k << "\n";
+  }
+  const auto fit = [&](const std::string& dir, const std::string& train, const std::string& valid) {
+    const std::string config = s.write(
+        dir + ".toml", "seed = 5\noutput_dir = \"" + dir +
+                           "\"\n[model]\nlayers = [{ type = \"dense\", units = 6 }, { type = "
+                           "\"tanh\" }, { type = \"dense\", units = 3 }]\n[data]\ntask = "
+                           "\"classification\"\n[data.train]\npath = \"" +
+                           train + "\"\n[data.validation]\npath = \"" + valid +
+                           "\"\n[trainer]\nmax_epochs = 8\n");
+    const Result r = run("fit " + config + " --quiet");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return io::read_model_file((s.path(dir) / "model.safetensors").string());
+  };
+  s.write("text.csv", text.str());
+  s.write("codes.csv", codes.str());
+  s.write("valid_text.csv", valid_text.str());
+  s.write("valid_codes.csv", valid_codes.str());
+  const io::ModelFile named = fit("named", "text.csv", "valid_text.csv");
+  const io::ModelFile indexed = fit("indexed", "codes.csv", "valid_codes.csv");
+  EXPECT_EQ(named.class_names, names);
+  EXPECT_TRUE(indexed.class_names.empty());
+  EXPECT_EQ(named.parameters, indexed.parameters);  // the same run, bit for bit
+  // predict writes the class's name where the index model writes its index.
+  const std::string model = (s.path("named") / "model.safetensors").string();
+  const std::string data = " --data " + s.path("text.csv").string();
+  ASSERT_EQ(run("predict " + model + data + " --out " + s.path("p.csv").string()).exit_code, 0);
+  ASSERT_EQ(run("predict " + (s.path("indexed") / "model.safetensors").string() + data + " --out " +
+                s.path("q.csv").string())
+                .exit_code,
+            0);
+  std::istringstream by_name(read_file(s.path("p.csv"))), by_index(read_file(s.path("q.csv")));
+  std::string a, b;
+  std::size_t rows = 0;
+  std::getline(by_name, a);
+  std::getline(by_index, b);
+  EXPECT_EQ(a, b);  // the header: class,p0,p1,p2
+  while (std::getline(by_name, a) && std::getline(by_index, b)) {
+    const auto comma = b.find(',');
+    ASSERT_NE(comma, std::string::npos);
+    EXPECT_EQ(a, names[std::stoul(b.substr(0, comma))] + b.substr(comma)) << "row " << rows;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 200u);
+  // eval on the names agrees with eval on the indices; info lists the names.
+  const Result eval_named = run("eval " + model + " --data " + s.path("valid_text.csv").string());
+  const Result eval_indexed = run("eval " + (s.path("indexed") / "model.safetensors").string() +
+                                  " --data " + s.path("valid_codes.csv").string());
+  ASSERT_EQ(eval_named.exit_code, 0) << eval_named.output;
+  EXPECT_EQ(eval_named.output.substr(eval_named.output.find('\n')),
+            eval_indexed.output.substr(eval_indexed.output.find('\n')));
+  EXPECT_NE(run("info " + model).output.find("3 classes (setosa, versicolor, virginica)"),
+            std::string::npos);
+  s.write("daisy.csv", "x1,x2,species\n0.5,0.5,setosa\n0.1,0.2,daisy\n");
+  const Result daisy = run("eval " + model + " --data " + s.path("daisy.csv").string());
+  EXPECT_EQ(daisy.exit_code, 2);
+  EXPECT_NE(daisy.output.find("daisy.csv:3: line 3, field 3 of 3 (column \"species\") is "
+                              "\"daisy\", which is not one of the 3 classes trained on (setosa, "
+                              "versicolor, virginica)"),
+            std::string::npos)
+      << daisy.output;
+}
+
 // The training columns' names travel in the model file: predict and eval read a CSV whose
 // columns are in another order, or have an extra id column first, by name — and refuse a header
 // that lacks one, where reading by position would predict from the wrong column without a word.

@@ -1,5 +1,6 @@
 #include "lmtrain/io/csv_reader.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -321,6 +322,65 @@ TEST(CsvParse, InMemoryTextCarriesTheGivenSourceName) {
   EXPECT_EQ(table.source, "<stdin>");
   EXPECT_EQ(table.row_location(1), "<stdin>:3");
   EXPECT_EQ(table.column_label(0), "column index 0 (\"a\")");
+}
+
+// Class labels as text (iris's "setosa"): the classes are the distinct labels in byte order —
+// numpy's np.unique order, written out here by hand — and each cell becomes its class's index.
+TEST(CsvLabels, TextLabelsBecomeTheIndicesOfTheSortedDistinctNames) {
+  // "10" sorts before "9" as text; a quoted label keeps its comma; UTF-8 sorts by bytes.
+  const std::vector<std::string> order = {"10", "9", "a,b", "setosa", "virginica", "\xC3\xBC"};
+  const std::vector<std::string> cells = {"setosa",    "\"a,b\"", "9",      "\xC3\xBC",
+                                          "virginica", "10",      "setosa", "9"};
+  const std::vector<double> expected = {3, 2, 1, 5, 4, 0, 3, 1};
+  std::string text = "x,species,y\n";
+  for (std::size_t r = 0; r < cells.size(); ++r)
+    text += fmt::format("{},{},{}\n", r, cells[r], 2.5 * static_cast<double>(r));
+  CsvOptions options;
+  options.labels = CsvLabels{ColumnRef::by_name("species"), true, {}};
+  const NumericTable t = parse_csv(text, "iris.csv", options);
+  ASSERT_EQ(t.rows, cells.size());
+  EXPECT_EQ(t.class_names, order);
+  for (std::size_t r = 0; r < t.rows; ++r) {
+    EXPECT_EQ(t(r, 0), static_cast<double>(r));
+    EXPECT_EQ(t(r, 1), expected[r]) << "row " << r;
+    EXPECT_EQ(t(r, 2), 2.5 * static_cast<double>(r));
+  }
+  // Without a header the label column's text does not make the first row one (the last column
+  // by default); numbers alone stay class indices, with no names.
+  options.labels = CsvLabels{};
+  const NumericTable headless =
+      parse_csv("5.1,3.5,setosa\n6.2,2.9,versicolor\n", "iris.data", options);
+  EXPECT_EQ(headless.rows, 2u);
+  EXPECT_TRUE(headless.column_names.empty());
+  EXPECT_EQ(headless.values, (std::vector<double>{5.1, 3.5, 0, 6.2, 2.9, 1}));
+  const NumericTable numeric = parse_csv("a,c\n1,2\n2,0\n", "n.csv", options);
+  EXPECT_EQ(numeric.values, (std::vector<double>{1, 2, 2, 0}));
+  EXPECT_TRUE(numeric.class_names.empty());
+}
+
+TEST(CsvLabels, GivenClassesAreMatchedByNameOrByNumberAndAnUnknownLabelIsNamed) {
+  CsvOptions options;
+  options.labels = CsvLabels{std::nullopt, false, {"3", "7"}};
+  // "7" by name; "3.0" by number (a model trained in Python on the ints 3 and 7).
+  const NumericTable t = parse_csv("x,y\n0.5,7\n1.5,3.0\n2.5,3\n", "v.csv", options);
+  EXPECT_EQ(t.values, (std::vector<double>{0.5, 1, 1.5, 0, 2.5, 0}));
+  EXPECT_EQ(t.class_names, (std::vector<std::string>{"3", "7"}));
+  options.labels = CsvLabels{std::nullopt, false, {"setosa", "versicolor"}};
+  expect_contains(invalid_argument_message(
+                      [&] { parse_csv("x,y\n1,setosa\n2,virginica\n", "v.csv", options); }),
+                  {"v.csv:3: line 3, field 2 of 2 (column \"y\") is \"virginica\"",
+                   "not one of the 2 classes trained on (setosa, versicolor)"});
+  expect_contains(
+      invalid_argument_message([&] { parse_csv("x,y\n1,setosa\n2,\n", "v.csv", options); }),
+      {"v.csv:3: line 3, field 2 of 2 (column \"y\") is empty, expected a class label"});
+  // Training data or a model without names: the labels are indices, and text is an error.
+  options.labels = CsvLabels{std::nullopt, false, {}};
+  expect_contains(
+      invalid_argument_message([&] { parse_csv("x,y\n1,0\n2,cat\n", "v.csv", options); }),
+      {"v.csv:3: line 3, field 2 of 2 (column \"y\") is \"cat\", a class name, but the classes "
+       "here are indices"});
+  EXPECT_EQ(parse_csv("x,y\n1,0\n2,1\n", "v.csv", options).values,
+            (std::vector<double>{1, 0, 2, 1}));
 }
 
 }  // namespace

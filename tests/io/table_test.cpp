@@ -50,6 +50,26 @@ TEST_F(TableTest, CsvColumnsByNameAndIndexRowsAndOneHotLabels) {
                   {"x.csv has 3 input columns but the model takes 4", "--columns"});
 }
 
+TEST_F(TableTest, TextClassLabelsAreOneHotRowsOfTheSortedNames) {
+  TableSource s;
+  s.path =
+      write("iris.csv", "a,b,species\n1,2,virginica\n3,4,setosa\n5,6,versicolor\n7,8,setosa\n");
+  const LabeledTable t = read_labeled_table(s, /*classification=*/true);
+  EXPECT_EQ(t.class_names, (std::vector<std::string>{"setosa", "versicolor", "virginica"}));
+  EXPECT_EQ(t.inputs.values, (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(t.targets.values, (std::vector<double>{0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(select_rows(t, std::vector<std::size_t>{2}, "x").class_names, t.class_names);
+  // A second file's labels name the first's classes, in the first's order, even if it lacks one.
+  TableSource v;
+  v.path = write("v.csv", "a,b,species\n1,1,virginica\n2,2,versicolor\n");
+  const LabeledTable vt = read_labeled_table(v, true, 3, &t.class_names);
+  EXPECT_EQ(vt.targets.values, (std::vector<double>{0, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(vt.class_names, t.class_names);
+  expect_contains(invalid_argument_message([&] { read_labeled_table(s, true, 4); }),
+                  {"iris.csv: 4 classes are expected but the labels name 3 (setosa, versicolor, "
+                   "virginica)"});
+}
+
 TEST_F(TableTest, UnknownFormatAndMissingFileAreClearErrors) {
   TableSource s;
   s.what = "data.train";

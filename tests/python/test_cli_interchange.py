@@ -166,3 +166,29 @@ def test_classifier_files_go_both_ways(cli: str, tmp_path: Path) -> None:
     np.testing.assert_array_equal(model.predict(x).astype(float), expected[:, 0])
     np.testing.assert_allclose(model.predict_proba(x), expected[:, 1:], rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(cli_model.predict(x), expected[:, 0])
+
+
+def test_text_class_labels_name_the_same_classes_in_both(cli: str, tmp_path: Path) -> None:
+    # `lmtrain fit` on a CSV of names sorts them as np.unique does: lmtrain.fit on the same names
+    # gives the CLI's parameters, the loaded model's classes are the names, and `lmtrain predict`
+    # writes the name Python predicts.
+    rng = np.random.default_rng(8)
+    names = np.array(["virginica", "setosa", "versicolor"])
+    codes = rng.integers(0, 3, 240)
+    x = np.array([[0, 0], [2, 1], [-1, 2.5]])[codes] + rng.normal(0, 0.8, (240, 2))
+    lines = ["x0,x1,species"] + [f"{a:.17g},{b:.17g},{names[k]}" for (a, b), k in zip(x, codes)]
+    (tmp_path / "iris.csv").write_text("\n".join(lines) + "\n")
+    cli_model = cli_fit(cli, tmp_path, "iris", task="classification", precision="float64",
+                        layers='[{ type = "dense", units = 5 }, { type = "tanh" }, '
+                               '{ type = "dense", units = 3 }]',
+                        inputs='["x0", "x1"]', targets='["species"]', seed=2)
+    assert list(cli_model.classes) == ["setosa", "versicolor", "virginica"]
+    model, _ = lmtrain.fit([5, "tanh", 3], one_ulp(x), names[codes], task="classification",
+                           precision="float64", seed=2, max_epochs=8)
+    within("parameters", model.parameters, cli_model.parameters, PARAMETER_TOLERANCE)
+    run_cli(cli, "predict", str(tmp_path / "iris" / "model.safetensors"), "--data",
+            str(tmp_path / "iris.csv"), "--out", str(tmp_path / "pred.csv"))
+    written = [line.split(",")[0] for line in (tmp_path / "pred.csv").read_text().splitlines()]
+    assert written[0] == "class"
+    assert written[1:] == list(cli_model.predict(x))
+    assert (cli_model.predict(x) == names[codes]).mean() > 0.8

@@ -2,6 +2,7 @@
 // blank lines, CRLF line ends, spaces around fields, gzip compression).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,18 @@ enum class CsvHeader {
   kAbsent,   // every record is data
 };
 
+// A column of class labels, which may be text ("setosa", "virginica") as well as class indices.
+struct CsvLabels {
+  std::optional<ColumnRef> column;  // nothing: the last column
+  // true: this file decides — numbers are class indices as they are, and when any cell is not a
+  // number every cell is a name and the classes are the sorted distinct names (byte order, as
+  // numpy's np.unique and scikit-learn's LabelEncoder sort them).  false: the cells name
+  // `classes` (a number also matches a name that is the same number's text: "3.0" matches "3"),
+  // or are class indices when `classes` is empty (training data or a model that named none).
+  bool file_decides = true;
+  std::vector<std::string> classes;
+};
+
 struct CsvOptions {
   // Field separator: ',' (default), ';', '\t', ' ', '|' …  Runs of the delimiter are not merged:
   // "1,,2" has an empty middle field (an error in a selected column).
@@ -31,6 +44,10 @@ struct CsvOptions {
   // NaN and ±Inf cells ("nan", "inf", "-Infinity") are errors unless allowed here: a non-finite
   // value in training data silently poisons JᵀJ.
   bool allow_non_finite = false;
+  // A label column (among those read) whose cells become class indices, with the names in
+  // NumericTable::class_names when they were text.  With kAuto, the label column's cell of the
+  // first record does not make it a header: "5.1,3.5,setosa" is data.
+  std::optional<CsvLabels> labels;
 };
 
 // Reads `path` (gzip-compressed or plain).  Every row has the same number of fields; each
@@ -40,7 +57,9 @@ struct CsvOptions {
 // Throws InvalidArgument naming the file, the line, the field and what was found, for: a file
 // that cannot be opened or read (with the system's reason), a ragged row, a non-numeric or empty
 // cell, a non-finite cell (unless allowed), a number out of double's range, an unterminated
-// quote, an unknown column name (with the closest header name), a file without data rows.
+// quote, an unknown column name (with the closest header name), a file without data rows, and a
+// label that names none of CsvLabels::classes (listing them) or is text where indices are
+// expected.
 NumericTable read_csv(const std::string& path, const CsvOptions& options = {});
 
 // The header's fields of `path` (options.header decides, as for read_csv), or nothing when the

@@ -26,6 +26,9 @@ struct NumericTable {
   // Text formats: the 1-based line on which each row starts (rows entries).  Binary formats
   // (NPY, IDX) have no lines and leave this empty.
   std::vector<std::size_t> source_lines;
+  // A label column read as text (CsvOptions::labels): its values are indices into these class
+  // names.  Empty otherwise.
+  std::vector<std::string> class_names;
 
   double operator()(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
   double& operator()(std::size_t r, std::size_t c) { return values[r * cols + c]; }

@@ -40,13 +40,19 @@ struct LabeledTable {
   NumericTable inputs;
   NumericTable targets;
   std::string description;  // "train.csv (800 rows)"
+  // Classification: class k's name (a CSV's text labels, sorted), or empty (class indices).
+  std::vector<std::string> class_names;
 };
 
 // Reads `source`.  With `classification` a single target column holds class labels, turned into
-// one-hot rows of `classes` columns (0: the largest label + 1).  Throws InvalidArgument naming the
-// file, the line or column and what to do.
+// one-hot rows of `classes` columns (0: the largest label + 1, or the number of names).  A CSV's
+// labels may be text (io::CsvLabels): `class_names` null — this file decides (the sorted distinct
+// names when any label is not a number); non-null — the names the training data or the model
+// gave (empty: class indices only).  Throws InvalidArgument naming the file, the line or column
+// and what to do.
 LabeledTable read_labeled_table(const TableSource& source, bool classification,
-                                std::size_t classes = 0);
+                                std::size_t classes = 0,
+                                const std::vector<std::string>* class_names = nullptr);
 
 // The inputs alone, for a model that takes `expected_inputs` features: the named columns, or —
 // for a CSV with more columns than that and none named — the first `expected_inputs` (the
