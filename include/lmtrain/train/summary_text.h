@@ -12,8 +12,8 @@ namespace lmtrain {
 
 // Passes every free-text field of `summary` through `rewrite`: the termination message, the
 // reasons of the precision and the linear solver, the memory plan, the slice halving's cause, the
-// distribution, the thread and normal-matrix reports, the ignored options.  full_report() adds text of its own (the
-// geodesic correction's reason): a front end rewrites the report too.
+// distribution, the thread and normal-matrix reports, the ignored options.  full_report() adds text
+// of its own (the geodesic correction's reason): a front end rewrites the report too.
 void rewrite_text(Summary& summary, const std::function<std::string(std::string)>& rewrite);
 
 }  // namespace lmtrain
