@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,12 +32,16 @@ __all__ = ["LMClassifier", "LMRegressor"]
 _RENAMED = {"max_validation_failures": "n_iter_no_change", "seed": "random_state"}
 
 
-def _in_estimator_terms(error: Exception) -> Exception:
-    """lmtrain.fit's error about an option the estimator passed under the library's name."""
-    message = str(error)
+def _renamed(message: str) -> str:
+    """lmtrain.fit's words for an option the estimator passed under the library's name."""
     for library, estimator in _RENAMED.items():
         message = re.sub(rf"\b{library}\b", estimator, message)
-    translated = type(error)(message)
+    return message
+
+
+def _in_estimator_terms(error: Exception) -> Exception:
+    """lmtrain.fit's error about an option the estimator passed under the library's name."""
+    translated = type(error)(_renamed(str(error)))
     translated.__dict__.update(error.__dict__)  # a stopped run's .model and .summary
     return translated
 
@@ -175,13 +180,17 @@ class _LMEstimator(BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         layers, seed = self._layers(outputs), self._seed()
         try:
-            model, summary = _fit(
-                layers, X, y, task=task, precision=self.precision, device=self.device, seed=seed,
-                standardize_inputs=standardize, standardize_targets=standardize,
-                validation_fraction=fraction, verbose=verbose, initial_parameters=start,
-                feature_names=None if names is None else [str(n) for n in names], **options)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model, summary = _fit(
+                    layers, X, y, task=task, precision=self.precision, device=self.device,
+                    seed=seed, standardize_inputs=standardize, standardize_targets=standardize,
+                    validation_fraction=fraction, verbose=verbose, initial_parameters=start,
+                    feature_names=None if names is None else [str(n) for n in names], **options)
         except (TypeError, ValueError) as error:
             raise _in_estimator_terms(error) from error
+        for w in caught:  # an option the run did not use, named as the estimator's parameter
+            warnings.warn(_renamed(str(w.message)), w.category, stacklevel=3)
         self._set_fitted(model, summary)
 
     def _set_fitted(self, model: Model, summary: Summary) -> None:

@@ -194,6 +194,8 @@ void FitRun<T>::describe_plan() {
   summary_.memory_plan = plan.memory.describe();
   summary_.distribution = plan.distribution;
   summary_.options_ignored = ignored_options(sopt_, plan);
+  for (std::string& line : ignored_options(topt_, data_.validation_samples() > 0, ranks_))
+    summary_.options_ignored.push_back(std::move(line));
   summary_.planned_peak_bytes = plan.memory.peak_bytes;
   data_.set_evaluation_memory(plan.memory.budget_bytes -
                               std::min(plan.memory.budget_bytes, plan.memory.peak_bytes));

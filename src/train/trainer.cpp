@@ -43,6 +43,25 @@ void TrainerOptions::validate() const {
   if (!is_valid(&error)) throw InvalidArgument(error);
 }
 
+std::vector<std::string> ignored_options(const TrainerOptions& o, bool validation_data, int ranks) {
+  const TrainerOptions d;
+  std::vector<std::string> lines;
+  if (!validation_data && o.max_validation_failures != d.max_validation_failures)
+    lines.push_back(fmt::format(
+        "TrainerOptions::max_validation_failures = {}: ignored, the run has no validation data "
+        "(a validation set or fraction uses it)",
+        o.max_validation_failures));
+  if (!validation_data && o.restore_best != d.restore_best)
+    lines.push_back(
+        "TrainerOptions::restore_best is off: ignored, the run has no validation data (a "
+        "validation set or fraction uses it)");
+  if (ranks == 1 && o.balance != d.balance)
+    lines.push_back(
+        "TrainerOptions::balance = measured: ignored, the run has one rank (the ranks' shares of "
+        "a batch use it)");
+  return lines;
+}
+
 namespace {
 
 template <typename T>

@@ -209,7 +209,16 @@ def test_an_option_the_run_does_not_use_is_a_warning() -> None:
         _, quiet = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=2, weight_decay=1e-3,
                                regularization="l2")
         LMRegressor(hidden_layer_sizes=(6,), max_epochs=2, random_state=0).fit(X, y)
+        LMRegressor(hidden_layer_sizes=(6,), max_epochs=2, random_state=0, early_stopping=True,
+                    n_iter_no_change=3).fit(X, y)
     assert quiet.options_ignored == ()
+    # The trainer's too, and the estimator names its own parameter.
+    with pytest.warns(UserWarning, match=r"^n_iter_no_change = 3: ignored, the run has no "
+                                         r"validation data"):
+        LMRegressor(hidden_layer_sizes=(6,), max_epochs=2, random_state=0,
+                    n_iter_no_change=3).fit(X, y)
+    with pytest.warns(UserWarning, match=r"^restore_best is off: ignored"):
+        lmtrain.fit([6, "tanh", 1], X, y, max_epochs=2, restore_best=False)
 
 
 def test_set_cpu_threads_fixes_the_count_and_zero_gives_the_choice_back() -> None:

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "lmtrain/train/trainer_options.h"
+
 namespace lmtrain {
 namespace {
 
@@ -89,6 +91,28 @@ TEST(IgnoredOptions, EachOptionSetButUnusedIsNamedAndOnlyThen) {
     EXPECT_TRUE(ignored_options(c.used, c.used_plan).empty())
         << c.named << ": " << joined(ignored_options(c.used, c.used_plan));
   }
+}
+
+// The trainer's: the early stop's options without validation data, a measured balance on one
+// rank; with validation data and several ranks each acts.
+TEST(IgnoredOptions, TrainerOptionsWithoutValidationDataOrOnOneRankAreNamed) {
+  const TrainerOptions defaults;
+  EXPECT_TRUE(ignored_options(defaults, false, 1).empty());
+  TrainerOptions set;
+  set.max_validation_failures = 10;
+  set.restore_best = false;
+  set.balance = BatchBalance::kMeasured;
+  const std::vector<std::string> unused = ignored_options(set, false, 1);
+  ASSERT_EQ(unused.size(), 3u) << joined(unused);
+  EXPECT_EQ(unused[0],
+            "TrainerOptions::max_validation_failures = 10: ignored, the run has no validation data "
+            "(a validation set or fraction uses it)");
+  EXPECT_NE(unused[1].find("TrainerOptions::restore_best is off: ignored"), std::string::npos);
+  EXPECT_NE(unused[2].find("TrainerOptions::balance = measured: ignored, the run has one rank"),
+            std::string::npos);
+  EXPECT_TRUE(ignored_options(set, true, 2).empty()) << joined(ignored_options(set, true, 2));
+  EXPECT_EQ(ignored_options(set, true, 1).size(), 1u);   // the balance
+  EXPECT_EQ(ignored_options(set, false, 2).size(), 2u);  // the early stop's
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "lmtrain/train/batch_shares.h"
 
@@ -42,5 +43,12 @@ struct TrainerOptions {
   bool is_valid(std::string* error) const;
   void validate() const;
 };
+
+// The options of `given` set away from their defaults that a run with (or without)
+// `validation_data` on `ranks` ranks does not use — the early stop's without validation data, a
+// measured balance on one rank — one line each, as solve/ignored_options.h's: the Summary's
+// options_ignored holds both.
+std::vector<std::string> ignored_options(const TrainerOptions& given, bool validation_data,
+                                         int ranks);
 
 }  // namespace lmtrain
