@@ -38,6 +38,7 @@ struct EvalArgs {
   std::string targets;               // npy / idx targets file
   std::vector<std::string> columns;  // csv input columns
   std::vector<std::string> target_columns;
+  bool json = false;  // one JSON object on stdout, for scripts
 };
 int run_eval(const EvalArgs& args);
 

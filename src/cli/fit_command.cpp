@@ -339,14 +339,8 @@ void write_confusion(const Metrics& m, const RunFiles& files) {
 
 // The held-out figures as summary.json has them ("held_out").
 nlohmann::json held_out_json(const char* set, const std::string& description, const Metrics& m) {
-  nlohmann::json j = {{"set", set}, {"description", description}, {"samples", m.samples}};
-  if (m.classification) {
-    j["accuracy"] = m.accuracy;
-    j["confusion"] = m.confusion;
-  } else {
-    j["mse"] = m.mse;
-    j["r2"] = m.r2;
-  }
+  nlohmann::json j = m.to_json(description);
+  j["set"] = set;
   return j;
 }
 

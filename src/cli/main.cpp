@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
       ->add_option("--target-columns", eval.target_columns,
                    "CSV target columns (default: the last)")
       ->delimiter(',');
+  eval_cmd->add_flag("--json", eval.json,
+                     "Print one JSON object (summary.json's held_out fields, with the loss) "
+                     "instead of text");
 
   std::string info_model;
   bool devices = false;

@@ -47,6 +47,18 @@ std::string Metrics::describe() const {
   return fmt::format("MSE {:.6e}, R² {:.6f} ({} samples)", mse, r2, samples);
 }
 
+nlohmann::json Metrics::to_json(const std::string& description) const {
+  nlohmann::json j = {{"description", description}, {"samples", samples}};
+  if (classification) {
+    j["accuracy"] = accuracy;
+    j["confusion"] = confusion;
+  } else {
+    j["mse"] = mse;
+    j["r2"] = r2;
+  }
+  return j;
+}
+
 std::string Metrics::confusion_table() const {
   if (!classification) return {};
   std::string s = "confusion matrix (rows: true class, columns: predicted)\n      ";

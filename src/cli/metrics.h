@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct Metrics {
   double r2 = 0;
   std::string describe() const;
   std::string confusion_table() const;
+  // {"description", "samples", "accuracy" and "confusion" | "mse" and "r2"}: the fields of
+  // summary.json's held_out and of `lmtrain eval --json`.
+  nlohmann::json to_json(const std::string& description) const;
 };
 
 // `outputs` and `targets` are samples × cols, row-major.  For classification the targets are

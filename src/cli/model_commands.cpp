@@ -102,6 +102,14 @@ std::string csv_field(const std::string& text) {
   return quoted + '"';
 }
 
+// The classes' names, or their indices as text when the model names none.
+std::vector<std::string> class_labels(const io::ModelFile& model) {
+  if (!model.class_names.empty()) return model.class_names;
+  std::vector<std::string> labels;
+  for (std::size_t k = 0; k < model.num_classes; ++k) labels.push_back(std::to_string(k));
+  return labels;
+}
+
 }  // namespace
 
 int run_predict(const PredictArgs& args) {
@@ -198,6 +206,15 @@ int run_eval(const EvalArgs& args) {
       compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
   // The loss as training reports it (on standardized targets when it standardized them); the
   // metrics below are in the targets' own units.
+  if (args.json) {
+    nlohmann::json j = m.to_json(table.description);
+    j["loss"] = value;
+    j["loss_name"] = model.loss;
+    j["loss_on_standardized_targets"] = !model.normalization.targets.mean.empty();
+    if (classification) j["classes"] = class_labels(model);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
   fmt::print("{}\nloss ({}{}) {:.6e}\n{}\n{}", table.description, model.loss,
              model.normalization.targets.mean.empty() ? "" : ", on standardized targets", value,
              m.describe(), m.confusion_table());

@@ -206,10 +206,13 @@ TEST(Cli, FitPredictEvalRoundTrip) {
   const io::NumericTable pred = io::read_csv(s.path("pred.csv").string());
   ASSERT_EQ(pred.rows, data.rows);
   double sse = 0, sst = 0, mean = 0;
+  double rounding = 0;  // the most 9 significant digits (|δ| ≤ 5e-9·|p|) can move the SSE
   for (std::size_t r = 0; r < data.rows; ++r) mean += data(r, 2) / static_cast<double>(data.rows);
   for (std::size_t r = 0; r < data.rows; ++r) {
     sse += (pred(r, 0) - data(r, 2)) * (pred(r, 0) - data(r, 2));
     sst += (data(r, 2) - mean) * (data(r, 2) - mean);
+    const double delta = 5e-9 * std::abs(pred(r, 0));
+    rounding += 2 * std::abs(pred(r, 0) - data(r, 2)) * delta + delta * delta;
   }
   const double mse = sse / static_cast<double>(data.rows);
   EXPECT_LT(mse, 0.01) << "the network should fit this smooth function";
@@ -223,6 +226,20 @@ TEST(Cli, FitPredictEvalRoundTrip) {
   const auto r2 = eval.output.find("R² ");
   ASSERT_NE(r2, std::string::npos);
   EXPECT_NEAR(std::stod(eval.output.substr(r2 + 4)), 1 - sse / sst, 1e-5);
+  // --json: the same figures to full precision, within what the predictions' 9 digits allow.
+  const Result json = run("eval " + model + " --data " + s.path("data.csv").string() + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json figures = nlohmann::json::parse(json.output);
+  const double bound = rounding / static_cast<double>(data.rows) + 1e-14 * mse;
+  EXPECT_NEAR(figures.at("mse").get<double>(), mse, bound);
+  EXPECT_NEAR(figures.at("r2").get<double>(), 1 - sse / sst, 2 * rounding / sst + 1e-14);
+  EXPECT_EQ(figures.at("samples"), 500);
+  EXPECT_EQ(figures.at("loss_name"), "mse");
+  EXPECT_TRUE(figures.at("loss_on_standardized_targets").get<bool>());
+  const auto loss_at = eval.output.find("on standardized targets) ");
+  ASSERT_NE(loss_at, std::string::npos) << eval.output;
+  EXPECT_NEAR(figures.at("loss").get<double>(), std::stod(eval.output.substr(loss_at + 25)),
+              1e-6 * figures.at("loss").get<double>());
 
   const Result info = run("info " + model);
   EXPECT_EQ(info.exit_code, 0);
@@ -313,6 +330,23 @@ TEST(Cli, TextClassLabelsTrainAsTheirSortedIndicesAndPredictTheirNames) {
             eval_indexed.output.substr(eval_indexed.output.find('\n')));
   EXPECT_NE(run("info " + model).output.find("3 classes (setosa, versicolor, virginica)"),
             std::string::npos);
+  const nlohmann::json figures = nlohmann::json::parse(
+      run("eval " + model + " --data " + s.path("valid_text.csv").string() + " --json").output);
+  EXPECT_EQ(figures.at("classes"), names);
+  std::size_t correct = 0, total = 0;
+  for (std::size_t t = 0; t < 3; ++t)
+    for (std::size_t p = 0; p < 3; ++p) {
+      const std::size_t count = figures.at("confusion").at(t).at(p).get<std::size_t>();
+      total += count;
+      correct += t == p ? count : 0;
+    }
+  EXPECT_EQ(total, figures.at("samples").get<std::size_t>());
+  EXPECT_EQ(figures.at("accuracy").get<double>(),
+            static_cast<double>(correct) / static_cast<double>(total));
+  const auto accuracy_at = eval_named.output.find("accuracy ");
+  ASSERT_NE(accuracy_at, std::string::npos);
+  EXPECT_NEAR(figures.at("accuracy").get<double>(),
+              std::stod(eval_named.output.substr(accuracy_at + 9)), 5e-5);
   s.write("daisy.csv", "x1,x2,species\n0.5,0.5,setosa\n0.1,0.2,daisy\n");
   const Result daisy = run("eval " + model + " --data " + s.path("daisy.csv").string());
   EXPECT_EQ(daisy.exit_code, 2);
