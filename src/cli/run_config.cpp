@@ -201,14 +201,37 @@ class Section {
   std::set<std::string, std::less<>> known_;
 };
 
-// Applies one "a.b.c=value" override to the document.
+// "model.layers[0].units" as "model.layers.0.units": the form the errors name an array's element
+// in, and the dotted one, both reach it.
+std::string dotted_key(const std::string& key, const std::string& source) {
+  std::string out;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != '[') {
+      out += key[i];
+      continue;
+    }
+    const auto close = key.find(']', i);
+    const std::string index =
+        close == std::string::npos ? std::string() : key.substr(i + 1, close - i - 1);
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
+      throw InvalidArgument(fmt::format(
+          "{}: '{}' is not an array index; write model.layers[0].units or model.layers.0.units",
+          source, key.substr(i, close == std::string::npos ? std::string::npos : close - i + 1)));
+    out += "." + index;
+    i = close;
+  }
+  return out;
+}
+
+// Applies one "a.b.c=value" (or "a.b[0].c=value") override to the document.
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InvalidArgument(
         fmt::format("--set {}: expected key=value, e.g. --set trainer.max_epochs=100", assignment));
-  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   const std::string source = fmt::format("--set {}", assignment);
+  const std::string key = dotted_key(assignment.substr(0, eq), source),
+                    text = assignment.substr(eq + 1);
   toml::table parsed;
   try {
     parsed = toml::parse("value = " + text, source);

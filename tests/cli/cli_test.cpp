@@ -155,6 +155,28 @@ TEST(Cli, MisspelledKeysAreNamedWhereTheyWereWritten) {
   EXPECT_FALSE(fs::exists(s.path("out")));
 }
 
+// An array's element is set in the form the errors name it (model.layers[0].units) or dotted.
+TEST(Cli, SetReachesALayerByIndexInBracketsOrDotted) {
+  Scratch s;
+  s.write("data.csv", regression_csv(50, 5));
+  const std::string config = s.write("run.toml", regression_config());
+  const Result brackets = run("info --plan " + config + " --set model.layers[0].units=7");
+  EXPECT_EQ(brackets.exit_code, 0) << brackets.output;
+  EXPECT_NE(brackets.output.find("2-7-1"), std::string::npos) << brackets.output;
+  const Result dotted = run("info --plan " + config + " --set model.layers.0.units=5");
+  EXPECT_NE(dotted.output.find("2-5-1"), std::string::npos) << dotted.output;
+  const Result word = run("info --plan " + config + " --set model.layers[first].units=5");
+  EXPECT_EQ(word.exit_code, 2) << word.output;
+  EXPECT_NE(word.output.find("--set model.layers[first].units=5: '[first]' is not an array index; "
+                             "write model.layers[0].units or model.layers.0.units"),
+            std::string::npos)
+      << word.output;
+  const Result past = run("info --plan " + config + " --set model.layers[3].units=5");
+  EXPECT_EQ(past.exit_code, 2) << past.output;
+  EXPECT_NE(past.output.find("'3' is not an index of the array (0 … 2)"), std::string::npos)
+      << past.output;
+}
+
 // A run directory holds one run: a new run into it removes the earlier run's checkpoint, records
 // its --set overrides in run.toml, and a resume cannot go backwards or start from nothing.
 TEST(Cli, RunDirectoryHoldsOneRun) {
