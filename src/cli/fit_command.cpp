@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -311,10 +312,12 @@ std::optional<int> early_end(const Summary& summary, const RunFiles& files, cons
   if (summary.termination == TerminationReason::kInterrupted) {
     if (files.root)
       fmt::print(stderr,
-                 "lmtrain: interrupted by signal {}; checkpoint saved in {}. Continue with:\n"
+                 "lmtrain: interrupted by signal {}{}; checkpoint saved in {}. Continue with:\n"
                  "  lmtrain fit {}{} --resume {}\n",
-                 stop_signal, files.checkpoint.string(), config.config_path,
-                 set_arguments(args.overrides), files.dir.string());
+                 stop_signal,
+                 stop_signal == SIGPIPE ? " (SIGPIPE: the reader of the output went away)" : "",
+                 files.checkpoint.string(), config.config_path, set_arguments(args.overrides),
+                 files.dir.string());
     return 128 + stop_signal;
   }
   if (summary.termination == TerminationReason::kNonFiniteObjective) {

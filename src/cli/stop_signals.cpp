@@ -32,6 +32,9 @@ static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_alw
               "the signal handler needs lock-free atomics");
 
 extern "C" void on_stop_signal(int signal) {
+  // Every later write to a closed pipe raises SIGPIPE again: only the first signal of all may be
+  // one, and it never counts as the second.
+  if (signal == SIGPIPE && g_signals.load() > 0) return;
   const int seen = g_signals.fetch_add(1);
   if (seen == 0) {
     g_first.store(signal);
@@ -52,6 +55,7 @@ void install(void (*handler)(int)) {
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGPIPE, &action, nullptr);
 }
 
 // Writes a whole line to stderr with write(2) (usable in the watchdog after the step hung in a

@@ -1,4 +1,9 @@
-// SIGINT and SIGTERM during `lmtrain fit`: a stop that always stops.
+// SIGINT, SIGTERM and SIGPIPE during `lmtrain fit`: a stop that always stops.
+//
+// SIGPIPE is the reader of the progress lines gone (`lmtrain fit run.toml | head`): by default it
+// killed the run between checkpoints and left no model; now it stops the run as SIGTERM does,
+// with a checkpoint to resume from (exit 141).  Its repeats — every later write to the closed
+// pipe — are not a second signal.
 //
 // The first signal asks the trainer to stop after the step under way (Trainer::set_stop_flag),
 // which writes a checkpoint.  A second signal, or the stop not done `grace_seconds` after the

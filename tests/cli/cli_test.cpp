@@ -1074,6 +1074,31 @@ TEST(Cli, FirstSigtermStopsAfterTheStepWithACheckpointAt143) {
   EXPECT_EQ(run("fit " + config + " --quiet --resume " + s.path("out").string()).exit_code, 0);
 }
 
+// `lmtrain fit run.toml | head -n 1`: the reader goes away after the first epoch's line.  The
+// next line's write raises SIGPIPE, which used to kill the run between checkpoints; it stops the
+// run as SIGTERM does, with a checkpoint, and the resumed run ends where an uninterrupted one does.
+TEST(Cli, AClosedOutputPipeStopsWithACheckpointAt141AndTheResumeEndsAsTheStraightRun) {
+  Scratch s;
+  s.write("data.csv", regression_csv(500, 7));
+  const std::string config = s.write("run.toml", regression_config("", 40));
+  ASSERT_EQ(run("fit " + config + " --quiet --set output_dir=\"straight\"").exit_code, 0);
+  // Step 7 (the second epoch's second) waits 1 s: head has read epoch 1's line and left by then.
+  const std::string log = s.path("fit.log").string();
+  const Result piped =
+      run_command("bash -c 'LMTRAIN_TEST_SLOW_STEP=7:1 " + std::string(LMTRAIN_CLI_PATH) + " fit " +
+                  config + " 2>" + log + " | head -n 1; echo \"status ${PIPESTATUS[0]}\"'");
+  EXPECT_NE(piped.output.find("epoch    1/40"), std::string::npos) << piped.output;
+  EXPECT_NE(piped.output.find("status 141"), std::string::npos) << piped.output << read_file(log);
+  EXPECT_NE(read_file(log).find("interrupted by signal 13 (SIGPIPE: the reader of the output went "
+                                "away); checkpoint saved"),
+            std::string::npos)
+      << read_file(log);
+  EXPECT_FALSE(fs::exists(s.path("out") / "model.safetensors"));
+  const Result resumed = run("fit " + config + " --quiet --resume " + s.path("out").string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(final_parameters(s.path("out")), final_parameters(s.path("straight")));
+}
+
 TEST(Cli, BadStopGraceIsAClearError) {
   Scratch s;
   s.write("data.csv", regression_csv(100, 8));
