@@ -218,6 +218,12 @@ int run_eval(const EvalArgs& args) {
   fmt::print("{}\nloss ({}{}) {:.6e}\n{}\n{}", table.description, model.loss,
              model.normalization.targets.mean.empty() ? "" : ", on standardized targets", value,
              m.describe(), m.confusion_table());
+  if (classification && !model.class_names.empty()) {  // the table's indices, named
+    std::vector<std::string> legend;
+    for (std::size_t k = 0; k < model.class_names.size(); ++k)
+      legend.push_back(fmt::format("{} = {}", k, model.class_names[k]));
+    fmt::print("classes: {}\n", fmt::join(legend, ", "));
+  }
   return 0;
 }
 

@@ -349,9 +349,11 @@ TEST(Cli, TextClassLabelsTrainAsTheirSortedIndicesAndPredictTheirNames) {
                                   " --data " + s.path("valid_codes.csv").string());
   ASSERT_EQ(eval_named.exit_code, 0) << eval_named.output;
   EXPECT_EQ(eval_named.output.substr(eval_named.output.find('\n')),
-            eval_indexed.output.substr(eval_indexed.output.find('\n')));
+            eval_indexed.output.substr(eval_indexed.output.find('\n')) +
+                "classes: 0 = setosa, 1 = versicolor, 2 = virginica\n");
   EXPECT_NE(run("info " + model).output.find("3 classes (setosa, versicolor, virginica)"),
             std::string::npos);
+
   const nlohmann::json figures = nlohmann::json::parse(
       run("eval " + model + " --data " + s.path("valid_text.csv").string() + " --json").output);
   EXPECT_EQ(figures.at("classes"), names);
