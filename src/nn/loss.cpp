@@ -36,6 +36,15 @@ void LossOptions::validate(std::size_t outputs) const {
         to_string(kind), outputs));
 }
 
+std::vector<std::string> LossOptions::ignored_options() const {
+  std::vector<std::string> lines;
+  if (huber_delta != LossOptions{}.huber_delta && kind != LossKind::kHuber)
+    lines.push_back(
+        fmt::format("LossOptions::huber_delta = {}: ignored, the loss is {} (huber uses it)",
+                    huber_delta, to_string(kind)));
+  return lines;
+}
+
 namespace {
 
 template <typename T>

@@ -210,8 +210,11 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
   // The best θ of early stopping and the evaluation's activations (the data, θ and the batch are
   // allocated already: the budget counts them as used).
   const CallerBuffers caller{1, model.activation_floats_per_sample()};
-  return run_fit(solver_options_, trainer_options_, source, data, backend_, theta.data(), params,
-                 description, hooks, caller, resume);
+  Summary summary = run_fit(solver_options_, trainer_options_, source, data, backend_, theta.data(),
+                            params, description, hooks, caller, resume);
+  for (std::string& line : loss_options_.ignored_options())
+    summary.options_ignored.push_back(std::move(line));
+  return summary;
 }
 
 template <typename T>

@@ -628,6 +628,19 @@ TEST(Cli, AnIgnoredOptionIsAWarning) {
   EXPECT_TRUE(nlohmann::json::parse(read_file(s.path("plain") / "summary.json"))
                   .at("options_ignored")
                   .empty());
+  // The loss's and the trainer's too, in the config's words.
+  const Result others = run("fit " + plain +
+                            " --quiet --set output_dir='\"others\"' --set loss.huber_delta=2 --set "
+                            "trainer.max_validation_failures=3");
+  ASSERT_EQ(others.exit_code, 0) << others.output;
+  EXPECT_NE(others.output.find("lmtrain: warning: loss.huber_delta = 2: ignored, the loss is mse "
+                               "(huber uses it)"),
+            std::string::npos)
+      << others.output;
+  EXPECT_NE(others.output.find("lmtrain: warning: trainer.max_validation_failures = 3: ignored, "
+                               "the run has no validation data"),
+            std::string::npos)
+      << others.output;
 }
 
 // solver.tf32 on a machine without TF32: the fit runs as without it (the same final parameters,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "lmtrain/nn/loss.h"
 #include "lmtrain/train/trainer_options.h"
 
 namespace lmtrain {
@@ -113,6 +114,18 @@ TEST(IgnoredOptions, TrainerOptionsWithoutValidationDataOrOnOneRankAreNamed) {
   EXPECT_TRUE(ignored_options(set, true, 2).empty()) << joined(ignored_options(set, true, 2));
   EXPECT_EQ(ignored_options(set, true, 1).size(), 1u);   // the balance
   EXPECT_EQ(ignored_options(set, false, 2).size(), 2u);  // the early stop's
+}
+
+// The loss's: huber_delta with another loss.
+TEST(IgnoredOptions, HuberDeltaWithAnotherLossIsNamed) {
+  LossOptions o;
+  EXPECT_TRUE(o.ignored_options().empty());
+  o.huber_delta = 2.5;
+  const std::vector<std::string> unused = o.ignored_options();
+  ASSERT_EQ(unused.size(), 1u) << joined(unused);
+  EXPECT_EQ(unused[0], "LossOptions::huber_delta = 2.5: ignored, the loss is mse (huber uses it)");
+  o.kind = LossKind::kHuber;
+  EXPECT_TRUE(o.ignored_options().empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct LossOptions {
   double huber_delta = 1.0;
   // Throws InvalidArgument naming the field and the constraint.
   void validate(std::size_t outputs) const;
+  // The options set away from their defaults that `kind` does not read (huber_delta without
+  // huber), one line each as solve/ignored_options.h's; Trainer::fit adds them to the Summary's
+  // options_ignored.
+  std::vector<std::string> ignored_options() const;
   // Whether a front end standardizes the targets when its user asked for it: bce's targets are
   // probabilities (0/1 labels or values in [0, 1]) and are never standardized.
   bool standardizes_targets(bool requested) const { return requested && kind != LossKind::kBce; }
