@@ -83,3 +83,22 @@ def test_validation_failures_restore_the_best_model() -> None:
     assert history[-1]["termination"] == "validation_max_fail"
     assert opt.evaluate((xv, yv)) == pytest.approx(best, rel=1e-12)
     assert math.isfinite(best)
+
+
+@pytest.mark.parametrize("fast_path", [False, "auto"])
+def test_an_option_the_run_does_not_use_is_a_warning(fast_path) -> None:
+    # The engine's judgment (Summary.options_ignored), in the keyword arguments' words, on the
+    # native path and on the torch-computed one alike; nothing when every option acts.
+    import warnings
+
+    model, x, y = _problem(6)
+    opt = lt.LevenbergMarquardt(model, fast_path=fast_path, marquardt_min=1e-4)
+    with pytest.warns(UserWarning, match=r"^marquardt_min / marquardt_max: ignored, the damping "
+                                         r"matrix is the identity"):
+        opt.fit((x, y), epochs=2)
+    assert len(opt.summary.options_ignored) == 1
+    model, x, y = _problem(6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lt.LevenbergMarquardt(model, fast_path=fast_path, marquardt_min=1e-4,
+                              damping_matrix="marquardt").fit((x, y), epochs=2)
