@@ -204,6 +204,41 @@ class Model:
             return self.classes[np.argmax(z, axis=1)]
         return z[:, 0] if z.shape[1] == 1 else z
 
+    def evaluate(self, X: ArrayLike, y: ArrayLike, device: str = "cpu") -> dict[str, Any]:
+        """The figures ``lmtrain eval --json`` reports, on ``X`` and its targets ``y``.
+
+        Returns a dict: ``loss`` (as training reported it; ``loss_on_standardized_targets``
+        says whether on standardized targets), ``loss_name``, ``samples`` and, for a
+        classifier, ``accuracy``, ``confusion`` (rows: true class, columns: predicted, in
+        ``classes`` order) and ``classes``; for a regression model ``mse`` and ``r2`` in the
+        targets' units.  ``y``: class labels (of ``classes``) for a classifier, else targets of
+        shape (n_samples,) or (n_samples, n_outputs).
+        """
+        x, _ = as_input_matrix(X, "X")
+        if x.shape[1] != self.n_inputs:
+            raise ValueError(f"X has {x.shape[1]} features, but the model {self.description} "
+                             f"takes {self.n_inputs}")
+        labels = np.asarray(y)
+        if self.task == "classification":
+            if labels.ndim != 1 or labels.shape[0] != x.shape[0]:
+                raise ValueError(f"y: expected {x.shape[0]} class labels (one per row of X), "
+                                 f"got shape {labels.shape}")
+            index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(self.classes)}
+            codes = []
+            for label in labels.tolist():
+                if label not in index:
+                    raise ValueError(f"y: {label!r} is not one of the {len(index)} classes the "
+                                     f"model was trained on ({', '.join(map(str, index))})")
+                codes.append(index[label])
+            targets = np.eye(len(index))[codes]
+        else:
+            targets = np.asarray(labels, dtype=np.float64)
+            targets = targets.reshape(x.shape[0], -1) if targets.ndim == 1 else targets
+            if targets.shape != (x.shape[0], self.n_outputs):
+                raise ValueError(f"y: expected shape ({x.shape[0]}, {self.n_outputs}) or "
+                                 f"({x.shape[0]},) for one output, got {np.shape(y)}")
+        return json.loads(self._file.evaluate(x, np.ascontiguousarray(targets), device))
+
     def predict_proba(self, X: ArrayLike, device: str = "cpu") -> NDArray[np.float64]:
         """Classification: class probabilities (softmax of the outputs), n_samples × n_classes."""
         if self.task != "classification":

@@ -17,10 +17,10 @@
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/records/checkpoint.h"
+#include "lmtrain/records/model_evaluation.h"
 #include "lmtrain/records/model_file.h"
 #include "lmtrain/records/summary_json.h"
 #include "lmtrain/train/summary_text.h"
-#include "metrics.h"
 #include "plots.h"
 #include "progress.h"
 #include "run_config.h"
@@ -334,14 +334,15 @@ std::optional<int> early_end(const Summary& summary, const RunFiles& files, cons
   return files.root ? std::nullopt : std::optional<int>(0);
 }
 
-void write_confusion(const Metrics& m, const RunFiles& files) {
+void write_confusion(const io::Metrics& m, const RunFiles& files) {
   std::string csv;
   for (const auto& row : m.confusion) csv += fmt::format("{}\n", fmt::join(row, ","));
   io::write_file_atomically((files.dir / "confusion.csv").string(), csv);
 }
 
 // The held-out figures as summary.json has them ("held_out").
-nlohmann::json held_out_json(const char* set, const std::string& description, const Metrics& m) {
+nlohmann::json held_out_json(const char* set, const std::string& description,
+                             const io::Metrics& m) {
   nlohmann::json j = m.to_json(description);
   j["set"] = set;
   return j;
@@ -358,9 +359,9 @@ std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
   const bool classification = config.data.task == Task::kClassification;
   if (data.test) {
     const double test_loss = trainer.evaluate(params, to_dataset<T>(*data.test));
-    const Metrics m = compute_metrics(predict_original_units(trainer, params, *data.test, data),
-                                      original_targets(*data.test, data), data.test->targets.cols,
-                                      classification);
+    const io::Metrics m = io::compute_metrics(
+        predict_original_units(trainer, params, *data.test, data),
+        original_targets(*data.test, data), data.test->targets.cols, classification);
     provenance["test_loss"] = test_loss;
     if (m.classification) {
       provenance["test_accuracy"] = m.accuracy;
@@ -376,8 +377,9 @@ std::string evaluate_held_out(Trainer<T>& trainer, const std::vector<T>& params,
   }
   if (!classification) return "";
   const io::LabeledTable& table = data.validation ? *data.validation : data.train;
-  const Metrics m = compute_metrics(predict_original_units(trainer, params, table, data),
-                                    original_targets(table, data), table.targets.cols, true);
+  const io::Metrics m =
+      io::compute_metrics(predict_original_units(trainer, params, table, data),
+                          original_targets(table, data), table.targets.cols, true);
   write_confusion(m, files);
   held_out = held_out_json(data.validation ? "validation" : "training", table.description, m);
   return fmt::format("\n{} set (no test set given): {}\n  {}\n{}",

@@ -20,9 +20,9 @@
 #include "lmtrain/io/npy_writer.h"
 #include "lmtrain/io/table.h"
 #include "lmtrain/lmtrain.h"
+#include "lmtrain/records/model_evaluation.h"
 #include "lmtrain/records/model_file.h"
 #include "lmtrain/train/predict.h"
-#include "metrics.h"
 #include "plots.h"
 
 namespace lmtrain::cli {
@@ -100,14 +100,6 @@ std::string csv_field(const std::string& text) {
   std::string quoted = "\"";
   for (const char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return quoted + '"';
-}
-
-// The classes' names, or their indices as text when the model names none.
-std::vector<std::string> class_labels(const io::ModelFile& model) {
-  if (!model.class_names.empty()) return model.class_names;
-  std::vector<std::string> labels;
-  for (std::size_t k = 0; k < model.num_classes; ++k) labels.push_back(std::to_string(k));
-  return labels;
 }
 
 }  // namespace
@@ -190,29 +182,14 @@ int run_eval(const EvalArgs& args) {
         fmt::format("{} gives {} inputs and {} targets per row; the model takes {} and produces {}",
                     args.data, table.inputs.cols, table.targets.cols, model.architecture.inputs(),
                     model.architecture.outputs()));
-  std::vector<double> z = network_outputs(model, table.inputs.values);
-  // The loss as training reported it: on normalized targets.
-  std::vector<double> normalized_targets = table.targets.values;
-  model.normalization.targets.apply(std::span<double>(normalized_targets));
-  auto backend = make_cpu_backend<double>();
-  LossOptions loss_options;
-  loss_options.kind = *parse_loss(model.loss);
-  Loss<double> loss(loss_options, table.targets.cols, *backend);
-  const double value = loss.reported(
-      loss.objective(table.inputs.rows, z.data(), normalized_targets.data()), table.inputs.rows);
-  std::vector<double> outputs = z;
-  if (!classification) io::undo_target_normalization<double>(model.normalization, outputs);
-  const Metrics m =
-      compute_metrics(outputs, table.targets.values, table.targets.cols, classification);
+  const io::ModelEvaluation e = io::evaluate_outputs(
+      model, network_outputs(model, table.inputs.values), table.targets.values, table.inputs.rows);
+  const io::Metrics& m = e.metrics;
+  const double value = e.loss;
   // The loss as training reports it (on standardized targets when it standardized them); the
   // metrics below are in the targets' own units.
   if (args.json) {
-    nlohmann::json j = m.to_json(table.description);
-    j["loss"] = value;
-    j["loss_name"] = model.loss;
-    j["loss_on_standardized_targets"] = !model.normalization.targets.mean.empty();
-    if (classification) j["classes"] = class_labels(model);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", e.to_json(model, table.description).dump(2));
     return 0;
   }
   fmt::print("{}\nloss ({}{}) {:.6e}\n{}\n{}", table.description, model.loss,

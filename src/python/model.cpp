@@ -16,6 +16,7 @@
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/nn/sequential.h"
+#include "lmtrain/records/model_evaluation.h"
 #include "lmtrain/records/model_file.h"
 #include "lmtrain/train/predict.h"
 #include "module.h"
@@ -38,7 +39,7 @@ std::optional<Vector> optional_vector(const std::vector<double>& v) {
 // model's dtype is read in place by the CPU backend.
 template <typename T>
 std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
-                            const std::string& device) {
+                            const std::string& device, bool target_units = true) {
   const ModelSpec& spec = model.architecture;
   if (x.cols() != spec.inputs())
     throw InvalidArgument(fmt::format("X has {} columns but the model {} takes {} inputs", x.cols(),
@@ -62,7 +63,7 @@ std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
     }
   }
   std::vector<double> y(out.begin(), out.end());
-  model.normalization.targets.invert(std::span<double>(y));
+  if (target_units) model.normalization.targets.invert(std::span<double>(y));
   return y;
 }
 
@@ -74,6 +75,27 @@ Vector predict_outputs(const io::ModelFile& model, const HostArray& x, const std
                               : forward<double>(model, view, device);
   if (probabilities) io::apply_output_link(model, y);
   return numpy_array(std::move(y), {view.rows(), model.architecture.outputs()});
+}
+
+// `lmtrain eval --json`'s object (records/model_evaluation.h) as JSON text, for X and the targets
+// (one-hot rows for a classifier, the data's units otherwise).
+std::string evaluate(const io::ModelFile& model, const HostArray& x, const HostArray& targets,
+                     const std::string& device) {
+  const MatrixView view(x, "X"), t(targets, "y");
+  if (t.rows() != view.rows() || t.cols() != model.architecture.outputs())
+    throw InvalidArgument(
+        fmt::format("y has {} rows of {} values; X has {} rows and the model {} "
+                    "outputs",
+                    t.rows(), t.cols(), view.rows(), model.architecture.outputs()));
+  std::vector<double> z = model.parameter_dtype == io::ParameterDtype::kF32
+                              ? forward<float>(model, view, device, false)
+                              : forward<double>(model, view, device, false);
+  std::vector<double> y(t.rows() * t.cols());
+  for (std::size_t r = 0; r < t.rows(); ++r)
+    for (std::size_t c = 0; c < t.cols(); ++c) y[r * t.cols() + c] = t.at(r, c);
+  return io::evaluate_outputs(model, std::move(z), y, view.rows())
+      .to_json(model, fmt::format("{} samples", view.rows()))
+      .dump();
 }
 
 void save(const io::ModelFile& model, const std::string& path) {
@@ -109,6 +131,9 @@ void bind_model(nb::module_& m) {
       .def("save", &save, nb::arg("path"),
            "Writes the file atomically (a reader sees the old file or the whole new one).")
       .def("encode", &encode, "The file's bytes.")
+      .def("evaluate", &evaluate, nb::arg("X"), nb::arg("y"), nb::arg("device") = "cpu",
+           "`lmtrain eval --json`'s figures as JSON text: y is one-hot rows (classification) "
+           "or targets in their units (records/model_evaluation.h).")
       .def("predict", &predict_outputs, nb::arg("X"), nb::arg("device") = "cpu",
            nb::arg("probabilities") = false,
            "Network outputs (samples × outputs, float64) for X (C-contiguous float32 or float64, "

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -192,3 +193,22 @@ def test_text_class_labels_name_the_same_classes_in_both(cli: str, tmp_path: Pat
     assert written[0] == "class"
     assert written[1:] == list(cli_model.predict(x))
     assert (cli_model.predict(x) == names[codes]).mean() > 0.8
+
+
+def test_evaluate_gives_the_figures_of_cli_eval_json(cli: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    names = np.array(["b", "a", "c"])
+    codes = rng.integers(0, 3, 180)
+    x = np.array([[0, 0], [2, 1], [-1, 2.5]])[codes] + rng.normal(0, 0.8, (180, 2))
+    lines = ["x0,x1,label"] + [f"{a:.17g},{b:.17g},{names[k]}" for (a, b), k in zip(x, codes)]
+    (tmp_path / "abc.csv").write_text("\n".join(lines) + "\n")
+    model = cli_fit(cli, tmp_path, "abc", task="classification", precision="float64",
+                    layers='[{ type = "dense", units = 4 }, { type = "tanh" }, '
+                           '{ type = "dense", units = 3 }]',
+                    inputs='["x0", "x1"]', targets='["label"]', seed=4)
+    printed = json.loads(run_cli(cli, "eval", str(tmp_path / "abc" / "model.safetensors"),
+                                 "--data", str(tmp_path / "abc.csv"), "--json"))
+    figures = model.evaluate(x, names[codes])
+    assert figures.pop("description") == "180 samples"
+    assert printed.pop("description").startswith(str(tmp_path / "abc.csv"))
+    assert figures == printed

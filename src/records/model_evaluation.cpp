@@ -1,11 +1,17 @@
-#include "metrics.h"
+#include "lmtrain/records/model_evaluation.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
+#include <span>
 
-namespace lmtrain::cli {
+#include "lmtrain/backend/backend.h"
+#include "lmtrain/core/error.h"
+#include "lmtrain/nn/loss.h"
+
+namespace lmtrain::io {
 
 Metrics compute_metrics(const std::vector<double>& outputs, const std::vector<double>& targets,
                         std::size_t cols, bool classification) {
@@ -72,4 +78,44 @@ std::string Metrics::confusion_table() const {
   return s;
 }
 
-}  // namespace lmtrain::cli
+ModelEvaluation evaluate_outputs(const ModelFile& model, std::vector<double> z,
+                                 const std::vector<double>& targets, std::size_t rows) {
+  const std::size_t cols = model.architecture.outputs();
+  if (z.size() != rows * cols || targets.size() != rows * cols || rows == 0)
+    throw InvalidArgument(fmt::format(
+        "evaluate: {} outputs and {} targets for {} rows of {} outputs; expected {} of each",
+        z.size(), targets.size(), rows, cols, rows * cols));
+  const bool classification = model.task == Task::kClassification;
+  ModelEvaluation e;
+  // The loss as training reported it: on normalized targets.
+  std::vector<double> normalized_targets = targets;
+  model.normalization.targets.apply(std::span<double>(normalized_targets));
+  auto backend = make_cpu_backend<double>();
+  LossOptions loss_options;
+  const std::optional<LossKind> kind = parse_loss(model.loss);
+  if (!kind) throw InvalidArgument(fmt::format("evaluate: unknown loss \"{}\"", model.loss));
+  loss_options.kind = *kind;
+  Loss<double> loss(loss_options, cols, *backend);
+  e.loss = loss.reported(loss.objective(rows, z.data(), normalized_targets.data()), rows);
+  e.loss_on_standardized_targets = model.normalization.normalizes_targets();
+  if (!classification) undo_target_normalization<double>(model.normalization, z);
+  e.metrics = compute_metrics(z, targets, cols, classification);
+  return e;
+}
+
+nlohmann::json ModelEvaluation::to_json(const ModelFile& model,
+                                        const std::string& description) const {
+  nlohmann::json j = metrics.to_json(description);
+  j["loss"] = loss;
+  j["loss_name"] = model.loss;
+  j["loss_on_standardized_targets"] = loss_on_standardized_targets;
+  if (model.task == Task::kClassification) {
+    std::vector<std::string> classes = model.class_names;
+    for (std::size_t k = classes.size(); k < model.num_classes; ++k)
+      classes.push_back(std::to_string(k));
+    j["classes"] = classes;
+  }
+  return j;
+}
+
+}  // namespace lmtrain::io
