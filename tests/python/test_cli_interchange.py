@@ -42,6 +42,24 @@ def write_csv(path: Path, x: np.ndarray, y: np.ndarray, label: bool = False) -> 
     np.savetxt(path, table, delimiter=",", header=",".join(header), comments="", fmt="%.17g")
 
 
+def three_blobs(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class codes 0-2 and 2-D points around three centres, for the classifier tests."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, rows)
+    return codes, np.array([[0, 0], [2, 1], [-1, 2.5]])[codes] + rng.normal(0, 0.8, (rows, 2))
+
+
+def fit_on_named_labels(cli: str, tmp: Path, name: str, x: np.ndarray, labels: np.ndarray,
+                        units: int, seed: int) -> lmtrain.Model:
+    """`lmtrain fit` (float64, full batch) on NAME.csv: x0, x1 and the text labels."""
+    lines = ["x0,x1,label"] + [f"{a:.17g},{b:.17g},{k}" for (a, b), k in zip(x, labels)]
+    (tmp / f"{name}.csv").write_text("\n".join(lines) + "\n")
+    return cli_fit(cli, tmp, name, task="classification", precision="float64",
+                   layers=f'[{{ type = "dense", units = {units} }}, {{ type = "tanh" }}, '
+                          '{ type = "dense", units = 3 }]',
+                   inputs='["x0", "x1"]', targets='["label"]', seed=seed)
+
+
 def run_cli(cli: str, *args: str) -> str:
     result = subprocess.run([cli, *args], capture_output=True, text=True)
     assert result.returncode == 0, f"lmtrain {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
@@ -148,9 +166,8 @@ def test_lmtrain_predict_reads_a_python_models_columns_by_name(cli: str, tmp_pat
 
 
 def test_classifier_files_go_both_ways(cli: str, tmp_path: Path) -> None:
-    rng = np.random.default_rng(5)
-    labels = rng.integers(0, 3, 300)
-    x = np.array([[0, 0], [2, 1], [-1, 2.5]])[labels] + rng.normal(0, 0.8, (300, 2)) + [10, -4]
+    labels, x = three_blobs(300, 5)
+    x = x + [10, -4]
     write_csv(tmp_path / "cls.csv", x, labels[:, None], label=True)
     cli_model = cli_fit(cli, tmp_path, "cls", task="classification", precision="float64",
                         layers='[{ type = "dense", units = 6 }, { type = "tanh" }, '
@@ -173,16 +190,9 @@ def test_text_class_labels_name_the_same_classes_in_both(cli: str, tmp_path: Pat
     # `lmtrain fit` on a CSV of names sorts them as np.unique does: lmtrain.fit on the same names
     # gives the CLI's parameters, the loaded model's classes are the names, and `lmtrain predict`
     # writes the name Python predicts.
-    rng = np.random.default_rng(8)
     names = np.array(["virginica", "setosa", "versicolor"])
-    codes = rng.integers(0, 3, 240)
-    x = np.array([[0, 0], [2, 1], [-1, 2.5]])[codes] + rng.normal(0, 0.8, (240, 2))
-    lines = ["x0,x1,species"] + [f"{a:.17g},{b:.17g},{names[k]}" for (a, b), k in zip(x, codes)]
-    (tmp_path / "iris.csv").write_text("\n".join(lines) + "\n")
-    cli_model = cli_fit(cli, tmp_path, "iris", task="classification", precision="float64",
-                        layers='[{ type = "dense", units = 5 }, { type = "tanh" }, '
-                               '{ type = "dense", units = 3 }]',
-                        inputs='["x0", "x1"]', targets='["species"]', seed=2)
+    codes, x = three_blobs(240, 8)
+    cli_model = fit_on_named_labels(cli, tmp_path, "iris", x, names[codes], units=5, seed=2)
     assert list(cli_model.classes) == ["setosa", "versicolor", "virginica"]
     model, _ = lmtrain.fit([5, "tanh", 3], one_ulp(x), names[codes], task="classification",
                            precision="float64", seed=2, max_epochs=8)
@@ -196,16 +206,9 @@ def test_text_class_labels_name_the_same_classes_in_both(cli: str, tmp_path: Pat
 
 
 def test_evaluate_gives_the_figures_of_cli_eval_json(cli: str, tmp_path: Path) -> None:
-    rng = np.random.default_rng(9)
     names = np.array(["b", "a", "c"])
-    codes = rng.integers(0, 3, 180)
-    x = np.array([[0, 0], [2, 1], [-1, 2.5]])[codes] + rng.normal(0, 0.8, (180, 2))
-    lines = ["x0,x1,label"] + [f"{a:.17g},{b:.17g},{names[k]}" for (a, b), k in zip(x, codes)]
-    (tmp_path / "abc.csv").write_text("\n".join(lines) + "\n")
-    model = cli_fit(cli, tmp_path, "abc", task="classification", precision="float64",
-                    layers='[{ type = "dense", units = 4 }, { type = "tanh" }, '
-                           '{ type = "dense", units = 3 }]',
-                    inputs='["x0", "x1"]', targets='["label"]', seed=4)
+    codes, x = three_blobs(180, 9)
+    model = fit_on_named_labels(cli, tmp_path, "abc", x, names[codes], units=4, seed=4)
     printed = json.loads(run_cli(cli, "eval", str(tmp_path / "abc" / "model.safetensors"),
                                  "--data", str(tmp_path / "abc.csv"), "--json"))
     figures = model.evaluate(x, names[codes])
