@@ -164,8 +164,9 @@ def architecture(layers: Sequence[int | str | Mapping[str, Any]], n_inputs: int,
 def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayLike, *,
         task: str = "regression", precision: str = "auto", device: str = "cpu",
         init: str = "torch", seed: int = 0, standardize_inputs: bool = True,
-        standardize_targets: bool = True, validation: tuple[ArrayLike, ArrayLike] | None = None,
-        validation_fraction: float = 0.0, input_shape: Sequence[int] | None = None,
+        standardize_targets: bool = True, validation: tuple[ArrayLike, ...] | None = None,
+        validation_fraction: float = 0.0, sample_weight: ArrayLike | None = None,
+        input_shape: Sequence[int] | None = None,
         checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1,
         resume: str | os.PathLike[str] | None = None, verbose: bool = False,
         feature_names: Sequence[str] | None = None,
@@ -206,11 +207,18 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     standardize_inputs, standardize_targets : bool, default=True
         Standardize inputs (and regression targets) with the training rows' statistics; the
         model stores them and ``predict`` applies them.
-    validation : (X_val, y_val), optional
-        Validation data for early stopping (``max_validation_failures``).
+    validation : (X_val, y_val) or (X_val, y_val, sample_weight_val), optional
+        Validation data for early stopping (``max_validation_failures``), with its samples'
+        weights when given (the validation loss is then their weighted mean).
     validation_fraction : float, default=0.0
         Without ``validation``: the fraction of rows held out for it, chosen as ``lmtrain fit``
-        chooses them for ``data.validation_fraction``.
+        chooses them for ``data.validation_fraction`` (with their weights, when weighted).
+    sample_weight : array-like of shape (n_samples,), optional
+        Each sample's weight (≥ 0, finite, not all 0): a sample of weight w counts as w copies
+        of itself — in the loss, its gradient and JᵀJ, and in the standardization's mean and
+        standard deviation — so integer weights train as the rows repeated (with the full
+        batch; mini-batches split the rows, not the copies).  Reported losses are weighted
+        means.
     input_shape : (channels, height, width), optional
         Image inputs for convolutional layers.
     checkpoint : path, optional
@@ -258,6 +266,9 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     """
     x, names = _inputs(task, X)
     request, targets, x_val, y_val = _targets(task, x, y, validation, options)
+    weights = (_sample_weight(sample_weight, x.shape[0], "sample_weight"),
+               None if validation is None or len(validation) < 3 else
+               _sample_weight(validation[2], x_val.shape[0], "validation sample_weight"))
     _check_split_and_seed(validation_fraction, validation, seed)
     request.architecture = _json(architecture(layers, x.shape[1], input_shape))
     request.feature_names = _feature_names(feature_names, names, x.shape[1])
@@ -266,7 +277,21 @@ def fit(layers: Sequence[int | str | Mapping[str, Any]], X: ArrayLike, y: ArrayL
     _set_files(request, checkpoint, checkpoint_every, resume)
     apply_options(request, options, "fit")
     _check_files(request)
-    return _train(request, x, targets, x_val, y_val, verbose)
+    return _train(request, x, targets, x_val, y_val, verbose, weights)
+
+
+def _sample_weight(weights: ArrayLike | None, rows: int, what: str) -> np.ndarray | None:
+    """Sample weights as the float64 vector the library reads (values checked there)."""
+    if weights is None:
+        return None
+    try:
+        w = np.ascontiguousarray(np.asarray(weights, dtype=np.float64))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{what}: expected an array of numbers, one per sample") from error
+    if w.ndim != 1 or w.shape[0] != rows:
+        raise ValueError(f"{what}: expected shape ({rows},), one weight per sample; got "
+                         f"{w.shape}")
+    return w
 
 
 def _inputs(task: str, X: ArrayLike) -> tuple[np.ndarray, list[str] | None]:
@@ -334,11 +359,11 @@ def _set_files(request: Any, checkpoint: str | os.PathLike[str] | None, checkpoi
 
 
 def _train(request: Any, x: np.ndarray, targets: Any, x_val: Any, y_val: Any,
-           verbose: bool) -> tuple[Model, Summary]:
+           verbose: bool, weights: tuple[Any, Any] = (None, None)) -> tuple[Model, Summary]:
     """Trains as the request says, with a progress bar when verbose."""
     progress = EpochProgress(request.trainer.max_epochs) if verbose else None
     try:
-        file, summary = _core.train(request, x, targets, x_val, y_val, progress)
+        file, summary = _core.train(request, x, targets, x_val, y_val, progress, *weights)
     finally:
         if progress is not None:
             progress.close()
@@ -360,7 +385,7 @@ def _train(request: Any, x: np.ndarray, targets: Any, x_val: Any, y_val: Any,
 
 
 def _targets(task: str, x: np.ndarray, y: ArrayLike,
-             validation: tuple[ArrayLike, ArrayLike] | None,
+             validation: tuple[ArrayLike, ...] | None,
              options: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     """The request, with the task's classes; y as the task's targets (class indices or a
     matrix); and the validation pair checked the same way."""
@@ -379,8 +404,9 @@ def _targets(task: str, x: np.ndarray, y: ArrayLike,
         targets = as_regression_targets(y, x.shape[0], "y")
     if validation is None:
         return request, targets, None, None
-    if not isinstance(validation, (tuple, list)) or len(validation) != 2:
-        raise TypeError("validation: expected a pair (X_val, y_val)")
+    if not isinstance(validation, (tuple, list)) or len(validation) not in (2, 3):
+        raise TypeError("validation: expected a pair (X_val, y_val) or (X_val, y_val, "
+                        "sample_weight_val)")
     x_val, _ = as_input_matrix(validation[0], "validation X")
     if task == "classification":
         y_val, _ = as_class_indices(validation[1], x_val.shape[0], "validation y",

@@ -20,7 +20,8 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import (_check_sample_weight, check_is_fitted, column_or_1d,
+                                      validate_data)
 
 from ._model import Model
 from ._summary import Summary
@@ -164,7 +165,7 @@ class _LMEstimator(BaseEstimator):
         return previous.parameters
 
     def _train(self, X: NDArray[Any], y: NDArray[Any], task: str, outputs: int,
-               start: NDArray[Any] | None) -> None:
+               start: NDArray[Any] | None, sample_weight: ArrayLike | None) -> None:
         early_stopping = _check_bool("early_stopping", self.early_stopping)
         standardize = _check_bool("standardize", self.standardize)
         verbose = _check_bool("verbose", self.verbose)
@@ -186,6 +187,9 @@ class _LMEstimator(BaseEstimator):
                     layers, X, y, task=task, precision=self.precision, device=self.device,
                     seed=seed, standardize_inputs=standardize, standardize_targets=standardize,
                     validation_fraction=fraction, verbose=verbose, initial_parameters=start,
+                    sample_weight=None if sample_weight is None else
+                    _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                         ensure_non_negative=True),
                     feature_names=None if names is None else [str(n) for n in names], **options)
         except (TypeError, ValueError) as error:
             raise _in_estimator_terms(error) from error
@@ -321,12 +325,18 @@ class LMRegressor(RegressorMixin, _LMEstimator):
     _losses = ("mse", "huber", "l1")
     _other_estimator = " (class labels: LMClassifier)"
 
-    def fit(self, X: ArrayLike, y: ArrayLike) -> LMRegressor:
-        """Trains the network on ``X`` (n_samples, n_features) and ``y`` (n_samples[, n_outputs])."""
+    def fit(self, X: ArrayLike, y: ArrayLike,
+            sample_weight: ArrayLike | None = None) -> LMRegressor:
+        """Trains the network on ``X`` (n_samples, n_features) and ``y`` (n_samples[, n_outputs]).
+
+        ``sample_weight`` (n_samples,): each sample's weight (≥ 0); a sample of weight w counts
+        as w copies of itself in the loss and the standardization (``lmtrain.fit``'s).
+        """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
                              multi_output=True, y_numeric=True, reset=not self._warm())
         outputs = 1 if np.ndim(y) == 1 else y.shape[1]
-        self._train(X, y, "regression", outputs, self._warm_start(self._layers(outputs)))
+        self._train(X, y, "regression", outputs, self._warm_start(self._layers(outputs)),
+                    sample_weight)
         self._y_ndim = np.ndim(y)
         return self
 
@@ -364,8 +374,13 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     _losses = ("cross_entropy", "cross_entropy_sampled", "cross_entropy_sqrt", "mse")
     _other_estimator = " (numeric targets: LMRegressor)"
 
-    def fit(self, X: ArrayLike, y: ArrayLike) -> LMClassifier:
-        """Trains the network on ``X`` (n_samples, n_features) and class labels ``y``."""
+    def fit(self, X: ArrayLike, y: ArrayLike,
+            sample_weight: ArrayLike | None = None) -> LMClassifier:
+        """Trains the network on ``X`` (n_samples, n_features) and class labels ``y``.
+
+        ``sample_weight`` (n_samples,): each sample's weight (≥ 0); a sample of weight w counts
+        as w copies of itself in the loss and the standardization (``lmtrain.fit``'s).
+        """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], order="C",
                              reset=not self._warm())
         y = column_or_1d(y, warn=True)
@@ -378,7 +393,7 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
             raise ValueError(f"warm_start: y has the classes {classes.tolist()}, the previous "
                              f"fit {self.classes_.tolist()}; set warm_start=False to start again")
         start = self._warm_start(self._layers(len(classes)))
-        self._train(X, y, "classification", len(classes), start)
+        self._train(X, y, "classification", len(classes), start, sample_weight)
         self.classes_ = classes
         return self
 

@@ -66,10 +66,27 @@ LMTRAIN_HD double elementwise_loss(LossKind kind, double delta, double z, double
   }
 }
 
-// Objective contribution of one sample.
+// ---- sample weights (core/loss_kind.h) ------------------------------------------------------
+// Sample b's target row starts at y + b·target_stride; its weight follows its C targets.
 template <typename T>
-LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, const T* z,
-                                   const T* y) {
+LMTRAIN_HD std::size_t target_stride(const LossParams<T>& loss, std::size_t c) {
+  return loss.sample_weighted ? c + 1 : c;
+}
+template <typename T>
+LMTRAIN_HD double sample_weight(const LossParams<T>& loss, std::size_t c, const T* y) {
+  return loss.sample_weighted ? static_cast<double>(y[c]) : 1.0;
+}
+// A weighted sample's residuals and seeds are √w times the unweighted ones, as stored in T: the
+// CPU and CUDA backends both scale the stored value, so their bits agree.
+template <typename T>
+LMTRAIN_HD T weighted_entry(double root_weight, T value) {
+  return static_cast<T>(root_weight * static_cast<double>(value));
+}
+
+// Objective contribution of one sample, unweighted.
+template <typename T>
+LMTRAIN_HD double unweighted_sample_objective(const LossParams<T>& loss, std::size_t c, const T* z,
+                                              const T* y) {
   switch (loss.kind) {
     case LossKind::kMse: {
       double f = 0.0;
@@ -93,6 +110,14 @@ LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, con
       return f;
     }
   }
+}
+
+// Objective contribution of one sample: w·F_b.
+template <typename T>
+LMTRAIN_HD double sample_objective(const LossParams<T>& loss, std::size_t c, const T* z,
+                                   const T* y) {
+  const double f = unweighted_sample_objective(loss, c, z, y);
+  return loss.sample_weighted ? sample_weight(loss, c, y) * f : f;
 }
 
 // ---- one residual or seed entry at a time --------------------------------------------------
@@ -188,8 +213,9 @@ LMTRAIN_HD ElementwiseLinearization elementwise_linearize(LossKind kind, double 
   return {l, sign * root, dr};
 }
 
-// The objective of one sample as sample_linearize returns it, without residuals or seeds; the
-// softmax p goes to `p` (C doubles) for the cross-entropy kinds.
+// The objective of one sample as unweighted_sample_linearize returns it, without residuals or
+// seeds (a weighted sample's caller multiplies by w); the softmax p goes to `p` (C doubles) for
+// the cross-entropy kinds.
 template <typename T>
 LMTRAIN_HD double sample_linearization_objective(const LossParams<T>& loss, std::size_t c,
                                                  const T* z, const T* y, double* p) {
@@ -219,11 +245,12 @@ LMTRAIN_HD double sample_linearization_objective(const LossParams<T>& loss, std:
   }
 }
 
-// Residuals (R per sample) and seed rows (R × C) of sample `index` of the batch; returns its
-// objective.  `scratch` holds at least C doubles.
+// Residuals (R per sample) and seed rows (R × C) of sample `index` of the batch, unweighted;
+// returns its objective.  `scratch` holds at least C doubles.
 template <typename T>
-LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z, const T* y,
-                                   std::size_t index, T* r, T* seeds, double* scratch) {
+LMTRAIN_HD double unweighted_sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z,
+                                              const T* y, std::size_t index, T* r, T* seeds,
+                                              double* scratch) {
   switch (loss.kind) {
     case LossKind::kMse: {
       double f = 0.0;
@@ -279,6 +306,21 @@ LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, con
       return f;
     }
   }
+}
+
+// The same for a weighted sample: residuals and seeds √w times, objective w·F_b.
+template <typename T>
+LMTRAIN_HD double sample_linearize(const LossParams<T>& loss, std::size_t c, const T* z, const T* y,
+                                   std::size_t index, T* r, T* seeds, double* scratch) {
+  const double f = unweighted_sample_linearize(loss, c, z, y, index, r, seeds, scratch);
+  if (!loss.sample_weighted) return f;
+  const double w = sample_weight(loss, c, y), root = sqrt(w);
+  const bool one_row =
+      loss.kind == LossKind::kCrossEntropySqrt || loss.kind == LossKind::kCrossEntropySampled;
+  const std::size_t rows = one_row ? 1 : c;
+  for (std::size_t k = 0; k < rows; ++k) r[k] = weighted_entry(root, r[k]);
+  for (std::size_t e = 0; e < rows * c; ++e) seeds[e] = weighted_entry(root, seeds[e]);
+  return w * f;
 }
 
 }  // namespace lmtrain::kernels

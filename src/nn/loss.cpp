@@ -73,11 +73,13 @@ void LossOptions::check_targets(const double* y, std::size_t samples, std::size_
 }
 
 template <typename T>
-Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend)
+Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend,
+              bool sample_weighted)
     : outputs_(outputs), backend_(backend) {
   options.validate(outputs);
   params_.kind = options.kind;
   params_.huber_delta = options.huber_delta;
+  params_.sample_weighted = sample_weighted;
   if (!options.output_weights.empty()) {
     std::vector<T> w(options.output_weights.begin(), options.output_weights.end());
     weights_ = backend.allocate(w.size());
@@ -90,6 +92,11 @@ Loss<T>::Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backe
 template <typename T>
 double Loss<T>::reported(double objective, std::size_t batch) const {
   return reported_loss(params_.kind, objective, batch, outputs_);
+}
+
+template <typename T>
+double Loss<T>::reported_of_weight(double objective, double weight) const {
+  return reported_loss_of_weight(params_.kind, objective, weight, outputs_);
 }
 
 template class Loss<float>;

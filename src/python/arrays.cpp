@@ -30,21 +30,26 @@ MatrixView::MatrixView(const HostArray& array, std::string what) : what_(std::mo
 namespace {
 
 template <typename S>
-io::Standardization fit_on(const MatrixView& m, const std::vector<std::size_t>* rows) {
+io::Standardization fit_on(const MatrixView& m, const std::vector<std::size_t>* rows,
+                           std::span<const double> weights) {
   const std::span<const S> all = m.values<S>();
-  if (rows == nullptr) return io::Standardization::fit<S>(all, m.cols());
+  if (rows == nullptr) return io::Standardization::fit<S>(all, m.cols(), weights);
   std::vector<S> chosen;
+  std::vector<double> chosen_weights;
   chosen.reserve(rows->size() * m.cols());
-  for (std::size_t r : *rows)
+  for (std::size_t r : *rows) {
     chosen.insert(chosen.end(), all.begin() + static_cast<long>(r * m.cols()),
                   all.begin() + static_cast<long>((r + 1) * m.cols()));
-  return io::Standardization::fit<S>(std::span<const S>(chosen), m.cols());
+    if (!weights.empty()) chosen_weights.push_back(weights[r]);
+  }
+  return io::Standardization::fit<S>(std::span<const S>(chosen), m.cols(), chosen_weights);
 }
 
 }  // namespace
 
-io::Standardization fit_standardization(const MatrixView& m, const std::vector<std::size_t>* rows) {
-  return m.is_double() ? fit_on<double>(m, rows) : fit_on<float>(m, rows);
+io::Standardization fit_standardization(const MatrixView& m, const std::vector<std::size_t>* rows,
+                                        std::span<const double> weights) {
+  return m.is_double() ? fit_on<double>(m, rows, weights) : fit_on<float>(m, rows, weights);
 }
 
 template <typename T>

@@ -47,8 +47,10 @@ class MatrixView {
   std::string what_;
 };
 
-// The standardization fitted on `rows` of `m` (all rows when null), on the values as given.
-io::Standardization fit_standardization(const MatrixView& m, const std::vector<std::size_t>* rows);
+// The standardization fitted on `rows` of `m` (all rows when null), on the values as given;
+// weighted by `weights[row]` (one per row of `m`) when given.
+io::Standardization fit_standardization(const MatrixView& m, const std::vector<std::size_t>* rows,
+                                        std::span<const double> weights = {});
 
 // `rows` of `m` (all when null) as the library's row-major T values: each value standardized with
 // `s` in double, then rounded to T once.

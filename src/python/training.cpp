@@ -80,6 +80,12 @@ struct TrainingRequest {
   std::vector<double> initial_parameters;
 };
 
+// The samples' weights of a run (none: every sample weighs 1), for X's rows and for the
+// validation rows given apart.
+struct TrainingWeights {
+  std::optional<HostArray> train, validation;
+};
+
 // The arrays of a run as the library's data sets, standardized with statistics of the training
 // rows only; what the model file stores as its normalization.
 template <typename T>
@@ -89,10 +95,38 @@ struct PreparedData {
   io::Normalization normalization;
 };
 
+// Sample weights as given (a 1-D float64 array, one per row of `rows_of`): checked here, with the
+// caller's row numbers, before a split renumbers them.
+std::vector<double> sample_weights(const std::optional<HostArray>& w, std::size_t rows,
+                                   const char* what) {
+  if (!w) return {};
+  if (w->dtype() != nb::dtype<double>() || w->ndim() != 1)
+    throw nb::type_error(fmt::format("{}: expected a 1-D float64 array", what).c_str());
+  if (w->shape(0) != rows)
+    throw nb::value_error(fmt::format("{} has {} values for {} rows; give one weight per sample",
+                                      what, w->shape(0), rows)
+                              .c_str());
+  const auto* values = static_cast<const double*>(w->data());
+  std::vector<double> out(values, values + rows);
+  double total = 0;
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (!std::isfinite(out[i]) || out[i] < 0)
+      throw nb::value_error(
+          fmt::format("{}[{}] = {}: sample weights must be finite and ≥ 0", what, i, out[i])
+              .c_str());
+    total += out[i];
+  }
+  if (!(total > 0))
+    throw nb::value_error(
+        fmt::format("{}: every weight is 0; at least one sample must weigh more than 0", what)
+            .c_str());
+  return out;
+}
+
 template <typename T>
 Dataset<T> make_dataset(const MatrixView& x, const HostArray& y,
                         const std::vector<std::size_t>* rows, const io::Normalization& n,
-                        std::size_t classes) {
+                        std::size_t classes, const std::vector<double>& weights) {
   Dataset<T> d;
   d.samples = rows != nullptr ? rows->size() : x.rows();
   d.inputs = x.cols();
@@ -104,6 +138,11 @@ Dataset<T> make_dataset(const MatrixView& x, const HostArray& y,
     const MatrixView targets(y, "y");
     d.outputs = targets.cols();
     d.y = library_values<T>(targets, rows, n.targets);
+  }
+  if (!weights.empty()) {
+    d.weights.resize(d.samples);
+    for (std::size_t i = 0; i < d.samples; ++i)
+      d.weights[i] = static_cast<T>(weights[rows != nullptr ? (*rows)[i] : i]);
   }
   return d;
 }
@@ -119,9 +158,10 @@ void check_rows(const MatrixView& x, const HostArray& y, const char* x_name, con
 template <typename T>
 PreparedData<T> prepare(const TrainingRequest& r, const HostArray& x_array, const HostArray& y,
                         const std::optional<HostArray>& x_val,
-                        const std::optional<HostArray>& y_val) {
+                        const std::optional<HostArray>& y_val, const TrainingWeights& w) {
   const MatrixView x(x_array, "X");
   check_rows(x, y, "X", "y");
+  const std::vector<double> weights = sample_weights(w.train, x.rows(), "sample_weight");
   std::optional<io::RowSplit> split;
   if (!x_val && r.validation_fraction > 0) {
     split = io::split_rows(x.rows(), r.validation_fraction, 0.0, r.seed);
@@ -133,12 +173,13 @@ PreparedData<T> prepare(const TrainingRequest& r, const HostArray& x_array, cons
   }
   const std::vector<std::size_t>* train_rows = split ? &split->train : nullptr;
   PreparedData<T> d;
-  if (r.standardize_inputs) d.normalization.inputs = fit_standardization(x, train_rows);
+  // With sample weights the statistics are weighted: those of the rows repeated.
+  if (r.standardize_inputs) d.normalization.inputs = fit_standardization(x, train_rows, weights);
   if (r.loss.standardizes_targets(r.standardize_targets) && r.classes == 0)
-    d.normalization.targets = fit_standardization(MatrixView(y, "y"), train_rows);
-  d.train = make_dataset<T>(x, y, train_rows, d.normalization, r.classes);
+    d.normalization.targets = fit_standardization(MatrixView(y, "y"), train_rows, weights);
+  d.train = make_dataset<T>(x, y, train_rows, d.normalization, r.classes, weights);
   if (split) {
-    d.validation = make_dataset<T>(x, y, &split->validation, d.normalization, r.classes);
+    d.validation = make_dataset<T>(x, y, &split->validation, d.normalization, r.classes, weights);
   } else if (x_val) {
     if (!y_val) throw nb::value_error("validation: X given without y");
     const MatrixView xv(*x_val, "validation X");
@@ -146,7 +187,11 @@ PreparedData<T> prepare(const TrainingRequest& r, const HostArray& x_array, cons
     if (xv.cols() != x.cols())
       throw nb::value_error(
           fmt::format("validation X has {} columns but X has {}", xv.cols(), x.cols()).c_str());
-    d.validation = make_dataset<T>(xv, *y_val, nullptr, d.normalization, r.classes);
+    d.validation =
+        make_dataset<T>(xv, *y_val, nullptr, d.normalization, r.classes,
+                        sample_weights(w.validation, xv.rows(), "validation sample_weight"));
+  } else if (w.validation) {
+    throw nb::value_error("validation sample_weight given without validation X and y");
   }
   return d;
 }
@@ -425,9 +470,9 @@ std::pair<io::ModelFile, Summary> train_as(TrainingRequest r, const HostArray& x
                                            const HostArray& y,
                                            const std::optional<HostArray>& x_val,
                                            const std::optional<HostArray>& y_val,
-                                           nb::object on_epoch) {
+                                           nb::object on_epoch, const TrainingWeights& weights) {
   const ModelSpec spec = io::model_spec_from_json(nlohmann::json::parse(r.architecture));
-  PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val);
+  PreparedData<T> data = prepare<T>(r, x, y, x_val, y_val, weights);
   if (data.train.inputs != spec.inputs() || data.train.outputs != spec.outputs())
     throw InvalidArgument(fmt::format(
         "the network {} takes {} inputs and gives {} outputs, but the data has {} input columns "
@@ -476,13 +521,15 @@ std::pair<std::uintptr_t, std::uintptr_t> last_input_addresses{0, 0};
 
 std::pair<io::ModelFile, Summary> train(const TrainingRequest& r, const HostArray& x,
                                         const HostArray& y, const std::optional<HostArray>& x_val,
-                                        const std::optional<HostArray>& y_val,
-                                        nb::object on_epoch) {
+                                        const std::optional<HostArray>& y_val, nb::object on_epoch,
+                                        const std::optional<HostArray>& sample_weight,
+                                        const std::optional<HostArray>& validation_weight) {
   last_input_addresses = {reinterpret_cast<std::uintptr_t>(x.data()),
                           reinterpret_cast<std::uintptr_t>(y.data())};
+  const TrainingWeights weights{sample_weight, validation_weight};
   if (resolve_precision(precision_of(r)).float64_model)
-    return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch));
-  return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch));
+    return train_as<double>(r, x, y, x_val, y_val, std::move(on_epoch), weights);
+  return train_as<float>(r, x, y, x_val, y_val, std::move(on_epoch), weights);
 }
 
 }  // namespace
@@ -512,11 +559,13 @@ void bind_training(nb::module_& m) {
               "Starting parameters in the library's flat order (empty: init with seed).");
   m.def("train", &train, nb::arg("request"), nb::arg("X"), nb::arg("y"),
         nb::arg("X_validation").none() = nb::none(), nb::arg("y_validation").none() = nb::none(),
-        nb::arg("on_epoch").none() = nb::none(),
+        nb::arg("on_epoch").none() = nb::none(), nb::arg("sample_weight").none() = nb::none(),
+        nb::arg("validation_sample_weight").none() = nb::none(),
         "Trains the request's network on X (samples × inputs) and y (samples × outputs, float; "
         "classification: int64 class indices) with the GIL released.  Returns the trained "
         "ModelFile and the Summary's fields.  on_epoch(epoch, training_loss, validation_loss, "
-        "seconds) is called after every epoch.");
+        "seconds) is called after every epoch.  sample_weight (float64, one per row of X) and "
+        "validation_sample_weight (one per validation row) weigh the samples' losses.");
   m.def(
       "abandoned_runs",
       [] {

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 #include "lmtrain/core/error.h"
 
@@ -29,6 +31,43 @@ void Dataset<T>::validate(const std::string& what) const {
           fmt::format("{}: target of sample {} column {} is {}; remove or impute "
                       "non-finite values before training",
                       what, i / outputs, i % outputs, y[i]));
+  if (weights.empty()) return;
+  if (weights.size() != samples)
+    throw InvalidArgument(
+        fmt::format("{}: {} sample weights for {} samples; give one weight per sample, or none",
+                    what, weights.size(), samples));
+  double total = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (!std::isfinite(weights[i]) || weights[i] < 0)
+      throw InvalidArgument(
+          fmt::format("{}: the weight of sample {} is {}; sample weights must be finite and ≥ 0",
+                      what, i, weights[i]));
+    total += static_cast<double>(weights[i]);
+  }
+  if (!(total > 0))
+    throw InvalidArgument(fmt::format(
+        "{}: every sample weight is 0; at least one sample must have a positive weight", what));
+}
+
+template <typename T>
+double Dataset<T>::total_weight() const {
+  if (weights.empty()) return static_cast<double>(samples);
+  double total = 0;
+  for (const T w : weights) total += static_cast<double>(w);
+  return total;
+}
+
+template <typename T>
+std::vector<T> Dataset<T>::target_rows(bool with_weights) const {
+  if (!with_weights) return y;
+  std::vector<T> rows(samples * (outputs + 1));
+  for (std::size_t i = 0; i < samples; ++i) {
+    std::copy(y.begin() + static_cast<std::ptrdiff_t>(i * outputs),
+              y.begin() + static_cast<std::ptrdiff_t>((i + 1) * outputs),
+              rows.begin() + static_cast<std::ptrdiff_t>(i * (outputs + 1)));
+    rows[i * (outputs + 1) + outputs] = weights.empty() ? T(1) : weights[i];
+  }
+  return rows;
 }
 
 template struct Dataset<float>;

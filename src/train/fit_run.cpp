@@ -239,14 +239,13 @@ double FitRun<T>::data_objective(bool validation, Phase phase) {
 
 template <typename T>
 double FitRun<T>::data_loss(bool validation, Phase phase) {
-  return data_.reported(data_objective(validation, phase),
-                        validation ? data_.validation_samples() : samples_);
+  return data_.reported_set(data_objective(validation, phase), validation);
 }
 
 template <typename T>
 double FitRun<T>::training_loss() {
   if (!theta_objective_) theta_objective_ = data_objective(false, Phase::kValidation);
-  return data_.reported(*theta_objective_, samples_);
+  return data_.reported_set(*theta_objective_, false);
 }
 
 template <typename T>
@@ -256,7 +255,7 @@ void FitRun<T>::start(std::vector<T>& params, const TrainingState<T>* resume) {
     // The run's first forward passes (on a GPU, with its modules' lazy loading): setup, not an
     // epoch's evaluation.
     theta_objective_ = data_objective(false, Phase::kOther);
-    summary_.initial_loss = summary_.final_loss = data_.reported(*theta_objective_, samples_);
+    summary_.initial_loss = summary_.final_loss = data_.reported_set(*theta_objective_, false);
     if (early_stopping_) early_stopping_->start(theta_, data_loss(true, Phase::kOther), summary_);
     if (!std::isfinite(summary_.initial_loss)) {
       summary_.termination = TerminationReason::kNonFiniteObjective;
@@ -377,7 +376,8 @@ bool FitRun<T>::run_step(int epoch, std::size_t b, EpochRecord& record) {
   it.epoch = epoch;
   it.batch = b;
   it.step = summary_.steps;
-  it.batch_loss = data_.reported(rep.data_objective_after, count);
+  it.batch_loss = data_.reported_rows(rep.data_objective_after,
+                                      std::span<const std::int64_t>(order_.data() + first, count));
   it.lambda = step_->lambda();
   it.elapsed_seconds = seconds_since(start_);
   it.report = rep;

@@ -44,7 +44,7 @@ template <typename T>
 double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T* params, const T* x,
                        const T* y, std::size_t first, std::size_t rows, std::size_t chunk,
                        ForwardState<T>& state, DeviceBuffer<double>& objectives) {
-  const std::size_t in = model.inputs(), out = model.outputs();
+  const std::size_t in = model.inputs();
   chunk = std::max<std::size_t>(chunk, 1);
   const std::size_t chunks = (rows + chunk - 1) / chunk;
   if (chunks == 0) return 0.0;
@@ -52,7 +52,7 @@ double total_objective(const Sequential<T>& model, const Loss<T>& loss, const T*
   for (std::size_t k = 0; k < chunks; ++k) {
     const std::size_t begin = first + k * chunk, count = std::min(chunk, first + rows - begin);
     const T* z = model.forward(params, x + begin * in, count, state, false);
-    loss.objective(count, z, y + begin * out, objectives.data() + k);
+    loss.objective(count, z, y + begin * loss.target_columns(), objectives.data() + k);
   }
   std::vector<double> host(chunks);
   model.backend().read_scalars(objectives.data(), host.data(), chunks);
@@ -65,7 +65,7 @@ template <typename T>
 double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
                 const std::vector<T>& params, const Dataset<T>& data, Backend<T>& backend) {
   const Sequential<T> model(spec, backend);
-  const Loss<T> loss(loss_options, model.outputs(), backend);
+  const Loss<T> loss(loss_options, model.outputs(), backend, !data.weights.empty());
   data.validate("evaluation data");
   if (params.size() != model.num_params() || data.inputs != model.inputs() ||
       data.outputs != model.outputs())
@@ -74,17 +74,18 @@ double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
         "parameters, {} inputs and {} outputs",
         params.size(), data.inputs, data.outputs, spec.describe(), model.num_params(),
         model.inputs(), model.outputs()));
-  DeviceBuffer<T> x = backend.allocate(data.x.size()), y = backend.allocate(data.y.size()),
+  const std::vector<T> targets = data.target_rows(loss.sample_weighted());
+  DeviceBuffer<T> x = backend.allocate(data.x.size()), y = backend.allocate(targets.size()),
                   theta = backend.allocate(params.size());
   backend.copy_from_host(data.x.data(), x.data(), data.x.size());
-  backend.copy_from_host(data.y.data(), y.data(), data.y.size());
+  backend.copy_from_host(targets.data(), y.data(), targets.size());
   backend.copy_from_host(params.data(), theta.data(), params.size());
   ForwardState<T> state;
   DeviceBuffer<double> objectives;
   const std::size_t chunk = std::min<std::size_t>(data.samples, 4096);
-  return loss.reported(total_objective(model, loss, theta.data(), x.data(), y.data(), 0,
-                                       data.samples, chunk, state, objectives),
-                       data.samples);
+  return loss.reported_of_weight(total_objective(model, loss, theta.data(), x.data(), y.data(), 0,
+                                                 data.samples, chunk, state, objectives),
+                                 data.total_weight());
 }
 
 #define LMTRAIN_INSTANTIATE(T)                                                                 \

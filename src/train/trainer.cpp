@@ -64,15 +64,20 @@ std::vector<std::string> ignored_options(const TrainerOptions& o, bool validatio
 
 namespace {
 
+// A data set on the device: x, and the target rows the loss reads (with each sample's weight
+// after its targets when the loss is sample-weighted).
 template <typename T>
 struct DeviceData {
   DeviceBuffer<T> x, y;
   std::size_t samples = 0;
-  DeviceData(Backend<T>& backend, const Dataset<T>& d) : samples(d.samples) {
+  double total_weight = 0;
+  DeviceData(Backend<T>& backend, const Dataset<T>& d, bool sample_weighted)
+      : samples(d.samples), total_weight(d.total_weight()) {
+    const std::vector<T> targets = d.target_rows(sample_weighted);
     x = backend.allocate(d.x.size());
-    y = backend.allocate(d.y.size());
+    y = backend.allocate(targets.size());
     backend.copy_from_host(d.x.data(), x.data(), d.x.size());
-    backend.copy_from_host(d.y.data(), y.data(), d.y.size());
+    backend.copy_from_host(targets.data(), y.data(), targets.size());
   }
 };
 
@@ -118,12 +123,14 @@ class DeviceTrainingSet final : public TrainingSet<T> {
       : model_(model),
         loss_(loss),
         backend_(backend),
-        train_(backend, train),
+        train_(backend, train, loss.sample_weighted()),
+        train_weights_(train.weights.begin(), train.weights.end()),
         chunk_(std::max<std::size_t>(chunk, 1)),
         evaluation_chunk_(chunk_),
         xb_(backend.allocate(chunk_ * model.inputs())),
-        yb_(backend.allocate(chunk_ * model.outputs())) {
-    if (validation != nullptr) validation_ = std::make_unique<DeviceData<T>>(backend, *validation);
+        yb_(backend.allocate(chunk_ * loss.target_columns())) {
+    if (validation != nullptr)
+      validation_ = std::make_unique<DeviceData<T>>(backend, *validation, loss.sample_weighted());
   }
 
   std::size_t samples() const override { return train_.samples; }
@@ -136,7 +143,7 @@ class DeviceTrainingSet final : public TrainingSet<T> {
       whole = rows[i] == static_cast<std::int64_t>(i);
     if (whole) return {train_.x.data(), train_.y.data(), rows.size()};
     backend_.gather_rows(train_.x.data(), model_.inputs(), rows, xb_.data());
-    backend_.gather_rows(train_.y.data(), model_.outputs(), rows, yb_.data());
+    backend_.gather_rows(train_.y.data(), loss_.target_columns(), rows, yb_.data());
     return {xb_.data(), yb_.data(), rows.size()};
   }
   double objective(const T* theta, bool validation, std::size_t first, std::size_t count) override {
@@ -160,12 +167,24 @@ class DeviceTrainingSet final : public TrainingSet<T> {
   double reported(double objective, std::size_t samples) const override {
     return loss_.reported(objective, samples);
   }
+  // Weighted sets divide by the rows' total weight (a weighted mean), summed in the rows' order.
+  double reported_rows(double objective, std::span<const std::int64_t> rows) const override {
+    if (train_weights_.empty()) return loss_.reported(objective, rows.size());
+    double weight = 0;
+    for (const std::int64_t row : rows) weight += train_weights_[static_cast<std::size_t>(row)];
+    return loss_.reported_of_weight(objective, weight);
+  }
+  double reported_set(double objective, bool validation) const override {
+    return loss_.reported_of_weight(objective,
+                                    validation ? validation_->total_weight : train_.total_weight);
+  }
 
  private:
   const Sequential<T>& model_;
   const Loss<T>& loss_;
   Backend<T>& backend_;
   DeviceData<T> train_;
+  std::vector<double> train_weights_;  // empty: unweighted
   std::unique_ptr<DeviceData<T>> validation_;
   std::size_t chunk_;             // the step's shard: what a batch's buffers hold
   std::size_t evaluation_chunk_;  // samples per forward pass of an evaluation
@@ -180,7 +199,10 @@ template <typename T>
 Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                         const Dataset<T>* validation, const TrainingState<T>* resume) {
   Sequential<T> model(spec_, backend_);
-  Loss<T> loss(loss_options_, model.outputs(), backend_);
+  // One set with sample weights makes the loss weighted; the other's samples weigh 1.
+  const bool weighted =
+      !train.weights.empty() || (validation != nullptr && !validation->weights.empty());
+  Loss<T> loss(loss_options_, model.outputs(), backend_, weighted);
   check_data(train, "training data", model, spec_, loss_options_);
   if (validation != nullptr)
     check_data(*validation, "validation data", model, spec_, loss_options_);

@@ -810,6 +810,61 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   }
 }
 
+// Sample-weighted losses (core/loss_kind.h): each target row followed by its weight (0 to 3, zero
+// included), against the fp64 CPU backend on the same rows — the objective, and the residuals and
+// seeds that the entry kernel scales by √w after computing them as the CPU does.
+TYPED_TEST(CudaBackendTest, EveryLossWithSampleWeights) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto& cpu = *this->cpu_;
+  const double tol = kTolerance<T>;
+  struct Case {
+    std::size_t batch, c;
+  };
+  for (const Case& shape : {Case{37, 6}, Case{300001, 3}}) {
+    const std::size_t batch = shape.batch, c = shape.c;
+    for (const auto& [kind, name] : kLossNames) {
+      SCOPED_TRACE(::testing::Message() << name << " batch " << batch);
+      const std::vector<T> z = this->random(batch * c, 0.1, 2.5);
+      const std::vector<T> y = loss_targets(*this, kind, z, batch, c);
+      const std::vector<T> w = this->uniform(batch, 0.0, 3.0);
+      std::vector<T> rows(batch * (c + 1));
+      for (std::size_t b = 0; b < batch; ++b) {
+        std::copy(y.begin() + static_cast<std::ptrdiff_t>(b * c),
+                  y.begin() + static_cast<std::ptrdiff_t>((b + 1) * c),
+                  rows.begin() + static_cast<std::ptrdiff_t>(b * (c + 1)));
+        rows[b * (c + 1) + c] = b % 5 == 0 ? T(0) : w[b];
+      }
+      const std::vector<double> z64 = this->widen(z), rows64 = this->widen(rows);
+      DeviceBuffer<T> dz = this->upload(z), dy = this->upload(rows);
+      LossParams<T> loss;
+      loss.kind = kind;
+      loss.huber_delta = 0.8;
+      loss.draw_key = 12;
+      loss.sample_weighted = true;
+      LossParams<double> loss64;
+      loss64.kind = kind;
+      loss64.huber_delta = 0.8;
+      loss64.draw_key = 12;
+      loss64.sample_weighted = true;
+      EXPECT_LE(relative_error(gpu.loss_objective(loss, batch, c, dz.data(), dy.data()),
+                               cpu.loss_objective(loss64, batch, c, z64.data(), rows64.data())),
+                tol)
+          << "objective";
+      const std::size_t n = batch * residuals_per_sample(kind, c);
+      DeviceBuffer<T> dr = gpu.allocate(n), ds = gpu.allocate(n * c);
+      std::vector<double> r(n), s(n * c);
+      const double f_gpu =
+          gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data());
+      const double f_cpu =
+          cpu.loss_linearize(loss64, batch, c, z64.data(), rows64.data(), r.data(), s.data());
+      EXPECT_LE(relative_error(f_gpu, f_cpu), tol) << "linearize F";
+      EXPECT_LE(relative_error(this->download(dr), r), tol) << "residuals";
+      EXPECT_LE(relative_error(this->download(ds), s), tol) << "seeds";
+    }
+  }
+}
+
 // The *_into calls leave on the device what the reading calls return (the same bits), checked
 // against the fp64 CPU backend; only read_scalars reads, as on the CPU (tests/backend/).
 TYPED_TEST(CudaBackendTest, ScalarsLeftOnTheDeviceAndReadTogether) {

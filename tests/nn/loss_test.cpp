@@ -2,6 +2,7 @@
 // roots at zero residuals, and the seeded initializers against their distributions.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "support/reference.h"
@@ -102,6 +103,115 @@ TEST(ReportedLoss, MseOutputWeightsWeightEachColumn) {
     expected += o.output_weights[i % c] * (z[i] - y[i]) * (z[i] - y[i]);
   expected /= static_cast<double>(z.size());
   EXPECT_NEAR(loss.reported(loss.objective(batch, z.data(), y.data()), batch), expected, 1e-13);
+}
+
+// Sample weights against repeated samples (core/loss_kind.h): a batch whose samples have integer
+// weights 0–3, each target row followed by its weight, gives the objective, the reported loss,
+// the Gauss–Newton matrix of the outputs Σ_rows sᵀs and the gradient Σ_rows sᵀr of the unweighted
+// batch in which each sample appears w times (weight 0: not at all).
+class SampleWeights : public ::testing::TestWithParam<LossKind> {};
+
+TEST_P(SampleWeights, IntegerWeightsAreRepeatedSamples) {
+  const LossKind kind = GetParam();
+  const std::size_t batch = 11, c = 3;
+  const std::vector<std::size_t> counts = {2, 0, 1, 3, 1, 2, 0, 3, 1, 1, 2};
+  Rng rng(23);
+  const std::vector<double> z = random_vector(batch * c, rng, 2.0);
+  std::vector<double> y(batch * c);
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t k = 0; k < c; ++k)
+      y[b * c + k] = is_softmax_loss(kind)    ? (k == b % c ? 1.0 : 0.0)
+                     : kind == LossKind::kBce ? rng.uniform()
+                                              : 2.0 * rng.normal();
+  std::vector<double> weighted_rows, zr, yr;  // the weighted batch's targets; the repeated batch
+  for (std::size_t b = 0; b < batch; ++b) {
+    weighted_rows.insert(weighted_rows.end(), y.begin() + static_cast<std::ptrdiff_t>(b * c),
+                         y.begin() + static_cast<std::ptrdiff_t>((b + 1) * c));
+    weighted_rows.push_back(static_cast<double>(counts[b]));
+    for (std::size_t copy = 0; copy < counts[b]; ++copy)
+      for (std::size_t k = 0; k < c; ++k) {
+        zr.push_back(z[b * c + k]);
+        yr.push_back(y[b * c + k]);
+      }
+  }
+  const std::size_t repeated = zr.size() / c;
+  LossOptions o;
+  o.kind = kind;
+  o.huber_delta = 1.3;
+  auto backend = make_cpu_backend<double>();
+  const Loss<double> weighted(o, c, *backend, true), plain(o, c, *backend);
+  ASSERT_EQ(weighted.target_columns(), c + 1);
+  const std::size_t R = plain.residuals_per_sample();
+  // The output-space Gauss–Newton matrix and gradient of a linearization, and its F.
+  struct Sums {
+    double f = 0;
+    std::vector<double> gram, gradient;
+  };
+  auto sums = [&](const Loss<double>& loss, std::size_t n, const std::vector<double>& zs,
+                  const std::vector<double>& ys) {
+    std::vector<double> r(n * R), s(n * R * c);
+    Sums out;
+    out.f = loss.linearize(n, zs.data(), ys.data(), r.data(), s.data());
+    out.gram.assign(c * c, 0.0);
+    out.gradient.assign(c, 0.0);
+    for (std::size_t row = 0; row < n * R; ++row)
+      for (std::size_t j = 0; j < c; ++j) {
+        out.gradient[j] += s[row * c + j] * r[row];
+        for (std::size_t k = 0; k < c; ++k) out.gram[j * c + k] += s[row * c + j] * s[row * c + k];
+      }
+    return out;
+  };
+  const Sums w = sums(weighted, batch, z, weighted_rows), p = sums(plain, repeated, zr, yr);
+  EXPECT_NEAR(w.f, p.f, 1e-13 * p.f);
+  EXPECT_NEAR(weighted.objective(batch, z.data(), weighted_rows.data()), p.f, 1e-13 * p.f);
+  const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+  EXPECT_NEAR(weighted.reported_of_weight(w.f, total), plain.reported(p.f, repeated),
+              1e-13 * plain.reported(p.f, repeated));
+  for (std::size_t i = 0; i < c * c; ++i) EXPECT_NEAR(w.gram[i], p.gram[i], 1e-12) << i;
+  for (std::size_t j = 0; j < c; ++j) EXPECT_NEAR(w.gradient[j], p.gradient[j], 1e-12) << j;
+  // A weight that is not an integer scales F exactly as it scales the sample's contribution.
+  std::vector<double> halved = weighted_rows;
+  for (std::size_t b = 0; b < batch; ++b) halved[b * (c + 1) + c] *= 0.5;
+  EXPECT_NEAR(weighted.objective(batch, z.data(), halved.data()), 0.5 * p.f, 1e-13 * p.f);
+}
+
+// The sampled cross-entropy draws by the sample's index, which repetition changes: its rows are
+// checked for unbiasedness in SampledCrossEntropy below; here, its F and reported loss.
+INSTANTIATE_TEST_SUITE_P(DeterministicLosses, SampleWeights,
+                         ::testing::Values(LossKind::kMse, LossKind::kCrossEntropy,
+                                           LossKind::kCrossEntropySqrt, LossKind::kBce,
+                                           LossKind::kHuber, LossKind::kL1),
+                         [](const auto& test_param) {
+                           return std::string(to_string(test_param.param));
+                         });
+
+TEST(SampleWeights, SampledCrossEntropyWeighsItsObjective) {
+  const std::size_t batch = 6, c = 4;
+  Rng rng(5);
+  const std::vector<double> z = random_vector(batch * c, rng, 2.0);
+  std::vector<double> y(batch * c, 0.0), rows(batch * (c + 1), 0.0);
+  const std::vector<double> weights = {0.5, 2.0, 0.0, 1.0, 3.25, 1.0};
+  for (std::size_t b = 0; b < batch; ++b) {
+    y[b * c + b % c] = 1.0;
+    rows[b * (c + 1) + b % c] = 1.0;
+    rows[b * (c + 1) + c] = weights[b];
+  }
+  LossOptions o;
+  o.kind = LossKind::kCrossEntropySampled;
+  auto backend = make_cpu_backend<double>();
+  const Loss<double> weighted(o, c, *backend, true), plain(o, c, *backend);
+  double expected = 0;
+  for (std::size_t b = 0; b < batch; ++b)
+    expected += weights[b] * plain.objective(1, z.data() + b * c, y.data() + b * c);
+  std::vector<double> r(batch), s(batch * c), r0(batch), s0(batch * c);
+  EXPECT_NEAR(weighted.linearize(batch, z.data(), rows.data(), r.data(), s.data(), 9), expected,
+              1e-14 * expected);
+  plain.linearize(batch, z.data(), y.data(), r0.data(), s0.data(), 9);
+  for (std::size_t b = 0; b < batch; ++b) {  // the same draws, √w times the rows
+    EXPECT_NEAR(r[b], std::sqrt(weights[b]) * r0[b], 1e-14 * std::fabs(r0[b])) << b;
+    for (std::size_t j = 0; j < c; ++j)
+      EXPECT_NEAR(s[b * c + j], std::sqrt(weights[b]) * s0[b * c + j], 1e-15) << b;
+  }
 }
 
 // Residuals at (or next to) zero, where the square roots are guarded, against values derived by

@@ -37,6 +37,11 @@
 //                      reported = (1/BC) Σ ℓ
 //  l1                  ℓ = |e|, r_c = sign(e)√(2|e|), R = C, F = Σℓ, reported = (1/BC) Σ ℓ
 //
+// Sample weights (frequency weights, as scikit-learn's sample_weight): a sample of weight w counts
+// as w copies of itself.  Its objective is w·F_b, its residuals and seed rows are √w times the
+// above, so JᵀJ and Jᵀr are the weighted sums; the reported loss divides by the batch's total
+// weight instead of its count (a weighted mean).  Integer weights train as repeated rows.
+//
 // Every square root is guarded: ∂r/∂z = ℓ'/r is evaluated with r ≥ √kSqrtGuard so a residual at
 // (or near) zero gives a large but finite Jacobian row instead of a NaN.
 #pragma once
@@ -94,22 +99,24 @@ inline constexpr double kSqrtGuard = 1e-30;
 inline constexpr double kProbabilityGuard = 1e-30;
 
 // What a backend kernel needs to evaluate a loss.  `weights` is a device pointer to C per-output
-// weights (mse only) or null for all ones.
+// weights (mse only) or null for all ones.  With `sample_weighted` a sample's target row holds its
+// C targets and then its weight (C + 1 values: target_columns); without, the C targets.
 template <typename T>
 struct LossParams {
   LossKind kind = LossKind::kMse;
   double huber_delta = 1.0;
   const T* weights = nullptr;
+  bool sample_weighted = false;
   // cross_entropy_sampled: the key of this linearization's draws (Loss<T> counts them).
   std::uint64_t draw_key = 0;
 };
 
-// The loss users read (PyTorch's mean reduction) from the objective F of `batch` samples with
-// `outputs` outputs each (the formulas above).  A residual function's F = ½‖r‖² reads as mse with
-// one output per residual: the mean of r².
-constexpr double reported_loss(LossKind kind, double objective, std::size_t batch,
-                               std::size_t outputs) {
-  const double b = static_cast<double>(batch), c = static_cast<double>(outputs);
+// The loss users read (PyTorch's mean reduction) from the objective F of samples of total weight
+// `weight` (their count when unweighted) with `outputs` outputs each (the formulas above, with B
+// the weight).
+constexpr double reported_loss_of_weight(LossKind kind, double objective, double weight,
+                                         std::size_t outputs) {
+  const double b = weight, c = static_cast<double>(outputs);
   switch (kind) {
     case LossKind::kMse:
       return 2.0 * objective / (b * c);
@@ -124,6 +131,18 @@ constexpr double reported_loss(LossKind kind, double objective, std::size_t batc
       return objective / (b * c);
   }
   return objective;
+}
+
+// The same over `batch` unweighted samples.  A residual function's F = ½‖r‖² reads as mse with one
+// output per residual: the mean of r².
+constexpr double reported_loss(LossKind kind, double objective, std::size_t batch,
+                               std::size_t outputs) {
+  return reported_loss_of_weight(kind, objective, static_cast<double>(batch), outputs);
+}
+
+// Columns of a sample's target row: its outputs, and its weight when the loss is sample-weighted.
+constexpr std::size_t target_columns(std::size_t outputs, bool sample_weighted) {
+  return outputs + (sample_weighted ? 1 : 0);
 }
 
 constexpr std::size_t residuals_per_sample(LossKind kind, std::size_t outputs) {

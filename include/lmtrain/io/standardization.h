@@ -19,10 +19,13 @@ struct Standardization {
   bool empty() const { return mean.empty(); }
   std::size_t columns() const { return mean.size(); }
 
-  // Fitted on `values`, rows of `cols` values (row-major; at least one row).
+  // Fitted on `values`, rows of `cols` values (row-major; at least one row).  With `weights` (one
+  // per row, ≥ 0, not all 0: sample weights) the mean and standard deviation are weighted — those
+  // of the rows repeated as often as integer weights say.
   static Standardization fit(std::span<const double> values, std::size_t cols);
   template <typename T>
-  static Standardization fit(std::span<const T> values, std::size_t cols);
+  static Standardization fit(std::span<const T> values, std::size_t cols,
+                             std::span<const double> weights = {});
   static Standardization fit(const NumericTable& table) {
     return fit(std::span<const double>(table.values), table.cols);
   }

@@ -38,10 +38,18 @@ struct LossOptions {
 template <typename T>
 class Loss {
  public:
-  Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend);
+  // `sample_weighted`: each sample's target row is its targets and then its weight
+  // (core/loss_kind.h's sample weights): the batches this loss reads hold target_columns() values
+  // per sample.
+  Loss(const LossOptions& options, std::size_t outputs, Backend<T>& backend,
+       bool sample_weighted = false);
 
   LossKind kind() const { return params_.kind; }
   std::size_t outputs() const { return outputs_; }
+  bool sample_weighted() const { return params_.sample_weighted; }
+  std::size_t target_columns() const {
+    return lmtrain::target_columns(outputs_, params_.sample_weighted);
+  }
   std::size_t residuals_per_sample() const {
     return lmtrain::residuals_per_sample(params_.kind, outputs_);
   }
@@ -71,6 +79,8 @@ class Loss {
   }
   // The loss users read (PyTorch's mean reduction) from the objective of `batch` samples.
   double reported(double objective, std::size_t batch) const;
+  // The same of samples of total weight `weight` (a weighted mean).
+  double reported_of_weight(double objective, double weight) const;
 
  private:
   std::size_t outputs_;

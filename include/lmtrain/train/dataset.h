@@ -1,5 +1,8 @@
 // Samples in host memory, row-major: x (samples × inputs), y (samples × outputs).  For
-// classification y holds one-hot rows (or class probabilities).
+// classification y holds one-hot rows (or class probabilities).  `weights` (empty: all 1) are the
+// samples' weights, scikit-learn's sample_weight: a sample of weight w counts as w copies of
+// itself in the loss, its gradient and JᵀJ (core/loss_kind.h), and the reported losses are
+// weighted means.
 #pragma once
 
 #include <cstddef>
@@ -15,14 +18,20 @@ struct Dataset {
   std::size_t outputs = 0;
   std::vector<T> x;
   std::vector<T> y;
+  std::vector<T> weights;
 
   Dataset() = default;
   Dataset(std::size_t n, std::size_t in, std::size_t out)
       : samples(n), inputs(in), outputs(out), x(n * in), y(n * out) {}
 
   // Throws InvalidArgument if the sizes disagree or a value is NaN/±∞ (naming `what`, the
-  // sample and the column).
+  // sample and the column), a weight is negative, or every weight is 0.
   void validate(const std::string& what) const;
+  // Σ weights (the sample count when unweighted).
+  double total_weight() const;
+  // The target rows a loss reads: y, or with `with_weights` each sample's targets followed by its
+  // weight (1 when the set has none; nn/loss.h's sample-weighted Loss).
+  std::vector<T> target_rows(bool with_weights) const;
 };
 
 }  // namespace lmtrain

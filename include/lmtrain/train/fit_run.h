@@ -58,6 +58,14 @@ class TrainingSet {
   virtual void set_evaluation_memory(std::size_t /*bytes*/) {}
   // The loss users read (PyTorch's mean reduction) of an objective over `samples` samples.
   virtual double reported(double objective, std::size_t samples) const = 0;
+  // The same of the training rows `rows` (a batch) and of a whole set: a set with sample weights
+  // divides by their total weight (a weighted mean); by default, by the count.
+  virtual double reported_rows(double objective, std::span<const std::int64_t> rows) const {
+    return reported(objective, rows.size());
+  }
+  virtual double reported_set(double objective, bool validation) const {
+    return reported(objective, validation ? validation_samples() : samples());
+  }
 };
 
 // What the Summary says about the problem, given by the caller (who knows the model).

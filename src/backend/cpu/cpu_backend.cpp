@@ -579,18 +579,20 @@ class CpuBackend final : public Backend<T> {
   double loss_objective_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
                              const T* z, const T* y) override {
     const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
+    const std::size_t ys = kernels::target_stride(loss, c);
     return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {
-      return kernels::sample_objective(loss, c, z + b * c, y + b * c);
+      return kernels::sample_objective(loss, c, z + b * c, y + b * ys);
     });
   }
   double loss_linearize_impl(const LossParams<T>& loss, std::size_t batch, std::size_t c,
                              const T* z, const T* y, T* r, T* seeds) override {
     const std::size_t rows = residuals_per_sample(loss.kind, c);
     const std::size_t threshold = (kParallelThreshold / 8 + c - 1) / c;  // samples
+    const std::size_t ys = kernels::target_stride(loss, c);
     return ordered_sum(batch, threshold, kSampleSumBlock, [&](std::size_t b) {
       thread_local std::vector<double> scratch;
       if (scratch.size() < c) scratch.resize(c);
-      return kernels::sample_linearize(loss, c, z + b * c, y + b * c, b, r + b * rows,
+      return kernels::sample_linearize(loss, c, z + b * c, y + b * ys, b, r + b * rows,
                                        seeds + b * rows * c, scratch.data());
     });
   }

@@ -17,7 +17,7 @@ struct SampleObjective {
   const T* z;
   const T* y;
   __device__ double operator()(std::size_t b) const {
-    return kernels::sample_objective(loss, c, z + b * c, y + b * c);
+    return kernels::sample_objective(loss, c, z + b * c, y + b * kernels::target_stride(loss, c));
   }
 };
 
@@ -35,19 +35,21 @@ struct SampleLinearizationObjective {
   double* per_sample;     // batch, or null (all but √CE and cross_entropy_sampled)
   __device__ double operator()(std::size_t b) const {
     double* p = probabilities != nullptr ? probabilities + b * c : nullptr;
-    const double f = kernels::sample_linearization_objective(loss, c, z + b * c, y + b * c, p);
+    const T* yb = y + b * kernels::target_stride(loss, c);
+    const double f = kernels::sample_linearization_objective(loss, c, z + b * c, yb, p);
     if (loss.kind == LossKind::kCrossEntropySqrt) {
-      per_sample[b] = 2.0 * f;  // f = ½CE
+      per_sample[b] = 2.0 * f;  // f = ½CE (unweighted)
     } else if (loss.kind == LossKind::kCrossEntropySampled) {
       const double u = kernels::draw_uniform(loss.draw_key, b);
-      per_sample[b] = static_cast<double>(kernels::sample_class_index(c, p, y + b * c, u));
+      per_sample[b] = static_cast<double>(kernels::sample_class_index(c, p, yb, u));
     }
-    return f;
+    return loss.sample_weighted ? kernels::sample_weight(loss, c, yb) * f : f;
   }
 };
 
 // Entry e = (row·c + j) of the seeds, row = b·R + k: seeds[e] = ∂r_{b,k}/∂z_{b,j}; the thread
-// of j = 0 also writes the residual r[row].  Consecutive threads write consecutive entries.
+// of j = 0 also writes the residual r[row].  A weighted sample's entries are then scaled by √w.
+// Consecutive threads write consecutive entries.
 template <typename T>
 __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, std::size_t c,
                                          std::size_t rows_per_sample, const T* z, const T* y,
@@ -60,7 +62,7 @@ __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, 
     const std::size_t b = row / rows_per_sample;
     const std::size_t k = row - b * rows_per_sample;
     const T* zb = z + b * c;
-    const T* yb = y + b * c;
+    const T* yb = y + b * kernels::target_stride(loss, c);
     switch (loss.kind) {
       case LossKind::kMse: {
         const double sw = kernels::mse_root_weight(loss, k);
@@ -105,6 +107,11 @@ __global__ void linearize_entries_kernel(LossParams<T> loss, std::size_t batch, 
         if (j == 0) r[row] = static_cast<T>(lin.residual);
         break;
       }
+    }
+    if (loss.sample_weighted) {  // √w times the stored entries, as the CPU's sample_linearize
+      const double root = sqrt(kernels::sample_weight(loss, c, yb));
+      seeds[e] = kernels::weighted_entry(root, seeds[e]);
+      if (j == 0) r[row] = kernels::weighted_entry(root, r[row]);
     }
   }
 }

@@ -1,0 +1,109 @@
+"""Sample weights (scikit-learn's ``sample_weight``) in ``lmtrain.fit`` and the estimators.
+
+The reference is the second way to say the same thing: a sample of integer weight w is the row
+repeated w times (weight 0: left out).  The engine weighs each sample's residuals by √w (its loss
+by w) and the standardization's statistics by w; the repeated rows are summed in another order,
+so the two fits agree to rounding, after every LM step, in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lmtrain
+from lmtrain import LMClassifier, LMRegressor
+
+
+def _data(rows: int = 48, seed: int = 2):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 3)) * [1.0, 2.0, 0.5] + [0.3, -1.0, 4.0]
+    y = np.sin(x[:, 0]) + 0.3 * x[:, 1] + 0.05 * rng.normal(size=rows)
+    w = rng.integers(0, 4, size=rows).astype(np.float64)
+    return x, y, w
+
+
+def _repeat(w, *arrays):
+    counts = w.astype(int)
+    return [np.repeat(a, counts, axis=0) for a in arrays]
+
+
+def test_integer_weights_train_as_repeated_rows():
+    x, y, w = _data()
+    xr, yr = _repeat(w, x, y)
+    assert len(xr) != len(x)  # Σw is not the count: weights are not normalized away
+    opts = dict(precision="float64", max_epochs=12, seed=3)
+    model, summary = lmtrain.fit([6, "tanh", 1], x, y, sample_weight=w, **opts)
+    reference, ref_summary = lmtrain.fit([6, "tanh", 1], xr, yr, **opts)
+    # The weighted standardization is the repeated rows' (numpy's weighted mean and
+    # population standard deviation on the given rows, a third reference).
+    np.testing.assert_allclose(model.input_mean, np.average(x, axis=0, weights=w), rtol=1e-13)
+    var = np.average((x - np.average(x, axis=0, weights=w)) ** 2, axis=0, weights=w)
+    np.testing.assert_allclose(model.input_std, np.sqrt(var), rtol=1e-13)
+    np.testing.assert_allclose(model.input_mean, reference.input_mean, rtol=1e-13)
+    np.testing.assert_allclose(model.target_std, reference.target_std, rtol=1e-13)
+    assert summary.steps == ref_summary.steps
+    np.testing.assert_allclose(model.parameters, reference.parameters, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(summary.loss_curve, ref_summary.loss_curve, rtol=1e-9)
+    # Without the weights the fit is another one.
+    plain, _ = lmtrain.fit([6, "tanh", 1], x, y, **opts)
+    assert np.max(np.abs(plain.parameters - model.parameters)) > 1e-3
+
+
+def test_weighted_validation_reads_as_its_repeated_rows():
+    x, y, _ = _data(40, 5)
+    xv, yv, wv = _data(25, 9)
+    xr, yr = _repeat(wv, xv, yv)
+    opts = dict(precision="float64", max_epochs=6, seed=1)
+    _, weighted = lmtrain.fit([5, "tanh", 1], x, y, validation=(xv, yv, wv), **opts)
+    _, repeated = lmtrain.fit([5, "tanh", 1], x, y, validation=(xr, yr), **opts)
+    np.testing.assert_array_equal(weighted.loss_curve, repeated.loss_curve)
+    np.testing.assert_allclose(weighted.validation_curve, repeated.validation_curve, rtol=1e-12)
+
+
+def test_classification_weights_are_repeated_rows():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(45, 2))
+    labels = np.array(["a", "b", "c"])[(x[:, 0] > 0.3).astype(int) + (x[:, 1] > 0).astype(int)]
+    w = rng.integers(0, 4, size=45).astype(np.float64)
+    xr, lr = _repeat(w, x, labels)
+    opts = dict(task="classification", precision="float64", max_epochs=8, seed=2)
+    model, _ = lmtrain.fit([5, "tanh", 3], x, labels, sample_weight=w, **opts)
+    reference, _ = lmtrain.fit([5, "tanh", 3], xr, lr, **opts)
+    np.testing.assert_allclose(model.parameters, reference.parameters, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(model.predict_proba(x), reference.predict_proba(x), atol=1e-10)
+
+
+@pytest.mark.parametrize("weights, error, says", [
+    ("negative", ValueError, "sample_weight[4] = -1"),
+    ("nan", ValueError, "sample_weight[2] = nan"),
+    ("zeros", ValueError, "every weight is 0"),
+    ("short", ValueError, "expected shape (48,)"),
+    ("text", TypeError, "expected an array of numbers"),
+])
+def test_bad_weights_are_refused_by_name(weights, error, says):
+    x, y, w = _data()
+    given = {"negative": np.where(np.arange(48) == 4, -1.0, w),
+             "nan": np.where(np.arange(48) == 2, np.nan, w),
+             "zeros": np.zeros(48), "short": w[:-1], "text": ["heavy"] * 48}[weights]
+    with pytest.raises(error, match=__import__("re").escape(says)):
+        lmtrain.fit([4, "tanh", 1], x, y, sample_weight=given, max_epochs=2)
+
+
+def test_estimators_take_sample_weight_as_repeated_rows():
+    x, y, w = _data(36, 4)
+    xr, yr = _repeat(w, x, y)
+    est = LMRegressor(hidden_layer_sizes=(5,), max_epochs=10, random_state=0)
+    weighted = est.fit(x, y, sample_weight=w).predict(x)
+    repeated = LMRegressor(hidden_layer_sizes=(5,), max_epochs=10, random_state=0).fit(
+        xr, yr).predict(x)
+    np.testing.assert_allclose(weighted, repeated, rtol=1e-9, atol=1e-10)
+    labels = (y > np.median(y)).astype(int)
+    lr = np.repeat(labels, w.astype(int))
+    clf = LMClassifier(hidden_layer_sizes=(4,), max_epochs=6, random_state=0)
+    p = clf.fit(x, labels, sample_weight=w).predict_proba(x)
+    q = LMClassifier(hidden_layer_sizes=(4,), max_epochs=6, random_state=0).fit(
+        xr, lr).predict_proba(x)
+    np.testing.assert_allclose(p, q, atol=1e-10)
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        est.fit(x, y, sample_weight=-w)

@@ -1,0 +1,174 @@
+// Sample weights through a whole fit (core/loss_kind.h, train/dataset.h): a training set whose
+// rows have integer weights trains as the set in which each row is repeated that many times
+// (weight 0: left out) — the same parameters after every step, the same reported losses — for
+// every loss whose rows do not depend on the sample's index; a weighted validation set reads as
+// its repeated rows; bad weights are refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lmtrain/lmtrain.h"
+#include "support/reference.h"
+
+namespace lmtrain {
+namespace {
+
+constexpr std::size_t kInputs = 3, kHidden = 5;
+
+Dataset<double> random_set(std::size_t samples, std::size_t outputs, LossKind kind,
+                           std::uint64_t seed) {
+  Rng rng(seed);
+  Dataset<double> d(samples, kInputs, outputs);
+  for (double& v : d.x) v = rng.normal();
+  for (std::size_t i = 0; i < samples; ++i) {
+    const double signal = std::sin(d.x[i * kInputs]) + 0.5 * d.x[i * kInputs + 1];
+    for (std::size_t k = 0; k < outputs; ++k) {
+      double& t = d.y[i * outputs + k];
+      if (is_softmax_loss(kind))
+        t = k == static_cast<std::size_t>(signal > 0.4) + static_cast<std::size_t>(signal > -0.4)
+                ? 1.0
+                : 0.0;
+      else if (kind == LossKind::kBce)
+        t = signal > 0 ? 1.0 : 0.0;
+      else
+        t = signal * static_cast<double>(k + 1) + 0.1 * rng.normal();
+    }
+  }
+  d.weights.resize(samples);
+  for (std::size_t i = 0; i < samples; ++i) d.weights[i] = static_cast<double>((i * 7 + 3) % 4);
+  return d;
+}
+
+// Each row `weight` times, in order, without weights.
+Dataset<double> repeated(const Dataset<double>& d) {
+  Dataset<double> r;
+  r.inputs = d.inputs;
+  r.outputs = d.outputs;
+  for (std::size_t i = 0; i < d.samples; ++i)
+    for (int copy = 0; copy < static_cast<int>(d.weights[i]); ++copy) {
+      r.x.insert(r.x.end(), d.x.begin() + static_cast<std::ptrdiff_t>(i * d.inputs),
+                 d.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * d.inputs));
+      r.y.insert(r.y.end(), d.y.begin() + static_cast<std::ptrdiff_t>(i * d.outputs),
+                 d.y.begin() + static_cast<std::ptrdiff_t>((i + 1) * d.outputs));
+      ++r.samples;
+    }
+  return r;
+}
+
+struct FitResult {
+  std::vector<double> params;
+  Summary summary;
+};
+
+FitResult fit(LossKind kind, std::size_t outputs, const Dataset<double>& train,
+              const Dataset<double>* validation = nullptr) {
+  auto backend = make_cpu_backend<double>();
+  const auto spec = ModelSpec::mlp(kInputs, {kHidden}, outputs, Activation::kTanh);
+  LossOptions loss;
+  loss.kind = kind;
+  TrainerOptions options;
+  options.max_epochs = 8;
+  options.seed = 4;
+  Trainer<double> trainer(spec, loss, SolverOptions{}, options, *backend);
+  FitResult run;
+  run.params = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 4);
+  run.summary = trainer.fit(run.params, train, validation);
+  return run;
+}
+
+struct LossCase {
+  LossKind kind;
+  std::size_t outputs;
+};
+
+class WeightedFit : public ::testing::TestWithParam<LossCase> {};
+
+TEST_P(WeightedFit, IntegerWeightsTrainAsRepeatedRows) {
+  const auto [kind, outputs] = GetParam();
+  const Dataset<double> weighted = random_set(60, outputs, kind, 11);
+  const Dataset<double> copies = repeated(weighted);
+  ASSERT_GT(copies.samples, weighted.samples);  // Σw = 87 of 60 rows: not the count
+  const FitResult a = fit(kind, outputs, weighted), b = fit(kind, outputs, copies);
+  ASSERT_EQ(a.summary.steps, b.summary.steps);
+  ASSERT_EQ(a.summary.history.size(), b.summary.history.size());
+  EXPECT_GE(a.summary.history.size(), 3u);
+  // The two sums differ in their order only: agreement to rounding, after 8 LM steps.
+  for (std::size_t i = 0; i < a.params.size(); ++i)
+    EXPECT_NEAR(a.params[i], b.params[i], 1e-9 * (1 + std::fabs(b.params[i]))) << "θ_" << i;
+  EXPECT_NEAR(a.summary.initial_loss, b.summary.initial_loss, 1e-13 * b.summary.initial_loss);
+  for (std::size_t e = 0; e < a.summary.history.size(); ++e)
+    EXPECT_NEAR(a.summary.history[e].training_loss, b.summary.history[e].training_loss,
+                1e-9 * b.summary.history[e].training_loss)
+        << "epoch " << e + 1;
+  // It is not the unweighted fit: the weights move the parameters.
+  Dataset<double> unweighted = weighted;
+  unweighted.weights.clear();
+  const FitResult c = fit(kind, outputs, unweighted);
+  double moved = 0;
+  for (std::size_t i = 0; i < a.params.size(); ++i)
+    moved = std::max(moved, std::fabs(a.params[i] - c.params[i]));
+  EXPECT_GT(moved, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Losses, WeightedFit,
+    ::testing::Values(LossCase{LossKind::kMse, 2}, LossCase{LossKind::kCrossEntropy, 3},
+                      LossCase{LossKind::kCrossEntropySqrt, 3}, LossCase{LossKind::kBce, 1},
+                      LossCase{LossKind::kHuber, 1}, LossCase{LossKind::kL1, 1}),
+    [](const auto& test_param) { return std::string(to_string(test_param.param.kind)); });
+
+TEST(WeightedFit, WeightedValidationLossIsTheRepeatedRowsLoss) {
+  const Dataset<double> train = random_set(50, 1, LossKind::kMse, 3);
+  Dataset<double> unweighted_train = train;
+  unweighted_train.weights.clear();
+  const Dataset<double> validation = random_set(30, 1, LossKind::kMse, 8);
+  const Dataset<double> copies = repeated(validation);
+  // Only the validation set is weighted: the training rows weigh 1 each.
+  const FitResult a = fit(LossKind::kMse, 1, unweighted_train, &validation);
+  const FitResult b = fit(LossKind::kMse, 1, unweighted_train, &copies);
+  ASSERT_EQ(a.summary.history.size(), b.summary.history.size());
+  for (std::size_t i = 0; i < a.params.size(); ++i) EXPECT_EQ(a.params[i], b.params[i]) << i;
+  for (std::size_t e = 0; e < a.summary.history.size(); ++e) {
+    EXPECT_EQ(a.summary.history[e].training_loss, b.summary.history[e].training_loss);
+    EXPECT_NEAR(a.summary.history[e].validation_loss, b.summary.history[e].validation_loss,
+                1e-12 * b.summary.history[e].validation_loss)
+        << "epoch " << e + 1;
+  }
+  // Trainer::evaluate reads the weights too.
+  auto backend = make_cpu_backend<double>();
+  Trainer<double> trainer(ModelSpec::mlp(kInputs, {kHidden}, 1, Activation::kTanh), LossOptions{},
+                          SolverOptions{}, TrainerOptions{}, *backend);
+  EXPECT_NEAR(trainer.evaluate(a.params, validation), trainer.evaluate(a.params, copies),
+              1e-12 * trainer.evaluate(a.params, copies));
+}
+
+TEST(WeightedFit, BadWeightsAreRefusedByName) {
+  const Dataset<double> good = random_set(20, 1, LossKind::kMse, 1);
+  struct Bad {
+    std::vector<double> weights;
+    std::string says;
+  };
+  std::vector<double> negative = good.weights, nan = good.weights;
+  negative[4] = -1;
+  nan[7] = std::nan("");
+  for (const Bad& bad :
+       {Bad{negative, "the weight of sample 4 is -1"}, Bad{nan, "the weight of sample 7 is nan"},
+        Bad{std::vector<double>(19, 1.0), "19 sample weights for 20 samples"},
+        Bad{std::vector<double>(20, 0.0), "every sample weight is 0"}}) {
+    Dataset<double> d = good;
+    d.weights = bad.weights;
+    try {
+      fit(LossKind::kMse, 1, d);
+      ADD_FAILURE() << "accepted: " << bad.says;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("training data: " + bad.says), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain
