@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,8 @@ io::TableSource table_source(const DataSource& d) {
   s.targets = d.targets;
   s.delimiter = d.delimiter;
   s.rows = d.rows;
+  s.weights = d.weights;
+  s.weights_path = d.weights_path;
   return s;
 }
 
@@ -72,9 +75,14 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
         "model.input_shape or data.train.inputs",
         d.train.path, out.train.inputs.cols, expected_inputs));
 
+  // With sample weights the statistics are weighted: those of the rows repeated.
   io::Normalization& n = out.normalization;
-  if (d.standardize_inputs) n.inputs = io::Standardization::fit(out.train.inputs);
-  if (d.standardize_targets) n.targets = io::Standardization::fit(out.train.targets);
+  const std::span<const double> weights(out.train.weights.values);
+  auto fit = [&](const io::NumericTable& t) {
+    return io::Standardization::fit(std::span<const double>(t.values), t.cols, weights);
+  };
+  if (d.standardize_inputs) n.inputs = fit(out.train.inputs);
+  if (d.standardize_targets) n.targets = fit(out.train.targets);
   for (io::LabeledTable* t :
        {&out.train, out.validation ? &*out.validation : nullptr, out.test ? &*out.test : nullptr}) {
     if (!t) continue;
@@ -95,16 +103,19 @@ void narrow(const io::NumericTable& table, const char* what, std::vector<T>& out
     out[i] = static_cast<T>(v);
     if (!std::isfinite(v) || std::isfinite(out[i])) continue;
     const std::size_t row = i / table.cols, col = i % table.cols;
+    const std::string_view kind(what);
     throw InvalidArgument(fmt::format(
-        "{}{}, {} {}: {:g} is beyond float32's range (±3.4e38) after normalization; train in "
-        "float64 (precision = \"float64\") or standardize it (data.normalize_{} = "
-        "\"standardize\")",
+        "{}{}, {} {}: {:g} is beyond float32's range (±3.4e38){}; train in float64 (precision = "
+        "\"float64\"){}",
         table.source,
         row < table.source_lines.size() ? fmt::format(" line {}", table.source_lines[row]) : "",
         what,
         col < table.column_names.size() ? fmt::format("\"{}\"", table.column_names[col])
                                         : fmt::format("column {}", col),
-        v, what == std::string_view("input") ? "inputs" : "targets"));
+        v, kind == "weight" ? "" : " after normalization",
+        kind == "weight" ? ""
+                         : fmt::format(" or standardize it (data.normalize_{} = \"standardize\")",
+                                       kind == "input" ? "inputs" : "targets")));
   }
 }
 
@@ -115,6 +126,10 @@ Dataset<T> to_dataset(const io::LabeledTable& t) {
   Dataset<T> d(t.inputs.rows, t.inputs.cols, t.targets.cols);
   narrow(t.inputs, "input", d.x);
   narrow(t.targets, "target", d.y);
+  if (t.weighted()) {
+    d.weights.resize(t.weights.rows);
+    narrow(t.weights, "weight", d.weights);
+  }
   return d;
 }
 

@@ -349,6 +349,13 @@ DataSource parse_source(const toml::table& t, const std::string& name,
     d.delimiter = (*delim)[0];
   }
   d.rows = s.count("rows", 0);
+  if (auto w = s.string("weights")) d.weights = *w;
+  if (auto wp = s.string("weights_path")) d.weights_path = resolve(*wp);
+  if (name == "data.test" && (!d.weights.empty() || !d.weights_path.empty()))
+    throw InvalidArgument(fmt::format(
+        "{}: data.test takes no sample weights: the held-out figures are unweighted; weigh the "
+        "training and validation data",
+        where(t)));
   s.finish();
   return d;
 }

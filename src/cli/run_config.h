@@ -35,6 +35,9 @@
 //   targets = ["y"]              # csv: column names or indices; default: the last column
 //   delimiter = ","              # csv
 //   rows = 6000                  # use only the first rows of the file (0: all)
+//   weights = "w"                # csv: the samples' weights (a column name or index; not an
+//                                #   input); or weights_path = "w.npy" (any format); train and
+//                                #   validation only: a sample of weight w counts w times
 //
 //   [loss]     type = "mse", output_weights = [...], huber_delta = 1.0
 //              # types: mse | cross_entropy (classification's default) | cross_entropy_sqrt |
@@ -71,7 +74,9 @@ struct DataSource {
   std::vector<std::string> inputs;  // csv column names or decimal indices
   std::vector<std::string> targets;
   char delimiter = ',';
-  std::size_t rows = 0;  // the first rows only (0: all)
+  std::size_t rows = 0;      // the first rows only (0: all)
+  std::string weights;       // csv: the sample weights' column (name or index); empty: none
+  std::string weights_path;  // npy: one sample weight per row; empty: none
 };
 
 struct DataConfig {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -89,10 +90,21 @@ LabeledTable read_csv_source(const TableSource& s, std::optional<CsvLabels> labe
       s.targets.empty()
           ? std::vector<std::size_t>{table.cols - 1}
           : resolve_columns(column_refs(s.targets), table.column_names, table.cols, s.path, 1);
+  std::vector<std::size_t> weight_cols;
+  if (!s.weights.empty()) {
+    const std::vector<ColumnRef> weight_ref = {column_ref(s.weights)};
+    weight_cols = resolve_columns(weight_ref, table.column_names, table.cols, s.path, 1);
+    if (std::find(target_cols.begin(), target_cols.end(), weight_cols[0]) != target_cols.end())
+      throw InvalidArgument(fmt::format(
+          "{}: {}.weights = \"{}\" is a target column; name the weights' own column (the "
+          "targets default to the last column: set {}.targets)",
+          s.path, s.what, s.weights, s.what));
+  }
   std::vector<std::size_t> input_cols;
   if (s.inputs.empty()) {
     for (std::size_t c = 0; c < table.cols; ++c)
-      if (std::find(target_cols.begin(), target_cols.end(), c) == target_cols.end())
+      if (std::find(target_cols.begin(), target_cols.end(), c) == target_cols.end() &&
+          (weight_cols.empty() || c != weight_cols[0]))
         input_cols.push_back(c);
   } else {
     input_cols = resolve_columns(column_refs(s.inputs), table.column_names, table.cols, s.path, 1);
@@ -102,9 +114,39 @@ LabeledTable read_csv_source(const TableSource& s, std::optional<CsvLabels> labe
         fmt::format("{}: no input columns left after taking targets {}; set "
                     "{}.inputs",
                     s.path, fmt::join(s.targets, ", "), s.what));
-  LabeledTable out{select_columns(table, input_cols), select_columns(table, target_cols), "", {}};
+  LabeledTable out{
+      select_columns(table, input_cols), select_columns(table, target_cols), "", {}, {}};
   out.targets.class_names = std::move(class_names);
+  if (!weight_cols.empty()) out.weights = select_columns(table, weight_cols);
   return out;
+}
+
+// The weights of an NPY file (one value per row of `rows`).
+NumericTable read_weights_file(const TableSource& s, std::size_t rows) {
+  require_file(s.weights_path, s.what + ".weights_path");
+  NumericTable w = read_npy(s.weights_path);
+  if (w.cols != 1 || w.rows != rows)
+    throw InvalidArgument(fmt::format(
+        "{}.weights_path = {}: {} × {} values; expected one weight per row of {} ({} rows)", s.what,
+        s.weights_path, w.rows, w.cols, s.path, rows));
+  return w;
+}
+
+// Every weight finite and ≥ 0, and not all 0, or an error at the first bad one's file and line.
+void check_weights(const TableSource& s, const NumericTable& w) {
+  double total = 0;
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    const double v = w(r, 0);
+    if (!std::isfinite(v) || v < 0)
+      throw InvalidArgument(fmt::format(
+          "{}: {}: sample weight {} ({}); sample weights must be finite and ≥ 0", s.what,
+          w.row_location(r), v, s.weights.empty() ? s.weights_path : "column " + s.weights));
+    total += v;
+  }
+  if (!(total > 0))
+    throw InvalidArgument(fmt::format(
+        "{}: every sample weight of {} is 0; at least one sample must weigh more than 0", s.what,
+        s.path));
 }
 
 LabeledTable read_array_source(const TableSource& s, DataFormat format) {
@@ -117,7 +159,7 @@ LabeledTable read_array_source(const TableSource& s, DataFormat format) {
     return format == DataFormat::kNpy ? read_npy(p) : read_idx(p);
   };
   require_file(s.targets_path, s.what + ".targets_path");
-  LabeledTable out{read(s.path), read(s.targets_path), "", {}};
+  LabeledTable out{read(s.path), read(s.targets_path), "", {}, {}};
   if (out.inputs.rows != out.targets.rows)
     throw InvalidArgument(
         fmt::format("{} has {} rows but {} has {}; inputs and targets must "
@@ -167,6 +209,14 @@ LabeledTable read_labeled_table(const TableSource& s, bool classification, std::
                                 const std::vector<std::string>* class_names) {
   require_file(s.path, s.what + ".path");
   const DataFormat format = format_of(s);
+  if (!s.weights.empty() && format != DataFormat::kCsv)
+    throw InvalidArgument(fmt::format(
+        "{}.weights = \"{}\" names a column, but {} is a {} file; give the weights as an NPY "
+        "file with {}.weights_path",
+        s.what, s.weights, s.path, to_string(format), s.what));
+  if (!s.weights.empty() && !s.weights_path.empty())
+    throw InvalidArgument(
+        fmt::format("{}: both weights (a column) and weights_path are set; give one", s.what));
   LabeledTable out;
   if (format == DataFormat::kCsv) {
     std::optional<CsvLabels> labels;
@@ -183,12 +233,15 @@ LabeledTable read_labeled_table(const TableSource& s, bool classification, std::
   } else {
     out = read_array_source(s, format);
   }
+  if (!s.weights_path.empty()) out.weights = read_weights_file(s, out.inputs.rows);
   if (s.rows > 0 && s.rows < out.inputs.rows) {
     std::vector<std::size_t> first(s.rows);
     std::iota(first.begin(), first.end(), std::size_t{0});
     out.inputs = select_table_rows(out.inputs, first);
     out.targets = select_table_rows(out.targets, first);
+    if (out.weighted()) out.weights = select_table_rows(out.weights, first);
   }
+  if (out.weighted()) check_weights(s, out.weights);
   out.class_names = std::move(out.targets.class_names);
   if (!out.class_names.empty() && classes > 0 && classes != out.class_names.size())
     throw InvalidArgument(fmt::format(
@@ -199,7 +252,8 @@ LabeledTable read_labeled_table(const TableSource& s, bool classification, std::
     out.targets = one_hot(out.targets, classes > 0 ? classes : count_classes(out.targets));
   if (classification && out.class_names.empty() && class_names != nullptr)
     out.class_names = *class_names;
-  out.description = fmt::format("{} ({} rows)", s.path, out.inputs.rows);
+  out.description =
+      fmt::format("{} ({} rows{})", s.path, out.inputs.rows, out.weighted() ? ", weighted" : "");
   return out;
 }
 
@@ -236,7 +290,8 @@ NumericTable read_input_table(const TableSource& s, std::size_t expected_inputs)
 LabeledTable select_rows(const LabeledTable& t, std::span<const std::size_t> rows,
                          const std::string& what) {
   return {select_table_rows(t.inputs, rows), select_table_rows(t.targets, rows),
-          fmt::format("{} ({} rows of {})", what, rows.size(), t.description), t.class_names};
+          fmt::format("{} ({} rows of {})", what, rows.size(), t.description), t.class_names,
+          t.weighted() ? select_table_rows(t.weights, rows) : NumericTable{}};
 }
 
 }  // namespace lmtrain::io

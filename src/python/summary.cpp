@@ -97,6 +97,10 @@ void bind_problem(SummaryClass& summary) {
       .def_prop_ro("num_params", field(&S::num_params))
       .def_prop_ro("training_samples", field(&S::training_samples))
       .def_prop_ro("validation_samples", field(&S::validation_samples))
+      .def_prop_ro("training_weight", field(&S::training_weight),
+                   "Σ of the training samples' weights; 0: unweighted.")
+      .def_prop_ro("validation_weight", field(&S::validation_weight),
+                   "Σ of the validation samples' weights; 0: unweighted.")
       .def_prop_ro("batch_size", field(&S::batch_size))
       .def_prop_ro("residuals_per_sample", field(&S::residuals_per_sample))
       .def_prop_ro("batches_per_epoch", field(&S::batches_per_epoch));

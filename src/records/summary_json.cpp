@@ -158,6 +158,8 @@ nlohmann::json summary_to_json(const Summary& s) {
           {"rank_devices", s.rank_devices},
           {"num_params", s.num_params},
           {"training_samples", s.training_samples},
+          {"training_weight", s.training_weight},
+          {"validation_weight", s.validation_weight},
           {"validation_samples", s.validation_samples},
           {"batch_size", s.batch_size},
           {"residuals_per_sample", s.residuals_per_sample},
@@ -213,6 +215,8 @@ Summary summary_from_json(const nlohmann::json& j) {
     s.num_params = j.at("num_params").get<std::size_t>();
     s.training_samples = j.at("training_samples").get<std::size_t>();
     s.validation_samples = j.at("validation_samples").get<std::size_t>();
+    s.training_weight = j.value("training_weight", 0.0);  // absent before sample weights
+    s.validation_weight = j.value("validation_weight", 0.0);
     s.batch_size = j.at("batch_size").get<std::size_t>();
     s.residuals_per_sample = j.at("residuals_per_sample").get<std::size_t>();
     s.batches_per_epoch = j.at("batches_per_epoch").get<std::size_t>();

@@ -72,9 +72,13 @@ void problem_lines(const Summary& s, ReportText& r) {
   r.line("Device", s.device);
   rank_lines(s, r);
   r.line("Parameters", fmt::format("{}", s.num_params));
-  r.line("Training samples", fmt::format("{}", s.training_samples));
+  const auto weighed = [](double weight) {
+    return weight > 0 ? fmt::format(" (weighted: total weight {:.6g})", weight) : std::string();
+  };
+  r.line("Training samples", fmt::format("{}{}", s.training_samples, weighed(s.training_weight)));
   if (s.validation_samples > 0)
-    r.line("Validation samples", fmt::format("{}", s.validation_samples));
+    r.line("Validation samples",
+           fmt::format("{}{}", s.validation_samples, weighed(s.validation_weight)));
   r.line("Residuals per sample", fmt::format("{}", s.residuals_per_sample));
   r.line("Batch size",
          fmt::format("{} samples, {} residual rows, {} batches per epoch", s.batch_size,

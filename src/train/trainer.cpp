@@ -236,6 +236,9 @@ Summary Trainer<T>::fit(std::vector<T>& params, const Dataset<T>& train,
                             params, description, hooks, caller, resume);
   for (std::string& line : loss_options_.ignored_options())
     summary.options_ignored.push_back(std::move(line));
+  if (!train.weights.empty()) summary.training_weight = train.total_weight();
+  if (validation != nullptr && !validation->weights.empty())
+    summary.validation_weight = validation->total_weight();
   return summary;
 }
 

@@ -156,6 +156,99 @@ TEST(Cli, MisspelledKeysAreNamedWhereTheyWereWritten) {
 }
 
 // An array's element is set in the form the errors name it (model.layers[0].units) or dotted.
+// data.train.weights: a CSV column of sample weights (not an input) trains as the file with each
+// row repeated that many times — float64, full batch, 6 epochs: the parameters to rounding, the
+// final loss a weighted mean; the weighted run is not the unweighted one.  A negative weight is
+// refused at its line; data.test takes none; predict reads the weighted file by the model's input
+// names, skipping the weights' column.
+TEST(Cli, AWeightColumnTrainsAsRepeatedRows) {
+  Scratch s;
+  Rng rng(3);
+  std::ostringstream weighted, repeated, plain, bad;
+  for (std::ostringstream* o : {&weighted, &repeated, &plain, &bad}) o->precision(17);
+  weighted << "x1,w,x2,y\n";
+  bad << "x1,w,x2,y\n";
+  repeated << "x1,x2,y\n";
+  plain << "x1,x2,y\n";
+  for (std::size_t i = 0; i < 60; ++i) {
+    const double a = rng.uniform(-1, 1), b = rng.uniform(-2, 2);
+    const double y = std::sin(2 * a) + 0.3 * b + 0.05 * rng.normal();
+    const int w = static_cast<int>((i * 5 + 1) % 4);
+    weighted << a << "," << w << "," << b << "," << y << "\n";
+    bad << a << "," << (i == 2 ? -0.5 : w) << "," << b << "," << y << "\n";  // line 4
+    plain << a << "," << b << "," << y << "\n";
+    for (int copy = 0; copy < w; ++copy) repeated << a << "," << b << "," << y << "\n";
+  }
+  s.write("weighted.csv", weighted.str());
+  s.write("repeated.csv", repeated.str());
+  s.write("plain.csv", plain.str());
+  const auto config = [&](const std::string& dir, const std::string& data,
+                          const std::string& extra) {
+    return s.write(dir + ".toml",
+                   "seed = 2\nprecision = \"float64\"\noutput_dir = \"" + dir +
+                       "\"\n[model]\nlayers = [{ type = \"dense\", units = 5 }, { type = "
+                       "\"tanh\" }, { type = \"dense\", units = 1 }]\n[data.train]\npath = \"" +
+                       data + "\"\n" + extra + "[trainer]\nmax_epochs = 6\n");
+  };
+  const auto fit = [&](const std::string& dir, const std::string& data, const std::string& extra) {
+    const Result r = run("fit " + config(dir, data, extra) + " --quiet");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return io::read_model_file((s.path(dir) / "model.safetensors").string());
+  };
+  const io::ModelFile a = fit("a", "weighted.csv", "weights = \"w\"\n");
+  const io::ModelFile b = fit("b", "repeated.csv", "");
+  const io::ModelFile c = fit("c", "plain.csv", "");
+  EXPECT_EQ(a.input_names, (std::vector<std::string>{"x1", "x2"}));
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  double moved = 0;
+  for (std::size_t i = 0; i < a.parameters.size(); ++i) {
+    EXPECT_NEAR(a.parameters[i], b.parameters[i], 1e-9 * (1 + std::fabs(b.parameters[i]))) << i;
+    moved = std::max(moved, std::fabs(a.parameters[i] - c.parameters[i]));
+  }
+  EXPECT_GT(moved, 1e-3);
+  const auto final_loss = [&](const std::string& dir) {
+    return nlohmann::json::parse(read_file(s.path(dir) / "summary.json"))
+        .at("progress")
+        .at("final_loss")
+        .get<double>();
+  };
+  EXPECT_NEAR(final_loss("a"), final_loss("b"), 1e-9 * final_loss("b"));
+  // predict takes the model's inputs by name from the weighted file: the repeated model's
+  // predictions on the plain file's rows.
+  const std::string out_a = s.path("pa.csv").string(), out_b = s.path("pb.csv").string();
+  ASSERT_EQ(run("predict " + (s.path("a") / "model.safetensors").string() + " --data " +
+                s.path("weighted.csv").string() + " --out " + out_a)
+                .exit_code,
+            0);
+  ASSERT_EQ(run("predict " + (s.path("b") / "model.safetensors").string() + " --data " +
+                s.path("plain.csv").string() + " --out " + out_b)
+                .exit_code,
+            0);
+  std::istringstream pa(read_file(out_a)), pb(read_file(out_b));
+  std::string la, lb;
+  std::size_t rows = 0;
+  while (std::getline(pa, la) && std::getline(pb, lb)) {
+    if (rows++ == 0) continue;  // the header
+    EXPECT_NEAR(std::stod(la), std::stod(lb), 1e-8) << "row " << rows;
+  }
+  EXPECT_EQ(rows, 61u);
+
+  // A negative weight: exit 2, its file and line.
+  s.write("bad.csv", bad.str());
+  const Result refused = run("fit " + config("bad", "bad.csv", "weights = \"w\"\n") + " --quiet");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("bad.csv:4: sample weight -0.5"), std::string::npos)
+      << refused.output;
+  const Result test_weights =
+      run("fit " +
+          config("t", "weighted.csv",
+                 "weights = \"w\"\n[data.test]\npath = \"weighted.csv\"\nweights = \"w\"\n") +
+          " --quiet");
+  EXPECT_EQ(test_weights.exit_code, 2);
+  EXPECT_NE(test_weights.output.find("data.test takes no sample weights"), std::string::npos)
+      << test_weights.output;
+}
+
 TEST(Cli, SetReachesALayerByIndexInBracketsOrDotted) {
   Scratch s;
   s.write("data.csv", regression_csv(50, 5));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "lmtrain/io/npy_writer.h"
 #include "lmtrain/io/standardization.h"
 #include "scratch_dir.h"
 
@@ -68,6 +69,56 @@ TEST_F(TableTest, TextClassLabelsAreOneHotRowsOfTheSortedNames) {
   expect_contains(invalid_argument_message([&] { read_labeled_table(s, true, 4); }),
                   {"iris.csv: 4 classes are expected but the labels name 3 (setosa, versicolor, "
                    "virginica)"});
+}
+
+// Sample weights: a CSV column by name or index, left out of the default inputs and carried by
+// the row cap and select_rows; or an NPY file of one value per row; bad values and misplaced
+// settings named.
+TEST_F(TableTest, SampleWeightsFromAColumnOrAnNpyFile) {
+  TableSource s;
+  s.what = "data.train";
+  s.path = write("w.csv", "a,w,b,y\n1,2,3,4\n5,0.5,7,8\n9,0,11,12\n13,1,15,16\n");
+  s.weights = "w";
+  s.rows = 3;
+  LabeledTable t = read_labeled_table(s, false);
+  ASSERT_TRUE(t.weighted());
+  EXPECT_EQ(t.inputs.values, (std::vector<double>{1, 3, 5, 7, 9, 11}));
+  EXPECT_EQ(t.targets.values, (std::vector<double>{4, 8, 12}));
+  EXPECT_EQ(t.weights.values, (std::vector<double>{2, 0.5, 0}));
+  EXPECT_EQ(select_rows(t, std::vector<std::size_t>{2, 0}, "x").weights.values,
+            (std::vector<double>{0, 2}));
+  s.weights = "1";  // by index
+  s.rows = 0;
+  EXPECT_EQ(read_labeled_table(s, false).weights.values, (std::vector<double>{2, 0.5, 0, 1}));
+  s.weights = "y";
+  expect_contains(invalid_argument_message([&] { read_labeled_table(s, false); }),
+                  {"data.train.weights = \"y\" is a target column"});
+  s.weights = "";
+  EXPECT_FALSE(read_labeled_table(s, false).weighted());
+  EXPECT_EQ(read_labeled_table(s, false).inputs.cols, 3u);  // w is an input when not named
+
+  TableSource n;
+  n.what = "data.train";
+  n.path = write("n.csv", "a,y\n1,2\n3,4\n5,6\n");
+  n.weights_path = path("w.npy");
+  const std::vector<double> w = {1, 3, 0.25};
+  const std::vector<std::size_t> three = {3}, two = {2};
+  write_npy<double>(n.weights_path, std::span<const double>(w), three);
+  EXPECT_EQ(read_labeled_table(n, false).weights.values, w);
+  const std::vector<double> negative = {1, -2, 0};
+  write_npy<double>(n.weights_path, std::span<const double>(negative), three);
+  expect_contains(invalid_argument_message([&] { read_labeled_table(n, false); }),
+                  {"data.train: ", "w.npy row 1", "sample weight -2", "finite and ≥ 0"});
+  const std::vector<double> zeros = {0, 0, 0};
+  write_npy<double>(n.weights_path, std::span<const double>(zeros), three);
+  expect_contains(invalid_argument_message([&] { read_labeled_table(n, false); }),
+                  {"every sample weight of", "n.csv is 0"});
+  write_npy<double>(n.weights_path, std::span<const double>(w).first(2), two);
+  expect_contains(invalid_argument_message([&] { read_labeled_table(n, false); }),
+                  {"data.train.weights_path = ", "one weight per row of", "(3 rows)"});
+  n.weights = "a";
+  expect_contains(invalid_argument_message([&] { read_labeled_table(n, false); }),
+                  {"both weights (a column) and weights_path are set"});
 }
 
 TEST_F(TableTest, UnknownFormatAndMissingFileAreClearErrors) {

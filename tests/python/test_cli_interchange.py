@@ -69,13 +69,14 @@ def run_cli(cli: str, *args: str) -> str:
 def cli_fit(cli: str, tmp: Path, name: str, *, layers: str, task: str = "regression",
             precision: str = "float64", extra_data: str = "", solver: str = "",
             trainer: str = "max_epochs = 8\nbatch_size = 0\n", targets: str,
-            inputs: str, seed: int = 3) -> lmtrain.Model:
+            inputs: str, seed: int = 3, extra_source: str = "") -> lmtrain.Model:
     config = tmp / f"{name}.toml"
     config.write_text(
         f'seed = {seed}\nprecision = "{precision}"\noutput_dir = "{name}"\n'
         f"[model]\nlayers = {layers}\n"
         f'[data]\ntask = "{task}"\n{extra_data}'
         f'[data.train]\npath = "{name}.csv"\ninputs = {inputs}\ntargets = {targets}\n'
+        f"{extra_source}"
         f"[solver]\n{solver}[trainer]\n{trainer}")
     run_cli(cli, "fit", str(config), "--quiet")
     return lmtrain.load(tmp / name / "model.safetensors")
@@ -91,12 +92,21 @@ INPUTS = '["x0", "x1", "x2", "x3"]'
 TARGETS = '["y0", "y1"]'
 
 
-@pytest.mark.parametrize("case", ["full_batch", "mini_batch_validation", "ard"])
+@pytest.mark.parametrize("case", ["full_batch", "mini_batch_validation", "ard",
+                                  "weighted_split"])
 def test_fit_gives_the_cli_parameters_in_float64(cli: str, tmp_path: Path, case: str) -> None:
     x, y = regression_data()
-    write_csv(tmp_path / f"{case}.csv", x, y)
     options: dict = {"max_epochs": 8}
     extra_data, solver, trainer = "", "", "max_epochs = 8\nbatch_size = 0\n"
+    extra_source = ""
+    if case == "weighted_split":  # a weight column, split with its rows into the validation set
+        w = np.random.default_rng(5).uniform(0, 3, len(x))
+        write_csv(tmp_path / f"{case}.csv", np.column_stack([x, w]), y)
+        extra_source = 'weights = "x4"\n'
+        extra_data = "validation_fraction = 0.25\n"
+        options.update(sample_weight=one_ulp(w), validation_fraction=0.25)
+    else:
+        write_csv(tmp_path / f"{case}.csv", x, y)
     if case == "mini_batch_validation":
         extra_data = "validation_fraction = 0.2\n"
         trainer = "max_epochs = 8\nbatch_size = 64\n"
@@ -105,7 +115,8 @@ def test_fit_gives_the_cli_parameters_in_float64(cli: str, tmp_path: Path, case:
         solver = 'regularization = "ard"\n'
         options.update(regularization="ard")
     cli_model = cli_fit(cli, tmp_path, case, layers=REGRESSION_LAYERS, extra_data=extra_data,
-                        solver=solver, trainer=trainer, inputs=INPUTS, targets=TARGETS)
+                        solver=solver, trainer=trainer, inputs=INPUTS, targets=TARGETS,
+                        extra_source=extra_source)
     model, summary = lmtrain.fit([8, "tanh", 2], one_ulp(x), one_ulp(y), precision="float64",
                                  seed=3, **options)
     difference = np.max(np.abs(model.parameters - cli_model.parameters))

@@ -43,6 +43,7 @@ def test_integer_weights_train_as_repeated_rows():
     np.testing.assert_allclose(model.input_mean, reference.input_mean, rtol=1e-13)
     np.testing.assert_allclose(model.target_std, reference.target_std, rtol=1e-13)
     assert summary.steps == ref_summary.steps
+    assert summary.training_weight == w.sum() and ref_summary.training_weight == 0
     np.testing.assert_allclose(model.parameters, reference.parameters, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(summary.loss_curve, ref_summary.loss_curve, rtol=1e-9)
     # Without the weights the fit is another one.

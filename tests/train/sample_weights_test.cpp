@@ -61,6 +61,7 @@ Dataset<double> repeated(const Dataset<double>& d) {
 struct FitResult {
   std::vector<double> params;
   Summary summary;
+  std::vector<double> batch_losses;  // each step's batch loss (after the step)
 };
 
 FitResult fit(LossKind kind, std::size_t outputs, const Dataset<double>& train,
@@ -74,6 +75,10 @@ FitResult fit(LossKind kind, std::size_t outputs, const Dataset<double>& train,
   options.seed = 4;
   Trainer<double> trainer(spec, loss, SolverOptions{}, options, *backend);
   FitResult run;
+  trainer.add_callback([&run](const IterationSummary& it) {
+    run.batch_losses.push_back(it.batch_loss);
+    return CallbackResult::kContinue;
+  });
   run.params = Sequential<double>(spec, *backend).initial_parameters(Init::kTorch, 4);
   run.summary = trainer.fit(run.params, train, validation);
   return run;
@@ -93,12 +98,18 @@ TEST_P(WeightedFit, IntegerWeightsTrainAsRepeatedRows) {
   ASSERT_GT(copies.samples, weighted.samples);  // Σw = 87 of 60 rows: not the count
   const FitResult a = fit(kind, outputs, weighted), b = fit(kind, outputs, copies);
   ASSERT_EQ(a.summary.steps, b.summary.steps);
+  EXPECT_EQ(a.summary.training_weight, static_cast<double>(copies.samples));  // the report's Σw
+  EXPECT_EQ(b.summary.training_weight, 0.0);
   ASSERT_EQ(a.summary.history.size(), b.summary.history.size());
   EXPECT_GE(a.summary.history.size(), 3u);
   // The two sums differ in their order only: agreement to rounding, after 8 LM steps.
   for (std::size_t i = 0; i < a.params.size(); ++i)
     EXPECT_NEAR(a.params[i], b.params[i], 1e-9 * (1 + std::fabs(b.params[i]))) << "θ_" << i;
   EXPECT_NEAR(a.summary.initial_loss, b.summary.initial_loss, 1e-13 * b.summary.initial_loss);
+  // A step's batch loss is its batch's weighted mean: on the full batch, the repeated rows' mean.
+  ASSERT_EQ(a.batch_losses.size(), b.batch_losses.size());
+  for (std::size_t k = 0; k < a.batch_losses.size(); ++k)
+    EXPECT_NEAR(a.batch_losses[k], b.batch_losses[k], 1e-9 * b.batch_losses[k]) << "step " << k;
   for (std::size_t e = 0; e < a.summary.history.size(); ++e)
     EXPECT_NEAR(a.summary.history[e].training_loss, b.summary.history[e].training_loss,
                 1e-9 * b.summary.history[e].training_loss)

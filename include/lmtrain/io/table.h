@@ -33,6 +33,10 @@ struct TableSource {
   std::vector<std::string> targets;  // csv: column names or indices; empty: the last column
   char delimiter = ',';
   std::size_t rows = 0;  // only the first rows (0: all)
+  // Sample weights (train/dataset.h): a csv column (name or 0-based index; not an input by
+  // default), or an NPY file of one value per row, for any format.  Both empty: unweighted.
+  std::string weights;
+  std::string weights_path;
 };
 
 // Inputs and targets of one source, row-aligned.  For classification, targets are one-hot rows.
@@ -42,14 +46,19 @@ struct LabeledTable {
   std::string description;  // "train.csv (800 rows)"
   // Classification: class k's name (a CSV's text labels, sorted), or empty (class indices).
   std::vector<std::string> class_names;
+  // Sample weights: rows × 1 (each finite, ≥ 0, not all 0), or no columns when unweighted.
+  NumericTable weights;
+
+  bool weighted() const { return weights.cols > 0; }
 };
 
 // Reads `source`.  With `classification` a single target column holds class labels, turned into
 // one-hot rows of `classes` columns (0: the largest label + 1, or the number of names).  A CSV's
 // labels may be text (io::CsvLabels): `class_names` null — this file decides (the sorted distinct
 // names when any label is not a number); non-null — the names the training data or the model
-// gave (empty: class indices only).  Throws InvalidArgument naming the file, the line or column
-// and what to do.
+// gave (empty: class indices only).  The source's sample weights, when it names them, are
+// checked here (a negative, non-finite or all-zero weight names its file and line).  Throws
+// InvalidArgument naming the file, the line or column and what to do.
 LabeledTable read_labeled_table(const TableSource& source, bool classification,
                                 std::size_t classes = 0,
                                 const std::vector<std::string>* class_names = nullptr);

@@ -89,6 +89,9 @@ struct Summary : TrainingProgress {
   std::size_t num_params = 0;
   std::size_t training_samples = 0;
   std::size_t validation_samples = 0;
+  // Σ of the sets' sample weights (train/dataset.h); 0: the set is unweighted.
+  double training_weight = 0;
+  double validation_weight = 0;
   std::size_t batch_size = 0;
   std::size_t residuals_per_sample = 0;
   std::size_t batches_per_epoch = 0;
