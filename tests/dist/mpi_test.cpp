@@ -240,6 +240,31 @@ TEST(Ranks, ClassificationWithValidationMatchesOneRank) {
       relative_error(many.summary.final_validation_loss, one.summary.final_validation_loss), 2e-8);
 }
 
+// Sample weights over ranks: every rank holds the weights with the rows, shards weighted
+// mini-batches (90 rows: uneven among 4 ranks) and reports weighted means of the global batch and
+// of the weighted validation set, as one rank does.
+TEST(Ranks, WeightedMiniBatchesAndValidationMatchOneRank) {
+  const auto spec = ModelSpec::mlp(1, {8}, 1, Activation::kTanh);
+  auto data = wave<double>(600, 6), validation = wave<double>(150, 7);
+  data.weights.resize(600);
+  validation.weights.resize(150);
+  for (std::size_t i = 0; i < 600; ++i) data.weights[i] = 0.25 * static_cast<double>(i % 7);
+  for (std::size_t i = 0; i < 150; ++i) validation.weights[i] = 1.0 + static_cast<double>(i % 3);
+  const auto one =
+      train(spec, LossOptions{}, SolverOptions{}, options(3, 90), data, &validation, nullptr);
+  const auto many =
+      train(spec, LossOptions{}, SolverOptions{}, options(3, 90), data, &validation, g_world);
+  // The same doubles as DoubleRegressionMatchesOneRank's: its bounds.
+  expect_within("parameters", max_relative_difference(many.params, one.params), 2e-9);
+  EXPECT_EQ(many.decisions, one.decisions);
+  expect_within("final loss", relative_error(many.summary.final_loss, one.summary.final_loss),
+                1e-8);
+  expect_within(
+      "validation loss",
+      relative_error(many.summary.final_validation_loss, one.summary.final_validation_loss), 1e-8);
+  EXPECT_EQ(many.summary.training_weight, one.summary.training_weight);
+}
+
 // The host all-gather the CLI reports each rank's device with, and the node-local rank that
 // picks the device: every rank of this single-node launch is on one node, so the local ranks are
 // the world ranks (MPI_Comm_split_type keys on the world rank), and mpirun's own variable agrees.
