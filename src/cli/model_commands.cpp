@@ -22,7 +22,6 @@
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/records/model_evaluation.h"
 #include "lmtrain/records/model_file.h"
-#include "lmtrain/train/predict.h"
 #include "plots.h"
 
 namespace lmtrain::cli {
@@ -39,21 +38,10 @@ io::ModelFile load_model(const std::string& path) {
   return io::read_model_file(path);
 }
 
-// Network outputs (samples × outputs, normalized units) for normalized inputs, in the model's
-// stored precision.
-template <typename T>
-std::vector<double> forward(const io::ModelFile& model, const std::vector<double>& x) {
-  auto backend = make_cpu_backend<T>();
-  const std::vector<T> params(model.parameters.begin(), model.parameters.end());
-  const std::vector<T> out =
-      predict(model.architecture, params, std::vector<T>(x.begin(), x.end()), *backend);
-  return std::vector<double>(out.begin(), out.end());
-}
-
-std::vector<double> network_outputs(const io::ModelFile& model, std::vector<double> x) {
-  io::apply_input_normalization<double>(model.normalization, x);
-  return model.parameter_dtype == io::ParameterDtype::kF32 ? forward<float>(model, x)
-                                                           : forward<double>(model, x);
+// Network outputs (samples × outputs, normalized units) for inputs in the data's units, on the
+// CPU (records/model_evaluation.h).
+std::vector<double> network_outputs(const io::ModelFile& model, const io::NumericTable& inputs) {
+  return io::model_outputs(model, std::span<const double>(inputs.values), inputs.rows);
 }
 
 // The header of a CSV data file, or nothing (no header, or another format).
@@ -107,7 +95,7 @@ std::string csv_field(const std::string& text) {
 int run_predict(const PredictArgs& args) {
   const io::ModelFile model = load_model(args.model);
   const io::NumericTable inputs = read_inputs(args.data, args.columns, model);
-  std::vector<double> out = network_outputs(model, inputs.values);
+  std::vector<double> out = network_outputs(model, inputs);
   io::undo_target_normalization<double>(model.normalization, out);
   const bool probabilities = io::apply_output_link(model, out);
   const std::size_t k = model.architecture.outputs();
@@ -182,8 +170,8 @@ int run_eval(const EvalArgs& args) {
         fmt::format("{} gives {} inputs and {} targets per row; the model takes {} and produces {}",
                     args.data, table.inputs.cols, table.targets.cols, model.architecture.inputs(),
                     model.architecture.outputs()));
-  const io::ModelEvaluation e = io::evaluate_outputs(
-      model, network_outputs(model, table.inputs.values), table.targets.values, table.inputs.rows);
+  const io::ModelEvaluation e = io::evaluate_outputs(model, network_outputs(model, table.inputs),
+                                                     table.targets.values, table.inputs.rows);
   const io::Metrics& m = e.metrics;
   const double value = e.loss;
   // The loss as training reports it (on standardized targets when it standardized them); the

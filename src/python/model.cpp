@@ -15,10 +15,8 @@
 #include "arrays.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
-#include "lmtrain/nn/sequential.h"
 #include "lmtrain/records/model_evaluation.h"
 #include "lmtrain/records/model_file.h"
-#include "lmtrain/train/predict.h"
 #include "module.h"
 
 namespace lmtrain::python {
@@ -34,35 +32,22 @@ std::optional<Vector> optional_vector(const std::vector<double>& v) {
   return numpy_array(std::vector<double>(v), {v.size()});
 }
 
-// Network outputs for `x` in T: the inputs standardized as in training (in double, rounded to T
-// once), the outputs back in target units.  Without input standardization a float array of the
-// model's dtype is read in place by the CPU backend.
-template <typename T>
+// Network outputs for `x` (records/model_evaluation.h's model_outputs: the inputs standardized as
+// in training, read in place by a CPU model of their dtype without standardization), with the
+// GIL released; the outputs back in target units when `target_units`.
 std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
                             const std::string& device, bool target_units = true) {
   const ModelSpec& spec = model.architecture;
   if (x.cols() != spec.inputs())
     throw InvalidArgument(fmt::format("X has {} columns but the model {} takes {} inputs", x.cols(),
                                       spec.describe(), spec.inputs()));
-  auto backend = make_backend<T>(choose_device(device, 0));
-  const std::vector<T> params(model.parameters.begin(), model.parameters.end());
-  std::vector<T> out;
-  const bool in_place = backend->device_kind() == DeviceKind::kCpu &&
-                        !model.normalization.normalizes_inputs() &&
-                        x.is_double() == std::is_same_v<T, double>;
+  const DeviceChoice choice = choose_device(device, 0);
+  std::vector<double> y;
   {
     nb::gil_scoped_release unlocked;
-    if (in_place) {
-      const Sequential<T> net(spec, *backend);
-      DeviceBuffer<T> theta = backend->allocate(params.size());
-      backend->copy_from_host(params.data(), theta.data(), params.size());
-      out = predict(net, theta.data(), x.values<T>().data(), x.rows());
-    } else {
-      out = predict(spec, params, library_values<T>(x, nullptr, model.normalization.inputs),
-                    *backend);
-    }
+    y = x.is_double() ? io::model_outputs(model, x.values<double>(), x.rows(), choice)
+                      : io::model_outputs(model, x.values<float>(), x.rows(), choice);
   }
-  std::vector<double> y(out.begin(), out.end());
   if (target_units) model.normalization.targets.invert(std::span<double>(y));
   return y;
 }
@@ -70,9 +55,7 @@ std::vector<double> forward(const io::ModelFile& model, const MatrixView& x,
 Vector predict_outputs(const io::ModelFile& model, const HostArray& x, const std::string& device,
                        bool probabilities) {
   const MatrixView view(x, "X");
-  std::vector<double> y = model.parameter_dtype == io::ParameterDtype::kF32
-                              ? forward<float>(model, view, device)
-                              : forward<double>(model, view, device);
+  std::vector<double> y = forward(model, view, device);
   if (probabilities) io::apply_output_link(model, y);
   return numpy_array(std::move(y), {view.rows(), model.architecture.outputs()});
 }
@@ -87,9 +70,7 @@ std::string evaluate(const io::ModelFile& model, const HostArray& x, const HostA
         fmt::format("y has {} rows of {} values; X has {} rows and the model {} "
                     "outputs",
                     t.rows(), t.cols(), view.rows(), model.architecture.outputs()));
-  std::vector<double> z = model.parameter_dtype == io::ParameterDtype::kF32
-                              ? forward<float>(model, view, device, false)
-                              : forward<double>(model, view, device, false);
+  std::vector<double> z = forward(model, view, device, false);
   std::vector<double> y(t.rows() * t.cols());
   for (std::size_t r = 0; r < t.rows(); ++r)
     for (std::size_t c = 0; c < t.cols(); ++c) y[r * t.cols() + c] = t.at(r, c);

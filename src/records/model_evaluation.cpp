@@ -6,10 +6,13 @@
 #include <iterator>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/error.h"
 #include "lmtrain/nn/loss.h"
+#include "lmtrain/nn/sequential.h"
+#include "lmtrain/train/predict.h"
 
 namespace lmtrain::io {
 
@@ -117,5 +120,61 @@ nlohmann::json ModelEvaluation::to_json(const ModelFile& model,
   }
   return j;
 }
+
+namespace {
+
+template <typename T, typename S>
+std::vector<double> outputs_in(const ModelFile& model, std::span<const S> x, std::size_t rows,
+                               const DeviceChoice& device) {
+  const ModelSpec& spec = model.architecture;
+  auto backend = make_backend<T>(device);
+  const std::vector<T> params(model.parameters.begin(), model.parameters.end());
+  std::vector<T> out;
+  if constexpr (std::is_same_v<S, T>) {
+    if (backend->device_kind() == DeviceKind::kCpu && !model.normalization.normalizes_inputs()) {
+      const Sequential<T> net(spec, *backend);
+      DeviceBuffer<T> theta = backend->allocate(params.size());
+      backend->copy_from_host(params.data(), theta.data(), params.size());
+      out = predict(net, theta.data(), x.data(), rows);
+      return std::vector<double>(out.begin(), out.end());
+    }
+  }
+  // Standardized in double, rounded to T once, through a block of whole rows at a time.
+  std::vector<T> inputs(x.size());
+  const std::size_t cols = std::max<std::size_t>(spec.inputs(), 1);
+  const std::size_t block = cols * std::max<std::size_t>(1, 4096 / cols);
+  std::vector<double> values;
+  for (std::size_t first = 0; first < x.size(); first += block) {
+    const std::size_t count = std::min(block, x.size() - first);
+    values.assign(x.begin() + static_cast<std::ptrdiff_t>(first),
+                  x.begin() + static_cast<std::ptrdiff_t>(first + count));
+    apply_input_normalization<double>(model.normalization, values);
+    std::transform(values.begin(), values.end(),
+                   inputs.begin() + static_cast<std::ptrdiff_t>(first),
+                   [](double v) { return static_cast<T>(v); });
+  }
+  out = predict(spec, params, inputs, *backend);
+  return std::vector<double>(out.begin(), out.end());
+}
+
+}  // namespace
+
+template <typename S>
+std::vector<double> model_outputs(const ModelFile& model, std::span<const S> x, std::size_t rows,
+                                  const DeviceChoice& device) {
+  const ModelSpec& spec = model.architecture;
+  if (x.size() != rows * spec.inputs())
+    throw InvalidArgument(
+        fmt::format("{} input values for {} rows, but the model {} takes {} "
+                    "inputs per row",
+                    x.size(), rows, spec.describe(), spec.inputs()));
+  return model.parameter_dtype == ParameterDtype::kF32 ? outputs_in<float>(model, x, rows, device)
+                                                       : outputs_in<double>(model, x, rows, device);
+}
+
+template std::vector<double> model_outputs<float>(const ModelFile&, std::span<const float>,
+                                                  std::size_t, const DeviceChoice&);
+template std::vector<double> model_outputs<double>(const ModelFile&, std::span<const double>,
+                                                   std::size_t, const DeviceChoice&);
 
 }  // namespace lmtrain::io

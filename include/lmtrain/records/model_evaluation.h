@@ -8,12 +8,24 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "lmtrain/backend/device.h"
 #include "lmtrain/records/model_file.h"
 
 namespace lmtrain::io {
+
+// The network's outputs (rows × outputs, row-major) for `rows` rows of inputs `x` in the data's
+// units: the inputs standardized as in training (in double, rounded once to the model's stored
+// precision), the forward pass in that precision on `device`; the outputs in the units the model
+// trained in (undo_target_normalization gives the data's, apply_output_link probabilities).
+// The one prediction of `lmtrain predict`, `lmtrain eval` and Python's Model.predict/evaluate.
+// A CPU model without input standardization reads `x` in place when S is its precision.
+template <typename S>
+std::vector<double> model_outputs(const ModelFile& model, std::span<const S> x, std::size_t rows,
+                                  const DeviceChoice& device = {});
 
 struct Metrics {
   bool classification = false;
