@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (_check_sample_weight, check_is_fitted, column_or_1d,
                                       validate_data)
@@ -364,6 +365,13 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     MATLAB's patternnet; ``predict_proba`` is then the softmax of outputs not trained as
     logits), and:
 
+    Parameters
+    ----------
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, scikit-learn's convention (as ``LogisticRegression``'s):
+        ``{label: weight}``, or ``"balanced"`` for ``n_samples / (n_classes · count(label))``;
+        each sample's weight is its class's, times ``fit``'s ``sample_weight`` when given.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -373,6 +381,39 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
     _loss_default = "cross_entropy"
     _losses = ("cross_entropy", "cross_entropy_sampled", "cross_entropy_sqrt", "mse")
     _other_estimator = " (numeric targets: LMRegressor)"
+
+    def __init__(self, hidden_layer_sizes: Sequence[int] = (10,), activation: str = "tanh", *,
+                 loss: str | None = None, damping: str = "nielsen",
+                 regularization: str = "none", weight_decay: float = 0.0,
+                 precision: str = "float64", max_epochs: int = 100,
+                 batch_size: int | None = None, early_stopping: bool = False,
+                 validation_fraction: float = 0.1, n_iter_no_change: int = 6,
+                 standardize: bool = True, random_state: Any = None, device: str = "cpu",
+                 verbose: bool = False, warm_start: bool = False,
+                 solver_options: Mapping[str, Any] | None = None,
+                 class_weight: Mapping[Any, float] | str | None = None) -> None:
+        super().__init__(hidden_layer_sizes, activation, loss=loss, damping=damping,
+                         regularization=regularization, weight_decay=weight_decay,
+                         precision=precision, max_epochs=max_epochs, batch_size=batch_size,
+                         early_stopping=early_stopping, validation_fraction=validation_fraction,
+                         n_iter_no_change=n_iter_no_change, standardize=standardize,
+                         random_state=random_state, device=device, verbose=verbose,
+                         warm_start=warm_start, solver_options=solver_options)
+        self.class_weight = class_weight
+
+    def _sample_weight(self, y: NDArray[Any], sample_weight: ArrayLike | None,
+                       X: NDArray[Any]) -> ArrayLike | None:
+        """fit's sample_weight times each sample's class weight (none without class_weight)."""
+        if self.class_weight is None:
+            return sample_weight
+        if not (self.class_weight == "balanced" or isinstance(self.class_weight, Mapping)):
+            raise ValueError(f"class_weight = {self.class_weight!r}: expected a dict of "
+                             "{label: weight}, 'balanced' or None")
+        weights = compute_sample_weight(self.class_weight, y)
+        if sample_weight is not None:
+            weights = weights * _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                                     ensure_non_negative=True)
+        return weights
 
     def fit(self, X: ArrayLike, y: ArrayLike,
             sample_weight: ArrayLike | None = None) -> LMClassifier:
@@ -393,7 +434,8 @@ class LMClassifier(ClassifierMixin, _LMEstimator):
             raise ValueError(f"warm_start: y has the classes {classes.tolist()}, the previous "
                              f"fit {self.classes_.tolist()}; set warm_start=False to start again")
         start = self._warm_start(self._layers(len(classes)))
-        self._train(X, y, "classification", len(classes), start, sample_weight)
+        self._train(X, y, "classification", len(classes), start,
+                    self._sample_weight(y, sample_weight, X))
         self.classes_ = classes
         return self
 
