@@ -746,6 +746,22 @@ std::vector<T> loss_targets(Fixture& fixture, LossKind kind, const std::vector<T
   return y;
 }
 
+enum class Weighting { kNone, kOutputs, kSamples };
+
+// Each sample's target row followed by its weight (every fifth weight 0).
+template <typename T>
+std::vector<T> with_sample_weights(const std::vector<T>& y, const std::vector<T>& w,
+                                   std::size_t batch, std::size_t c) {
+  std::vector<T> rows(batch * (c + 1));
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::copy(y.begin() + static_cast<std::ptrdiff_t>(b * c),
+              y.begin() + static_cast<std::ptrdiff_t>((b + 1) * c),
+              rows.begin() + static_cast<std::ptrdiff_t>(b * (c + 1)));
+    rows[b * (c + 1) + c] = b % 5 == 0 ? T(0) : w[b];
+  }
+  return rows;
+}
+
 TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
@@ -760,12 +776,20 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
     const std::size_t batch = shape.batch, c = shape.c;
     for (const auto& [kind, name] : kLossNames) {
       if (c == 10 && !is_softmax_loss(kind)) continue;
-      for (const bool weighted : {false, true}) {
-        if (weighted && kind != LossKind::kMse) continue;
+      // mse's per-output weights; every loss's sample weights (0 to 3, every fifth 0), each
+      // target row followed by its weight (core/loss_kind.h).
+      for (const Weighting weighting :
+           {Weighting::kNone, Weighting::kOutputs, Weighting::kSamples}) {
+        if (weighting == Weighting::kOutputs && kind != LossKind::kMse) continue;
+        if (weighting == Weighting::kSamples && c == 10) continue;
+        const bool weighted = weighting == Weighting::kOutputs;
+        const bool per_sample = weighting == Weighting::kSamples;
         SCOPED_TRACE(::testing::Message()
-                     << name << (weighted ? " weighted" : "") << " batch " << batch);
+                     << name << (weighted ? " weighted" : "")
+                     << (per_sample ? " sample-weighted" : "") << " batch " << batch);
         const std::vector<T> z = this->random(batch * c, 0.1, 2.5);
-        const std::vector<T> y = loss_targets(*this, kind, z, batch, c);
+        std::vector<T> y = loss_targets(*this, kind, z, batch, c);
+        if (per_sample) y = with_sample_weights(y, this->uniform(batch, 0.0, 3.0), batch, c);
         const std::vector<T> w = this->uniform(c, 0.5, 2.0);
         const std::vector<double> z64 = this->widen(z), y64 = this->widen(y);
         const std::vector<double> w64 = this->widen(w);
@@ -776,11 +800,13 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
         loss.huber_delta = 0.8;  // errors span both of Huber's zones
         loss.weights = weighted ? dw.data() : nullptr;
         loss.draw_key = 12;  // cross_entropy_sampled: both backends draw the same classes
+        loss.sample_weighted = per_sample;
         LossParams<double> loss64;
         loss64.kind = kind;
         loss64.draw_key = 12;
         loss64.huber_delta = 0.8;
         loss64.weights = weighted ? w64.data() : nullptr;
+        loss64.sample_weighted = per_sample;
 
         const double f_cpu = cpu.loss_objective(loss64, batch, c, z64.data(), y64.data());
         EXPECT_LE(relative_error(gpu.loss_objective(loss, batch, c, dz.data(), dy.data()), f_cpu),
@@ -806,61 +832,6 @@ TYPED_TEST(CudaBackendTest, EveryLossObjectiveAndLinearization) {
         EXPECT_EQ(this->download(dr), residuals);
         EXPECT_EQ(this->download(ds), seeds);
       }
-    }
-  }
-}
-
-// Sample-weighted losses (core/loss_kind.h): each target row followed by its weight (0 to 3, zero
-// included), against the fp64 CPU backend on the same rows — the objective, and the residuals and
-// seeds that the entry kernel scales by √w after computing them as the CPU does.
-TYPED_TEST(CudaBackendTest, EveryLossWithSampleWeights) {
-  using T = TypeParam;
-  auto& gpu = *this->gpu_;
-  auto& cpu = *this->cpu_;
-  const double tol = kTolerance<T>;
-  struct Case {
-    std::size_t batch, c;
-  };
-  for (const Case& shape : {Case{37, 6}, Case{300001, 3}}) {
-    const std::size_t batch = shape.batch, c = shape.c;
-    for (const auto& [kind, name] : kLossNames) {
-      SCOPED_TRACE(::testing::Message() << name << " batch " << batch);
-      const std::vector<T> z = this->random(batch * c, 0.1, 2.5);
-      const std::vector<T> y = loss_targets(*this, kind, z, batch, c);
-      const std::vector<T> w = this->uniform(batch, 0.0, 3.0);
-      std::vector<T> rows(batch * (c + 1));
-      for (std::size_t b = 0; b < batch; ++b) {
-        std::copy(y.begin() + static_cast<std::ptrdiff_t>(b * c),
-                  y.begin() + static_cast<std::ptrdiff_t>((b + 1) * c),
-                  rows.begin() + static_cast<std::ptrdiff_t>(b * (c + 1)));
-        rows[b * (c + 1) + c] = b % 5 == 0 ? T(0) : w[b];
-      }
-      const std::vector<double> z64 = this->widen(z), rows64 = this->widen(rows);
-      DeviceBuffer<T> dz = this->upload(z), dy = this->upload(rows);
-      LossParams<T> loss;
-      loss.kind = kind;
-      loss.huber_delta = 0.8;
-      loss.draw_key = 12;
-      loss.sample_weighted = true;
-      LossParams<double> loss64;
-      loss64.kind = kind;
-      loss64.huber_delta = 0.8;
-      loss64.draw_key = 12;
-      loss64.sample_weighted = true;
-      EXPECT_LE(relative_error(gpu.loss_objective(loss, batch, c, dz.data(), dy.data()),
-                               cpu.loss_objective(loss64, batch, c, z64.data(), rows64.data())),
-                tol)
-          << "objective";
-      const std::size_t n = batch * residuals_per_sample(kind, c);
-      DeviceBuffer<T> dr = gpu.allocate(n), ds = gpu.allocate(n * c);
-      std::vector<double> r(n), s(n * c);
-      const double f_gpu =
-          gpu.loss_linearize(loss, batch, c, dz.data(), dy.data(), dr.data(), ds.data());
-      const double f_cpu =
-          cpu.loss_linearize(loss64, batch, c, z64.data(), rows64.data(), r.data(), s.data());
-      EXPECT_LE(relative_error(f_gpu, f_cpu), tol) << "linearize F";
-      EXPECT_LE(relative_error(this->download(dr), r), tol) << "residuals";
-      EXPECT_LE(relative_error(this->download(ds), s), tol) << "seeds";
     }
   }
 }
