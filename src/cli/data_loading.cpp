@@ -63,7 +63,10 @@ PreparedData prepare_data(const RunConfig& config, std::size_t expected_inputs) 
     }
     if (!split.validation.empty())
       out.validation = io::select_rows(all, split.validation, "validation split");
-    if (!split.test.empty()) out.test = io::select_rows(all, split.test, "test split");
+    if (!split.test.empty()) {
+      out.test = io::select_rows(all, split.test, "test split");
+      out.test->weights = {};  // the held-out figures are unweighted, as data.test's
+    }
     out.train = io::select_rows(all, split.train, "training split");
   } else {
     out.train = std::move(all);

@@ -175,8 +175,8 @@ class DeviceTrainingSet final : public TrainingSet<T> {
     return loss_.reported_of_weight(objective, weight);
   }
   double reported_set(double objective, bool validation) const override {
-    return loss_.reported_of_weight(objective,
-                                    validation ? validation_->total_weight : train_.total_weight);
+    return loss_.reported_of_weight(
+        objective, validation && validation_ ? validation_->total_weight : train_.total_weight);
   }
 
  private:

@@ -233,6 +233,17 @@ TEST(Cli, AWeightColumnTrainsAsRepeatedRows) {
   }
   EXPECT_EQ(rows, 61u);
 
+  // A test split of a weighted file is unweighted, as the held-out figures are: its loss (on
+  // targets standardized with the weighted statistics) is its unweighted MSE over std².
+  const io::ModelFile split =
+      fit("split", "weighted.csv", "weights = \"w\"\n[data]\ntest_fraction = 0.25\n");
+  const nlohmann::json held_out =
+      nlohmann::json::parse(read_file(s.path("split") / "summary.json")).at("held_out");
+  const double std_y = split.normalization.targets.scale.at(0);
+  EXPECT_NEAR(held_out.at("loss").get<double>(), held_out.at("mse").get<double>() / (std_y * std_y),
+              1e-9 * held_out.at("loss").get<double>())
+      << held_out.dump();
+
   // A negative weight: exit 2, its file and line.
   s.write("bad.csv", bad.str());
   const Result refused = run("fit " + config("bad", "bad.csv", "weights = \"w\"\n") + " --quiet");
