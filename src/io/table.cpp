@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "lmtrain/core/error.h"
+#include "lmtrain/core/sample_weights.h"
 #include "lmtrain/io/column_ref.h"
 #include "lmtrain/io/csv_reader.h"
 #include "lmtrain/io/fann_reader.h"
@@ -132,21 +133,19 @@ NumericTable read_weights_file(const TableSource& s, std::size_t rows) {
   return w;
 }
 
-// Every weight finite and ≥ 0, and not all 0, or an error at the first bad one's file and line.
+// The weights' rule (core/sample_weights.h), or an error at the first bad one's file and line.
 void check_weights(const TableSource& s, const NumericTable& w) {
-  double total = 0;
-  for (std::size_t r = 0; r < w.rows; ++r) {
-    const double v = w(r, 0);
-    if (!std::isfinite(v) || v < 0)
-      throw InvalidArgument(fmt::format(
-          "{}: {}: sample weight {} ({}); sample weights must be finite and ≥ 0", s.what,
-          w.row_location(r), v, s.weights.empty() ? s.weights_path : "column " + s.weights));
-    total += v;
-  }
-  if (!(total > 0))
+  const std::optional<SampleWeightProblem> problem =
+      sample_weight_problem(std::span<const double>(w.values));
+  if (!problem) return;
+  if (problem->all_zero)
     throw InvalidArgument(fmt::format(
         "{}: every sample weight of {} is 0; at least one sample must weigh more than 0", s.what,
         s.path));
+  throw InvalidArgument(
+      fmt::format("{}: {}: sample weight {} ({}); sample weights must be finite and ≥ 0", s.what,
+                  w.row_location(problem->index), w(problem->index, 0),
+                  s.weights.empty() ? s.weights_path : "column " + s.weights));
 }
 
 LabeledTable read_array_source(const TableSource& s, DataFormat format) {

@@ -43,6 +43,7 @@
 #include "lmtrain/backend/cpu_threads.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/core/error.h"
+#include "lmtrain/core/sample_weights.h"
 #include "lmtrain/io/row_split.h"
 #include "lmtrain/lmtrain.h"
 #include "lmtrain/records/checkpoint.h"
@@ -108,18 +109,15 @@ std::vector<double> sample_weights(const std::optional<HostArray>& w, std::size_
                               .c_str());
   const auto* values = static_cast<const double*>(w->data());
   std::vector<double> out(values, values + rows);
-  double total = 0;
-  for (std::size_t i = 0; i < rows; ++i) {
-    if (!std::isfinite(out[i]) || out[i] < 0)
+  if (const auto problem = sample_weight_problem(std::span<const double>(out))) {
+    if (problem->all_zero)
       throw nb::value_error(
-          fmt::format("{}[{}] = {}: sample weights must be finite and ≥ 0", what, i, out[i])
+          fmt::format("{}: every weight is 0; at least one sample must weigh more than 0", what)
               .c_str());
-    total += out[i];
+    throw nb::value_error(fmt::format("{}[{}] = {}: sample weights must be finite and ≥ 0", what,
+                                      problem->index, out[problem->index])
+                              .c_str());
   }
-  if (!(total > 0))
-    throw nb::value_error(
-        fmt::format("{}: every weight is 0; at least one sample must weigh more than 0", what)
-            .c_str());
   return out;
 }
 

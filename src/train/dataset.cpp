@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <optional>
+#include <span>
 
 #include "lmtrain/core/error.h"
+#include "lmtrain/core/sample_weights.h"
 
 namespace lmtrain {
 
@@ -36,17 +39,15 @@ void Dataset<T>::validate(const std::string& what) const {
     throw InvalidArgument(
         fmt::format("{}: {} sample weights for {} samples; give one weight per sample, or none",
                     what, weights.size(), samples));
-  double total = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    if (!std::isfinite(weights[i]) || weights[i] < 0)
-      throw InvalidArgument(
-          fmt::format("{}: the weight of sample {} is {}; sample weights must be finite and ≥ 0",
-                      what, i, weights[i]));
-    total += static_cast<double>(weights[i]);
-  }
-  if (!(total > 0))
+  const std::optional<SampleWeightProblem> problem =
+      sample_weight_problem(std::span<const T>(weights));
+  if (!problem) return;
+  if (problem->all_zero)
     throw InvalidArgument(fmt::format(
         "{}: every sample weight is 0; at least one sample must have a positive weight", what));
+  throw InvalidArgument(
+      fmt::format("{}: the weight of sample {} is {}; sample weights must be finite and ≥ 0", what,
+                  problem->index, weights[problem->index]));
 }
 
 template <typename T>
@@ -58,8 +59,7 @@ double Dataset<T>::total_weight() const {
 }
 
 template <typename T>
-std::vector<T> Dataset<T>::target_rows(bool with_weights) const {
-  if (!with_weights) return y;
+std::vector<T> Dataset<T>::targets_with_weights() const {
   std::vector<T> rows(samples * (outputs + 1));
   for (std::size_t i = 0; i < samples; ++i) {
     std::copy(y.begin() + static_cast<std::ptrdiff_t>(i * outputs),

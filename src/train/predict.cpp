@@ -74,7 +74,9 @@ double evaluate(const ModelSpec& spec, const LossOptions& loss_options,
         "parameters, {} inputs and {} outputs",
         params.size(), data.inputs, data.outputs, spec.describe(), model.num_params(),
         model.inputs(), model.outputs()));
-  const std::vector<T> targets = data.target_rows(loss.sample_weighted());
+  const std::vector<T> packed =
+      loss.sample_weighted() ? data.targets_with_weights() : std::vector<T>();
+  const std::vector<T>& targets = loss.sample_weighted() ? packed : data.y;
   DeviceBuffer<T> x = backend.allocate(data.x.size()), y = backend.allocate(targets.size()),
                   theta = backend.allocate(params.size());
   backend.copy_from_host(data.x.data(), x.data(), data.x.size());

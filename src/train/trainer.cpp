@@ -73,7 +73,9 @@ struct DeviceData {
   double total_weight = 0;
   DeviceData(Backend<T>& backend, const Dataset<T>& d, bool sample_weighted)
       : samples(d.samples), total_weight(d.total_weight()) {
-    const std::vector<T> targets = d.target_rows(sample_weighted);
+    // Unweighted, y goes to the device as it is: no copy of it on the host.
+    const std::vector<T> packed = sample_weighted ? d.targets_with_weights() : std::vector<T>();
+    const std::vector<T>& targets = sample_weighted ? packed : d.y;
     x = backend.allocate(d.x.size());
     y = backend.allocate(targets.size());
     backend.copy_from_host(d.x.data(), x.data(), d.x.size());

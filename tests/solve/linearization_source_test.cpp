@@ -120,7 +120,8 @@ StepRun run(const Case& c, bool lend) {
   return out;
 }
 
-double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+double max_elementwise_relative_difference(const std::vector<double>& a,
+                                           const std::vector<double>& b) {
   double worst = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
     worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(std::fabs(b[i]), 1e-3));
@@ -147,7 +148,7 @@ TEST_P(ForeignSource, DrivesTheStepAsTheEngineDoes) {
     if (c.mixed && k > 0) break;
     const double bound = c.mixed ? 5e-2 : (k == 0 ? 1e-8 : 2e-5);
     expect_within("step " + std::to_string(k + 1) + " parameters",
-                  max_relative_difference(foreign.params[k], native.params[k]), bound);
+                  max_elementwise_relative_difference(foreign.params[k], native.params[k]), bound);
   }
   EXPECT_GT(foreign.slices, 0);
   int accepted = 0;

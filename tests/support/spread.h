@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,17 @@ Dataset<T> one_ulp(Dataset<T> d) {
 // |a − b| / |b|.
 inline double relative_error(double a, double b) {
   return std::fabs(a - b) / std::fabs(b);
+}
+
+// max |a_i − b_i| / max |b_i|: two parameter vectors' gap, relative to the larger's scale.
+template <typename T>
+double max_relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
 }
 
 // EXPECT_LE(gap, bound); under LMTRAIN_SPREAD_LOG also records the gap, named by the test and

@@ -29,9 +29,9 @@ struct Dataset {
   void validate(const std::string& what) const;
   // Σ weights (the sample count when unweighted).
   double total_weight() const;
-  // The target rows a loss reads: y, or with `with_weights` each sample's targets followed by its
-  // weight (1 when the set has none; nn/loss.h's sample-weighted Loss).
-  std::vector<T> target_rows(bool with_weights) const;
+  // The target rows a sample-weighted loss reads (nn/loss.h): each sample's targets followed by
+  // its weight (1 when the set has none).  An unweighted loss reads y itself.
+  std::vector<T> targets_with_weights() const;
 };
 
 }  // namespace lmtrain
