@@ -1,7 +1,5 @@
 #include "lmtrain/solve/geodesic_acceleration.h"
 
-#include <cmath>
-
 namespace lmtrain {
 
 template <typename T, typename S>
@@ -46,17 +44,13 @@ void GeodesicAcceleration<T, S>::second_derivative(const T* params, double lr, c
 }
 
 template <typename T, typename S>
-bool GeodesicAcceleration<T, S>::correct(LinearSolver<S>& solver, double lr, double delta_norm2,
-                                         S* delta, double* norms) {
+bool GeodesicAcceleration<T, S>::correct(LinearSolver<S>& solver, double lr,
+                                         const double* delta_norms, S* delta, double* norms) {
   const std::size_t n = source_.num_params();
   if (!solver.solve_again(rhs_.data(), accel_.data())) return false;
   system_.vector_norms(n, accel_.data(), 1, norms);
-  double host[3];
-  system_.read_scalars(norms, host, 3);
-  const double a = std::sqrt(host[2]);
-  const double v = lr * std::sqrt(delta_norm2);
-  if (!std::isfinite(a) || !(2 * a <= ratio_ * v)) return false;
-  system_.axpy(n, static_cast<S>(0.5 / lr), accel_.data(), delta);
+  system_.axpy_if_ratio_holds(n, static_cast<S>(0.5 / lr), accel_.data(), delta, norms, delta_norms,
+                              lr, ratio_, norms + 3);
   return true;
 }
 

@@ -64,6 +64,9 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
   if constexpr (kMixed) system_clock_ = system_.make_phase_clock();
   delta_ = system_.allocate(n);
   scalars_ = DeviceBuffer<double>(system_.memory(), kSlots);
+  // A read of pending scalars spans slots this attempt may not have written (no correction):
+  // they hold defined values, never read uninitialized device memory.
+  system_.write_scalars(host_scalars_.data(), scalars_.data(), kSlots);
   trial_ = backend_.allocate(n);
   if constexpr (kMixed) delta_model_ = backend_.allocate(n);
   if (distributed_) {
@@ -169,20 +172,25 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
     ++report.attempts;
     report.lambda = damping_.lambda();
     const double lambda = report.lambda * lambda_unit_;  // λ of the system (A + λD)δ = g
-    const std::optional<Attempt> attempt = solve(prepared, lambda, report);
+    const std::optional<Solved> solved = solve(prepared, lambda, report);
+    const Correction correction = solved ? accelerate(params) : Correction::kOff;
+    std::optional<Attempt> attempt;
+    Trial t;
+    if (solved) {
+      // One read: the attempt's scalars too when pending, then the correction's when queued.
+      const std::size_t first = !solved->read                       ? kDelta
+                                : correction == Correction::kQueued ? kCorrection
+                                                                    : kTrialObjective;
+      t = trial(params, first);
+      attempt = solved->read ? solved->read : attempt_of(lambda, solved->status_on_device);
+    }
     if (!attempt) {
       ++report.invalid;
       if (lambda_above_max(damping_.invalid(), report)) return report;
       continue;
     }
-    if (geodesic_ && !backoff_.due()) {
-      ++report.geodesic_skipped;
-    } else if (geodesic_) {
-      const bool applied = accelerate(params, attempt->delta_norm2);
-      backoff_.record(applied);
-      ++(applied ? report.geodesic_applied : report.geodesic_refused);
-    }
-    const Trial t = trial(params);
+    record(correction, report);
+    t.penalty = penalty_->value(trial_.data());
     const double f1 = t.data + t.penalty;
     if (std::isfinite(f1) && f1 < f0) {
       accept(params, f0, t, attempt->predicted, report, times);
@@ -302,41 +310,58 @@ bool LevenbergMarquardtStep<T, S>::prepare_solver() {
 }
 
 template <typename T, typename S>
-std::optional<typename LevenbergMarquardtStep<T, S>::Attempt> LevenbergMarquardtStep<T, S>::solve(
+std::optional<typename LevenbergMarquardtStep<T, S>::Solved> LevenbergMarquardtStep<T, S>::solve(
     bool prepared, double lambda, StepReport& report) {
   using Verdict = typename LinearSolver<S>::Verdict;
-  std::optional<Attempt> attempt;
+  std::optional<Solved> solved;
   {
     ScopedDevicePhase phase(system_clock(), Phase::kFactorization);
     if (solves_here() && prepared) {
       const Verdict verdict = solver_->solve_into(lambda, delta_.data(), slot(kStatus));
       report.linear_iterations += solver_->iterations();
-      if (verdict != Verdict::kInvalid)
-        attempt = read_attempt(lambda, verdict == Verdict::kOnDevice);
+      if (verdict != Verdict::kInvalid) {
+        solved = Solved{std::nullopt, lambda, verdict == Verdict::kOnDevice};
+        attempt_norms();
+      }
     }
   }
-  if (!collectives_.active() || collective_solver()) return attempt;
+  if (!collectives_.active()) return solved;  // read with the trial's scalars
+  // Several ranks decide together, before the trial: the verdict is read now.
+  if (solved) {
+    read(kDelta, solved->status_on_device ? kStatus + 1 : kStatus);
+    solved->read = attempt_of(lambda, solved->status_on_device);
+    if (!solved->read) solved.reset();
+  }
+  if (collective_solver()) return solved;
   // Rank 0's δ and verdict, so that every rank holds the same parameters; the others read what
   // the attempt decides with once δ is theirs.
-  if (!collectives_.broadcast_flag(attempt.has_value())) return std::nullopt;
+  if (!collectives_.broadcast_flag(solved.has_value())) return std::nullopt;
   collectives_.broadcast_device(delta_.data(), source_.num_params());
-  return collectives_.is_root() ? attempt : read_attempt(lambda, false);
+  if (collectives_.is_root()) return solved;
+  attempt_norms();
+  read(kDelta, kStatus);
+  const std::optional<Attempt> attempt = attempt_of(lambda, false);
+  if (!attempt) return std::nullopt;
+  return Solved{attempt, lambda, false};
 }
 
 template <typename T, typename S>
-std::optional<typename LevenbergMarquardtStep<T, S>::Attempt>
-LevenbergMarquardtStep<T, S>::read_attempt(double lambda, bool status_on_device) {
+void LevenbergMarquardtStep<T, S>::attempt_norms() {
   const std::size_t n = source_.num_params();
   system_.vector_norms(n, delta_.data(), 1, slot(kDelta));
   system_.dot_into(n, ne_.g.data(), delta_.data(), slot(kGradientDelta));
   damping_.weighted_norm2(delta_.data(), slot(kDeltaDamped));
-  const double* s = read(kDelta, status_on_device ? kStatus + 1 : kStatus);
+}
+
+template <typename T, typename S>
+std::optional<typename LevenbergMarquardtStep<T, S>::Attempt>
+LevenbergMarquardtStep<T, S>::attempt_of(double lambda, bool status_on_device) const {
+  const double* s = host_scalars_.data();
   if ((status_on_device && s[kStatus] != 0) || s[kDelta] != 0) return std::nullopt;
   // For the velocity δ, before any geodesic correction ((A + λD)δ = g describes only it).
   const double lr = options_.learning_rate;
   const double g_delta = s[kGradientDelta];
-  return Attempt{lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * s[kDeltaDamped]),
-                 s[kDelta + 2]};
+  return Attempt{lr * g_delta - 0.5 * lr * lr * (g_delta - lambda * s[kDeltaDamped])};
 }
 
 template <typename T, typename S>
@@ -353,7 +378,11 @@ const T* LevenbergMarquardtStep<T, S>::model_delta() {
 }
 
 template <typename T, typename S>
-bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, double delta_norm2) {
+typename LevenbergMarquardtStep<T, S>::Correction LevenbergMarquardtStep<T, S>::accelerate(
+    const T* params) {
+  if (!geodesic_) return Correction::kOff;
+  // The backoff counts valid attempts only: record() takes the skip once δ is known valid.
+  if (!backoff_.due_now()) return Correction::kSkipped;
   const std::size_t n = source_.num_params();
   const double lr = options_.learning_rate;
   {
@@ -361,20 +390,39 @@ bool LevenbergMarquardtStep<T, S>::accelerate(const T* params, double delta_norm
     geodesic_->second_derivative(params, lr, model_delta());
   }
   collectives_.sum_device(geodesic_->rhs(), n);
-  bool applied = false;
+  bool queued = false;
   {
     ScopedDevicePhase phase(system_clock(), Phase::kGeodesic);
     if (solves_here())
-      applied = geodesic_->correct(*solver_, lr, delta_norm2, delta_.data(), slot(kCorrection));
+      queued = geodesic_->correct(*solver_, lr, slot(kDelta), delta_.data(), slot(kCorrection));
   }
-  if (!collectives_.active() || collective_solver()) return applied;
+  if (!collectives_.active()) return queued ? Correction::kQueued : Correction::kRefused;
+  // Several ranks: the outcome now, identical on every rank (rank 0's when it alone solves).
+  bool applied = false;
+  if (solves_here() && queued)
+    applied = read(kCorrection + 3, kCorrection + 4)[kCorrection + 3] != 0;
+  if (collective_solver()) return applied ? Correction::kApplied : Correction::kRefused;
   applied = collectives_.broadcast_flag(applied);
   if (applied) collectives_.broadcast_device(delta_.data(), n);
-  return applied;
+  return applied ? Correction::kApplied : Correction::kRefused;
 }
 
 template <typename T, typename S>
-typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial(const T* params) {
+void LevenbergMarquardtStep<T, S>::record(Correction correction, StepReport& report) {
+  if (correction == Correction::kOff) return;
+  if (!backoff_.due()) {
+    ++report.geodesic_skipped;
+    return;
+  }
+  const bool applied = correction == Correction::kApplied ||
+                       (correction == Correction::kQueued && host_scalars_[kCorrection + 3] != 0);
+  backoff_.record(applied);
+  ++(applied ? report.geodesic_applied : report.geodesic_refused);
+}
+
+template <typename T, typename S>
+typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial(
+    const T* params, std::size_t first) {
   const std::size_t n = source_.num_params();
   const bool tolerance = options_.parameter_tolerance > 0;
   std::optional<double> f1 = 0.0;  // an empty shard adds nothing
@@ -387,10 +435,10 @@ typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial
   }
   system_.vector_norms(n, delta_.data(), 1, slot(kStep));
   if (tolerance) backend_.dot_into(n, params, params, slot(kParamNorm));
-  const double* s = read(f1 ? kStep : kTrialObjective, tolerance ? kSlots : kParamNorm);
+  if (first == kTrialObjective && f1) first = kStep;
+  const double* s = read(first, tolerance ? kSlots : kParamNorm);
   Trial t;
   t.data = collectives_.sum(f1.value_or(s[kTrialObjective]));
-  t.penalty = penalty_->value(trial_.data());
   t.step_norm = options_.learning_rate * std::sqrt(s[kStep + 2]);
   t.param_norm = tolerance ? std::sqrt(s[kParamNorm]) : 0.0;
   return t;

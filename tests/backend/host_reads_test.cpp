@@ -170,6 +170,49 @@ TYPED_TEST(DeviceScalars, PotrfLeavesPotrfsStatusAndFactor) {
   }
 }
 
+// Geodesic acceleration's ratio test decided on the device (axpy_if_ratio_holds): the
+// correction a is kept when ‖a‖ is finite and 2‖a‖ ≤ ratio·lr·‖δ‖.  Norms written as exact
+// squares (‖δ‖ = 10 or 20, lr = 1 or ½, ratio 0.75: the bound ‖a‖ ≤ 3.75 = √14.0625 exactly),
+// so that the boundary itself is tested; y += αx then has axpy's bits, and nothing is read.
+TYPED_TEST(DeviceScalars, GeodesicRatioTestKeepsOrRefusesWithoutARead) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  constexpr std::size_t n = 7;
+  Rng rng(5);
+  std::vector<T> x(n), y0(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<T>(rng.normal());
+    y0[i] = static_cast<T>(rng.normal());
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    double a_squares, delta_squares, lr;
+    bool kept;
+  };
+  for (const Case& c :
+       {Case{14.0625, 100, 1, true}, Case{14.0626, 100, 1, false}, Case{1e-30, 100, 1, true},
+        Case{14.0625, 400, 0.5, true}, Case{14.07, 400, 0.5, false}, Case{nan, 100, 1, false},
+        Case{inf, 100, 1, false}, Case{0, 0, 1, true}, Case{1, 0, 1, false}}) {
+    SCOPED_TRACE(c.a_squares);
+    double scalars[8] = {0, 0, c.a_squares, 0, 0, c.delta_squares, -1, 0};
+    double device[8];
+    b->write_scalars(scalars, device, 8);
+    std::vector<T> y = y0, want = y0;
+    if (c.kept) b->axpy(n, T(0.5), x.data(), want.data());
+    const std::uint64_t before = b->host_reads();
+    b->axpy_if_ratio_holds(n, T(0.5), x.data(), y.data(), device, device + 3, c.lr, 0.75,
+                           device + 6);
+    EXPECT_EQ(b->host_reads(), before);
+    EXPECT_EQ(device[6], c.kept ? 1.0 : 0.0);
+    EXPECT_EQ(y, want);
+  }
+  // n = 0 still writes the outcome.
+  double device[7] = {0, 0, 1, 0, 0, 100, -1};
+  b->axpy_if_ratio_holds(0, T(1), x.data(), y0.data(), device, device + 3, 1, 0.75, device + 6);
+  EXPECT_EQ(device[6], 1.0);
+}
+
 TYPED_TEST(DeviceScalars, LossesLeaveTheObjectiveTheyReturn) {
   using T = TypeParam;
   auto b = make_cpu_backend<T>();

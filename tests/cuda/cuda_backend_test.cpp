@@ -894,6 +894,43 @@ TYPED_TEST(CudaBackendTest, ScalarsLeftOnTheDeviceAndReadTogether) {
   EXPECT_EQ(host[5], 0.0);
 }
 
+// axpy_if_ratio_holds on the device against the CPU backend's (tests/backend/host_reads_test.cpp
+// checks that one against exact bounds): the same decisions, including the boundary ‖a‖ = 3.75
+// and non-finite norms, y within a rounding of the CPU's, the outcome written for n = 0, no read.
+TYPED_TEST(CudaBackendTest, GeodesicRatioTestOnTheDevice) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  auto cpu = make_cpu_backend<T>();
+  const std::vector<T> x = this->random(kLarge), y0 = this->random(kLarge);
+  DeviceBuffer<double> scalars(gpu.memory(), 7);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double a_squares : {14.0625, 14.0626, 1e-30, nan, inf}) {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1000}, kLarge}) {
+      SCOPED_TRACE(a_squares);
+      SCOPED_TRACE(n);
+      const double host_in[7] = {0, 0, a_squares, 0, 0, 100, -1};
+      gpu.write_scalars(host_in, scalars.data(), 7);
+      DeviceBuffer<T> dx = this->upload(x), dy = this->upload(y0);
+      std::vector<T> want = y0;
+      double cpu_scalars[7] = {0, 0, a_squares, 0, 0, 100, -1};
+      cpu->axpy_if_ratio_holds(n, T(0.5), x.data(), want.data(), cpu_scalars, cpu_scalars + 3, 1,
+                               0.75, cpu_scalars + 6);
+      const std::uint64_t before = gpu.host_reads();
+      gpu.axpy_if_ratio_holds(n, T(0.5), dx.data(), dy.data(), scalars.data(), scalars.data() + 3,
+                              1, 0.75, scalars.data() + 6);
+      EXPECT_EQ(gpu.host_reads(), before);
+      double out[7];
+      gpu.read_scalars(scalars.data(), out, 7);
+      EXPECT_EQ(out[6], cpu_scalars[6]);
+      if (!std::isnan(a_squares)) {
+        EXPECT_EQ(out[2], a_squares);  // as write_scalars wrote it
+      }
+      EXPECT_LE(relative_error(this->download(dy), this->widen(want)), kTolerance<T>);
+    }
+  }
+}
+
 TYPED_TEST(CudaBackendTest, CholeskyStatusLeftOnTheDevice) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;

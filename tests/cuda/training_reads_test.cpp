@@ -1,5 +1,5 @@
 // Issue 36's checks of tests/train/step_reads_test.cpp and epoch_loss_test.cpp on a GPU, where
-// each read is a stream synchronization: the LM step's reads per attempt on a W1-shaped run, and
+// each read is a stream synchronization: the LM step's one read per attempt on a W1-shaped run, and
 // the epoch's training loss — on a full batch the accepted trial's, with an evaluation's bits; on
 // mini-batches one read of an evaluation that runs in one chunk (the GPU's memory allows it),
 // against the fp64 CPU backend's evaluation of the same parameters.  Skips without a device.
@@ -48,16 +48,17 @@ Fit train(Backend<float>& gpu, const ModelSpec& spec, std::size_t samples, std::
   return fit;
 }
 
-TEST(CudaTrainingReads, AtMostFourPerAttemptOnW1Shape) {
+TEST(CudaTrainingReads, OnePerAttemptOnW1Shape) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   auto gpu = make_cuda_backend<float>(0);
   const Fit fit = train(*gpu, ModelSpec::mlp(1, {20}, 1, Activation::kTanh), 20000, 1000, 1);
   ASSERT_TRUE(fit.summary.geodesic_acceleration);
+  int kept = 0;
   for (const StepReport& r : fit.steps) {
-    const int corrections = r.geodesic_applied + r.geodesic_refused;
-    EXPECT_EQ(r.host_reads, 1 + r.attempts + corrections + (r.attempts - r.invalid));
-    EXPECT_LE(r.host_reads, 4 * r.attempts);
+    EXPECT_EQ(r.host_reads, 1 + r.attempts);  // the linearization, then one per attempt
+    kept += r.geodesic_applied;
   }
+  EXPECT_GT(kept, 0);  // corrections decided on the device were kept
 }
 
 TEST(CudaTrainingReads, EpochLossWithoutRepeatedWork) {

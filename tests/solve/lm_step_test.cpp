@@ -2,7 +2,8 @@
 // mixed, float64} — against a reference computed here in double on the host: J by central
 // differences of an independent forward pass, δ = (JᵀJ + λI)⁻¹Jᵀr by LAPACK (dposv), and, with
 // geodesic acceleration, r_vv by the same central-difference formula along v = −δ and its
-// correction a' = (JᵀJ + λI)⁻¹Jᵀr_vv, applied when 2‖a'‖ ≤ α‖δ‖.  CUDA cases skip, saying so,
+// correction a' = (JᵀJ + λI)⁻¹Jᵀr_vv, applied when 2‖a'‖ ≤ α‖δ‖ (and, with a tiny α, refused:
+// the plain step).  CUDA cases skip, saying so,
 // without a device.  A source's residual blocks: the report's block losses against the block
 // sums of the same host reference's residuals at the step's starting point.
 #include "lmtrain/solve/lm_step.h"
@@ -61,14 +62,14 @@ std::vector<double> residuals(const std::vector<double>& theta, const std::vecto
 
 // (JᵀJ + λI)⁻¹ Jᵀu in double (LAPACK dposv on the upper triangle).
 std::vector<double> damped_solve(const std::vector<double>& j, const std::vector<double>& u,
-                                 std::size_t n) {
+                                 std::size_t n, double lambda = kLambda) {
   std::vector<double> a(n * n, 0.0), rhs(n, 0.0);
   for (std::size_t r = 0; r < kBatch; ++r)
     for (std::size_t p = 0; p < n; ++p) {
       rhs[p] += j[r * n + p] * u[r];
       for (std::size_t q = p; q < n; ++q) a[p * n + q] += j[r * n + p] * j[r * n + q];
     }
-  for (std::size_t p = 0; p < n; ++p) a[p * n + p] += kLambda;
+  for (std::size_t p = 0; p < n; ++p) a[p * n + p] += lambda;
   EXPECT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', static_cast<int>(n), 1, a.data(),
                           static_cast<int>(n), rhs.data(), 1),
             0);
@@ -78,12 +79,12 @@ std::vector<double> damped_solve(const std::vector<double>& j, const std::vector
 // θ after one step by the reference: θ − δ (+ the geodesic correction when it passes the test).
 std::vector<double> reference_step(const std::vector<double>& theta, const std::vector<double>& x,
                                    const std::vector<double>& y, bool geodesic,
-                                   const SolverOptions& o) {
+                                   const SolverOptions& o, double lambda = kLambda) {
   const std::size_t n = theta.size();
   auto f = [&](const std::vector<double>& t) { return residuals(t, x, y); };
   const std::vector<double> j = central_differences(f, theta, 1e-6);
   const std::vector<double> r = f(theta);
-  std::vector<double> delta = damped_solve(j, r, n);
+  std::vector<double> delta = damped_solve(j, r, n, lambda);
   if (geodesic) {
     const double h = o.geodesic_step;
     std::vector<double> plus(theta), minus(theta);
@@ -94,7 +95,7 @@ std::vector<double> reference_step(const std::vector<double>& theta, const std::
     const auto rp = f(plus), rm = f(minus);
     std::vector<double> rvv(kBatch);
     for (std::size_t b = 0; b < kBatch; ++b) rvv[b] = (rp[b] - 2 * r[b] + rm[b]) / (h * h);
-    const std::vector<double> a = damped_solve(j, rvv, n);
+    const std::vector<double> a = damped_solve(j, rvv, n, lambda);
     double an = 0, vn = 0;
     for (std::size_t k = 0; k < n; ++k) {
       an += a[k] * a[k];
@@ -167,9 +168,65 @@ TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
     step_size = std::max(step_size, std::fabs(expected[k] - theta[k]));
   ASSERT_GT(step_size, 1e-2) << "a step that moves θ, so the comparison means something";
   EXPECT_LE(relative_error(got, expected), tolerance);
-  if (c.geodesic) {  // the correction is large enough for the comparison to see it
-    EXPECT_GT(relative_error(reference_step(theta, x, y, false, o), expected), 10 * tolerance);
-  }
+  if (!c.geodesic) return;
+  // The correction is large enough for the comparison to see it.
+  const std::vector<double> plain = reference_step(theta, x, y, false, o);
+  EXPECT_GT(relative_error(plain, expected), 10 * tolerance);
+  // With a ratio it fails (decided on the device, read with the trial) δ stays the plain one, and
+  // the report says the correction was refused.
+  o.geodesic_ratio = 1e-3;
+  const std::vector<double> refused = c.precision == Precision::kFloat64
+                                          ? library_step<double>(c.device, theta, x, y, o, &report)
+                                          : library_step<float>(c.device, theta, x, y, o, &report);
+  ASSERT_TRUE(report.accepted);
+  EXPECT_EQ(report.geodesic_applied, 0);
+  EXPECT_EQ(report.geodesic_refused, 1);
+  EXPECT_LE(relative_error(refused, plain), tolerance);
+}
+
+// Invalid attempts found by the read after their trial (one rank reads an attempt's verdict
+// with its trial's scalars, lm_step.h) leave no trace: with six of the seven hidden units dead
+// (output weight 0) their input weights' columns of J are exactly 0, and a float32 λ of 1e-50
+// rounds to 0, so the Cholesky factorization meets an exact zero pivot on every kernel path —
+// attempts fail until λ, doubled by ν = 2, 4, 8, …, is a float32 denormal.  The accepted step
+// must be the reference's at that λ (the dead units' columns decouple: δ is 0 there), the
+// geodesic correction counted once (for the valid attempt only), and λ raised by the invalid
+// attempts alone.
+TEST(LmStep, InvalidAttemptsFoundAfterTheirTrialLeaveNoTrace) {
+  Rng rng(23);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng);
+  std::vector<double> theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
+  double* w2 = theta.data() + kHidden * kIn + kHidden;
+  for (std::size_t h = 1; h < kHidden; ++h) w2[h] = 0.0;
+  // Targets the network reaches near θ, so that the undamped Gauss–Newton step is accepted.
+  std::vector<double> target = theta;
+  for (double& t : target) t += 0.05 * rng.normal();
+  const std::vector<double> y = residuals(target, x, std::vector<double>(kBatch, 0.0));
+  const std::vector<float> rounded = cast<float>(theta);
+  theta.assign(rounded.begin(), rounded.end());
+  SolverOptions o;
+  o.lambda_initial = o.lambda_min = 1e-50;
+  o.geodesic_acceleration = true;
+  o.max_attempts = 20;
+  StepReport report;
+  const std::vector<double> got = library_step<float>("cpu", theta, x, y, o, &report);
+  ASSERT_TRUE(report.accepted) << report.attempts << " attempts, " << report.invalid << " invalid, "
+                               << report.rejected << " rejected, λ " << report.lambda << ": "
+                               << report.message;
+  EXPECT_GE(report.invalid, 1);
+  EXPECT_EQ(report.attempts, report.invalid + report.rejected + 1);
+  EXPECT_EQ(report.geodesic_applied + report.geodesic_refused + report.geodesic_skipped,
+            report.rejected + 1);
+  const std::vector<double> expected = reference_step(theta, x, y, report.geodesic_applied == 1, o,
+                                                      static_cast<float>(report.lambda));
+  for (std::size_t h = 1; h < kHidden; ++h)  // the dead units' input weights did not move
+    for (std::size_t i = 0; i < kIn; ++i)
+      EXPECT_EQ(got[h * kIn + i], theta[h * kIn + i]) << "unit " << h;
+  EXPECT_LE(relative_error(got, expected), 3e-4);
+  double step_size = 0;
+  for (std::size_t k = 0; k < theta.size(); ++k)
+    step_size = std::max(step_size, std::fabs(expected[k] - theta[k]));
+  EXPECT_GT(step_size, 1e-2);
 }
 
 // SolverOptions::damping_per_sample: λ is per sample, the system (JᵀJ + λ·B·I)δ = Jᵀr with B the

@@ -3,13 +3,15 @@
 // like W1 (1-20-1 tanh, batch 1 000) and W2 (1-256-1 tanh, batch 10 000) with the default solver
 // (cholesky, Nielsen damping, geodesic acceleration with its backoff, float32).  A GPU waits for
 // the device at each read, so the step reads once for its linearization (F, finiteness, max |g|,
-// D's scale), once per attempt (the factorization's status, δ's finiteness and the predicted
-// reduction), once per computed geodesic correction (its ratio test) and once per trial (F there
-// and the step's norm): at most 4 for an attempt, 3 for each further one.
+// D's scale) and once per attempt: the solve, the geodesic correction (its ratio test decided on
+// the device) and the trial are queued behind one another and their scalars come back together
+// — 2 reads for a one-attempt step (4 before 2026-11-29, 16 before issue 36).  W2's shape has
+// invalid attempts (float32 factorizations that fail), found by that one read after their trial.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <numbers>
 #include <vector>
 
@@ -44,31 +46,36 @@ void expect_reads_per_attempt(const Shape& shape) {
   ASSERT_EQ(summary.precision, "float32");
 
   std::int64_t total = 0;
-  int one_attempt_with_correction = 0;
+  int one_attempt_with_correction = 0, invalid = 0, corrected = 0;
   for (const StepReport& r : steps) {
     const int corrections = r.geodesic_applied + r.geodesic_refused;
-    const int trials = r.attempts - r.invalid;
-    EXPECT_EQ(r.host_reads, 1 + r.attempts + corrections + trials)
-        << r.attempts << " attempts, " << r.invalid << " invalid, " << corrections
-        << " corrections";
-    EXPECT_LE(r.host_reads, 4 * r.attempts);
+    // The linearization's read, then one per attempt: the solve, the correction and the trial
+    // run behind one another, and their scalars come back together.
+    EXPECT_EQ(r.host_reads, 1 + r.attempts) << r.attempts << " attempts, " << r.invalid
+                                            << " invalid, " << corrections << " corrections";
     if (r.attempts == 1 && corrections == 1) {
-      EXPECT_EQ(r.host_reads, 4);
+      EXPECT_EQ(r.host_reads, 2);
       ++one_attempt_with_correction;
     }
+    invalid += r.invalid;
+    corrected += r.geodesic_applied;
     total += r.host_reads;
   }
-  // The case the budget is about was met.
+  // The case the budget is about was met, and corrections were kept (their test decided on the
+  // device, read with the trial).
   EXPECT_GT(one_attempt_with_correction, 0);
+  EXPECT_GT(corrected, 0);
+  std::printf("%zu steps, %lld reads, %d invalid attempts, %d corrections kept\n", steps.size(),
+              static_cast<long long>(total), invalid, corrected);
   EXPECT_EQ(summary.host_reads, total);
   EXPECT_EQ(summary.steps, static_cast<int>(steps.size()));
 }
 
-TEST(HostReads, AtMostFourPerAttemptOnW1Shape) {
+TEST(HostReads, TwoForAOneAttemptStepOnW1Shape) {
   expect_reads_per_attempt({20, 20000, 1000, 1});
 }
 
-TEST(HostReads, AtMostFourPerAttemptOnW2Shape) {
+TEST(HostReads, TwoForAOneAttemptStepOnW2Shape) {
   expect_reads_per_attempt({256, 20000, 10000, 2});
 }
 

@@ -50,6 +50,9 @@ class LinearAlgebra : public DeviceQueue {
     this->count_host_read();
     read_scalars_impl(device, host, count);
   }
+  // `count` host doubles to the device doubles at `device` (where *_into calls leave theirs),
+  // ordered as copy_from_host; returns once `host` has been read.  Not a read.
+  virtual void write_scalars(const double* host, double* device, std::size_t count) = 0;
   // Device to device; overlapping ranges behave like memmove.
   virtual void copy(const T* src, T* dst, std::size_t n) = 0;
   virtual void fill(T* x, std::size_t n, T value) = 0;
@@ -86,6 +89,13 @@ class LinearAlgebra : public DeviceQueue {
   // max |x_i| (NaNs skipped, as max_abs), result[2] = Σ x_i².  What the LM step checks of g, A's
   // diagonal, D and δ, read with the step's other scalars.  n = 0 gives {0, 0, 0}.  No read.
   virtual void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) = 0;
+  // y += αx when x passes geodesic acceleration's ratio test (geodesic_acceleration.h), decided
+  // on the device: with a = √x_norms[2] and v = lr·√y_norms[2] (vector_norms of x and of y, y
+  // before this call), when a is finite and 2a ≤ ratio·v; *applied = 1 then, else 0 and y
+  // unchanged.  The LM step reads `applied` with its trial's scalars.  No read.
+  virtual void axpy_if_ratio_holds(std::size_t n, T alpha, const T* x, T* y, const double* x_norms,
+                                   const double* y_norms, double lr, double ratio,
+                                   double* applied) = 0;
   // y_i = x_i * s_i (or x_i / s_i when `divide`).
   virtual void scale_elementwise(std::size_t n, const T* x, const T* s, bool divide, T* y) = 0;
 

@@ -41,6 +41,8 @@ class GeodesicBackoff {
     --state_.skip;
     return false;
   }
+  // Whether the next due() is true, changing nothing.
+  bool due_now() const { return state_.skip <= 0; }
   // The outcome of a computed correction: kept (true) or refused by the ratio test.
   void record(bool applied) {
     state_.backoff = applied ? 0 : std::min(max_, std::max(1, 2 * state_.backoff));
@@ -79,12 +81,14 @@ class GeodesicAcceleration {
   void second_derivative(const T* params, double lr, const T* delta);
   S* rhs() { return rhs_.data(); }
 
-  // a' = (A + λD)⁻¹ rhs() with the solver's last factorization; when 2‖a‖ ≤ α‖v‖, δ ← δ +
-  // a'/(2·lr) (δ in S on the system's backend) and true.  False (δ unchanged) when the
-  // correction is too large or the solver cannot solve again.  ‖v‖ = lr·√`delta_norm2` (δᵀδ, as
-  // the caller read it with the attempt's scalars); ‖a‖ is the call's one read, through
-  // `norms` (three device doubles: LinearAlgebra::vector_norms).
-  bool correct(LinearSolver<S>& solver, double lr, double delta_norm2, S* delta, double* norms);
+  // a' = (A + λD)⁻¹ rhs() with the solver's last factorization, and δ ← δ + a'/(2·lr) (δ in S on
+  // the system's backend) when 2‖a‖ ≤ α‖v‖, decided on the device
+  // (LinearAlgebra::axpy_if_ratio_holds): ‖v‖ = lr·√`delta_norms`[2] (vector_norms of δ),
+  // ‖a‖'s norms into `norms[0..2]` and the outcome into `norms[3]` (1 kept, 0 refused), device
+  // doubles the caller reads with its other scalars — the correction costs no read of its own.
+  // False, queuing nothing, when the solver cannot solve again (a refused correction).
+  bool correct(LinearSolver<S>& solver, double lr, const double* delta_norms, S* delta,
+               double* norms);
 
  private:
   double ratio_, step_;

@@ -10,12 +10,17 @@
 //   F − m(δ) = lr·gᵀδ − ½lr²·δᵀAδ,  δᵀAδ = gᵀδ − λ·δᵀDδ   (from (A + λD)δ = g),
 // so it costs two dot products and never touches A.
 //
-// The host reads the device's scalars four times at most per attempt (a GPU idles through each
-// read): the linearization's (F, the finiteness of g and A's diagonal, max |g|, D's scale) once
-// per step, then per attempt the solve's (the factorization's status, δ's finiteness, gᵀδ, δᵀDδ
-// and δᵀδ), the geodesic correction's ratio test, and the trial's (F there and the step's norm).
-// Each group is queued into device doubles and read in one transfer (LinearAlgebra::
-// read_scalars); a penalty, block losses, CG's iterations and several ranks add their own.
+// The host reads the device's scalars once per step and once per attempt on one rank (a GPU
+// idles through each read): the linearization's (F, the finiteness of g and A's diagonal,
+// max |g|, D's scale), then per attempt one read after the trial, which brings back the solve's
+// scalars (the factorization's status, δ's finiteness, gᵀδ, δᵀDδ, δᵀδ), the geodesic
+// correction's (its ratio test decided on the device: LinearAlgebra::axpy_if_ratio_holds) and
+// the trial's (F there and the step's norm).  The correction and the trial run behind the solve
+// without waiting for its verdict; an invalid δ's are discarded (a failed factorization costs a
+// trial it did not need — none in the PINN recipes' and W1/W2's runs measured).  Each group is
+// queued into device doubles and read in one transfer (LinearAlgebra::read_scalars); a penalty,
+// block losses, CG's iterations and several ranks (which read the verdict before the trial, to
+// broadcast it) add their own.
 //
 // With several ranks (Collectives) each rank linearizes its shard of the batch; F, g and A's
 // packed upper triangle are summed (one all-reduce each), rank 0 solves the dense system and
@@ -185,11 +190,11 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
     kGradientDelta = 13,   // gᵀδ
     kDeltaDamped = 14,     // δᵀDδ
     kStatus = 15,          // the factorization's status (LinearSolver::solve_into)
-    kCorrection = 16,      // the geodesic correction's norms
-    kTrialObjective = 19,  // F at the trial point
-    kStep = 20,            // the trial's δ's norms
-    kParamNorm = 23,       // θᵀθ (the parameter tolerance)
-    kSlots = 24
+    kCorrection = 16,      // the geodesic correction's norms, then whether it was kept
+    kTrialObjective = 20,  // F at the trial point
+    kStep = 21,            // the trial's δ's norms
+    kParamNorm = 24,       // θᵀθ (the parameter tolerance)
+    kSlots = 25
   };
   // What the linearization's read gives.
   struct Linearization {
@@ -198,11 +203,22 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
     double gradient_max = 0;   // ‖g‖∞
     double damping_scale = 1;  // max D_ii (1 when A is not formed)
   };
-  // What an attempt's read gives, for a valid δ.
+  // What an attempt's scalars give, for a valid δ.
   struct Attempt {
-    double predicted = 0;    // F − m(δ)
-    double delta_norm2 = 0;  // δᵀδ
+    double predicted = 0;  // F − m(δ)
   };
+  // An attempt's δ as solve() leaves it (nullopt: invalid, known on the host): its scalars read
+  // already (`read`, valid), or queued at kDelta…kStatus (`read` empty: one rank, where they
+  // are read with the trial's — the correction and the trial run behind the solve without
+  // waiting for its verdict, and an invalid δ's are discarded).
+  struct Solved {
+    std::optional<Attempt> read;
+    double lambda = 0;
+    bool status_on_device = false;
+  };
+  // The geodesic correction of an attempt: off, skipped by the backoff, queued (its outcome at
+  // kCorrection + 3, read with the trial's scalars), or decided (several ranks).
+  enum class Correction { kOff, kSkipped, kQueued, kApplied, kRefused };
   // What a trial's read gives.
   struct Trial {
     double data = 0;        // F of the data at θ − lr·δ, summed over the ranks
@@ -238,15 +254,21 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // The solver's preparation, once per step; false when the solver cannot be prepared.
   bool prepare_solver();
   // δ for λ on every rank (rank 0 solves a dense system and broadcasts) and what the attempt
-  // decides with; nullopt when δ is invalid.
-  std::optional<Attempt> solve(bool prepared, double lambda, StepReport& report);
-  // The attempt's read: δ's finiteness, the Gauss–Newton model's reduction F − m(δ) for λ and
-  // δᵀδ, with the factorization's status when the solver left it at kStatus.
-  std::optional<Attempt> read_attempt(double lambda, bool status_on_device);
-  // The geodesic correction of the attempt's δ (identical on every rank); true when applied.
-  bool accelerate(const T* params, double delta_norm2);
-  // The trial at θ − lr·δ and the norms the decision needs, in one read.
-  Trial trial(const T* params);
+  // decides with; nullopt when δ is invalid and the host knows it already.
+  std::optional<Solved> solve(bool prepared, double lambda, StepReport& report);
+  // δ's norms, gᵀδ and δᵀDδ queued at kDelta…kDeltaDamped.
+  void attempt_norms();
+  // The attempt's figures from the host copies of kDelta…kStatus: nullopt when δ is not finite
+  // or the factorization failed (`status_on_device`), else the Gauss–Newton model's reduction
+  // F − m(δ) for λ.
+  std::optional<Attempt> attempt_of(double lambda, bool status_on_device) const;
+  // The geodesic correction of the attempt's δ (identical on every rank), when due.
+  Correction accelerate(const T* params);
+  // The backoff's and the report's account of a valid attempt's correction.
+  void record(Correction correction, StepReport& report);
+  // The trial at θ − lr·δ and the norms the decision needs, read in one transfer from slot
+  // `first` on (with the attempt's and the correction's scalars when they are pending).
+  Trial trial(const T* params, std::size_t first);
   // Takes the trial: gain ratio, λ, θ ← trial, the evidence update, the convergence checks.
   void accept(T* params, double f0, const Trial& trial, double predicted, StepReport& report,
               PhaseTimes& times);

@@ -13,6 +13,7 @@
 
 #include "../activation_math.h"
 #include "../loss_math.h"
+#include "../step_math.h"
 #include "activation_loops.h"
 #include "blas_calls.h"
 #include "conv_kernels.h"
@@ -206,6 +207,9 @@ class CpuBackend final : public Backend<T> {
   void copy(const T* src, T* dst, std::size_t n) override {
     if (n > 0 && src != dst) std::memmove(dst, src, n * sizeof(T));
   }
+  void write_scalars(const double* host, double* device, std::size_t count) override {
+    std::copy_n(host, count, device);
+  }
   void fill(T* x, std::size_t n, T value) override { std::fill(x, x + n, value); }
   void convert(std::size_t n, const float* src, T* dst) override { convert_values(n, src, dst); }
   void convert(std::size_t n, const double* src, T* dst) override { convert_values(n, src, dst); }
@@ -240,6 +244,13 @@ class CpuBackend final : public Backend<T> {
   }
   void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
     *result = dot_impl(n, x, y);
+  }
+  void axpy_if_ratio_holds(std::size_t n, T alpha, const T* x, T* y, const double* x_norms,
+                           const double* y_norms, double lr, double ratio,
+                           double* applied) override {
+    const bool holds = kernels::geodesic_ratio_holds(x_norms[2], y_norms[2], lr, ratio);
+    if (holds) axpy(n, alpha, x, y);
+    *applied = holds ? 1.0 : 0.0;
   }
   void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
     double bad = 0, largest = 0;

@@ -274,6 +274,11 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     upload(host, dst, n * sizeof(T));
   }
+  void write_scalars(const double* host, double* device, std::size_t count) override {
+    if (count == 0) return;
+    bind(device_);
+    upload(host, device, count * sizeof(double));
+  }
   // Overlapping ranges are allowed (memmove semantics, as on the CPU): cudaMemcpy's are not, so
   // they go through a temporary.
   void copy(const T* src, T* dst, std::size_t n) override {
@@ -324,6 +329,12 @@ class CudaBackend final : public Backend<T> {
   void dot_into(std::size_t n, const T* x, const T* y, double* result) override {
     bind(device_);
     cuda::dot(stream(), n, x, y, reduction_.data(), result);
+  }
+  void axpy_if_ratio_holds(std::size_t n, T alpha, const T* x, T* y, const double* x_norms,
+                           const double* y_norms, double lr, double ratio,
+                           double* applied) override {
+    bind(device_);
+    cuda::axpy_if_ratio_holds(stream(), n, alpha, x, y, x_norms, y_norms, lr, ratio, applied);
   }
   void vector_norms(std::size_t n, const T* x, std::size_t stride, double* result) override {
     bind(device_);

@@ -1,6 +1,7 @@
 // Elementwise kernels: one grid-stride loop per operation over a flat array.  The activation
 // formulas are the ones the CPU backend runs (backend/activation_math.h), compiled for the device.
 #include "../activation_math.h"
+#include "../step_math.h"
 #include "launch.h"
 
 namespace lmtrain::cuda {
@@ -18,6 +19,17 @@ __global__ void convert_kernel(std::size_t n, const S* src, D* dst) {
 
 template <typename T>
 __global__ void axpy_kernel(std::size_t n, T alpha, const T* x, T* y) {
+  for (std::size_t i = thread_index(); i < n; i += grid_size()) y[i] += alpha * x[i];
+}
+
+// Every thread decides the test from the same two device doubles; the first writes the outcome.
+template <typename T>
+__global__ void axpy_if_ratio_holds_kernel(std::size_t n, T alpha, const T* x, T* y,
+                                           const double* x_norms, const double* y_norms, double lr,
+                                           double ratio, double* applied) {
+  const bool holds = kernels::geodesic_ratio_holds(x_norms[2], y_norms[2], lr, ratio);
+  if (thread_index() == 0) *applied = holds ? 1.0 : 0.0;
+  if (!holds) return;
   for (std::size_t i = thread_index(); i < n; i += grid_size()) y[i] += alpha * x[i];
 }
 
@@ -75,6 +87,16 @@ void axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y) {
 }
 
 template <typename T>
+void axpy_if_ratio_holds(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y,
+                         const double* x_norms, const double* y_norms, double lr, double ratio,
+                         double* applied) {
+  // One block at least, so that `applied` is written for n = 0 too.
+  axpy_if_ratio_holds_kernel<<<n == 0 ? 1 : blocks_for(n), kThreads, 0, stream>>>(
+      n, alpha, x, y, x_norms, y_norms, lr, ratio, applied);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
 void add_scaled(cudaStream_t stream, std::size_t n, const T* x, T alpha, const T* y, T* z) {
   if (n == 0) return;
   add_scaled_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, alpha, y, z);
@@ -111,14 +133,16 @@ void activation_derivative(cudaStream_t stream, Activation f, std::size_t n, con
   CUDA_CHECK_LAUNCH();
 }
 
-#define LMTRAIN_INSTANTIATE(T)                                                                 \
-  template void fill<T>(cudaStream_t, T*, std::size_t, T);                                     \
-  template void axpy<T>(cudaStream_t, std::size_t, T, const T*, T*);                           \
-  template void add_scaled<T>(cudaStream_t, std::size_t, const T*, T, const T*, T*);           \
-  template void scale_elementwise<T>(cudaStream_t, std::size_t, const T*, const T*, bool, T*); \
-  template void inverse_sqrt<T>(cudaStream_t, std::size_t, const T*, T*);                      \
-  template void activation_forward<T>(cudaStream_t, Activation, std::size_t, const T*, T*);    \
-  template void activation_derivative<T>(cudaStream_t, Activation, std::size_t, const T*,      \
+#define LMTRAIN_INSTANTIATE(T)                                                                    \
+  template void fill<T>(cudaStream_t, T*, std::size_t, T);                                        \
+  template void axpy<T>(cudaStream_t, std::size_t, T, const T*, T*);                              \
+  template void add_scaled<T>(cudaStream_t, std::size_t, const T*, T, const T*, T*);              \
+  template void axpy_if_ratio_holds<T>(cudaStream_t, std::size_t, T, const T*, T*, const double*, \
+                                       const double*, double, double, double*);                   \
+  template void scale_elementwise<T>(cudaStream_t, std::size_t, const T*, const T*, bool, T*);    \
+  template void inverse_sqrt<T>(cudaStream_t, std::size_t, const T*, T*);                         \
+  template void activation_forward<T>(cudaStream_t, Activation, std::size_t, const T*, T*);       \
+  template void activation_derivative<T>(cudaStream_t, Activation, std::size_t, const T*,         \
                                          const T*, T*);
 LMTRAIN_INSTANTIATE(float)
 LMTRAIN_INSTANTIATE(double)

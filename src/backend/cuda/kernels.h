@@ -31,6 +31,12 @@ template <typename T>
 void axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y);
 template <typename T>
 void add_scaled(cudaStream_t stream, std::size_t n, const T* x, T alpha, const T* y, T* z);
+// y += αx when kernels::geodesic_ratio_holds(x_norms[2], y_norms[2], lr, ratio) (step_math.h),
+// *applied = 1 then, else 0 (LinearAlgebra::axpy_if_ratio_holds).  Norms and flag on the device.
+template <typename T>
+void axpy_if_ratio_holds(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y,
+                         const double* x_norms, const double* y_norms, double lr, double ratio,
+                         double* applied);
 template <typename T>
 void scale_elementwise(cudaStream_t stream, std::size_t n, const T* x, const T* s, bool divide,
                        T* y);
