@@ -63,10 +63,10 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
   model_clock_ = backend_.make_phase_clock();
   if constexpr (kMixed) system_clock_ = system_.make_phase_clock();
   delta_ = system_.allocate(n);
-  scalars_ = DeviceBuffer<double>(system_.memory(), kSlots);
+  scalars_ = DeviceBuffer<double>(system_.memory(), kSlots + kBlockSlots);
   // A read of pending scalars spans slots this attempt may not have written (no correction):
   // they hold defined values, never read uninitialized device memory.
-  system_.write_scalars(host_scalars_.data(), scalars_.data(), kSlots);
+  system_.write_scalars(host_scalars_.data(), scalars_.data(), host_scalars_.size());
   trial_ = backend_.allocate(n);
   if constexpr (kMixed) delta_model_ = backend_.allocate(n);
   if (distributed_) {
@@ -146,13 +146,15 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
                                              PhaseTimes& times) {
   StepReport report;
   const std::optional<double> local_objective = linearize(params, x, y, batch);
+  const std::vector<ResidualBlock> blocks = queue_block_sums();
   // Without a penalty A and g are final here: D and its scale join the linearization's read.
   const bool penalized = options_.regularization != Regularization::kNone;
   const bool scaled = !penalized && prepare_damping();
-  const Linearization lin = read_linearization(local_objective, batch, scaled);
+  const Linearization lin = read_linearization(local_objective, batch, scaled,
+                                               blocks.size() <= kBlockSlots ? blocks.size() : 0);
   double f0 = lin.objective;
   report.data_objective_after = f0;
-  report.block_losses = block_losses();
+  report.block_losses = block_losses(blocks);
   report.objective_before = report.objective_after = f0;
   report.lambda = damping_.lambda();
   if (non_finite_system(f0, lin.finite, report)) return report;
@@ -237,7 +239,8 @@ std::optional<double> LevenbergMarquardtStep<T, S>::linearize(const T* params, c
 template <typename T, typename S>
 typename LevenbergMarquardtStep<T, S>::Linearization
 LevenbergMarquardtStep<T, S>::read_linearization(std::optional<double> local_objective,
-                                                 std::size_t batch, bool damping_scaled) {
+                                                 std::size_t batch, bool damping_scaled,
+                                                 std::size_t block_sums) {
   const std::size_t n = source_.num_params();
   system_.vector_norms(n, ne_.g.data(), 1, slot(kGradient));
   // A finite loss can still have an overflowing Jacobian (huge inputs through linear layers):
@@ -247,8 +250,10 @@ LevenbergMarquardtStep<T, S>::read_linearization(std::optional<double> local_obj
     system_.vector_norms(n, ne_.a_diagonal.data(), 1, slot(kDiagonal));
   else
     system_.vector_norms(ne_.jacobian_stored ? 0 : n, ne_.a.data(), n + 1, slot(kDiagonal));
-  const double* s =
-      read(local_objective ? kGradient : kObjective, damping_scaled ? kDelta : kDamping);
+  const std::size_t last = block_sums > 0   ? kSlots + block_sums
+                           : damping_scaled ? kDelta
+                                            : kDamping;
+  const double* s = read(local_objective ? kGradient : kObjective, last);
   // SolverOptions::damping_per_sample: λ multiplies the step's samples over all ranks, summed
   // with F in the same all-reduce.
   double totals[2] = {local_objective.value_or(s[kObjective]), static_cast<double>(batch)};
@@ -272,11 +277,9 @@ std::pair<double, double> LevenbergMarquardtStep<T, S>::read_penalized() {
 }
 
 template <typename T, typename S>
-std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses() {
-  const std::vector<ResidualBlock> blocks = source_.residual_blocks();
-  if (blocks.empty()) return {};
+std::vector<ResidualBlock> LevenbergMarquardtStep<T, S>::queue_block_sums() {
+  std::vector<ResidualBlock> blocks = source_.residual_blocks();
   const std::size_t m = source_.batch() * source_.residuals_per_sample();
-  std::vector<double> sums(blocks.size(), 0.0);
   for (std::size_t k = 0; k < blocks.size(); ++k) {
     const ResidualBlock& b = blocks[k];
     if (b.first_row > m || b.rows > m - b.first_row)
@@ -286,7 +289,26 @@ std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses() {
           b.name, b.first_row, b.first_row + b.rows, m));
     // Σ r² on the device where r lives: only the block's sum comes back to the host.
     const T* r = source_.residuals() + b.first_row;
-    if (b.rows > 0) sums[k] = backend_.dot(b.rows, r, r);
+    if (blocks.size() <= kBlockSlots && b.rows > 0)
+      backend_.dot_into(b.rows, r, r, slot(kSlots + k));
+  }
+  return blocks;
+}
+
+template <typename T, typename S>
+std::vector<BlockLoss> LevenbergMarquardtStep<T, S>::block_losses(
+    const std::vector<ResidualBlock>& blocks) {
+  if (blocks.empty()) return {};
+  std::vector<double> sums(blocks.size(), 0.0);
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    const ResidualBlock& b = blocks[k];
+    if (b.rows == 0) continue;
+    if (blocks.size() <= kBlockSlots) {
+      sums[k] = host_scalars_[kSlots + k];  // read with the linearization's scalars
+    } else {
+      const T* r = source_.residuals() + b.first_row;
+      sums[k] = backend_.dot(b.rows, r, r);
+    }
   }
   collectives_.sum_host(sums.data(), sums.size());
   std::vector<BlockLoss> out;

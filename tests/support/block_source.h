@@ -33,6 +33,10 @@ class BlockSource final : public LinearizationSource<T> {
   double linearize(const T* params, const T* x, const T* y, std::size_t batch) override {
     return inner_.linearize(params, x, y, batch);
   }
+  std::optional<double> linearize_into(const T* params, const T* x, const T* y, std::size_t batch,
+                                       double* objective) override {
+    return inner_.linearize_into(params, x, y, batch, objective);
+  }
   std::size_t batch() const override { return inner_.batch(); }
   void clear_batch() override { inner_.clear_batch(); }
   const T* residuals() const override { return inner_.residuals(); }
@@ -43,6 +47,9 @@ class BlockSource final : public LinearizationSource<T> {
     return inner_.jacobian_slice(params, first, count, scratch, scratch_ld);
   }
   double objective(const T* params) override { return inner_.objective(params); }
+  std::optional<double> objective_into(const T* params, double* result) override {
+    return inner_.objective_into(params, result);
+  }
   void residuals_at(const T* params, T* r) override { inner_.residuals_at(params, r); }
   ParameterGroups relevance_groups() const override { return inner_.relevance_groups(); }
 

@@ -12,15 +12,16 @@
 //
 // The host reads the device's scalars once per step and once per attempt on one rank (a GPU
 // idles through each read): the linearization's (F, the finiteness of g and A's diagonal,
-// max |g|, D's scale), then per attempt one read after the trial, which brings back the solve's
-// scalars (the factorization's status, δ's finiteness, gᵀδ, δᵀDδ, δᵀδ), the geodesic
-// correction's (its ratio test decided on the device: LinearAlgebra::axpy_if_ratio_holds) and
-// the trial's (F there and the step's norm).  The correction and the trial run behind the solve
-// without waiting for its verdict; an invalid δ's are discarded (a failed factorization costs a
-// trial it did not need — none in the PINN recipes' and W1/W2's runs measured).  Each group is
-// queued into device doubles and read in one transfer (LinearAlgebra::read_scalars); a penalty,
-// block losses, CG's iterations and several ranks (which read the verdict before the trial, to
-// broadcast it) add their own.
+// max |g|, D's scale, and the sums of up to kBlockSlots residual blocks — a PINN's conditions),
+// then per attempt one read after the trial, which brings back the solve's scalars (the
+// factorization's status, δ's finiteness, gᵀδ, δᵀDδ, δᵀδ), the geodesic correction's (its
+// ratio test decided on the device: LinearAlgebra::axpy_if_ratio_holds) and the trial's (F
+// there and the step's norm).  The correction and the trial run behind the solve without
+// waiting for its verdict; an invalid δ's are discarded, so a failed factorization costs a
+// trial it did not need (rare: none in 60–90 s of the Burgers, Poisson-2D and Allen–Cahn
+// recipes; 3 in W2's 4 float32 steps).  Each group is queued into device doubles and read in
+// one transfer (LinearAlgebra::read_scalars); a penalty, CG's iterations and several ranks
+// (which read the verdict before the trial, to broadcast it) add their own.
 //
 // With several ranks (Collectives) each rank linearizes its shard of the batch; F, g and A's
 // packed upper triangle are summed (one all-reduce each), rank 0 solves the dense system and
@@ -147,7 +148,8 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // n-vector of A's diagonal instead).
   static std::size_t model_elements(std::size_t n) { return std::is_same_v<T, S> ? n : 2 * n; }
   static std::size_t system_elements(std::size_t n, bool distributed_primal) {
-    return n + (distributed_primal ? n * (n + 1) / 2 : 0) + kSlots * sizeof(double) / sizeof(S);
+    return n + (distributed_primal ? n * (n + 1) / 2 : 0) +
+           (kSlots + kBlockSlots) * sizeof(double) / sizeof(S);
   }
 
   // Performs the step on params (device, n values), updating them in place when accepted.
@@ -196,6 +198,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
     kParamNorm = 24,       // θᵀθ (the parameter tolerance)
     kSlots = 25
   };
+  // Slots after kSlots for the sums of up to this many residual blocks (a PINN's conditions),
+  // read with the linearization's scalars; a source with more reads each block's sum alone.
+  static constexpr std::size_t kBlockSlots = 8;
   // What the linearization's read gives.
   struct Linearization {
     double objective = 0;      // F summed over the ranks
@@ -241,14 +246,18 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // (nullopt: left at kObjective).
   std::optional<double> linearize(const T* params, const T* x, const T* y, std::size_t batch);
   // The linearization's read: F (from kObjective unless `local_objective` has it), summed with
-  // the batch over the ranks, g's and A's figures, and D's scale when `damping_scaled`.
+  // the batch over the ranks, g's and A's figures, D's scale when `damping_scaled`, and the
+  // residual blocks' sums queued at kSlots… (`block_sums` of them).
   Linearization read_linearization(std::optional<double> local_objective, std::size_t batch,
-                                   bool damping_scaled);
+                                   bool damping_scaled, std::size_t block_sums);
   // After a penalty changed g and A: D again, and ‖g‖∞ and D's scale in a second read.
   std::pair<double, double> read_penalized();
-  // The losses of the source's residual blocks at the linearization point, summed over the
-  // ranks (one all-reduce of a value per block; nothing at all without blocks).
-  std::vector<BlockLoss> block_losses();
+  // The source's residual blocks at the linearization point, checked against its batch, each
+  // block's Σr² queued at kSlots + k when there are at most kBlockSlots of them.
+  std::vector<ResidualBlock> queue_block_sums();
+  // Their losses, summed over the ranks (one all-reduce of a value per block; nothing at all
+  // without blocks): from the linearization's read, or each read alone past kBlockSlots.
+  std::vector<BlockLoss> block_losses(const std::vector<ResidualBlock>& blocks);
   // D, its norms left at kDamping (returns whether it left them), once per step.
   bool prepare_damping();
   // The solver's preparation, once per step; false when the solver cannot be prepared.
@@ -319,9 +328,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::unique_ptr<PhaseClock> model_clock_, system_clock_;
   DeviceBuffer<S> delta_, packed_;
   DeviceBuffer<T> trial_;
-  DeviceBuffer<double> scalars_;               // kSlots, on the system's device
-  std::array<double, kSlots> host_scalars_{};  // their host copies
-  DeviceBuffer<T> delta_model_;                // δ rounded to T (mixed precision only)
+  DeviceBuffer<double> scalars_;  // kSlots + kBlockSlots, on the system's device
+  std::array<double, kSlots + kBlockSlots> host_scalars_{};  // their host copies
+  DeviceBuffer<T> delta_model_;  // δ rounded to T (mixed precision only)
 };
 
 // The step for options.system_precision: LevenbergMarquardtStep<T, double> for a float model
