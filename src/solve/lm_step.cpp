@@ -192,7 +192,7 @@ StepReport LevenbergMarquardtStep<T, S>::run(T* params, const T* x, const T* y, 
       continue;
     }
     record(correction, report);
-    t.penalty = penalty_->value(trial_.data());
+    if (t.penalty_read) t.penalty = penalty_->value_from(host_scalars_[kPenalty]);
     const double f1 = t.data + t.penalty;
     if (std::isfinite(f1) && f1 < f0) {
       accept(params, f0, t, attempt->predicted, report, times);
@@ -457,9 +457,12 @@ typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial
   }
   system_.vector_norms(n, delta_.data(), 1, slot(kStep));
   if (tolerance) backend_.dot_into(n, params, params, slot(kParamNorm));
+  const std::optional<double> penalty = penalty_->value_into(trial_.data(), slot(kPenalty));
   if (first == kTrialObjective && f1) first = kStep;
-  const double* s = read(first, tolerance ? kSlots : kParamNorm);
+  const double* s = read(first, tolerance ? kSlots : penalty ? kPenalty : kParamNorm);
   Trial t;
+  t.penalty = penalty.value_or(0.0);
+  t.penalty_read = !penalty;
   t.data = collectives_.sum(f1.value_or(s[kTrialObjective]));
   t.step_norm = options_.learning_rate * std::sqrt(s[kStep + 2]);
   t.param_norm = tolerance ? std::sqrt(s[kParamNorm]) : 0.0;

@@ -106,6 +106,12 @@ class UniformPenalty final : public Penalty<T, S> {
     const double rho = this->rho_[0];
     return rho > 0 ? 0.5 * rho * model_.dot(source_.num_params(), theta, theta) : 0.0;
   }
+  std::optional<double> value_into(const T* theta, double* result) override {
+    if (!(this->rho_[0] > 0)) return 0.0;
+    model_.dot_into(source_.num_params(), theta, theta, result);
+    return std::nullopt;
+  }
+  double value_from(double read) const override { return 0.5 * this->rho_[0] * read; }
 
   // γ = Σ aᵢ/(aᵢ + ρ) from the eigenvalues eᵢ = aᵢ + ρ of the A + ρI just solved, then
   // ρ = γ·2F/((N − γ)·‖θ‖²): ‖r‖² = 2F for the ½‖r‖² objectives (for the others 2F is the
@@ -189,13 +195,15 @@ class GroupPenalty final : public Penalty<T, S> {
   }
 
   double value(const T* theta) override {
-    const std::size_t n = source_.num_params();
-    // θ was last written on the model's queue (an empty shard's build does not wait for it).
-    if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
-    system_.convert(n, theta, theta_.data());
-    system_.scale_elementwise(n, theta_.data(), r_.data(), false, r_theta_.data());
-    return 0.5 * system_.dot(n, theta_.data(), r_theta_.data());
+    weigh(theta);
+    return 0.5 * system_.dot(source_.num_params(), theta_.data(), r_theta_.data());
   }
+  std::optional<double> value_into(const T* theta, double* result) override {
+    weigh(theta);
+    system_.dot_into(source_.num_params(), theta_.data(), r_theta_.data(), result);
+    return std::nullopt;
+  }
+  double value_from(double read) const override { return 0.5 * read; }
 
   // With H = A + R the matrix the step solved with (before λ), F the data objective at θ:
   //   γ_g = n_g − ρ_g·Σ_{i∈g} [H⁻¹]_ii  (0 ≤ γ_g ≤ n_g, as H⁻¹ ≤ R⁻¹ on the diagonal),
@@ -253,6 +261,14 @@ class GroupPenalty final : public Penalty<T, S> {
   }
 
  private:
+  // theta_ = θ in S, r_theta_ = Rθ.
+  void weigh(const T* theta) {
+    const std::size_t n = source_.num_params();
+    // θ was last written on the model's queue (an empty shard's build does not wait for it).
+    if constexpr (!std::is_same_v<T, S>) system_.order_after(model_.native_stream());
+    system_.convert(n, theta, theta_.data());
+    system_.scale_elementwise(n, theta_.data(), r_.data(), false, r_theta_.data());
+  }
   // ρ̄ from bayesian's start, every ρ'_g from ard_initial_scale × mean diag(A).
   void start(const T* theta, double data_objective, const NormalEquations<S>& ne) {
     const std::size_t n = source_.num_params(), groups = group_sizes_.size();

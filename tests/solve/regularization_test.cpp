@@ -106,6 +106,9 @@ TEST(Regularization, L2StepOnALinearModelIsRidgeRegression) {
   EXPECT_NEAR(report.gain_ratio, 1.0, 1e-8);
   EXPECT_NEAR(report.objective_after - report.penalty_after, 0.5 * data.residual_norm2(theta1),
               1e-10 * report.objective_after);
+  // Reads: the linearization's, the penalty's ½ρ‖θ‖² and its g's and D's figures, then one per
+  // attempt — the penalty at the trial read with the trial's scalars (issue 36).
+  EXPECT_EQ(report.host_reads, 3 + report.attempts);
 }
 
 TEST(Regularization, L2StepWithMatrixFreeCgIsRidgeRegressionToo) {

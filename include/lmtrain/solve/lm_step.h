@@ -20,8 +20,9 @@
 // waiting for its verdict; an invalid δ's are discarded, so a failed factorization costs a
 // trial it did not need (rare: none in 60–90 s of the Burgers, Poisson-2D and Allen–Cahn
 // recipes; 3 in W2's 4 float32 steps).  Each group is queued into device doubles and read in
-// one transfer (LinearAlgebra::read_scalars); a penalty, CG's iterations and several ranks
-// (which read the verdict before the trial, to broadcast it) add their own.
+// one transfer (LinearAlgebra::read_scalars); a penalty's value at the trial rides the trial's
+// read.  A penalty's linearization, CG's iterations and several ranks (which read the verdict
+// before the trial, to broadcast it) add their own.
 //
 // With several ranks (Collectives) each rank linearizes its shard of the batch; F, g and A's
 // packed upper triangle are summed (one all-reduce each), rank 0 solves the dense system and
@@ -195,8 +196,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
     kCorrection = 16,      // the geodesic correction's norms, then whether it was kept
     kTrialObjective = 20,  // F at the trial point
     kStep = 21,            // the trial's δ's norms
-    kParamNorm = 24,       // θᵀθ (the parameter tolerance)
-    kSlots = 25
+    kPenalty = 24,         // what Penalty::value_into leaves for the trial's penalty
+    kParamNorm = 25,       // θᵀθ (the parameter tolerance)
+    kSlots = 26
   };
   // Slots after kSlots for the sums of up to this many residual blocks (a PINN's conditions),
   // read with the linearization's scalars; a source with more reads each block's sum alone.
@@ -226,8 +228,9 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   enum class Correction { kOff, kSkipped, kQueued, kApplied, kRefused };
   // What a trial's read gives.
   struct Trial {
-    double data = 0;        // F of the data at θ − lr·δ, summed over the ranks
-    double penalty = 0;     // ½θᵀRθ there
+    double data = 0;     // F of the data at θ − lr·δ, summed over the ranks
+    double penalty = 0;  // ½θᵀRθ there (read at kPenalty when `penalty_read`)
+    bool penalty_read = false;
     double step_norm = 0;   // ‖lr·δ‖₂ of the δ tried
     double param_norm = 0;  // ‖θ‖₂ (only with a parameter tolerance)
   };

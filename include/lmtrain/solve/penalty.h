@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "lmtrain/solve/collectives.h"
@@ -43,6 +44,14 @@ class Penalty {
   }
   // ½θᵀRθ at a trial point.
   virtual double value(const T* /*theta*/) { return 0.0; }
+  // value() for the LM step, which reads it with its trial's scalars (a GPU waits at every
+  // read): a penalty that computes it on the device leaves the product it scales at `result` (a
+  // device double) and returns nullopt, and value_from(what was read there) is the value, with
+  // value()'s bits; the others return the value, as this default does.
+  virtual std::optional<double> value_into(const T* theta, double* /*result*/) {
+    return value(theta);
+  }
+  virtual double value_from(double /*read*/) const { return 0.0; }
   // After an accepted step to θ with data objective F: the evidence update from the A + R the
   // step solved with (bayesian, ard); returns γ = Σ γ_g (0 for a fixed penalty).
   virtual double update(const T* /*theta*/, double /*data_objective*/,
