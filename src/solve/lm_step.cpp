@@ -342,7 +342,7 @@ std::optional<typename LevenbergMarquardtStep<T, S>::Solved> LevenbergMarquardtS
       const Verdict verdict = solver_->solve_into(lambda, delta_.data(), slot(kStatus));
       report.linear_iterations += solver_->iterations();
       if (verdict != Verdict::kInvalid) {
-        solved = Solved{std::nullopt, lambda, verdict == Verdict::kOnDevice};
+        solved = Solved{std::nullopt, verdict == Verdict::kOnDevice};
         attempt_norms();
       }
     }
@@ -364,7 +364,7 @@ std::optional<typename LevenbergMarquardtStep<T, S>::Solved> LevenbergMarquardtS
   read(kDelta, kStatus);
   const std::optional<Attempt> attempt = attempt_of(lambda, false);
   if (!attempt) return std::nullopt;
-  return Solved{attempt, lambda, false};
+  return Solved{attempt, false};
 }
 
 template <typename T, typename S>

@@ -103,8 +103,7 @@ class UniformPenalty final : public Penalty<T, S> {
   }
 
   double value(const T* theta) override {
-    const double rho = this->rho_[0];
-    return rho > 0 ? 0.5 * rho * model_.dot(source_.num_params(), theta, theta) : 0.0;
+    return this->rho_[0] > 0 ? value_from(model_.dot(source_.num_params(), theta, theta)) : 0.0;
   }
   std::optional<double> value_into(const T* theta, double* result) override {
     if (!(this->rho_[0] > 0)) return 0.0;
@@ -196,7 +195,7 @@ class GroupPenalty final : public Penalty<T, S> {
 
   double value(const T* theta) override {
     weigh(theta);
-    return 0.5 * system_.dot(source_.num_params(), theta_.data(), r_theta_.data());
+    return value_from(system_.dot(source_.num_params(), theta_.data(), r_theta_.data()));
   }
   std::optional<double> value_into(const T* theta, double* result) override {
     weigh(theta);

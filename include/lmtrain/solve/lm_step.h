@@ -220,7 +220,6 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // waiting for its verdict, and an invalid δ's are discarded).
   struct Solved {
     std::optional<Attempt> read;
-    double lambda = 0;
     bool status_on_device = false;
   };
   // The geodesic correction of an attempt: off, skipped by the backoff, queued (its outcome at
