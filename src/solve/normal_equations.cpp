@@ -1,6 +1,11 @@
 #include "lmtrain/solve/normal_equations.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "lmtrain/core/error.h"
 
@@ -25,6 +30,10 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
   widening_rows_ = widens_in_blocks(store_jacobian_, preference, true)
                        ? std::min(slice_samples_ * R, preference.widening_rows)
                        : slice_samples_ * R;
+  widening_rows_smallest_ =
+      widens_in_blocks(store_jacobian_, preference, true) ? preference.widening_rows_smallest : 0;
+  // Measured at the first slice that has a choice; until then (and without one) the largest.
+  if (widening_rows_smallest_ == 0) block_rows_ = widening_rows_;
   source_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
   // and widened into the stored J.  A source that lends its own slices needs no scratch.
@@ -161,17 +170,8 @@ std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const
     const std::size_t rows = count * R;
     const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-    in_system_precision(
-        built, rows, widening_rows_, [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
-          const S beta = first == 0 && row == 0 ? S(0) : S(1);
-          if (padded_a_side_ > 0)
-            system_.syrk_ata(padded_a_side_, k, S(1), j.data, j.ld, beta, padded_a_.data());
-          else
-            system_.syrk_ata(n, k, S(1), j.data, j.ld, beta, ne.a.data());
-          system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, r + first * R + row, beta,
-                       ne.g.data());
-          hold(built, j, rows <= widening_rows_);
-        });
+    if (first == 0 && block_rows_ == 0) choose_widening(built, rows, r, ne);
+    sum_slice(built, rows, widening_block_rows(), r + first * R, first == 0, ne);
   }
   slice_holds_batch_ = batch <= slice_samples_;
   if (padded_a_side_ > 0) {  // a CPU's float SYRK on few columns: n < 128 rows to copy
@@ -180,6 +180,63 @@ std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const
       system_.copy(padded_a_.data() + i * padded_a_side_ + i, ne.a.data() + i * n + i, n - i);
   }
   return objective;
+}
+
+template <typename T, typename S>
+void NormalEquationsBuilder<T, S>::sum_slice(const JacobianRows<T>& built, std::size_t rows,
+                                             std::size_t block_rows, const S* r, bool first_slice,
+                                             NormalEquations<S>& ne) {
+  const std::size_t n = source_.num_params();
+  in_system_precision(
+      built, rows, block_rows, [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
+        const S beta = first_slice && row == 0 ? S(0) : S(1);
+        if (padded_a_side_ > 0)
+          system_.syrk_ata(padded_a_side_, k, S(1), j.data, j.ld, beta, padded_a_.data());
+        else
+          system_.syrk_ata(n, k, S(1), j.data, j.ld, beta, ne.a.data());
+        system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, r + row, beta, ne.g.data());
+        hold(built, j, rows <= block_rows);
+      });
+}
+
+template <typename T, typename S>
+void NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built, std::size_t rows,
+                                                   const S* r, NormalEquations<S>& ne) {
+  const std::vector<std::size_t> blocks =
+      widening_candidates(widening_rows_smallest_, widening_rows_, rows);
+  if (blocks.size() < 2) return;  // a slice too short to choose: the next first slice may
+  const auto pass = [&](std::size_t b) { sum_slice(built, rows, b, r, true, ne); };
+  for (const std::size_t b : blocks) pass(b);  // warm-up: SYRK's choice for each shape, kernels
+  std::vector<std::vector<double>> seconds(blocks.size());
+  const std::unique_ptr<PhaseClock> clock = system_.make_phase_clock();
+  for (int repeat = 0; repeat < kWideningRepeats; ++repeat)
+    for (std::size_t c = 0; c < blocks.size(); ++c) {
+      PhaseTimes times;
+      clock->begin(Phase::kOther);
+      pass(blocks[c]);
+      clock->end(Phase::kOther);
+      system_.synchronize();
+      clock->collect(times);
+      seconds[c].push_back(times[Phase::kOther]);
+    }
+  std::vector<double> medians;
+  for (std::vector<double>& s : seconds) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  // The first of equal times: the smaller block, the less memory traffic beyond L2.
+  const std::size_t best =
+      static_cast<std::size_t>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  block_rows_ = blocks[best];
+  std::string others;
+  for (std::size_t c = 0; c < blocks.size(); ++c)
+    if (c != best)
+      others += fmt::format("{}{} rows {:.3g} ms", others.empty() ? "" : ", ", blocks[c],
+                            1e3 * medians[c]);
+  widening_report_ = fmt::format(
+      "mixed precision: J's rows widened to float64 in blocks of {} rows (slice of {}): {:.3g} ms "
+      "a slice (median of {} on the first slice; against {})",
+      block_rows_, rows, 1e3 * medians[best], kWideningRepeats, others);
 }
 
 template <typename T, typename S>
@@ -299,7 +356,7 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     return;
   }
   if (slice_holds_batch_) {  // widened again, block by block, from the slice as built
-    in_system_precision(held_, m, widening_rows_,
+    in_system_precision(held_, m, widening_block_rows(),
                         [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
                           system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, us + row,
                                        row == 0 ? S(0) : S(1), out);
@@ -323,7 +380,7 @@ void NormalEquationsBuilder<T, S>::jacobian_transpose_times(const T* params, con
     const std::size_t count = std::min(slice_samples_, batch - first);
     const std::size_t rows = count * R;
     if constexpr (kWiden) backend_.order_after(system_.native_stream());
-    in_system_precision(slice(params, first, count), rows, widening_rows_,
+    in_system_precision(slice(params, first, count), rows, widening_block_rows(),
                         [&](const JacobianRows<S>& j, std::size_t row, std::size_t k) {
                           system_.gemv(Trans::kYes, k, n, S(1), j.data, j.ld, us + first * R + row,
                                        first == 0 && row == 0 ? S(0) : S(1), out);

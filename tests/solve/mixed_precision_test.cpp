@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/solve/lm_step.h"
 #include "support/block_source.h"
@@ -244,6 +248,80 @@ TEST_P(MixedPrecisionOn, WideningBlocksGiveTheSameSystem) {
   EXPECT_EQ(Mixed::slice_sample_system_elements(n, 2, false, SlicePreference{}), 2 * n);
   EXPECT_EQ(NormalEquationsBuilder<float>::slice_sample_system_elements(n, 2, false, preference),
             0u);
+}
+
+// The widening block measured at the first slice (SlicePreference::widening_rows_smallest, the
+// CUDA backend's choice between 32 MiB and 1 GiB blocks): the candidates, ×4 apart and capped
+// by the slice; whichever block the clock picks, A, g and Jᵀu are the double products of the
+// engine's J, r and u to the bounds above (the timed passes overwrite A and g, the batch's
+// later slices add to them); the report names the block kept and the others' times; a second
+// batch measures nothing again.
+TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
+  using Mixed = NormalEquationsBuilder<float, double>;
+  using Rows = std::vector<std::size_t>;
+  EXPECT_EQ(Mixed::widening_candidates(7, 1000, 600), (Rows{7, 28, 112, 448, 600}));
+  EXPECT_EQ(Mixed::widening_candidates(7, 50, 600), (Rows{7, 28, 50}));
+  EXPECT_EQ(Mixed::widening_candidates(7, 1000, 20), (Rows{7, 20}));
+  EXPECT_EQ(Mixed::widening_candidates(0, 50, 600), (Rows{50}));
+  EXPECT_EQ(Mixed::widening_candidates(1024, 1024, 5000), (Rows{1024}));
+  // W7 on the CUDA backend: 772 doubles a row, 32 MiB to 1 GiB, a slice of 100 000 rows.
+  EXPECT_EQ(Mixed::widening_candidates(5433, 173856, 100000), (Rows{5433, 21732, 86928, 100000}));
+
+  MixedProblem mp(Rng(48), cuda());
+  Problem<float>& p = mp.p;
+  const std::size_t n = mp.n(), rows = p.rows();
+  ASSERT_EQ(rows, 600u);
+  const auto j = p.jacobian(mp.theta);
+  const auto r = p.residuals(mp.theta);
+  const Reference ref = normal_equations(j, r, rows, n);
+  Rng rng(49);
+  const auto u = rounded_to_float(random_vector(rows, rng));
+  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
+  DeviceBuffer<float> u_dev = p.upload(u);
+  p.set_params(mp.theta);
+  PhaseTimes times;
+  for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
+    BlockSource<float> blocks(*p.source, {});
+    SlicePreference preference;
+    preference.leading_dimension = 124;
+    preference.syrk_on_padding = false;
+    preference.widening_rows = 1000;
+    preference.widening_rows_smallest = 7;
+    blocks.prefer(preference);
+    Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+    EXPECT_TRUE(mixed.widening_report().empty());
+    const Rows candidates = Mixed::widening_candidates(7, 1000, slice * 2);
+    std::string first_report;
+    for (int batch = 0; batch < 2; ++batch) {
+      const std::string where =
+          "slice " + std::to_string(slice) + ", batch " + std::to_string(batch);
+      NormalEquations<double> ne;
+      mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+      std::vector<double> a(n * n), g(n), ju(n);
+      mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
+      mp.system->copy_to_host(ne.g.data(), g.data(), n);
+      EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << where;
+      EXPECT_LE(relative_error(g, ref.g), 1e-12) << where;
+      DeviceBuffer<double> ju_dev = mp.system->allocate(n);
+      mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
+      mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
+      EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << where;
+
+      const std::size_t kept = mixed.widening_block_rows();
+      EXPECT_NE(std::find(candidates.begin(), candidates.end(), kept), candidates.end()) << where;
+      const std::string& report = mixed.widening_report();
+      EXPECT_NE(report.find("blocks of " + std::to_string(kept) + " rows (slice of " +
+                            std::to_string(slice * 2) + ")"),
+                std::string::npos)
+          << report;
+      for (const std::size_t b : candidates) {
+        if (b == kept) continue;
+        EXPECT_NE(report.find(std::to_string(b) + " rows "), std::string::npos) << report;
+      }
+      if (batch == 0) first_report = report;
+      EXPECT_EQ(report, first_report) << where;  // measured once, at the first slice
+    }
+  }
 }
 
 TEST_P(MixedPrecisionOn, StepMatchesLapackFloat64SolveAtSmallLambda) {

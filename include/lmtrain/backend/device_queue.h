@@ -35,6 +35,11 @@ struct SlicePreference {
   // are large (a GPU's, with no preferred size), the widened copy is then a block, not twice the
   // slice's bytes; a CPU's slices are cache-sized already.  A distributed A takes whole slices.
   std::size_t widening_rows = 0;
+  // Where it is above 0 and below widening_rows: the block is chosen by measurement at the
+  // builder's first slice among widening_rows_smallest, 4×, 16×, … and widening_rows itself
+  // (each at most the slice's rows), the one that widens and sums a slice fastest; the plan
+  // reserves widening_rows.  0: widening_rows, unmeasured.
+  std::size_t widening_rows_smallest = 0;
 };
 
 class DeviceQueue {

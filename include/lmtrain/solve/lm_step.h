@@ -167,10 +167,13 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
+  // How A was formed (the system's backend), how mixed precision widened J's rows, and which
+  // options were ignored: a line each, where there is something to say.
   std::string normal_matrix_report() const override {
-    const std::string formed = system_.normal_matrix_report();
-    if (options_ignored_.empty()) return formed;
-    return formed.empty() ? options_ignored_ : formed + "\n" + options_ignored_;
+    std::string out = system_.normal_matrix_report();
+    for (const std::string* line : {&builder_.widening_report(), &options_ignored_})
+      if (!line->empty()) out += (out.empty() ? "" : "\n") + *line;
+    return out;
   }
   const NormalEquations<S>& normal_equations() const { return ne_; }
   LinearSolver<S>& linear_solver() { return *solver_; }

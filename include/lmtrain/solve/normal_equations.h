@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "lmtrain/core/timer.h"
 #include "lmtrain/dist/distributed_normal_matrix.h"
@@ -83,6 +85,7 @@ class NormalEquationsBuilder {
     if (!source.borrows_slices()) return device;
     SlicePreference lent;
     lent.widening_rows = device.widening_rows;
+    lent.widening_rows_smallest = device.widening_rows_smallest;
     return lent;
   }
   // Elements it allocates, for the memory plan, with n parameters, up to `max_residuals` rows per
@@ -124,6 +127,27 @@ class NormalEquationsBuilder {
                                bool a_formed) {
     return kWiden && !store_jacobian && a_formed && preference.widening_rows > 0;
   }
+  // The widening blocks measured for a slice of `rows` rows (SlicePreference::
+  // widening_rows_smallest): smallest, 4×, 16×, … below `largest`, then `largest`, each at most
+  // `rows`, ascending without repeats.  One block (`largest` or the slice) when smallest is 0 or
+  // not below largest.
+  static std::vector<std::size_t> widening_candidates(std::size_t smallest, std::size_t largest,
+                                                      std::size_t rows) {
+    std::vector<std::size_t> out;
+    const auto add = [&](std::size_t b) {
+      b = std::min(b, rows);
+      if (b > 0 && (out.empty() || out.back() < b)) out.push_back(b);
+    };
+    if (smallest > 0)
+      for (std::size_t b = smallest; b < largest; b *= 4) add(b);
+    add(largest);
+    return out;
+  }
+  // How mixed precision widened A's rows, when the block was measured (widening_candidates has
+  // several for the first slice): the block chosen and each candidate's time.  Empty otherwise.
+  const std::string& widening_report() const { return widening_report_; }
+  // The rows widened at a time now: the block measured, or the largest until then.
+  std::size_t widening_block_rows() const { return block_rows_ > 0 ? block_rows_ : widening_rows_; }
   // The slice's row stride for n parameters: the model backend's preference
   // (SlicePreference::leading_dimension), else n (stored J, or a widened float64 system where the
   // padding would be SYRK's columns).
@@ -168,6 +192,17 @@ class NormalEquationsBuilder {
   template <typename F>
   void in_system_precision(const JacobianRows<T>& rows, std::size_t m, std::size_t block_rows,
                            F&& fn);
+  // A slice's `rows` rows (r: their residuals in S) into A and g, widened `block_rows` at a time
+  // (mixed precision); β = 0 for the batch's first slice (`first_slice`), else summed on.
+  void sum_slice(const JacobianRows<T>& built, std::size_t rows, std::size_t block_rows, const S* r,
+                 bool first_slice, NormalEquations<S>& ne);
+  // block_rows_ for the batch's first slice: each widening_candidates block timed over the whole
+  // slice (a warm-up pass each, then kWideningRepeats alternated passes on the system's clock,
+  // medians), the fastest kept.  Each pass leaves A and g of the slice complete; build() then
+  // sums the slice once more with the block chosen.
+  void choose_widening(const JacobianRows<T>& built, std::size_t rows, const S* r,
+                       NormalEquations<S>& ne);
+  static constexpr int kWideningRepeats = 3;
   // Keeps a slice's rows for jacobian_transpose_times: as built, and in S (`whole`: all of them
   // are still in `system`).
   void hold(const JacobianRows<T>& built, const JacobianRows<S>& system, bool whole) {
@@ -183,7 +218,11 @@ class NormalEquationsBuilder {
   bool store_jacobian_;
   std::size_t ld_;             // the slice's row stride (≥ n)
   std::size_t padded_a_side_;  // ld_ when A is summed in padded_a_ (padded_normal_matrix), else 0
-  std::size_t widening_rows_;  // rows widened at a time when A is formed here (mixed precision)
+  std::size_t widening_rows_;  // the most rows widened at a time when A is formed here (mixed
+                               // precision): wide_slice_'s, the plan's block
+  std::size_t widening_rows_smallest_;  // SlicePreference::widening_rows_smallest
+  std::size_t block_rows_ = 0;          // the block measured (0: not yet; widening_rows_ then)
+  std::string widening_report_;
   DeviceBuffer<T> slice_;
   DeviceBuffer<S> padded_a_;        // padded_a_side_² when set: SYRK's output before ne.a
   DeviceBuffer<S> wide_slice_;      // the slice, or a block of it, in S (mixed precision only)

@@ -147,7 +147,9 @@ struct Summary : TrainingProgress {
   // The host threads of each phase and why (Backend::thread_report; empty on a GPU).
   std::string threads;
   // How A = JᵀJ was formed and why, one line per shape of J: the CUDA backend's measured choice
-  // between SYRK and split-K (LinearAlgebra::normal_matrix_report); empty on the CPU (SYRK).
+  // between SYRK and split-K (LinearAlgebra::normal_matrix_report), and in mixed precision the
+  // widening block measured (NormalEquationsBuilder::widening_report); empty on the CPU (SYRK,
+  // whole slices) unless an option was ignored.
   std::string normal_matrix;
 
   bool converged() const { return is_convergence(termination); }

@@ -22,10 +22,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "batched_gemm.h"
@@ -252,18 +255,21 @@ class CudaBackend final : public Backend<T> {
   // 3 076-byte float rows, which rules out the tensor-memory loads of cuBLAS's Hopper kernels (a
   // lead from their documented alignment; not measured on a GPU yet).  The stride only: SYRK and
   // split-K read the n columns, and A stays n × n.  Mixed precision widens such a slice to
-  // float64 in blocks of about kWideningBytes (at least kMinWideningRows rows, so that each
-  // block's SYRK does ≥ 2·1024 flops per element of A it reads and writes): W7's 100 000 rows
-  // of 772 would otherwise take a 618 MB float64 copy; a block of 32 MiB can stay in the L2 of
-  // an H100 or H200 (50 MB) between the widening that writes it and the SYRK that reads it (not
-  // measured on a GPU yet).
+  // float64 in blocks (at least kMinWideningRows rows, so that each block's SYRK does ≥ 2·1024
+  // flops per element of A it reads and writes), their size measured at the first slice
+  // (NormalEquationsBuilder::choose_widening) from about 32 MiB, which can stay in the L2 of an
+  // H100 or H200 (50 MB) between the widening that writes it and the SYRK that reads it, ×4 up
+  // to 1 GiB: on the H200 (2026-11-28) W7's 32 MiB blocks (5 433 rows) ran DSYRK at 18.7
+  // TFLOP/s, 26 % of SGEMM, too few rows for split-K to pay, where W7's float32 slice of 100 000
+  // rows ran split-K at 25.7; W7's whole slice widened (618 MB) is the 1 GiB candidate, and
+  // whole it also serves the geodesic correction's Jᵀu without a second widening.
   SlicePreference slice_preference(std::size_t num_params) const override {
     SlicePreference p;
     p.leading_dimension = (num_params + kStrideMultiple - 1) / kStrideMultiple * kStrideMultiple;
     p.syrk_on_padding = false;
-    p.widening_rows =
-        std::max(kMinWideningRows,
-                 kWideningBytes / (sizeof(double) * std::max<std::size_t>(p.leading_dimension, 1)));
+    const std::size_t row_bytes = sizeof(double) * std::max<std::size_t>(p.leading_dimension, 1);
+    p.widening_rows_smallest = std::max(kMinWideningRows, kWideningBytes / row_bytes);
+    p.widening_rows = std::max(p.widening_rows_smallest, kWideningMaxBytes / row_bytes);
     return p;
   }
 
@@ -787,6 +793,7 @@ class CudaBackend final : public Backend<T> {
   // double), the alignment of strides that Hopper's tensor-memory copies require.
   static constexpr std::size_t kStrideMultiple = 4;
   static constexpr std::size_t kWideningBytes = std::size_t{32} << 20;
+  static constexpr std::size_t kWideningMaxBytes = std::size_t{1} << 30;
   static constexpr std::size_t kMinWideningRows = 1024;
 
   int device_;
