@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "lmtrain/backend/backend.h"
@@ -239,6 +240,19 @@ TYPED_TEST(DeviceScalars, LossesLeaveTheObjectiveTheyReturn) {
   EXPECT_EQ(f[1], b->loss_linearize(mse, batch, c, z.data(), y.data(), r.data(), seeds.data()));
   for (std::size_t i = 0; i < z.size(); ++i)
     EXPECT_EQ(r[i], static_cast<T>(static_cast<double>(z[i]) - static_cast<double>(y[i])));
+}
+
+// DeviceQueue::record on the CPU, which runs work as it is queued: nothing is recorded, `work`
+// is not called (the caller runs it itself), and the reason names the backend.  The CUDA
+// backend's recording is checked in tests/cuda/ (RecordedWorkReplaysWithTheEagerBits).
+TEST(DeviceQueueRecord, TheCpuRecordsNothingAndRunsNothing) {
+  const auto cpu = make_cpu_backend<double>();
+  int calls = 0;
+  std::string why;
+  EXPECT_EQ(cpu->record([&] { ++calls; }, why), nullptr);
+  EXPECT_EQ(calls, 0);
+  EXPECT_NE(why.find(cpu->name()), std::string::npos) << why;
+  EXPECT_NE(why.find("nothing to record"), std::string::npos) << why;
 }
 
 }  // namespace

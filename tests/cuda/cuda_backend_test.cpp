@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <random>
@@ -956,6 +957,103 @@ TYPED_TEST(CudaBackendTest, CholeskyStatusLeftOnTheDevice) {
     if (bad == n) {
       EXPECT_LE(relative_error(upper(this->download(da), n), upper(want, n)), kTolerance<T>);
     }
+  }
+}
+
+// DeviceQueue::record (issue 36: an LM attempt launched as one graph).  lmtrain's kernels and
+// cuBLAS, captured and replayed, give the eager bits without a host read; a replay reads the
+// buffers as they are when it runs (a new x), not as they were when recorded.
+TYPED_TEST(CudaBackendTest, RecordedWorkReplaysWithTheEagerBits) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  const std::size_t n = 769, m = 1000;
+  const std::vector<T> x0 = this->random(n), x1 = this->random(n);
+  DeviceBuffer<T> dx = this->upload(x0), dy = this->upload(this->random(n));
+  DeviceBuffer<T> dj = this->upload(this->random(m * n));
+  DeviceBuffer<T> z = gpu.allocate(n), w = gpu.allocate(m);
+  DeviceBuffer<double> scalars(gpu.memory(), 4);
+  const auto work = [&] {
+    gpu.add_scaled(n, dx.data(), T(-0.5), dy.data(), z.data());
+    gpu.gemv(Trans::kNo, m, n, T(1), dj.data(), n, z.data(), T(0), w.data());
+    gpu.vector_norms(m, w.data(), 1, scalars.data());
+    gpu.dot_into(n, dx.data(), z.data(), scalars.data() + 3);
+  };
+  const double zeros[4] = {0, 0, 0, 0};
+  const auto outputs = [&] {
+    std::vector<double> s(4);
+    gpu.read_scalars(scalars.data(), s.data(), 4);
+    std::vector<double> out = this->download(w);
+    out.insert(out.end(), s.begin(), s.end());
+    gpu.fill(w.data(), m, T(0));  // what a replay must write again
+    gpu.write_scalars(zeros, scalars.data(), 4);
+    return out;
+  };
+  work();
+  const std::vector<double> eager0 = outputs();
+  std::string why;
+  const std::uint64_t reads = gpu.host_reads();
+  const std::unique_ptr<QueueRecording> recording = gpu.record(work, why);
+  ASSERT_NE(recording, nullptr) << why;
+  EXPECT_EQ(gpu.host_reads(), reads);
+  EXPECT_EQ(outputs(), std::vector<double>(m + 4, 0.0));  // recorded, not run
+  recording->replay();
+  EXPECT_EQ(outputs(), eager0);
+  gpu.copy_from_host(x1.data(), dx.data(), n);
+  work();
+  const std::vector<double> eager1 = outputs();
+  EXPECT_NE(eager1, eager0);
+  recording->replay();
+  recording->replay();
+  EXPECT_EQ(outputs(), eager1);
+}
+
+// cuSOLVER's factorization and solve under capture (the attempt's own, λ on the diagonal as the
+// Cholesky solver adds it): recorded and replayed with the eager bits, or refused with a reason,
+// nothing of it run and the queue as usable as before.  Which one this device gave is printed
+// for the GPU run's log: whether an attempt's graph can hold its solve (CuPy listed cuSOLVER as
+// refusing capture as of CUDA 11.5).
+TYPED_TEST(CudaBackendTest, CholeskySolveRecordedOrRefusedWithAReason) {
+  using T = TypeParam;
+  auto& gpu = *this->gpu_;
+  const std::size_t n = 769, rows = 800;
+  DeviceBuffer<T> a = this->upload(spd_matrix(this->random(rows * n), rows, n));
+  DeviceBuffer<T> g = this->upload(this->random(n));
+  DeviceBuffer<T> factor = gpu.allocate(n * n), x = gpu.allocate(n);
+  DeviceBuffer<double> status(gpu.memory(), 1);
+  const auto work = [&] {
+    gpu.copy_upper(n, a.data(), factor.data());
+    gpu.add_diagonal(n, factor.data(), T(1e-3), nullptr);
+    gpu.potrf_into(n, factor.data(), status.data());
+    gpu.copy(g.data(), x.data(), n);
+    gpu.potrs(n, factor.data(), x.data());
+  };
+  const double minus_one = -1;
+  const auto outputs = [&] {
+    double s = 0;
+    gpu.read_scalars(status.data(), &s, 1);
+    std::vector<double> out = this->download(x);
+    out.push_back(s);
+    gpu.fill(x.data(), n, T(0));
+    gpu.write_scalars(&minus_one, status.data(), 1);
+    return out;
+  };
+  work();
+  const std::vector<double> eager = outputs();
+  ASSERT_EQ(eager.back(), 0.0);
+  std::string why;
+  const std::unique_ptr<QueueRecording> recording = gpu.record(work, why);
+  std::vector<double> none(n, 0.0);  // recorded or refused: not run
+  none.push_back(-1);
+  EXPECT_EQ(outputs(), none);
+  if (recording) {
+    std::cout << "[ record ] cuSOLVER potrf/potrs (n = " << n << ") captured and replayed\n";
+    recording->replay();
+    EXPECT_EQ(outputs(), eager);
+  } else {
+    std::cout << "[ record ] cuSOLVER potrf/potrs (n = " << n << ") refused: " << why << "\n";
+    EXPECT_NE(why.find("could not be captured"), std::string::npos) << why;
+    work();
+    EXPECT_EQ(outputs(), eager);
   }
 }
 

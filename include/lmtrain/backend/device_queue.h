@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,16 @@ struct SlicePreference {
   std::size_t widening_rows_smallest = 0;
 };
 
+// Work queued once and queued again as a whole (a CUDA graph): the same kernels and library
+// calls with the same arguments — the pointers, sizes and host scalars they had when recorded;
+// what the buffers hold is read when the replay runs.
+class QueueRecording {
+ public:
+  virtual ~QueueRecording() = default;
+  // Queues the recorded work on the queue it was recorded from.
+  virtual void replay() = 0;
+};
+
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;
@@ -65,6 +76,17 @@ class DeviceQueue {
   // `other_queue` (another backend's native_stream() on the same device) — ordered on the device,
   // without a host wait.  A no-op on the CPU, where every call has finished when it returns.
   virtual void order_after(void* /*other_queue*/) {}
+  // Records what `work` queues on this queue, without running it, for QueueRecording::replay
+  // (issue 36: an LM attempt launched as one graph).  Returns null, with the reason in `why`,
+  // where the queue cannot record — the CPU, which runs work as it is queued (`work` is not
+  // called); a borrowed legacy default stream — or where `work` did what a recording cannot hold:
+  // a host read or wait, an allocation or free, a library call that refuses capture.  Nothing
+  // `work` queued has run then; the caller queues it again unrecorded.
+  virtual std::unique_ptr<QueueRecording> record(const std::function<void()>& /*work*/,
+                                                 std::string& why) {
+    why = name() + " runs work as it is queued: nothing to record";
+    return nullptr;
+  }
   // How the device's host threads were used and why, for the Summary (the CPU: the thread count
   // of each phase, chosen per phase; cpu_threads.h).  Empty where there is no such choice.
   virtual std::string thread_report() const { return {}; }

@@ -66,12 +66,37 @@ struct CusolverParamsDeleter {
 struct EventDeleter {
   void operator()(cudaEvent_t e) const noexcept { (void)cudaEventDestroy(e); }
 };
+struct GraphDeleter {
+  void operator()(cudaGraph_t g) const noexcept { (void)cudaGraphDestroy(g); }
+};
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t g) const noexcept { (void)cudaGraphExecDestroy(g); }
+};
 struct PinnedDeleter {
   void operator()(void* p) const noexcept { (void)cudaFreeHost(p); }
 };
 using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 using EventHandle = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 using PinnedHandle = std::unique_ptr<void, PinnedDeleter>;
+using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// A stream's captured work (DeviceQueue::record), instantiated once, launched on that stream.
+class GraphRecording final : public QueueRecording {
+ public:
+  GraphRecording(GraphHandle graph, GraphExecHandle exec, cudaStream_t stream, int device)
+      : graph_(std::move(graph)), exec_(std::move(exec)), stream_(stream), device_(device) {}
+  void replay() override {
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGraphLaunch(exec_.get(), stream_));
+  }
+
+ private:
+  GraphHandle graph_;
+  GraphExecHandle exec_;
+  cudaStream_t stream_;
+  int device_;
+};
 using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 using CusolverHandle = std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDeleter>;
 using CusolverParams =
@@ -234,6 +259,44 @@ class CudaBackend final : public Backend<T> {
   void order_after(void* other_queue) override {
     bind(device_);
     cuda::order_after(stream(), static_cast<cudaStream_t>(other_queue));
+  }
+  // Stream capture in thread-local mode: an allocation, a free or a host wait on this thread
+  // fails the capture (cudaErrorStreamCaptureUnsupported) instead of being recorded, and a
+  // CUDA_CHECK or library check that throws inside `work` ends it the same way.  Either way the
+  // capture is ended here, its partial graph dropped, and nothing of `work` has run.
+  std::unique_ptr<QueueRecording> record(const std::function<void()>& work,
+                                         std::string& why) override {
+    bind(device_);
+    if (stream() == cudaStreamLegacy) {
+      why = name() + ": the legacy default stream cannot be captured (a borrowed torch stream)";
+      return nullptr;
+    }
+    CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    std::string failed;
+    try {
+      work();
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+    GraphHandle owned(graph);
+    (void)cudaGetLastError();  // capture errors are not sticky: clear them for later checks
+    if (failed.empty() && ended != cudaSuccess)
+      failed = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(ended));
+    if (!failed.empty()) {
+      why = name() + ": the work could not be captured (" + failed + ")";
+      return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    if (instantiated != cudaSuccess) {
+      (void)cudaGetLastError();
+      why = fmt::format("{}: cudaGraphInstantiate: {}", name(), cudaGetErrorString(instantiated));
+      return nullptr;
+    }
+    return std::make_unique<GraphRecording>(std::move(owned), GraphExecHandle(exec), stream(),
+                                            device_);
   }
   std::unique_ptr<PhaseClock> make_phase_clock() override {
     return cuda::make_event_phase_clock(stream());
