@@ -474,12 +474,21 @@ struct SystemRoofline {
   double gemm_gflops = std::nan("");
   std::size_t cholesky_n = 0;
   double cholesky_seconds = std::nan("");  // potrf + potrs of one n × n matrix, the copy left out
+  // The same work recorded once and replayed as a graph (DeviceQueue::record, issue 36 item 3):
+  // what launching an attempt's solve as one graph would take at this n; or why it could not be
+  // recorded (a GPU only: the CPU has nothing to record).
+  double cholesky_graph_seconds = std::nan("");
+  std::string cholesky_graph_refused;
   std::string error;
 
   std::string json() const {
     std::string s = fmt::format(
         ",\"system_precision\":{},\"system_gemm_gflops\":{},\"cholesky_n\":{},\"cholesky_s\":{}",
         json_string(precision), num(gemm_gflops), cholesky_n, num(cholesky_seconds));
+    if (!std::isnan(cholesky_graph_seconds))
+      s += fmt::format(",\"cholesky_graph_s\":{}", num(cholesky_graph_seconds));
+    if (!cholesky_graph_refused.empty())
+      s += fmt::format(",\"cholesky_graph_refused\":{}", json_string(cholesky_graph_refused));
     if (!error.empty()) s += fmt::format(",\"system_roofline_error\":{}", json_string(error));
     return s;
   }
@@ -507,11 +516,19 @@ SystemRoofline measure_system_roofline(lmtrain::LinearAlgebra<S>& la, std::size_
     la.copy_from_host(host.data(), a.data(), n * n);
     la.copy_from_host(rhs.data(), b.data(), n);
     const double copy = median_seconds(la, 5, [&] { la.copy_upper(n, a.data(), factor.data()); });
-    const double all = median_seconds(la, 5, [&] {
+    const auto solve = [&] {
       la.copy_upper(n, a.data(), factor.data());
       la.potrf_into(n, factor.data(), status.data());
       la.potrs(n, factor.data(), b.data());
-    });
+    };
+    const double all = median_seconds(la, 5, solve);
+    if (la.device_kind() != lmtrain::DeviceKind::kCpu) {
+      const std::unique_ptr<lmtrain::QueueRecording> graph =
+          la.record(solve, r.cholesky_graph_refused);
+      if (graph)
+        r.cholesky_graph_seconds =
+            std::max(median_seconds(la, 5, [&] { graph->replay(); }) - copy, 0.0);
+    }
     double info = 0;
     la.read_scalars(status.data(), &info, 1);
     if (info != 0) throw std::runtime_error(fmt::format("potrf of the test matrix: {}", info));

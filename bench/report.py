@@ -186,8 +186,11 @@ def summarize(runs):
                       'peak_device_bytes', 'planned_peak_bytes', 'slice_samples',
                       'median_jacobian_assembly_s', 'jacobian_gbps', 'syrk_gflops',
                       'copy_bytes', 'copy_gbps', 'gemm_n', 'gemm_gflops',
-                      'jacobian_copy_fraction', 'syrk_gemm_fraction'):
+                      'jacobian_copy_fraction', 'syrk_gemm_fraction', 'cholesky_n',
+                      'cholesky_s', 'cholesky_graph_s'):
             s[field] = med([o.get(field) for o in ok])
+        s['cholesky_graph_refused'] = next(
+            (o['cholesky_graph_refused'] for o in ok if o.get('cholesky_graph_refused')), None)
         # The spread over the repetitions of the figures the tables show.
         s['spread'] = {}
         for field in ('median_step_s', 'median_epoch_s', 'final_train_loss', 'test_loss', 'epochs',
@@ -507,6 +510,19 @@ def floor_table(workload, rows, lines):
             lines.append(f"| {v} | {t} | **step** | {fmt_time(s['median_step_s'])} | "
                          f"{fmt_time(s['step_floor_s'])} | "
                          f"{s['median_step_s'] / s['step_floor_s']:.1f} |")
+    # The Cholesky timed alone, eagerly and replayed from one recorded graph (issue 36 item 3).
+    graphs = []
+    for v, t, s in rows:
+        if s.get('cholesky_graph_s') is not None and s.get('cholesky_s'):
+            graphs.append(f"* {v}, {t}: the Cholesky and solve of n = {s['cholesky_n']:.0f} "
+                          f"{fmt_time(s['cholesky_s'])} queued call by call, "
+                          f"{fmt_time(s['cholesky_graph_s'])} replayed as one graph "
+                          f"({s['cholesky_s'] / max(s['cholesky_graph_s'], 1e-12):.2f}×)")
+        elif s.get('cholesky_graph_refused'):
+            graphs.append(f"* {v}, {t}: the Cholesky and solve could not be recorded as a graph: "
+                          f"{s['cholesky_graph_refused']}")
+    if graphs:
+        lines += [''] + graphs
 
 
 def chart(workload, runs, out_png, raw):
