@@ -170,8 +170,10 @@ std::optional<double> NormalEquationsBuilder<T, S>::build(const T* params, const
     const std::size_t rows = count * R;
     const JacobianRows<T> built = timed_slice(params, first, count, model_clock);
     ScopedDevicePhase phase(system_clock, Phase::kNormalEquations);
-    if (first == 0 && block_rows_ == 0) choose_widening(built, rows, r, ne);
-    sum_slice(built, rows, widening_block_rows(), r + first * R, first == 0, ne);
+    // The first slice of the first batch with a choice of blocks chooses; it may leave the
+    // slice summed already.
+    const bool summed = first == 0 && block_rows_ == 0 && choose_widening(built, rows, r, ne);
+    if (!summed) sum_slice(built, rows, widening_block_rows(), r + first * R, first == 0, ne);
   }
   slice_holds_batch_ = batch <= slice_samples_;
   if (padded_a_side_ > 0) {  // a CPU's float SYRK on few columns: n < 128 rows to copy
@@ -200,25 +202,37 @@ void NormalEquationsBuilder<T, S>::sum_slice(const JacobianRows<T>& built, std::
 }
 
 template <typename T, typename S>
-void NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built, std::size_t rows,
+bool NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built, std::size_t rows,
                                                    const S* r, NormalEquations<S>& ne) {
   const std::vector<std::size_t> blocks =
       widening_candidates(widening_rows_smallest_, widening_rows_, rows);
-  if (blocks.size() < 2) return;  // a slice too short to choose: the next first slice may
-  const auto pass = [&](std::size_t b) { sum_slice(built, rows, b, r, true, ne); };
-  for (const std::size_t b : blocks) pass(b);  // warm-up: SYRK's choice for each shape, kernels
-  std::vector<std::vector<double>> seconds(blocks.size());
+  if (blocks.size() < 2) return false;  // a slice too short to choose: the next first slice may
   const std::unique_ptr<PhaseClock> clock = system_.make_phase_clock();
+  const auto timed_pass = [&](std::size_t b) {
+    PhaseTimes times;
+    clock->begin(Phase::kOther);
+    sum_slice(built, rows, b, r, true, ne);
+    clock->end(Phase::kOther);
+    system_.synchronize();
+    clock->collect(times);
+    return times[Phase::kOther];
+  };
+  // The smallest block first (with SYRK's own first-call choices for its shapes).  A slice that
+  // takes longer is large enough for its products to fill the device in any block, and every
+  // further pass would cost as much: keep that block, whose pass has just summed the slice.
+  const double first = timed_pass(blocks.front());
+  if (first > widening_measure_limit_) {
+    block_rows_ = blocks.front();
+    widening_report_ = fmt::format(
+        "mixed precision: J's rows widened to float64 in blocks of {} rows (slice of {}): {:.3g} "
+        "ms a slice, over {:.3g} ms, so not timed against {} larger blocks",
+        block_rows_, rows, 1e3 * first, 1e3 * widening_measure_limit_, blocks.size() - 1);
+    return true;
+  }
+  for (std::size_t c = 1; c < blocks.size(); ++c) (void)timed_pass(blocks[c]);  // warm-up
+  std::vector<std::vector<double>> seconds(blocks.size());
   for (int repeat = 0; repeat < kWideningRepeats; ++repeat)
-    for (std::size_t c = 0; c < blocks.size(); ++c) {
-      PhaseTimes times;
-      clock->begin(Phase::kOther);
-      pass(blocks[c]);
-      clock->end(Phase::kOther);
-      system_.synchronize();
-      clock->collect(times);
-      seconds[c].push_back(times[Phase::kOther]);
-    }
+    for (std::size_t c = 0; c < blocks.size(); ++c) seconds[c].push_back(timed_pass(blocks[c]));
   std::vector<double> medians;
   for (std::vector<double>& s : seconds) {
     std::sort(s.begin(), s.end());
@@ -237,6 +251,7 @@ void NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built,
       "mixed precision: J's rows widened to float64 in blocks of {} rows (slice of {}): {:.3g} ms "
       "a slice (median of {} on the first slice; against {})",
       block_rows_, rows, 1e3 * medians[best], kWideningRepeats, others);
+  return false;
 }
 
 template <typename T, typename S>

@@ -7,6 +7,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -289,6 +290,8 @@ TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
     preference.widening_rows_smallest = 7;
     blocks.prefer(preference);
     Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+    // Measured whatever a pass costs here (a loaded machine, a sanitizer).
+    mixed.set_widening_measure_limit(std::numeric_limits<double>::infinity());
     EXPECT_TRUE(mixed.widening_report().empty());
     const Rows candidates = Mixed::widening_candidates(7, 1000, slice * 2);
     std::string first_report;
@@ -321,6 +324,53 @@ TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
       if (batch == 0) first_report = report;
       EXPECT_EQ(report, first_report) << where;  // measured once, at the first slice
     }
+  }
+}
+
+// A slice whose pass in the smallest block takes longer than the limit (here 0) keeps that
+// block unmeasured, and that one pass is the slice's sum: A, g and Jᵀu as above.
+TEST_P(MixedPrecisionOn, WideningBlockOfASlowSliceIsNotMeasured) {
+  using Mixed = NormalEquationsBuilder<float, double>;
+  MixedProblem mp(Rng(50), cuda());
+  Problem<float>& p = mp.p;
+  const std::size_t n = mp.n(), rows = p.rows();
+  const auto j = p.jacobian(mp.theta);
+  const Reference ref = normal_equations(j, p.residuals(mp.theta), rows, n);
+  Rng rng(51);
+  const auto u = rounded_to_float(random_vector(rows, rng));
+  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
+  DeviceBuffer<float> u_dev = p.upload(u);
+  p.set_params(mp.theta);
+  PhaseTimes times;
+  for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
+    BlockSource<float> blocks(*p.source, {});
+    SlicePreference preference;
+    preference.widening_rows = 1000;
+    preference.widening_rows_smallest = 7;
+    blocks.prefer(preference);
+    Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+    mixed.set_widening_measure_limit(0);
+    NormalEquations<double> ne;
+    mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+    std::vector<double> a(n * n), g(n), ju(n);
+    mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
+    mp.system->copy_to_host(ne.g.data(), g.data(), n);
+    EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << "slice " << slice;
+    EXPECT_LE(relative_error(g, ref.g), 1e-12) << "slice " << slice;
+    DeviceBuffer<double> ju_dev = mp.system->allocate(n);
+    mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
+    mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
+    EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << "slice " << slice;
+    EXPECT_EQ(mixed.widening_block_rows(), 7u);
+    const std::size_t larger = Mixed::widening_candidates(7, 1000, slice * 2).size() - 1;
+    EXPECT_NE(mixed.widening_report().find("blocks of 7 rows (slice of " +
+                                           std::to_string(slice * 2) + ")"),
+              std::string::npos)
+        << mixed.widening_report();
+    EXPECT_NE(mixed.widening_report().find("not timed against " + std::to_string(larger) +
+                                           " larger blocks"),
+              std::string::npos)
+        << mixed.widening_report();
   }
 }
 

@@ -146,6 +146,12 @@ class NormalEquationsBuilder {
   // How mixed precision widened A's rows, when the block was measured (widening_candidates has
   // several for the first slice): the block chosen and each candidate's time.  Empty otherwise.
   const std::string& widening_report() const { return widening_report_; }
+  // A slice whose pass in the smallest block takes longer than this is not timed in the others
+  // (choose_widening): 50 ms by default, where the measurement's 3 + 4·(blocks − 1) passes cost
+  // under a second; W5's n = 11 101 and 30 771 (whose mixed steps took 0.4 and 1.9 s on the
+  // H200) keep their smallest blocks unmeasured.
+  // Tests set 0 (never measure) or ∞.
+  void set_widening_measure_limit(double seconds) { widening_measure_limit_ = seconds; }
   // The rows widened at a time now: the block measured, or the largest until then.
   std::size_t widening_block_rows() const { return block_rows_ > 0 ? block_rows_ : widening_rows_; }
   // The slice's row stride for n parameters: the model backend's preference
@@ -199,8 +205,10 @@ class NormalEquationsBuilder {
   // block_rows_ for the batch's first slice: each widening_candidates block timed over the whole
   // slice (a warm-up pass each, then kWideningRepeats alternated passes on the system's clock,
   // medians), the fastest kept.  Each pass leaves A and g of the slice complete; build() then
-  // sums the slice once more with the block chosen.
-  void choose_widening(const JacobianRows<T>& built, std::size_t rows, const S* r,
+  // sums the slice once more with the block chosen.  Where the smallest block's first pass takes
+  // longer than widening_measure_limit_, that block is kept unmeasured and its pass stands: true
+  // (the slice is summed).
+  bool choose_widening(const JacobianRows<T>& built, std::size_t rows, const S* r,
                        NormalEquations<S>& ne);
   static constexpr int kWideningRepeats = 3;
   // Keeps a slice's rows for jacobian_transpose_times: as built, and in S (`whole`: all of them
@@ -223,6 +231,7 @@ class NormalEquationsBuilder {
   std::size_t widening_rows_smallest_;  // SlicePreference::widening_rows_smallest
   std::size_t block_rows_ = 0;          // the block measured (0: not yet; widening_rows_ then)
   std::string widening_report_;
+  double widening_measure_limit_ = 0.05;
   DeviceBuffer<T> slice_;
   DeviceBuffer<S> padded_a_;        // padded_a_side_² when set: SYRK's output before ne.a
   DeviceBuffer<S> wide_slice_;      // the slice, or a block of it, in S (mixed precision only)
