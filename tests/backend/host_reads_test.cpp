@@ -109,6 +109,47 @@ TYPED_TEST(DeviceScalars, DotAndNormsMatchSumsInDoubleAndDotsBits) {
   }
 }
 
+// add_diagonal_from (λ in a device double, for a recorded attempt): add_diagonal's bits with
+// λ rounded to T once — 0.1 and 1e-3 not representable, 1e-50 zero in float, a denormal in
+// neither —, D or none, without a read; each diagonal entry within T's rounding of a_ii + λd_i
+// in double, the off-diagonal untouched.
+TYPED_TEST(DeviceScalars, AddDiagonalFromTheDeviceHasTheHostLambdasBits) {
+  using T = TypeParam;
+  auto b = make_cpu_backend<T>();
+  Rng rng(9);
+  const std::size_t n = 37;
+  std::vector<T> a0(n * n), d(n);
+  for (T& v : a0) v = static_cast<T>(rng.normal());
+  for (T& v : d) v = static_cast<T>(1.0 + rng.uniform());
+  for (const double lambda : {0.1, 1e-3, 3.0, 1e-50}) {
+    for (const T* dd : {static_cast<const T*>(nullptr), static_cast<const T*>(d.data())}) {
+      SCOPED_TRACE(lambda);
+      SCOPED_TRACE(dd == nullptr ? "D = I" : "D");
+      std::vector<T> want = a0, got = a0;
+      b->add_diagonal(n, want.data(), static_cast<T>(lambda), dd);
+      double slot = 0;
+      b->write_scalars(&lambda, &slot, 1);
+      const std::uint64_t before = b->host_reads();
+      b->add_diagonal_from(n, got.data(), &slot, dd);
+      EXPECT_EQ(b->host_reads(), before);
+      EXPECT_EQ(got, want);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          const double a = static_cast<double>(a0[i * n + j]);
+          if (i != j) {
+            EXPECT_EQ(got[i * n + j], a0[i * n + j]);
+            continue;
+          }
+          const double added = lambda * (dd ? static_cast<double>(d[i]) : 1.0);
+          const double eps = std::numeric_limits<T>::epsilon();
+          EXPECT_NEAR(static_cast<double>(got[i * n + j]), a + added,
+                      2 * eps * (std::fabs(a) + added))
+              << i;
+        }
+    }
+  }
+}
+
 TYPED_TEST(DeviceScalars, NormsCountNonFiniteValuesAndReadAStridedDiagonal) {
   using T = TypeParam;
   auto b = make_cpu_backend<T>();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -1007,11 +1008,11 @@ TYPED_TEST(CudaBackendTest, RecordedWorkReplaysWithTheEagerBits) {
   EXPECT_EQ(outputs(), eager1);
 }
 
-// cuSOLVER's factorization and solve under capture (the attempt's own, λ on the diagonal as the
-// Cholesky solver adds it): recorded and replayed with the eager bits, or refused with a reason,
-// nothing of it run and the queue as usable as before.  Which one this device gave is printed
-// for the GPU run's log: whether an attempt's graph can hold its solve (CuPy listed cuSOLVER as
-// refusing capture as of CUDA 11.5).
+// cuSOLVER's factorization and solve under capture, λ added from a device double as a recorded
+// attempt must (add_diagonal_from; eagerly the host λ's bits): recorded once and replayed at two
+// λ with each λ's eager bits, or refused with a reason, nothing of it run and the queue as usable
+// as before.  Which one this device gave is printed for the GPU run's log: whether an attempt's
+// graph can hold its solve (CuPy listed cuSOLVER as refusing capture as of CUDA 11.5).
 TYPED_TEST(CudaBackendTest, CholeskySolveRecordedOrRefusedWithAReason) {
   using T = TypeParam;
   auto& gpu = *this->gpu_;
@@ -1019,13 +1020,16 @@ TYPED_TEST(CudaBackendTest, CholeskySolveRecordedOrRefusedWithAReason) {
   DeviceBuffer<T> a = this->upload(spd_matrix(this->random(rows * n), rows, n));
   DeviceBuffer<T> g = this->upload(this->random(n));
   DeviceBuffer<T> factor = gpu.allocate(n * n), x = gpu.allocate(n);
-  DeviceBuffer<double> status(gpu.memory(), 1);
-  const auto work = [&] {
+  DeviceBuffer<double> status(gpu.memory(), 1), lambda(gpu.memory(), 1);
+  const auto solve = [&](const std::function<void()>& damp) {
     gpu.copy_upper(n, a.data(), factor.data());
-    gpu.add_diagonal(n, factor.data(), T(1e-3), nullptr);
+    damp();
     gpu.potrf_into(n, factor.data(), status.data());
     gpu.copy(g.data(), x.data(), n);
     gpu.potrs(n, factor.data(), x.data());
+  };
+  const auto work = [&] {
+    solve([&] { gpu.add_diagonal_from(n, factor.data(), lambda.data(), nullptr); });
   };
   const double minus_one = -1;
   const auto outputs = [&] {
@@ -1037,10 +1041,19 @@ TYPED_TEST(CudaBackendTest, CholeskySolveRecordedOrRefusedWithAReason) {
     gpu.write_scalars(&minus_one, status.data(), 1);
     return out;
   };
-  work();
-  const std::vector<double> eager = outputs();
-  ASSERT_EQ(eager.back(), 0.0);
+  const auto set_lambda = [&](double l) { gpu.write_scalars(&l, lambda.data(), 1); };
+  std::vector<std::vector<double>> eager;
+  for (const double l : {1e-3, 0.7}) {
+    solve([&] { gpu.add_diagonal(n, factor.data(), static_cast<T>(l), nullptr); });
+    eager.push_back(outputs());
+    ASSERT_EQ(eager.back().back(), 0.0);
+    set_lambda(l);
+    work();
+    EXPECT_EQ(outputs(), eager.back()) << "λ " << l;  // from the device: the host λ's bits
+  }
+  ASSERT_NE(eager[0], eager[1]);
   std::string why;
+  set_lambda(1e-3);
   const std::unique_ptr<QueueRecording> recording = gpu.record(work, why);
   std::vector<double> none(n, 0.0);  // recorded or refused: not run
   none.push_back(-1);
@@ -1048,12 +1061,15 @@ TYPED_TEST(CudaBackendTest, CholeskySolveRecordedOrRefusedWithAReason) {
   if (recording) {
     std::cout << "[ record ] cuSOLVER potrf/potrs (n = " << n << ") captured and replayed\n";
     recording->replay();
-    EXPECT_EQ(outputs(), eager);
+    EXPECT_EQ(outputs(), eager[0]);
+    set_lambda(0.7);
+    recording->replay();
+    EXPECT_EQ(outputs(), eager[1]);
   } else {
     std::cout << "[ record ] cuSOLVER potrf/potrs (n = " << n << ") refused: " << why << "\n";
     EXPECT_NE(why.find("could not be captured"), std::string::npos) << why;
     work();
-    EXPECT_EQ(outputs(), eager);
+    EXPECT_EQ(outputs(), eager[0]);
   }
 }
 

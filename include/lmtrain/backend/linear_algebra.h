@@ -181,6 +181,10 @@ class LinearAlgebra : public DeviceQueue {
   }
   // a_ii += λ d_i (d == nullptr: d ≡ 1).
   virtual void add_diagonal(std::size_t n, T* a, T lambda, const T* d) = 0;
+  // The same with λ read on the device from `lambda` (one double in device memory, rounded to T
+  // as a host λ is): add_diagonal's bits, and queued work that a recording (DeviceQueue::record)
+  // replays with whatever λ the slot holds then — one graph for every attempt of a step.
+  virtual void add_diagonal_from(std::size_t n, T* a, const double* lambda, const T* d) = 0;
   // a_ij *= s_i s_j, i.e. a ← SAS with S = diag(s) (upper triangle only).
   virtual void scale_symmetric(std::size_t n, T* a, const T* s) = 0;
   // Upper triangle (row-major) of a (n × n) ↔ n(n+1)/2 contiguous values, row by row: what ranks

@@ -364,6 +364,9 @@ class CpuBackend final : public Backend<T> {
   void add_diagonal(std::size_t n, T* a, T lambda, const T* d) override {
     for (std::size_t i = 0; i < n; ++i) a[i * n + i] += lambda * (d ? d[i] : T(1));
   }
+  void add_diagonal_from(std::size_t n, T* a, const double* lambda, const T* d) override {
+    add_diagonal(n, a, static_cast<T>(*lambda), d);
+  }
   void scale_symmetric(std::size_t n, T* a, const T* s) override {
 #pragma omp parallel for if (n * n > kParallelThreshold)
     for (std::size_t i = 0; i < n; ++i)

@@ -521,6 +521,10 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     cuda::add_diagonal(stream(), n, a, lambda, d);
   }
+  void add_diagonal_from(std::size_t n, T* a, const double* lambda, const T* d) override {
+    bind(device_);
+    cuda::add_diagonal_from(stream(), n, a, lambda, d);
+  }
   void scale_symmetric(std::size_t n, T* a, const T* s) override {
     bind(device_);
     cuda::scale_symmetric(stream(), n, a, s);

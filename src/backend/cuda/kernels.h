@@ -89,6 +89,8 @@ void store_status(cudaStream_t stream, const int* info, double* status);
 template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d);
 template <typename T>
+void add_diagonal_from(cudaStream_t stream, std::size_t n, T* a, const double* lambda, const T* d);
+template <typename T>
 void scale_symmetric(cudaStream_t stream, std::size_t n, T* a, const T* s);
 // y_i = clamp(x[i·stride], lo, hi): a vector (stride 1) or a matrix diagonal (stride n + 1).
 template <typename T>

@@ -87,6 +87,14 @@ __global__ void add_diagonal_kernel(std::size_t n, T* a, T lambda, const T* d) {
     a[i * n + i] += lambda * (d != nullptr ? d[i] : T(1));
 }
 
+// add_diagonal_kernel's arithmetic with λ loaded from device memory, rounded to T once.
+template <typename T>
+__global__ void add_diagonal_from_kernel(std::size_t n, T* a, const double* lambda, const T* d) {
+  const T l = static_cast<T>(*lambda);
+  for (std::size_t i = thread_index(); i < n; i += grid_size())
+    a[i * n + i] += l * (d != nullptr ? d[i] : T(1));
+}
+
 template <typename T>
 __global__ void scale_symmetric_kernel(std::size_t n, T* a, const T* s) {
   const std::size_t count = n * n;
@@ -151,6 +159,13 @@ template <typename T>
 void add_diagonal(cudaStream_t stream, std::size_t n, T* a, T lambda, const T* d) {
   if (n == 0) return;
   add_diagonal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, lambda, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void add_diagonal_from(cudaStream_t stream, std::size_t n, T* a, const double* lambda, const T* d) {
+  if (n == 0) return;
+  add_diagonal_from_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, a, lambda, d);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -345,6 +360,7 @@ void column_sums_of_squares(cudaStream_t stream, std::size_t m, std::size_t n, c
                                          const T*, T*, T*);                                    \
   template void finish_inverse<T>(cudaStream_t, std::size_t, const T*, T*);                    \
   template void add_diagonal<T>(cudaStream_t, std::size_t, T*, T, const T*);                   \
+  template void add_diagonal_from<T>(cudaStream_t, std::size_t, T*, const double*, const T*);  \
   template void scale_symmetric<T>(cudaStream_t, std::size_t, T*, const T*);                   \
   template void clamp_strided<T>(cudaStream_t, std::size_t, const T*, std::size_t, T, T, T*);
 LMTRAIN_INSTANTIATE(float)
