@@ -188,6 +188,9 @@ suite() {  # name timeout binary args…
 }
 if wants tests; then
   suite "CUDA backend suite" 300 "$bin/lmtrain_cuda_tests" --gtest_color=no
+  # Whether cuSOLVER's factorization could be captured in a graph (issue 36 item 3): the line
+  # CudaBackendTest.CholeskySolveRecordedOrRefusedWithAReason prints, into the summary.
+  grep -h '^\[ record \]' "$out/tests.log" 2>/dev/null | sed 's/^/  /' | tee -a "$out/summary.txt"
   suite "mixed precision on CUDA" 120 "$bin/lmtrain_tests" --gtest_color=no --gtest_filter='*MixedPrecisionOn*cuda*'
   suite "NCCL communicator (1 rank)" 120 "$bin/lmtrain_nccl_tests" --gtest_color=no --gtest_filter='NcclOneRank*'
 fi
