@@ -7,6 +7,7 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -90,6 +91,45 @@ class MixedPrecisionOn : public ::testing::TestWithParam<const char*> {
   bool cuda() const { return std::string_view(GetParam()) == "cuda"; }
   void SetUp() override {
     if (cuda() && cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  }
+};
+
+// The widening tests' problem and references: A and g of the engine's J and r multiplied in
+// double, and Jᵀu for a u exact in float (on the device as u_dev), at θ.
+struct WideningCase {
+  MixedProblem mp;
+  Problem<float>& p;
+  std::size_t n, rows;
+  std::vector<double> j;
+  Reference ref;
+  std::vector<double> ju_ref;
+  DeviceBuffer<float> u_dev;
+
+  WideningCase(std::uint64_t seed, bool cuda)
+      : mp(Rng(seed), cuda), p(mp.p), n(mp.n()), rows(p.rows()), j(p.jacobian(mp.theta)) {
+    ref = normal_equations(j, p.residuals(mp.theta), rows, n);
+    Rng rng(seed + 1);
+    const auto u = rounded_to_float(random_vector(rows, rng));
+    ju_ref = transpose_times(j, u, rows, n);
+    u_dev = p.upload(u);
+    p.set_params(mp.theta);
+  }
+  // A, g and Jᵀu of `mixed`'s build of the batch against the references: the bounds of the
+  // neighbour tests (float64 accumulation over 600 rows), which a misplaced block exceeds by
+  // orders of magnitude.
+  void expect_same_system(NormalEquationsBuilder<float, double>& mixed, const std::string& where) {
+    PhaseTimes times;
+    NormalEquations<double> ne;
+    mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
+    std::vector<double> a(n * n), g(n), ju(n);
+    mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
+    mp.system->copy_to_host(ne.g.data(), g.data(), n);
+    EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << where;
+    EXPECT_LE(relative_error(g, ref.g), 1e-12) << where;
+    DeviceBuffer<double> ju_dev = mp.system->allocate(n);
+    mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
+    mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
+    EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << where;
   }
 };
 
@@ -195,43 +235,22 @@ TEST_P(MixedPrecisionOn, StrideOnlyPaddedSlicesGiveTheSameSystem) {
 // and SkylakeX kernels alike (OPENBLAS_CORETYPE); the bounds are the neighbour tests' (float64
 // accumulation over 600 rows), which a misplaced block exceeds by orders of magnitude.
 TEST_P(MixedPrecisionOn, WideningBlocksGiveTheSameSystem) {
-  MixedProblem mp(Rng(46), cuda());
-  Problem<float>& p = mp.p;
-  const std::size_t n = mp.n(), rows = p.rows();
-  const auto j = p.jacobian(mp.theta);
-  const auto r = p.residuals(mp.theta);
-  const Reference ref = normal_equations(j, r, rows, n);
-  Rng rng(47);
-  const auto u = rounded_to_float(random_vector(rows, rng));
-  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
-  DeviceBuffer<float> u_dev = p.upload(u);
-  p.set_params(mp.theta);
-  PhaseTimes times;
+  WideningCase c(46, cuda());
+  const std::size_t n = c.n, rows = c.rows;
   using Mixed = NormalEquationsBuilder<float, double>;
   for (const std::size_t ld : {n, std::size_t{124}})
     for (const std::size_t widening_rows : {std::size_t{50}, std::size_t{7}, std::size_t{1000}})
       for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
-        BlockSource<float> blocks(*p.source, {});
+        BlockSource<float> blocks(*c.p.source, {});
         SlicePreference preference;
         preference.leading_dimension = ld;
         preference.syrk_on_padding = false;
         preference.widening_rows = widening_rows;
         blocks.prefer(preference);
-        const std::string where = "ld " + std::to_string(ld) + ", blocks of " +
-                                  std::to_string(widening_rows) + " rows, slice " +
-                                  std::to_string(slice);
-        Mixed mixed(blocks, *mp.system, slice, p.batch, false);
-        NormalEquations<double> ne;
-        mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
-        std::vector<double> a(n * n), g(n), ju(n);
-        mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
-        mp.system->copy_to_host(ne.g.data(), g.data(), n);
-        EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << where;
-        EXPECT_LE(relative_error(g, ref.g), 1e-12) << where;
-        DeviceBuffer<double> ju_dev = mp.system->allocate(n);
-        mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
-        mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
-        EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << where;
+        Mixed mixed(blocks, *c.mp.system, slice, c.p.batch, false);
+        c.expect_same_system(mixed, "ld " + std::to_string(ld) + ", blocks of " +
+                                        std::to_string(widening_rows) + " rows, slice " +
+                                        std::to_string(slice));
       }
 
   // The plan: one block of widened rows (bounded by the batch), no widened slice per sample; a
@@ -268,28 +287,17 @@ TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
   // W7 on the CUDA backend: 772 doubles a row, 32 MiB to 1 GiB, a slice of 100 000 rows.
   EXPECT_EQ(Mixed::widening_candidates(5433, 173856, 100000), (Rows{5433, 21732, 86928, 100000}));
 
-  MixedProblem mp(Rng(48), cuda());
-  Problem<float>& p = mp.p;
-  const std::size_t n = mp.n(), rows = p.rows();
-  ASSERT_EQ(rows, 600u);
-  const auto j = p.jacobian(mp.theta);
-  const auto r = p.residuals(mp.theta);
-  const Reference ref = normal_equations(j, r, rows, n);
-  Rng rng(49);
-  const auto u = rounded_to_float(random_vector(rows, rng));
-  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
-  DeviceBuffer<float> u_dev = p.upload(u);
-  p.set_params(mp.theta);
-  PhaseTimes times;
+  WideningCase c(48, cuda());
+  ASSERT_EQ(c.rows, 600u);
   for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
-    BlockSource<float> blocks(*p.source, {});
+    BlockSource<float> blocks(*c.p.source, {});
     SlicePreference preference;
     preference.leading_dimension = 124;
     preference.syrk_on_padding = false;
     preference.widening_rows = 1000;
     preference.widening_rows_smallest = 7;
     blocks.prefer(preference);
-    Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+    Mixed mixed(blocks, *c.mp.system, slice, c.p.batch, false);
     // Measured whatever a pass costs here (a loaded machine, a sanitizer).
     mixed.set_widening_measure_limit(std::numeric_limits<double>::infinity());
     EXPECT_TRUE(mixed.widening_report().empty());
@@ -298,18 +306,7 @@ TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
     for (int batch = 0; batch < 2; ++batch) {
       const std::string where =
           "slice " + std::to_string(slice) + ", batch " + std::to_string(batch);
-      NormalEquations<double> ne;
-      mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
-      std::vector<double> a(n * n), g(n), ju(n);
-      mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
-      mp.system->copy_to_host(ne.g.data(), g.data(), n);
-      EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << where;
-      EXPECT_LE(relative_error(g, ref.g), 1e-12) << where;
-      DeviceBuffer<double> ju_dev = mp.system->allocate(n);
-      mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
-      mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
-      EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << where;
-
+      c.expect_same_system(mixed, where);
       const std::size_t kept = mixed.widening_block_rows();
       EXPECT_NE(std::find(candidates.begin(), candidates.end(), kept), candidates.end()) << where;
       const std::string& report = mixed.widening_report();
@@ -331,36 +328,16 @@ TEST_P(MixedPrecisionOn, WideningBlockChosenByMeasurementGivesTheSameSystem) {
 // block unmeasured, and that one pass is the slice's sum: A, g and Jᵀu as above.
 TEST_P(MixedPrecisionOn, WideningBlockOfASlowSliceIsNotMeasured) {
   using Mixed = NormalEquationsBuilder<float, double>;
-  MixedProblem mp(Rng(50), cuda());
-  Problem<float>& p = mp.p;
-  const std::size_t n = mp.n(), rows = p.rows();
-  const auto j = p.jacobian(mp.theta);
-  const Reference ref = normal_equations(j, p.residuals(mp.theta), rows, n);
-  Rng rng(51);
-  const auto u = rounded_to_float(random_vector(rows, rng));
-  const std::vector<double> ju_ref = transpose_times(j, u, rows, n);
-  DeviceBuffer<float> u_dev = p.upload(u);
-  p.set_params(mp.theta);
-  PhaseTimes times;
+  WideningCase c(50, cuda());
   for (const std::size_t slice : {MixedProblem::kBatch, std::size_t{37}}) {
-    BlockSource<float> blocks(*p.source, {});
+    BlockSource<float> blocks(*c.p.source, {});
     SlicePreference preference;
     preference.widening_rows = 1000;
     preference.widening_rows_smallest = 7;
     blocks.prefer(preference);
-    Mixed mixed(blocks, *mp.system, slice, p.batch, false);
+    Mixed mixed(blocks, *c.mp.system, slice, c.p.batch, false);
     mixed.set_widening_measure_limit(0);
-    NormalEquations<double> ne;
-    mixed.build(p.params.data(), p.x.data(), p.y.data(), p.batch, ne, times);
-    std::vector<double> a(n * n), g(n), ju(n);
-    mp.system->copy_to_host(ne.a.data(), a.data(), n * n);
-    mp.system->copy_to_host(ne.g.data(), g.data(), n);
-    EXPECT_LE(upper_relative_error(a, ref.a, n), 1e-13) << "slice " << slice;
-    EXPECT_LE(relative_error(g, ref.g), 1e-12) << "slice " << slice;
-    DeviceBuffer<double> ju_dev = mp.system->allocate(n);
-    mixed.jacobian_transpose_times(p.params.data(), u_dev.data(), ne, ju_dev.data());
-    mp.system->copy_to_host(ju_dev.data(), ju.data(), n);
-    EXPECT_LE(relative_error(ju, ju_ref), 1e-12) << "slice " << slice;
+    c.expect_same_system(mixed, "slice " + std::to_string(slice));
     EXPECT_EQ(mixed.widening_block_rows(), 7u);
     const std::size_t larger = Mixed::widening_candidates(7, 1000, slice * 2).size() - 1;
     EXPECT_NE(mixed.widening_report().find("blocks of 7 rows (slice of " +
