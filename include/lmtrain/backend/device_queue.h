@@ -49,8 +49,12 @@ struct SlicePreference {
 class QueueRecording {
  public:
   virtual ~QueueRecording() = default;
-  // Queues the recorded work on the queue it was recorded from.
+  // Queues the recorded work on the queue it was recorded from.  The buffers it uses must still
+  // be allocated, and the recording must not outlive its backend.
   virtual void replay() = 0;
+  // False once the backend has moved memory the recorded work uses itself (a library workspace
+  // that grew since): replay() would then reach freed memory — record again.
+  virtual bool valid() const { return true; }
 };
 
 class DeviceQueue {

@@ -82,20 +82,35 @@ using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDel
 using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
 
 // A stream's captured work (DeviceQueue::record), instantiated once, launched on that stream.
+// `generation` counts the backend's moves of its own workspaces: a recording made before one
+// points into freed memory.
 class GraphRecording final : public QueueRecording {
  public:
-  GraphRecording(GraphHandle graph, GraphExecHandle exec, cudaStream_t stream, int device)
-      : graph_(std::move(graph)), exec_(std::move(exec)), stream_(stream), device_(device) {}
+  GraphRecording(GraphHandle graph, GraphExecHandle exec, cudaStream_t stream, int device,
+                 const std::uint64_t* generation)
+      : graph_(std::move(graph)),
+        exec_(std::move(exec)),
+        stream_(stream),
+        device_(device),
+        generation_(generation),
+        recorded_(*generation) {}
   void replay() override {
+    if (!valid())
+      throw Error(
+          "a recorded CUDA graph was replayed after its backend's workspace moved; record it "
+          "again (QueueRecording::valid)");
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGraphLaunch(exec_.get(), stream_));
   }
+  bool valid() const override { return *generation_ == recorded_; }
 
  private:
   GraphHandle graph_;
   GraphExecHandle exec_;
   cudaStream_t stream_;
   int device_;
+  const std::uint64_t* generation_;
+  std::uint64_t recorded_;
 };
 using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 using CusolverHandle = std::unique_ptr<std::remove_pointer_t<cusolverDnHandle_t>, CusolverDeleter>;
@@ -296,7 +311,7 @@ class CudaBackend final : public Backend<T> {
       return nullptr;
     }
     return std::make_unique<GraphRecording>(std::move(owned), GraphExecHandle(exec), stream(),
-                                            device_);
+                                            device_, &workspace_generation_);
   }
   std::unique_ptr<PhaseClock> make_phase_clock() override {
     return cuda::make_event_phase_clock(stream());
@@ -381,7 +396,7 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     // Grow-only; a reallocation frees the old indices with cudaFree, which waits for any kernel
     // still reading them.
-    row_indices_.reserve(memory_, rows_host.size());
+    grow(row_indices_, rows_host.size());
     upload(rows_host.data(), row_indices_.data(), rows_host.size() * sizeof(std::int64_t));
     cuda::gather_rows(stream(), src, cols, row_indices_.data(), rows_host.size(), dst);
   }
@@ -542,7 +557,7 @@ class CudaBackend final : public Backend<T> {
     if (n == 0) return;
     bind(device_);
     const std::size_t chunks = cuda::column_sum_chunks(m, n);
-    if (chunks > 1) column_partials_.reserve(memory_, chunks * n);  // grow-only, ≤ 2¹⁶ doubles
+    if (chunks > 1) grow(column_partials_, chunks * n);  // grow-only, ≤ 2¹⁶ doubles
     cuda::column_sums_of_squares(stream(), m, n, j, ldj, column_partials_.data(), out);
   }
   void clamped_diagonal(std::size_t n, const T* a, T lo, T hi, T* d) override {
@@ -644,7 +659,7 @@ class CudaBackend final : public Backend<T> {
     bind(device_);
     double* scratch = nullptr;
     if (const std::size_t doubles = cuda::loss_scratch_doubles(loss.kind, batch, c); doubles > 0) {
-      loss_scratch_.reserve(memory_, doubles);  // grow-only
+      grow(loss_scratch_, doubles);  // grow-only
       scratch = loss_scratch_.data();
     }
     cuda::loss_linearize(stream(), loss, batch, c, z, y, r, seeds, scratch, reduction_.data(),
@@ -706,8 +721,8 @@ class CudaBackend final : public Backend<T> {
     if (const double zero = reduction_result(); zero < static_cast<double>(n))
       return static_cast<int>(zero) + 1;
     const std::size_t k = inverse_block_columns(n);
-    inverse_block_.reserve(memory_, n * k);
-    inverse_diagonal_.reserve(memory_, n);
+    grow(inverse_block_, n * k);
+    grow(inverse_diagonal_, n);
     for (std::size_t j0 = 0; j0 < n; j0 += k) {
       const std::size_t count = std::min(k, n - j0);
       cuda::identity_columns(stream(), n, j0, count, inverse_block_.data());
@@ -852,8 +867,19 @@ class CudaBackend final : public Backend<T> {
 
   // Grow-only, so repeated factorizations of the same size (every λ retry) allocate nothing.
   void reserve_solver_workspace(std::size_t device_bytes, std::size_t host_bytes) {
-    if (device_bytes > 0) device_workspace_.reserve(memory_, device_bytes);
-    if (host_bytes > host_workspace_.size()) host_workspace_.resize(host_bytes);
+    if (device_bytes > 0) grow(device_workspace_, device_bytes);
+    if (host_bytes > host_workspace_.size()) {
+      host_workspace_.resize(host_bytes);
+      ++workspace_generation_;  // cuSOLVER was handed its address
+    }
+  }
+  // A grow-only buffer of the backend's own to at least `count` elements.  A move invalidates the
+  // recordings made before it (GraphRecording): their kernels hold the old address.
+  template <typename U>
+  void grow(DeviceBuffer<U>& buffer, std::size_t count) {
+    const U* before = buffer.data();
+    buffer.reserve(memory_, count);
+    if (buffer.data() != before) ++workspace_generation_;
   }
 
   // Split-K's partials are padded to this many elements per row, 16 bytes of float (32 of
@@ -876,6 +902,7 @@ class CudaBackend final : public Backend<T> {
   DeviceBuffer<int> info_;              // cuSOLVER's status
   DeviceBuffer<std::byte> device_workspace_;
   std::vector<std::byte> host_workspace_;
+  std::uint64_t workspace_generation_ = 0;  // moves of the two above (QueueRecording::valid)
   DeviceBuffer<double> loss_scratch_;
   DeviceBuffer<double> column_partials_;  // column_sums_of_squares' per-chunk sums
   DeviceBuffer<T> inverse_block_;     // potri: n × k columns of the identity, then of the inverse
