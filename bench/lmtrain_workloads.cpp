@@ -21,7 +21,7 @@
 //   (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA]
 //    [--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L]
 //    [--lambda-increase U] [--lambda-decrease D] (multiplicative's factors)
-//    [--per-sample-damping] [--tf32] [--normal-matrix auto|syrk|split_k]
+//    [--per-sample-damping] [--tf32] [--cuda-graphs] [--normal-matrix auto|syrk|split_k]
 //    [--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N]: every
 //    solver option at lmtrain's defaults unless given; --per-sample-damping is
 //    SolverOptions::damping_per_sample, the peers' λ on JᵀJ/B; --tf32 is SolverOptions::tf32,
@@ -117,6 +117,7 @@ struct Args {
   // SolverOptions::damping_per_sample, so the ×10 / ×0.1 sequence damps exactly as the peer's.
   bool per_sample_damping = false;
   bool tf32 = false;
+  bool cuda_graphs = false;  // --cuda-graphs: SolverOptions::cuda_graphs
   lmtrain::NormalMatrixMethod normal_matrix = lmtrain::NormalMatrixMethod::kAuto;
   double lambda_initial = 0;          // 0: SolverOptions' default
   double lambda_increase = 0;         // 0: SolverOptions' default
@@ -139,7 +140,7 @@ struct Args {
       "       (W1/W2/W4/W6: [--solver auto|cholesky|eigen|cg|dual] [--cg-forcing ETA] "
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
       "[--lambda-increase U] [--lambda-decrease D] "
-      "[--per-sample-damping] [--tf32] [--normal-matrix auto|syrk|split_k] "
+      "[--per-sample-damping] [--tf32] [--cuda-graphs] [--normal-matrix auto|syrk|split_k] "
       "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W5 [--width 100] [--rows 100000] [--epochs 4] (and W1's options)\n"
@@ -215,6 +216,8 @@ Args parse(int argc, char** argv) {
       a.per_sample_damping = true;
     else if (arg == "--tf32")
       a.tf32 = true;
+    else if (arg == "--cuda-graphs")
+      a.cuda_graphs = true;
     else if (arg == "--normal-matrix") {
       const std::string v = value();
       const auto m = lmtrain::parse_normal_matrix_method(v);
@@ -888,6 +891,7 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   solver.max_slice_samples = args.max_slice_samples;
   solver.damping_per_sample = args.per_sample_damping;
   solver.tf32 = args.tf32;
+  solver.cuda_graphs = args.cuda_graphs;
   solver.normal_matrix = args.normal_matrix;
   solver.validate();
   lmtrain::Trainer<T> trainer(spec, loss, solver, topt, *backend);

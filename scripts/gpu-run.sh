@@ -731,8 +731,12 @@ fi
 if wants bench; then
   # --tf32: A on TF32 tensor cores (issue 36) — its final losses beside the float32 rows' are
   # the accuracy cost the docs do not have yet; normal_matrix says which way A was formed.
+  # --cuda-graphs: each attempt's factorization and solve replayed from one graph (issue 36
+  # item 3): the same final loss as the rows without it, bit for bit, and its factorization
+  # phase beside theirs; normal_matrix says whether it was recorded.
   for args in "W1 --epochs 50" "W1 --epochs 50 --mixed" "W2 --epochs 10" "W2 --epochs 10 --mixed" \
               "W1 --epochs 50 --tf32" "W2 --epochs 10 --tf32" \
+              "W2 --epochs 10 --cuda-graphs" "W2 --epochs 10 --mixed --cuda-graphs" \
               "W3 --width 64 --depth 2 --samples 50000 --repeats 5" \
               "W3 --width 256 --depth 1 --samples 100000 --repeats 5" \
               "W3 --width 1024 --depth 1 --samples 20000 --repeats 5"; do

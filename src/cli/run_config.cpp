@@ -408,6 +408,7 @@ void parse_solver(Section& s, SolverOptions& o) {
     o.geodesic_backoff_max = static_cast<int>(std::clamp<std::int64_t>(
         *v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   if (const auto v = s.boolean("tf32")) o.tf32 = *v;
+  if (const auto v = s.boolean("cuda_graphs")) o.cuda_graphs = *v;
   if (auto v = s.choice("normal_matrix", {"auto", "syrk", "split_k"}))
     o.normal_matrix = *parse_normal_matrix_method(*v);
   s.finish();

@@ -56,6 +56,11 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
     options_ignored_ += fmt::format(
         "{}SolverOptions::normal_matrix = \"{}\": ignored, {} has no choice",
         options_ignored_.empty() ? "" : "\n", to_string(options.normal_matrix), system_.name());
+  if (options.cuda_graphs && solver_type != LinearSolverType::kCholesky)
+    options_ignored_ += fmt::format(
+        "{}SolverOptions::cuda_graphs: ignored, only the cholesky solver records its attempts "
+        "(linear_solver = {})",
+        options_ignored_.empty() ? "" : "\n", to_string(solver_type));
   if (uses_geodesic_acceleration(options, solver_type))
     geodesic_ = std::make_unique<GeodesicAcceleration<T, S>>(
         options, source, builder_, ne_, system_, max_batch * source.residuals_per_sample());

@@ -773,6 +773,35 @@ TEST(Cli, Tf32IsReportedAsIgnoredOnTheCpu) {
   }
 }
 
+// solver.cuda_graphs on the CPU, which runs work as it is queued, and with a solver that does not
+// record its attempts: the fit runs as without it (the same final parameters, bit for bit) and
+// summary.txt says why the option was not applied.
+TEST(Cli, CudaGraphsAreReportedAsIgnoredOnTheCpu) {
+  Scratch s;
+  s.write("data.csv", regression_csv(300, 2));
+  for (const auto& [solver, why] :
+       {std::pair{"cholesky", "solver.cuda_graphs: ignored, the CPU runs work as it is queued"},
+        std::pair{"eigen",
+                  "solver.cuda_graphs: ignored, only the cholesky solver records its attempts "
+                  "(linear_solver = eigen)"}}) {
+    const std::string base =
+        regression_config("", 3) + "[solver]\nlinear_solver = \"" + solver + "\"\n";
+    const std::string plain = s.write(std::string("plain-") + solver + ".toml", base);
+    const std::string graphs =
+        s.write(std::string("graphs-") + solver + ".toml", base + "cuda_graphs = true\n");
+    const std::string plain_dir = std::string("plain-") + solver;
+    const std::string graphs_dir = std::string("graphs-") + solver;
+    ASSERT_EQ(run("fit " + plain + " --quiet --set output_dir='\"" + plain_dir + "\"'").exit_code,
+              0);
+    const Result fit = run("fit " + graphs + " --quiet --set output_dir='\"" + graphs_dir + "\"'");
+    ASSERT_EQ(fit.exit_code, 0) << fit.output;
+    EXPECT_NE(read_file(s.path(graphs_dir) / "summary.txt").find(why), std::string::npos)
+        << read_file(s.path(graphs_dir) / "summary.txt");
+    EXPECT_EQ(read_file(s.path(plain_dir) / "summary.txt").find("cuda_graphs"), std::string::npos);
+    EXPECT_EQ(final_parameters(s.path(graphs_dir)), final_parameters(s.path(plain_dir))) << solver;
+  }
+}
+
 // solver.normal_matrix = "split_k" on the CPU: the fit forms A by split-K (the algorithm a GPU
 // may choose), summary.txt says how, and the parameters after 4 float64 steps are the SYRK run's
 // to rounding: measured 2.8e-15 (relative, max over parameters; AMD Zen 5, OpenBLAS's Haswell

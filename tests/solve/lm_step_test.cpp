@@ -12,7 +12,9 @@
 #include <lapacke.h>
 
 #include <cmath>
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "support/block_source.h"
@@ -129,7 +131,76 @@ std::vector<double> library_step(const char* device, const std::vector<double>& 
   return p.download(p.params.data(), theta.size());
 }
 
+// `steps` LM steps from θ: the parameters after each, the step's normal-matrix report and the
+// attempts of all of them.
+struct Steps {
+  std::vector<std::vector<double>> after;
+  std::string report;
+  int attempts = 0;
+};
+template <typename T>
+Steps library_steps(const char* device, const std::vector<double>& theta,
+                    const std::vector<double>& x, const std::vector<double>& y,
+                    const SolverOptions& o, int steps) {
+  Problem<T> p(backend_on<T>(device), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
+               LossOptions{}, x, y, kBatch);
+  p.set_params(theta);
+  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.source, 16, kBatch);
+  Steps out;
+  for (int s = 0; s < steps; ++s) {
+    PhaseTimes times;
+    out.attempts += step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times).attempts;
+    out.after.push_back(p.download(p.params.data(), theta.size()));
+  }
+  out.report = step->normal_matrix_report();
+  return out;
+}
+
 class LmStepOn : public ::testing::TestWithParam<Case> {};
+
+// SolverOptions::cuda_graphs: 8 steps from λ = 1e-6, so that attempts are rejected and λ moves
+// (the recording replayed at several λ, within a step and across steps), give the parameters of
+// the same steps without it, bit for bit, after every step.  The report says the attempts were
+// replayed (a GPU) or why the option was ignored (the CPU, where this checks that asking changes
+// nothing, or a device that refused to record the factorization).
+TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
+  const Case c = GetParam();
+  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA device visible";
+  Rng rng(23);
+  const std::vector<double> x = random_vector(kBatch * kIn, rng);
+  std::vector<double> y(kBatch);
+  for (std::size_t b = 0; b < kBatch; ++b) y[b] = std::tanh(3 * x[b * kIn] - x[b * kIn + 1]);
+  const std::vector<double> theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
+  SolverOptions o;
+  o.lambda_initial = 1e-6;
+  o.geodesic_acceleration = c.geodesic;
+  if (c.precision == Precision::kMixed) o.system_precision = SystemPrecision::kFloat64;
+  const auto run = [&](bool graphs) {
+    o.cuda_graphs = graphs;
+    return c.precision == Precision::kFloat64 ? library_steps<double>(c.device, theta, x, y, o, 8)
+                                              : library_steps<float>(c.device, theta, x, y, o, 8);
+  };
+  const Steps eager = run(false), graphs = run(true);
+  ASSERT_EQ(graphs.after.size(), eager.after.size());
+  for (std::size_t s = 0; s < eager.after.size(); ++s)
+    EXPECT_EQ(graphs.after[s], eager.after[s]) << "step " << s;
+  EXPECT_EQ(graphs.attempts, eager.attempts);
+  EXPECT_GT(eager.attempts, 8) << "rejected attempts: the recording replayed at several λ";
+  EXPECT_GT(relative_error(eager.after.back(), theta), 1e-3) << "steps that move θ";
+  EXPECT_EQ(eager.report.find("cuda_graphs"), std::string::npos) << eager.report;
+  const std::string& report = graphs.report;
+  if (std::string(c.device) == "cpu") {
+    EXPECT_NE(report.find("SolverOptions::cuda_graphs: ignored, the CPU runs work as it is queued"),
+              std::string::npos)
+        << report;
+  } else {
+    std::cout << "[ record ] the LM step's attempts: " << report << "\n";
+    EXPECT_TRUE(report.find("replayed from one recording") != std::string::npos ||
+                report.find("SolverOptions::cuda_graphs: ignored, ") != std::string::npos)
+        << report;
+  }
+}
 
 TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
   const Case c = GetParam();

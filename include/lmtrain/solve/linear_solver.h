@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "lmtrain/solve/collectives.h"
@@ -36,6 +37,9 @@ class LinearSolver {
 
   // Iterations of the last solve (CG; 0 for the direct solvers).
   virtual int iterations() const { return 0; }
+  // How the solver launched its attempts where an option chose (SolverOptions::cuda_graphs):
+  // replayed from a recording, or why not.  Empty when there is nothing to say.
+  virtual std::string report() const { return {}; }
 
   // `type` must be resolved (not kAuto).  `n` parameters, up to `max_residuals` rows (dual).
   // CG sums its n-vectors over `collectives` (null: one rank) and reads cg_forcing and

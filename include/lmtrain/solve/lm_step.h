@@ -167,11 +167,13 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::size_t system_peak_bytes() const override {
     return system_owned_ ? system_owned_->memory().peak_bytes_in_use() : 0;
   }
-  // How A was formed (the system's backend), how mixed precision widened J's rows, and which
-  // options were ignored: a line each, where there is something to say.
+  // How A was formed (the system's backend), how mixed precision widened J's rows, how the solver
+  // launched its attempts, and which options were ignored: a line each, where there is
+  // something to say.
   std::string normal_matrix_report() const override {
     std::string out = system_.normal_matrix_report();
-    for (const std::string* line : {&builder_.widening_report(), &options_ignored_})
+    const std::string solver = solver_->report();
+    for (const std::string* line : {&builder_.widening_report(), &solver, &options_ignored_})
       if (!line->empty()) out += (out.empty() ? "" : "\n") + *line;
     return out;
   }

@@ -236,6 +236,13 @@ struct SolverOptions {
   // float64) or the device has no TF32 (the CPU), it is ignored and the Summary's normal-matrix
   // line says so.  Off by default: lmtrain's float32 results match the CPU's at float rounding.
   bool tf32 = false;
+  // Each attempt's factorization and solve — A + λD copied, factored, the two triangular solves —
+  // launched as one CUDA graph, recorded at the first attempt and replayed with λ read from the
+  // device (issue 36: at W2's n = 769 the factorization is a chain of small launches).  The
+  // bits are the eager solve's.  The cholesky solver on a CUDA device only; elsewhere, or where
+  // the device refuses to record the work, it is ignored and the Summary's normal-matrix line
+  // says so.  Off by default: not yet run on a GPU.
+  bool cuda_graphs = false;
   // How A = JᵀJ is formed: auto (CUDA measures SYRK against split-K per shape; the CPU runs
   // OpenBLAS's SYRK), syrk, or split_k (normal_matrix_method.h).  syrk and split_k make a GPU run
   // form A the same way every time.
