@@ -168,6 +168,16 @@ def test_tf32_on_the_cpu_is_reported_and_changes_nothing() -> None:
     assert np.array_equal(asked.parameters, plain.parameters)
 
 
+def test_cuda_graphs_on_the_cpu_are_reported_and_change_nothing() -> None:
+    # solver.cuda_graphs records the cholesky attempts on a CUDA device: on the CPU the fit's
+    # parameters are those without it, bit for bit, and the summary says why it was not applied.
+    X, y = data(rows=80, seed=4)
+    plain, _ = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=3, seed=1)
+    asked, summary = lmtrain.fit([6, "tanh", 1], X, y, max_epochs=3, seed=1, cuda_graphs=True)
+    assert "cuda_graphs: ignored, the CPU runs work as it is queued" in summary.normal_matrix
+    assert np.array_equal(asked.parameters, plain.parameters)
+
+
 def test_reports_name_options_as_python_writes_them() -> None:
     # The library's text names options as the C++ API does (SolverOptions::lambda_max); Python
     # shows the keyword arguments.  λ ends this run (lambda_max = 1e-3 with ×10 damping).
