@@ -15,11 +15,6 @@ double mib(std::size_t bytes) {
   return static_cast<double>(bytes) / (1 << 20);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::string ms(double seconds) {
   return fmt::format("{:.3g} ms", 1e3 * seconds);
 }
@@ -164,30 +159,12 @@ template <typename T>
 std::vector<double> SyrkChoice<T>::time_ways(const std::vector<SplitKPlan>& plans, std::size_t n,
                                              std::size_t k, const T* j, std::size_t ldj,
                                              T* scratch) {
-  const std::size_t ways = plans.size() + 1;
-  const auto run = [&](std::size_t w) {
+  return median_queue_seconds(la_, plans.size() + 1, kRepeats, [&](std::size_t w) {
     if (w == 0)
       syrk_(n, k, T(1), j, ldj, T(0), scratch);
     else
       split_k_syrk_ata(la_, plans[w - 1], T(1), j, ldj, T(0), scratch, workspace_.data());
-  };
-  for (std::size_t w = 0; w < ways; ++w) run(w);  // warm-up: kernels loaded, heuristics cached
-  std::vector<std::vector<double>> samples(ways);
-  const std::unique_ptr<PhaseClock> clock = la_.make_phase_clock();
-  for (int r = 0; r < kRepeats; ++r) {
-    for (std::size_t w = 0; w < ways; ++w) {
-      PhaseTimes times;
-      clock->begin(Phase::kOther);
-      run(w);
-      clock->end(Phase::kOther);
-      la_.synchronize();
-      clock->collect(times);
-      samples[w].push_back(times[Phase::kOther]);
-    }
-  }
-  std::vector<double> medians;
-  for (const auto& s : samples) medians.push_back(median(s));
-  return medians;
+  });
 }
 
 template <typename T>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -124,7 +125,7 @@ class CholeskySolver final : public LinearSolver<T> {
   std::unique_ptr<QueueRecording> recording_;
   Inputs recorded_;
   int recordings_ = 0;
-  long replays_ = 0;
+  std::uint64_t replays_ = 0;
 };
 
 // With S = D^{-½}: SAS = QΛQᵀ once per step; δ = S Q (Λ + λI)⁻¹ Qᵀ S g for every λ, O(n²).

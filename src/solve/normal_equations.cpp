@@ -32,8 +32,11 @@ NormalEquationsBuilder<T, S>::NormalEquationsBuilder(LinearizationSource<T>& sou
                        : slice_samples_ * R;
   widening_rows_smallest_ =
       widens_in_blocks(store_jacobian_, preference, true) ? preference.widening_rows_smallest : 0;
-  // Measured at the first slice that has a choice; until then (and without one) the largest.
-  if (widening_rows_smallest_ == 0) block_rows_ = widening_rows_;
+  // Measured at the first slice that has a choice; until then the largest.  Where not even a
+  // full slice has one (no smallest block, or a slice shorter than it), decided now: build()
+  // then never looks again.
+  if (widening_candidates(widening_rows_smallest_, widening_rows_, widening_rows_).size() < 2)
+    block_rows_ = widening_rows_;
   source_.reserve(max_batch_, slice_samples_);
   // Stored J in T is written in place, except in mixed precision, where each slice is built here
   // and widened into the stored J.  A source that lends its own slices needs no scratch.
@@ -207,20 +210,12 @@ bool NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built,
   const std::vector<std::size_t> blocks =
       widening_candidates(widening_rows_smallest_, widening_rows_, rows);
   if (blocks.size() < 2) return false;  // a slice too short to choose: the next first slice may
-  const std::unique_ptr<PhaseClock> clock = system_.make_phase_clock();
-  const auto timed_pass = [&](std::size_t b) {
-    PhaseTimes times;
-    clock->begin(Phase::kOther);
-    sum_slice(built, rows, b, r, true, ne);
-    clock->end(Phase::kOther);
-    system_.synchronize();
-    clock->collect(times);
-    return times[Phase::kOther];
-  };
+  const auto pass = [&](std::size_t b) { sum_slice(built, rows, b, r, true, ne); };
   // The smallest block first (with SYRK's own first-call choices for its shapes).  A slice that
   // takes longer is large enough for its products to fill the device in any block, and every
   // further pass would cost as much: keep that block, whose pass has just summed the slice.
-  const double first = timed_pass(blocks.front());
+  const std::unique_ptr<PhaseClock> clock = system_.make_phase_clock();
+  const double first = queue_seconds(system_, *clock, [&] { pass(blocks.front()); });
   if (first > widening_measure_limit_) {
     block_rows_ = blocks.front();
     widening_report_ = fmt::format(
@@ -229,15 +224,8 @@ bool NormalEquationsBuilder<T, S>::choose_widening(const JacobianRows<T>& built,
         block_rows_, rows, 1e3 * first, 1e3 * widening_measure_limit_, blocks.size() - 1);
     return true;
   }
-  for (std::size_t c = 1; c < blocks.size(); ++c) (void)timed_pass(blocks[c]);  // warm-up
-  std::vector<std::vector<double>> seconds(blocks.size());
-  for (int repeat = 0; repeat < kWideningRepeats; ++repeat)
-    for (std::size_t c = 0; c < blocks.size(); ++c) seconds[c].push_back(timed_pass(blocks[c]));
-  std::vector<double> medians;
-  for (std::vector<double>& s : seconds) {
-    std::sort(s.begin(), s.end());
-    medians.push_back(s[s.size() / 2]);
-  }
+  const std::vector<double> medians = median_queue_seconds(system_, blocks.size(), kWideningRepeats,
+                                                           [&](std::size_t c) { pass(blocks[c]); });
   // The first of equal times: the smaller block, the less memory traffic beyond L2.
   const std::size_t best =
       static_cast<std::size_t>(std::min_element(medians.begin(), medians.end()) - medians.begin());

@@ -156,7 +156,16 @@ Steps library_steps(const char* device, const std::vector<double>& theta,
   return out;
 }
 
-class LmStepOn : public ::testing::TestWithParam<Case> {};
+// A Case on the CPU and, when one is visible, on a CUDA device.
+class OnDevice : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (std::string(GetParam().device) == "cuda" && cuda_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device visible";
+  }
+};
+
+class LmStepOn : public OnDevice {};
 
 // SolverOptions::cuda_graphs: 8 steps from λ = 1e-6, so that attempts are rejected and λ moves
 // (the recording replayed at several λ, within a step and across steps), give the parameters of
@@ -165,8 +174,6 @@ class LmStepOn : public ::testing::TestWithParam<Case> {};
 // nothing, or a device that refused to record the factorization).
 TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
   const Case c = GetParam();
-  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
-    GTEST_SKIP() << "no CUDA device visible";
   Rng rng(23);
   const std::vector<double> x = random_vector(kBatch * kIn, rng);
   std::vector<double> y(kBatch);
@@ -204,8 +211,6 @@ TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
 
 TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
   const Case c = GetParam();
-  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
-    GTEST_SKIP() << "no CUDA device visible";
   Rng rng(17);
   const std::vector<double> x = random_vector(kBatch * kIn, rng);
   std::vector<double> y(kBatch);
@@ -413,12 +418,10 @@ void check_block_losses(const Case& c) {
   }
 }
 
-class ResidualBlocksOn : public ::testing::TestWithParam<Case> {};
+class ResidualBlocksOn : public OnDevice {};
 
 TEST_P(ResidualBlocksOn, LossesAreTheBlockSumsBeforeTheUpdate) {
   const Case c = GetParam();
-  if (std::string(c.device) == "cuda" && cuda_device_count() == 0)
-    GTEST_SKIP() << "no CUDA device visible";
   if (c.precision == Precision::kFloat64)
     check_block_losses<double>(c);
   else

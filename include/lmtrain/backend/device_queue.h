@@ -4,11 +4,13 @@
 // and the phase clocks need only this.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lmtrain/core/buffer.h"
 #include "lmtrain/core/timer.h"
@@ -112,5 +114,39 @@ class DeviceQueue {
  private:
   std::uint64_t host_reads_ = 0;
 };
+
+// Seconds `op` takes on `clock` (one of `queue`'s: the device's own clock on a GPU), the queue
+// drained after it.
+inline double queue_seconds(DeviceQueue& queue, PhaseClock& clock,
+                            const std::function<void()>& op) {
+  PhaseTimes times;
+  clock.begin(Phase::kOther);
+  op();
+  clock.end(Phase::kOther);
+  queue.synchronize();
+  clock.collect(times);
+  return times[Phase::kOther];
+}
+
+// How a backend chooses between ways of doing one thing by measurement (SyrkChoice's SYRK
+// against split-K, the mixed-precision widening block): run(w) queues way w; each is run once to
+// warm up (kernels loaded, a library's first-call choices made), then `repeats` rounds run every
+// way once in turn, so that a drifting clock or a co-tenant weighs on all alike.  The median
+// seconds of each way.
+inline std::vector<double> median_queue_seconds(DeviceQueue& queue, std::size_t ways, int repeats,
+                                                const std::function<void(std::size_t)>& run) {
+  for (std::size_t w = 0; w < ways; ++w) run(w);
+  const std::unique_ptr<PhaseClock> clock = queue.make_phase_clock();
+  std::vector<std::vector<double>> samples(ways);
+  for (int r = 0; r < repeats; ++r)
+    for (std::size_t w = 0; w < ways; ++w)
+      samples[w].push_back(queue_seconds(queue, *clock, [&] { run(w); }));
+  std::vector<double> medians;
+  for (std::vector<double>& s : samples) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s.empty() ? 0.0 : s[s.size() / 2]);
+  }
+  return medians;
+}
 
 }  // namespace lmtrain

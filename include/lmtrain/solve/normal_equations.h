@@ -203,11 +203,11 @@ class NormalEquationsBuilder {
   void sum_slice(const JacobianRows<T>& built, std::size_t rows, std::size_t block_rows, const S* r,
                  bool first_slice, NormalEquations<S>& ne);
   // block_rows_ for the batch's first slice: each widening_candidates block timed over the whole
-  // slice (a warm-up pass each, then kWideningRepeats alternated passes on the system's clock,
-  // medians), the fastest kept.  Each pass leaves A and g of the slice complete; build() then
-  // sums the slice once more with the block chosen.  Where the smallest block's first pass takes
-  // longer than widening_measure_limit_, that block is kept unmeasured and its pass stands: true
-  // (the slice is summed).
+  // slice (median_queue_seconds: a warm-up pass each, then kWideningRepeats alternated passes on
+  // the system's clock), the fastest kept.  Each pass leaves A and g of the slice complete;
+  // build() then sums the slice once more with the block chosen.  Where the smallest block's first
+  // pass takes longer than widening_measure_limit_, that block is kept unmeasured and its pass
+  // stands: true (the slice is summed).
   bool choose_widening(const JacobianRows<T>& built, std::size_t rows, const S* r,
                        NormalEquations<S>& ne);
   static constexpr int kWideningRepeats = 3;
