@@ -24,9 +24,9 @@ class CholeskySolver final : public LinearSolver<T> {
   CholeskySolver(LinearAlgebra<T>& backend, std::size_t n, bool graphs)
       : backend_(backend), n_(n), factor_(backend.allocate(n * n)), graphs_(graphs) {
     if (!graphs_) return;
-    if (backend_.device_kind() == DeviceKind::kCpu) {
+    if (const std::string why = backend_.why_not_recordable(); !why.empty()) {
       graphs_ = false;
-      report_ = "SolverOptions::cuda_graphs: ignored, the CPU runs work as it is queued";
+      report_ = "SolverOptions::cuda_graphs: ignored, " + why;
       return;
     }
     lambda_ = DeviceBuffer<double>(backend_.memory(), 1);

@@ -14,6 +14,7 @@
 
 #include "lmtrain/backend/backend.h"
 #include "lmtrain/core/rng.h"
+#include "support/recording_backend.h"
 
 namespace lmtrain {
 namespace {
@@ -294,6 +295,56 @@ TEST(DeviceQueueRecord, TheCpuRecordsNothingAndRunsNothing) {
   EXPECT_EQ(calls, 0);
   EXPECT_NE(why.find(cpu->name()), std::string::npos) << why;
   EXPECT_NE(why.find("nothing to record"), std::string::npos) << why;
+}
+
+// The CPU queue that records as a CUDA stream capture (support/recording_backend.h), on which CI
+// checks the logic of CUDA graphs: a recording runs nothing; a replay runs the recorded calls
+// with the host scalars they were given then and the buffers' contents of now; a host read or an
+// allocation fails the recording, with nothing run; a moved workspace makes it stale.
+TEST(DeviceQueueRecord, TheRecordingCpuKeepsHostScalarsAndReadsBuffersAtReplay) {
+  testing::RecordingCpuBackend<double> b;
+  EXPECT_EQ(b.why_not_recordable(), "");
+  EXPECT_EQ(make_cpu_backend<double>()->why_not_recordable(), "the CPU runs work as it is queued");
+  const std::vector<double> first{1, 2, 3}, second{10, 20, 30}, zeros(3, 0.0);
+  DeviceBuffer<double> x = b.allocate(3), y = b.allocate(3);
+  b.copy_from_host(first.data(), x.data(), 3);
+  b.copy_from_host(zeros.data(), y.data(), 3);
+  const auto read = [&] {
+    std::vector<double> out(3);
+    b.copy_to_host(y.data(), out.data(), 3);
+    return out;
+  };
+  double alpha = 2;
+  std::string why;
+  const auto recording = b.record([&] { b.axpy(3, alpha, x.data(), y.data()); }, why);
+  ASSERT_NE(recording, nullptr) << why;
+  EXPECT_EQ(read(), zeros) << "recording runs nothing";
+  alpha = 5;  // the recorded call keeps 2
+  recording->replay();
+  EXPECT_EQ(read(), (std::vector<double>{2, 4, 6}));
+  b.copy_from_host(second.data(), x.data(), 3);
+  recording->replay();
+  EXPECT_EQ(read(), (std::vector<double>{22, 44, 66})) << "x's contents of the replay's time";
+
+  EXPECT_EQ(b.record(
+                [&] {
+                  b.axpy(3, 1.0, x.data(), y.data());
+                  (void)b.dot(3, x.data(), y.data());
+                },
+                why),
+            nullptr);
+  EXPECT_NE(why.find("dot cannot run under stream capture"), std::string::npos) << why;
+  EXPECT_EQ(read(), (std::vector<double>{22, 44, 66})) << "a refused recording runs nothing";
+  EXPECT_EQ(b.record([&] { (void)b.allocate(4); }, why), nullptr);
+  EXPECT_NE(why.find("an allocation cannot run under stream capture"), std::string::npos) << why;
+
+  EXPECT_TRUE(recording->valid());
+  b.move_workspace();
+  EXPECT_FALSE(recording->valid());
+  EXPECT_THROW(recording->replay(), Error);
+  EXPECT_EQ(read(), (std::vector<double>{22, 44, 66}));
+  EXPECT_EQ(b.recordings(), 1);
+  EXPECT_EQ(b.replays(), 2);
 }
 
 }  // namespace

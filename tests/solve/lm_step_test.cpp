@@ -8,16 +8,19 @@
 // sums of the same host reference's residuals at the step's starting point.
 #include "lmtrain/solve/lm_step.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "lmtrain/backend/cuda_backend.h"
 #include "support/block_source.h"
+#include "support/recording_backend.h"
 #include "support/reference.h"
 
 namespace lmtrain::testing {
@@ -111,9 +114,12 @@ std::vector<double> reference_step(const std::vector<double>& theta, const std::
   return next;
 }
 
+// "cuda", "cpu", or "recording": the CPU with a queue that records as a CUDA stream capture
+// (support/recording_backend.h), where SolverOptions::cuda_graphs replays its attempts.
 template <typename T>
 std::unique_ptr<Backend<T>> backend_on(const char* device) {
   if (std::string(device) == "cuda") return make_cuda_backend<T>(0);
+  if (std::string(device) == "recording") return std::make_unique<RecordingCpuBackend<T>>();
   return make_cpu_backend<T>();
 }
 
@@ -132,17 +138,18 @@ std::vector<double> library_step(const char* device, const std::vector<double>& 
 }
 
 // `steps` LM steps from θ: the parameters after each, the step's normal-matrix report and the
-// attempts of all of them.
+// attempts of all of them.  `between(backend, s)` runs after step s.
 struct Steps {
   std::vector<std::vector<double>> after;
   std::string report;
   int attempts = 0;
 };
 template <typename T>
-Steps library_steps(const char* device, const std::vector<double>& theta,
+Steps library_steps(std::unique_ptr<Backend<T>> backend, const std::vector<double>& theta,
                     const std::vector<double>& x, const std::vector<double>& y,
-                    const SolverOptions& o, int steps) {
-  Problem<T> p(backend_on<T>(device), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
+                    const SolverOptions& o, int steps,
+                    const std::function<void(Backend<T>&, int)>& between = {}) {
+  Problem<T> p(std::move(backend), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
                LossOptions{}, x, y, kBatch);
   p.set_params(theta);
   auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.source, 16, kBatch);
@@ -151,6 +158,7 @@ Steps library_steps(const char* device, const std::vector<double>& theta,
     PhaseTimes times;
     out.attempts += step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times).attempts;
     out.after.push_back(p.download(p.params.data(), theta.size()));
+    if (between) between(*p.backend, s);
   }
   out.report = step->normal_matrix_report();
   return out;
@@ -167,38 +175,68 @@ class OnDevice : public ::testing::TestWithParam<Case> {
 
 class LmStepOn : public OnDevice {};
 
-// SolverOptions::cuda_graphs: 8 steps from λ = 1e-6, so that attempts are rejected and λ moves
-// (the recording replayed at several λ, within a step and across steps), give the parameters of
-// the same steps without it, bit for bit, after every step.  The report says the attempts were
-// replayed (a GPU) or why the option was ignored (the CPU, where this checks that asking changes
-// nothing, or a device that refused to record the factorization).
-TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
-  const Case c = GetParam();
-  Rng rng(23);
-  const std::vector<double> x = random_vector(kBatch * kIn, rng);
-  std::vector<double> y(kBatch);
-  for (std::size_t b = 0; b < kBatch; ++b) y[b] = std::tanh(3 * x[b * kIn] - x[b * kIn + 1]);
-  const std::vector<double> theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
-  SolverOptions o;
-  o.lambda_initial = 1e-6;
-  o.geodesic_acceleration = c.geodesic;
-  if (c.precision == Precision::kMixed) o.system_precision = SystemPrecision::kFloat64;
-  const auto run = [&](bool graphs) {
-    o.cuda_graphs = graphs;
-    return c.precision == Precision::kFloat64 ? library_steps<double>(c.device, theta, x, y, o, 8)
-                                              : library_steps<float>(c.device, theta, x, y, o, 8);
-  };
-  const Steps eager = run(false), graphs = run(true);
+// The data and starting point of the cuda_graphs tests: from λ = 1e-6 attempts are rejected and
+// λ moves, so a recording is replayed at several λ, within a step and across steps.
+struct GraphsCase {
+  std::vector<double> x, y, theta;
+  SolverOptions options;
+  GraphsCase() {
+    Rng rng(23);
+    x = random_vector(kBatch * kIn, rng);
+    y.resize(kBatch);
+    for (std::size_t b = 0; b < kBatch; ++b) y[b] = std::tanh(3 * x[b * kIn] - x[b * kIn + 1]);
+    theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
+    options.lambda_initial = 1e-6;
+  }
+  template <typename T>
+  Steps run(std::unique_ptr<Backend<T>> backend, bool graphs,
+            const std::function<void(Backend<T>&, int)>& between = {}) {
+    options.cuda_graphs = graphs;
+    return library_steps<T>(std::move(backend), theta, x, y, options, 8, between);
+  }
+  template <typename T>
+  Steps run(const char* device, bool graphs) {
+    return run<T>(backend_on<T>(device), graphs);
+  }
+};
+
+// The parameters after every step equal, bit for bit, and so do the attempts.
+void expect_same_steps(const Steps& graphs, const Steps& eager) {
   ASSERT_EQ(graphs.after.size(), eager.after.size());
   for (std::size_t s = 0; s < eager.after.size(); ++s)
     EXPECT_EQ(graphs.after[s], eager.after[s]) << "step " << s;
   EXPECT_EQ(graphs.attempts, eager.attempts);
+}
+
+// SolverOptions::cuda_graphs: 8 steps give the parameters of the same steps without it, bit for
+// bit, after every step.  The report says the attempts were replayed — every attempt after the
+// first from the one recording (a GPU, and the CPU whose queue records as a stream capture:
+// there a λ kept from the recording instead of read from the device would change the bits) — or
+// why the option was ignored (the CPU, where this checks that asking changes nothing, or a device
+// that refused to record the factorization).
+TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
+  const Case c = GetParam();
+  GraphsCase g;
+  g.options.geodesic_acceleration = c.geodesic;
+  if (c.precision == Precision::kMixed) g.options.system_precision = SystemPrecision::kFloat64;
+  const auto run = [&](bool graphs) {
+    return c.precision == Precision::kFloat64 ? g.run<double>(c.device, graphs)
+                                              : g.run<float>(c.device, graphs);
+  };
+  const Steps eager = run(false), graphs = run(true);
+  expect_same_steps(graphs, eager);
   EXPECT_GT(eager.attempts, 8) << "rejected attempts: the recording replayed at several λ";
-  EXPECT_GT(relative_error(eager.after.back(), theta), 1e-3) << "steps that move θ";
+  EXPECT_GT(relative_error(eager.after.back(), g.theta), 1e-3) << "steps that move θ";
   EXPECT_EQ(eager.report.find("cuda_graphs"), std::string::npos) << eager.report;
   const std::string& report = graphs.report;
-  if (std::string(c.device) == "cpu") {
+  const std::string device = c.device;
+  if (device == "cpu") {
     EXPECT_NE(report.find("SolverOptions::cuda_graphs: ignored, the CPU runs work as it is queued"),
+              std::string::npos)
+        << report;
+  } else if (device == "recording") {
+    EXPECT_NE(report.find(fmt::format("replayed from one recording (1 recorded, {} replays)",
+                                      graphs.attempts - 1)),
               std::string::npos)
         << report;
   } else {
@@ -207,6 +245,43 @@ TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
                 report.find("SolverOptions::cuda_graphs: ignored, ") != std::string::npos)
         << report;
   }
+}
+
+// A recording made stale (the CUDA backend's workspace grew and moved) is recorded again before
+// its next replay — replaying it would reach freed memory — and the steps stay the eager ones.
+TEST(CudaGraphs, AStaleRecordingIsRecordedAgain) {
+  GraphsCase g;
+  const Steps eager = g.run<double>("recording", false);
+  int moved = 0;
+  const auto backend = [] { return std::make_unique<RecordingCpuBackend<double>>(); };
+  const Steps graphs = g.run<double>(backend(), true, [&](Backend<double>& b, int s) {
+    if (s == 2 || s == 5) {
+      dynamic_cast<RecordingCpuBackend<double>&>(b).move_workspace();
+      ++moved;
+    }
+  });
+  expect_same_steps(graphs, eager);
+  ASSERT_EQ(moved, 2);
+  EXPECT_NE(graphs.report.find(fmt::format("(3 recorded, {} replays)", graphs.attempts - 1)),
+            std::string::npos)
+      << graphs.report;
+}
+
+// A device that refuses to record the attempt (cuSOLVER's potrf under capture, say): the option
+// is ignored from then on with the device's reason, the refused attempt and every later one run
+// queued call by call, and the steps are the eager ones.
+TEST(CudaGraphs, ARefusedRecordingFallsBackWithTheDevicesReason) {
+  GraphsCase g;
+  const Steps eager = g.run<float>("recording", false);
+  auto refusing = std::make_unique<RecordingCpuBackend<float>>();
+  refusing->refuse_under_capture("potrf_into");
+  const Steps graphs = g.run<float>(std::move(refusing), true);
+  expect_same_steps(graphs, eager);
+  EXPECT_NE(graphs.report.find("SolverOptions::cuda_graphs: ignored, cpu, recording as a CUDA "
+                               "stream capture: the work could not be captured (potrf_into "
+                               "refuses stream capture)"),
+            std::string::npos)
+      << graphs.report;
 }
 
 TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {
@@ -339,7 +414,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"cpu", Precision::kMixed, true}, Case{"cpu", Precision::kFloat64, true},
         Case{"cuda", Precision::kFloat32, false}, Case{"cuda", Precision::kMixed, false},
         Case{"cuda", Precision::kFloat64, false}, Case{"cuda", Precision::kFloat32, true},
-        Case{"cuda", Precision::kMixed, true}, Case{"cuda", Precision::kFloat64, true}),
+        Case{"cuda", Precision::kMixed, true}, Case{"cuda", Precision::kFloat64, true},
+        Case{"recording", Precision::kFloat32, false},
+        Case{"recording", Precision::kFloat64, false}, Case{"recording", Precision::kFloat32, true},
+        Case{"recording", Precision::kFloat64, true}),
     [](const auto& param_info) { return name(param_info.param); });
 
 // Σ r² over each block's rows of the host reference's residuals, times its scale.

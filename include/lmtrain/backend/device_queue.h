@@ -93,6 +93,10 @@ class DeviceQueue {
     why = name() + " runs work as it is queued: nothing to record";
     return nullptr;
   }
+  // Why record() refuses any work on this queue, known before anything is queued (the CPU: it
+  // runs work as it is queued); empty where record() may succeed.  A caller that would keep
+  // buffers for a recording asks this first.
+  virtual std::string why_not_recordable() const { return "the CPU runs work as it is queued"; }
   // How the device's host threads were used and why, for the Summary (the CPU: the thread count
   // of each phase, chosen per phase; cpu_threads.h).  Empty where there is no such choice.
   virtual std::string thread_report() const { return {}; }

@@ -282,10 +282,7 @@ class CudaBackend final : public Backend<T> {
   std::unique_ptr<QueueRecording> record(const std::function<void()>& work,
                                          std::string& why) override {
     bind(device_);
-    if (stream() == cudaStreamLegacy) {
-      why = name() + ": the legacy default stream cannot be captured (a borrowed torch stream)";
-      return nullptr;
-    }
+    if (why = why_not_recordable(); !why.empty()) return nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     std::string failed;
     try {
@@ -312,6 +309,11 @@ class CudaBackend final : public Backend<T> {
     }
     return std::make_unique<GraphRecording>(std::move(owned), GraphExecHandle(exec), stream(),
                                             device_, &workspace_generation_);
+  }
+  std::string why_not_recordable() const override {
+    if (stream() == cudaStreamLegacy)
+      return name() + ": the legacy default stream cannot be captured (a borrowed torch stream)";
+    return {};
   }
   std::unique_ptr<PhaseClock> make_phase_clock() override {
     return cuda::make_event_phase_clock(stream());
