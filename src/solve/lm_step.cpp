@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string_view>
 #include <type_traits>
@@ -81,6 +83,52 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
              solver_type != LinearSolverType::kCg) {
     packed_ = system_.allocate(n * (n + 1) / 2);
   }
+  if (options.cuda_graphs && solver_type == LinearSolverType::kCholesky) plan_recorded_work();
+}
+
+template <typename T, typename S>
+void LevenbergMarquardtStep<T, S>::plan_recorded_work() {
+  // Where the device cannot record at all the solver's line says so already.
+  if (!system_.why_not_recordable().empty()) return;
+  const char* why = kMixed                  ? "in mixed precision (two queues)"
+                    : collectives_.active() ? "with several ranks"
+                    : options_.regularization != Regularization::kNone ? "with a penalty"
+                                                                       : nullptr;
+  if (why != nullptr) {
+    graphs_unrecorded_ = fmt::format(
+        "SolverOptions::cuda_graphs: the trial and the geodesic correction queued call by call {}",
+        why);
+    return;
+  }
+  trial_work_ = std::make_unique<RecordedWork>(backend_, "the trial");
+  if (geodesic_)
+    geodesic_work_ = std::make_unique<RecordedWork>(backend_, "the geodesic correction");
+}
+
+template <typename T, typename S>
+std::optional<RecordedWork::Key> LevenbergMarquardtStep<T, S>::attempt_key(const T* params,
+                                                                           bool geodesic) {
+  if (!(geodesic ? geodesic_work_ : trial_work_)) return std::nullopt;
+  std::optional<RecordedWork::Key> key = source_.evaluation_key();
+  if (!key) {
+    graphs_unrecorded_ =
+        "SolverOptions::cuda_graphs: the trial and the geodesic correction queued call by call: "
+        "the linearization source's evaluations cannot be recorded";
+    return std::nullopt;
+  }
+  const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  key->insert(key->end(), {at(params), at(trial_.data()), at(delta_.data()),
+                           std::bit_cast<std::uintptr_t>(options_.learning_rate)});
+  if (!geodesic) return key;
+  const std::optional<RecordedWork::Key> product = builder_.transpose_product_key(ne_);
+  if (!product) {
+    graphs_unrecorded_ =
+        "SolverOptions::cuda_graphs: the geodesic correction queued call by call: its Jᵀu builds "
+        "J again";
+    return std::nullopt;
+  }
+  key->insert(key->end(), product->begin(), product->end());
+  return key;
 }
 
 template <typename T, typename S>
@@ -412,6 +460,16 @@ typename LevenbergMarquardtStep<T, S>::Correction LevenbergMarquardtStep<T, S>::
   if (!backoff_.due_now()) return Correction::kSkipped;
   const std::size_t n = source_.num_params();
   const double lr = options_.learning_rate;
+  if (const std::optional<RecordedWork::Key> key = attempt_key(params, true)) {
+    // One queue, one rank (plan_recorded_work): both halves on the one clock, nothing to sum.
+    ScopedDevicePhase phase(*model_clock_, Phase::kGeodesic);
+    geodesic_work_->run(*key, [&] {
+      geodesic_->second_derivative(params, lr, model_delta());
+      correction_queued_ =
+          geodesic_->correct(*solver_, lr, slot(kDelta), delta_.data(), slot(kCorrection));
+    });
+    return correction_queued_ ? Correction::kQueued : Correction::kRefused;
+  }
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kGeodesic);
     geodesic_->second_derivative(params, lr, model_delta());
@@ -455,10 +513,18 @@ typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial
   std::optional<double> f1 = 0.0;  // an empty shard adds nothing
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kTrialEvaluation);
-    // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
-    backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
-                        trial_.data());
-    if (source_.batch() > 0) f1 = source_.objective_into(trial_.data(), slot(kTrialObjective));
+    const auto work = [&] {
+      // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
+      backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
+                          trial_.data());
+      if (source_.batch() > 0) f1 = source_.objective_into(trial_.data(), slot(kTrialObjective));
+    };
+    const std::optional<RecordedWork::Key> key = attempt_key(params, false);
+    // A replay leaves F on the device: a source with a key does (evaluation_key()).
+    if (!key)
+      work();
+    else if (!trial_work_->run(*key, work) && source_.batch() > 0)
+      f1 = std::nullopt;
   }
   system_.vector_norms(n, delta_.data(), 1, slot(kStep));
   if (tolerance) backend_.dot_into(n, params, params, slot(kParamNorm));

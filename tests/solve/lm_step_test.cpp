@@ -137,26 +137,37 @@ std::vector<double> library_step(const char* device, const std::vector<double>& 
   return p.download(p.params.data(), theta.size());
 }
 
-// `steps` LM steps from θ: the parameters after each, the step's normal-matrix report and the
-// attempts of all of them.  `between(backend, s)` runs after step s.
+// `steps` LM steps from θ: the parameters after each, the step's normal-matrix report, the
+// attempts of all of them and the geodesic corrections computed.  Slices of `slice` samples;
+// `halves`: mini-batches, step s on the half s % 2 of the data.  `between(backend, s)` runs after
+// step s.
 struct Steps {
   std::vector<std::vector<double>> after;
   std::string report;
   int attempts = 0;
+  int corrections = 0;
+  std::vector<int> step_attempts;
 };
 template <typename T>
 Steps library_steps(std::unique_ptr<Backend<T>> backend, const std::vector<double>& theta,
                     const std::vector<double>& x, const std::vector<double>& y,
                     const SolverOptions& o, int steps,
-                    const std::function<void(Backend<T>&, int)>& between = {}) {
+                    const std::function<void(Backend<T>&, int)>& between = {},
+                    std::size_t slice = 16, bool halves = false) {
   Problem<T> p(std::move(backend), ModelSpec::mlp(kIn, {kHidden}, 1, Activation::kTanh),
                LossOptions{}, x, y, kBatch);
   p.set_params(theta);
-  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.source, 16, kBatch);
+  auto step = make_lm_step<T>(o, LinearSolverType::kCholesky, *p.source, slice, kBatch);
   Steps out;
   for (int s = 0; s < steps; ++s) {
     PhaseTimes times;
-    out.attempts += step->step(p.params.data(), p.x.data(), p.y.data(), kBatch, times).attempts;
+    const std::size_t batch = halves ? kBatch / 2 : kBatch;
+    const std::size_t first = halves ? (s % 2) * batch : 0;
+    const StepReport r =
+        step->step(p.params.data(), p.x.data() + first * kIn, p.y.data() + first, batch, times);
+    out.attempts += r.attempts;
+    out.step_attempts.push_back(r.attempts);
+    out.corrections += r.geodesic_applied + r.geodesic_refused;
     out.after.push_back(p.download(p.params.data(), theta.size()));
     if (between) between(*p.backend, s);
   }
@@ -188,11 +199,14 @@ struct GraphsCase {
     theta = random_vector(kHidden * kIn + 2 * kHidden + 1, rng, 0.6);
     options.lambda_initial = 1e-6;
   }
+  // The batch in one slice, as a GPU's slices hold W2's: the correction's Jᵀu reads the slice.
+  std::size_t slice = kBatch;
+  bool halves = false;
   template <typename T>
   Steps run(std::unique_ptr<Backend<T>> backend, bool graphs,
             const std::function<void(Backend<T>&, int)>& between = {}) {
     options.cuda_graphs = graphs;
-    return library_steps<T>(std::move(backend), theta, x, y, options, 8, between);
+    return library_steps<T>(std::move(backend), theta, x, y, options, 8, between, slice, halves);
   }
   template <typename T>
   Steps run(const char* device, bool graphs) {
@@ -235,10 +249,21 @@ TEST_P(LmStepOn, CudaGraphsGiveTheEagerStepsBitForBit) {
               std::string::npos)
         << report;
   } else if (device == "recording") {
-    EXPECT_NE(report.find(fmt::format("replayed from one recording (1 recorded, {} replays)",
-                                      graphs.attempts - 1)),
-              std::string::npos)
-        << report;
+    // Every attempt after the first replayed: the factorization, the trial and, where computed,
+    // the correction.
+    const std::string replayed = "replayed from one recording (1 recorded, {} replays)";
+    for (const char* what : {"each attempt's factorization and solve (n = 29) ", "the trial "})
+      EXPECT_NE(report.find(what + fmt::format(fmt::runtime(replayed), graphs.attempts - 1)),
+                std::string::npos)
+          << what << "\n"
+          << report;
+    if (c.geodesic) {
+      // Also computed at attempts that turn out invalid, which the reports do not count.
+      EXPECT_GT(graphs.corrections, 2);
+      EXPECT_NE(report.find("the geodesic correction replayed from one recording (1 recorded, "),
+                std::string::npos)
+          << report;
+    }
   } else {
     std::cout << "[ record ] the LM step's attempts: " << report << "\n";
     EXPECT_TRUE(report.find("replayed from one recording") != std::string::npos ||
@@ -282,6 +307,45 @@ TEST(CudaGraphs, ARefusedRecordingFallsBackWithTheDevicesReason) {
                                "refuses stream capture)"),
             std::string::npos)
       << graphs.report;
+}
+
+// Mini-batches: each step's batch is other data (x, y and the residuals' rows change), so the
+// trial's and the correction's work is queued call by call at a step's first attempt, recorded
+// at its second and replayed at its later ones — never a recording of the other batch.  Slices
+// smaller than the batch: the correction's Jᵀu builds J again, work that is not recorded.  Both
+// give the eager steps bit for bit.
+TEST(CudaGraphs, MiniBatchesAndRebuiltSlicesGiveTheEagerSteps) {
+  for (const bool halves : {true, false}) {
+    GraphsCase g;
+    g.options.geodesic_acceleration = true;
+    g.halves = halves;
+    g.slice = halves ? kBatch / 2 : 16;
+    const Steps eager = g.run<double>("recording", false),
+                graphs = g.run<double>("recording", true);
+    expect_same_steps(graphs, eager);
+    EXPECT_GT(relative_error(eager.after.back(), g.theta), 1e-3);
+    const std::string& report = graphs.report;
+    if (halves) {
+      // Each step's batch is new: a recording at its second attempt, replays from then on.
+      int recorded = 0, replays = 0;
+      for (const int a : graphs.step_attempts) {
+        recorded += a >= 2;
+        replays += std::max(a - 1, 0);
+      }
+      ASSERT_GE(recorded, 1) << "a step with several attempts";
+      EXPECT_NE(report.find(fmt::format("the trial replayed from one recording ({} recorded, {} "
+                                        "replays)",
+                                        recorded, replays)),
+                std::string::npos)
+          << report;
+    } else {
+      EXPECT_NE(report.find("the geodesic correction queued call by call: its Jᵀu builds J again"),
+                std::string::npos)
+          << report;
+      EXPECT_NE(report.find("the trial replayed from one recording (1 recorded"), std::string::npos)
+          << report;
+    }
+  }
 }
 
 TEST_P(LmStepOn, EqualsTheFloat64ReferenceStep) {

@@ -4,6 +4,10 @@
 // ∂z_b/∂θ); columns follow the flat parameter order.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 #include "lmtrain/core/timer.h"
 #include "lmtrain/nn/loss.h"
 #include "lmtrain/nn/sequential.h"
@@ -69,6 +73,11 @@ class JacobianEngine {
   // Residuals of the current batch at other parameters (batch·R values into r), without reading
   // F there.  Leaves the linearization (activations, residuals, seeds) untouched.
   void residuals_at(const T* params, T* r);
+  // What objective_into and residuals_at queue depends on besides their arguments — the batch
+  // (x, y, its size), the residuals and the buffers the trial pass writes, the draws of
+  // cross_entropy_sampled — for a recording of that work (LinearizationSource::evaluation_key).
+  // nullopt where a layer allocates for itself (a convolution's columns).
+  std::optional<std::vector<std::uintptr_t>> evaluation_key() const;
 
  private:
   // The forward pass of linearize(), keeping what jacobian_rows needs; returns the outputs z.

@@ -117,6 +117,14 @@ class LinearizationSource {
   // anything back (the geodesic correction needs no F there).  The linearization (residuals,
   // what jacobian_slice reads) stays as it was.
   virtual void residuals_at(const T* params, T* r) = 0;
+  // For a recording of objective_into's and residuals_at's device work (DeviceQueue::record,
+  // SolverOptions::cuda_graphs): what that work depends on besides the parameters and the output
+  // it is given — the batch, the source's own buffers, anything it reads on the host —, so that
+  // work recorded under one key replays right while the key is the same.  A source that returns
+  // one queues that work on model_backend()'s queue alone, with no read, wait or allocation once
+  // it has run under the same key, and leaves F on the device in objective_into (nullopt).
+  // nullopt (the default): not recordable (a torch source queues on torch's stream).
+  virtual std::optional<std::vector<std::uintptr_t>> evaluation_key() const { return std::nullopt; }
   // Whether jacobian_slice returns the source's own storage rather than writing into the
   // scratch it is offered: the builder then keeps no scratch (and the plan counts none).
   virtual bool borrows_slices() const { return false; }

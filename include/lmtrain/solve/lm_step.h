@@ -52,6 +52,7 @@
 #include "lmtrain/solve/linear_solver.h"
 #include "lmtrain/solve/linearization_source.h"
 #include "lmtrain/solve/penalty.h"
+#include "lmtrain/solve/recorded_work.h"
 #include "lmtrain/solve/termination.h"
 
 namespace lmtrain {
@@ -173,7 +174,10 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::string normal_matrix_report() const override {
     std::string out = system_.normal_matrix_report();
     const std::string solver = solver_->report();
-    for (const std::string* line : {&builder_.widening_report(), &solver, &options_ignored_})
+    const std::string trial = trial_work_ ? trial_work_->report() : std::string();
+    const std::string geodesic = geodesic_work_ ? geodesic_work_->report() : std::string();
+    for (const std::string* line : {&builder_.widening_report(), &solver, &trial, &geodesic,
+                                    &graphs_unrecorded_, &options_ignored_})
       if (!line->empty()) out += (out.empty() ? "" : "\n") + *line;
     return out;
   }
@@ -291,6 +295,13 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   // δ in the model's precision for a trial or a derivative along it: δ itself, or rounded to T
   // once (mixed precision).
   const T* model_delta();
+  // SolverOptions::cuda_graphs beyond the solver's attempt: the trial's and the geodesic
+  // correction's work from recordings (RecordedWork), where the step runs on one queue and one
+  // rank without a penalty; else graphs_unrecorded_ says why not.
+  void plan_recorded_work();
+  // The key of the trial's (`geodesic`: the correction's) work at `params`: what its calls are
+  // given.  nullopt where that work is not recorded (then queued call by call).
+  std::optional<RecordedWork::Key> attempt_key(const T* params, bool geodesic);
   bool solves_here() const { return collectives_.is_root() || collective_solver(); }
   bool collective_solver() const {
     return solver_type_ == LinearSolverType::kCg ||
@@ -330,6 +341,10 @@ class LevenbergMarquardtStep final : public LmStepper<T> {
   std::unique_ptr<Penalty<T, S>> penalty_;
   std::unique_ptr<GeodesicAcceleration<T, S>> geodesic_;  // null when off (see solver_options.h)
   GeodesicBackoff backoff_;                               // which attempts compute the correction
+  // SolverOptions::cuda_graphs: the trial's and the correction's work (null: queued call by call).
+  std::unique_ptr<RecordedWork> trial_work_, geodesic_work_;
+  bool correction_queued_ = false;  // what the correction's work decided when it last ran
+  std::string graphs_unrecorded_;   // why some of that work is not recorded
   // Phases of the model's queue, and of the system's in mixed precision (its own queue); read
   // into the step's PhaseTimes once per step.
   std::unique_ptr<PhaseClock> model_clock_, system_clock_;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -174,6 +175,19 @@ class NormalEquationsBuilder {
   // fitted one —, else asks the source for its own product (a reverse pass), and otherwise
   // builds the slices again (no SYRK).
   void jacobian_transpose_times(const T* params, const T* u, const NormalEquations<S>& ne, S* out);
+  // Where jacobian_transpose_times is one GEMV on a J held in memory in the model's precision
+  // (the stored J, or the slice that held the batch), the J it reads, for a recording of it
+  // (LinearizationSource::evaluation_key's sense); nullopt where it would widen, ask the source or
+  // build slices again — work whose buffers a key of this size does not cover.
+  std::optional<std::vector<std::uintptr_t>> transpose_product_key(
+      const NormalEquations<S>& ne) const {
+    const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    if (kWiden || source_.batch() == 0) return std::nullopt;
+    if (store_jacobian_) return std::vector<std::uintptr_t>{1, at(ne.j.data())};
+    if (slice_holds_batch_ && held_in_system_)
+      return std::vector<std::uintptr_t>{2, at(held_system_.data), held_system_.ld};
+    return std::nullopt;
+  }
   LinearizationSource<T>& source() { return source_; }
 
  private:

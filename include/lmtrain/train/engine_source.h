@@ -56,6 +56,9 @@ class EngineSource final : public LinearizationSource<T> {
     return std::nullopt;
   }
   void residuals_at(const T* params, T* r) override { engine_.residuals_at(params, r); }
+  std::optional<std::vector<std::uintptr_t>> evaluation_key() const override {
+    return engine_.evaluation_key();
+  }
   void set_draw_key(std::uint64_t key) override { engine_.set_draw_key(key); }
   ParameterGroups relevance_groups() const override {
     return engine_.model().spec().relevance_groups();
