@@ -7,7 +7,8 @@
 #                    check of test_torch_cuda.py, one line per test (its outcome, an error's line)
 #   environment.txt  nvidia-smi, the devices lmtrain sees, the NCCL runtime it loads and its
 #                    version, the full ldd of every binary, compute-sanitizer's and mpirun's versions
-#   tests.log        the CUDA backend suite (fp64 CPU references), mixed precision on CUDA, NCCL;
+#   tests.log        the CUDA backend suite (fp64 CPU references), the LM step and mixed precision
+#                    on CUDA (lmtrain_tests' device cases), NCCL;
 #                    lmtrain._core built for the machine's Python and tests/python/test_torch_cuda.py
 #                    (pytest -v -rA: each test's result line, then the short summary)
 #   sanitizer.log    compute-sanitizer memcheck, racecheck and synccheck on the CUDA suite.
@@ -188,10 +189,15 @@ suite() {  # name timeout binary args…
 }
 if wants tests; then
   suite "CUDA backend suite" 300 "$bin/lmtrain_cuda_tests" --gtest_color=no
-  # Whether cuSOLVER's factorization could be captured in a graph (issue 36 item 3): the line
-  # CudaBackendTest.CholeskySolveRecordedOrRefusedWithAReason prints, into the summary.
+  # lmtrain_tests' cases parameterized by device: mixed precision, the LM step against its fp64
+  # reference (with and without the geodesic correction; cuda_graphs bit for bit against the
+  # eager steps) and the residual blocks' losses.  Until 2026-11-30 only the first ran here.
+  suite "LM step, mixed precision on CUDA" 180 "$bin/lmtrain_tests" --gtest_color=no \
+    --gtest_filter='*MixedPrecisionOn*cuda*:*LmStepOn*cuda*:*ResidualBlocksOn*cuda*'
+  # Whether cuSOLVER's factorization, and the step's trial and geodesic correction, could be
+  # captured in graphs (issue 36 item 3): the lines CudaBackendTest.CholeskySolveRecordedOrRefused
+  # WithAReason and LmStepOn.CudaGraphsGiveTheEagerStepsBitForBit print, into the summary.
   grep -h '^\[ record \]' "$out/tests.log" 2>/dev/null | sed 's/^/  /' | tee -a "$out/summary.txt"
-  suite "mixed precision on CUDA" 120 "$bin/lmtrain_tests" --gtest_color=no --gtest_filter='*MixedPrecisionOn*cuda*'
   suite "NCCL communicator (1 rank)" 120 "$bin/lmtrain_nccl_tests" --gtest_color=no --gtest_filter='NcclOneRank*'
 fi
 
