@@ -19,14 +19,23 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 fuzz_seconds=${LMTRAIN_FUZZ_SECONDS:-20}
 
+# Each stage's wall time, printed at the end: CI has 90 minutes on 2 cores and should stay
+# under 45, so where they go is part of every run's output.
+timings=() stage_name="installing the dependencies" stage_started=$SECONDS
+stage() {  # title: ends the stage before it and starts this one
+  timings+=("$(printf '%6d s  %s' $((SECONDS - stage_started)) "$stage_name")")
+  stage_name=$1 stage_started=$SECONDS
+  echo "== $1"
+}
 scripts/install-deps.sh
 
-echo "== style (clang-format, lizard)"
+stage "style (clang-format, lizard)"
 scripts/check-style.sh
 
-echo "== release build and tests"
+stage "release build"
 cmake --preset release
 cmake --build --preset release -j "$jobs"
+stage "release tests"
 ctest --preset release -j "$jobs"
 widest=$(build/release/bin/lmtrain info --devices | sed -n 's/.* \([a-z0-9]*\) loops.*/\1/p' | head -n 1)
 for path in baseline avx2 avx512; do
@@ -35,30 +44,31 @@ for path in baseline avx2 avx512; do
     avx2) grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || continue ;;
     avx512) for f in avx512f avx512dq avx512vl avx512bw; do grep -qw $f /proc/cpuinfo || continue 2; done ;;
   esac
-  echo "== convergence tests on the $path activation loops (LMTRAIN_SIMD=$path)"
+  stage "convergence tests on the $path activation loops (LMTRAIN_SIMD=$path)"
   LMTRAIN_SIMD=$path ctest --preset release -L convergence
 done
 
-echo "== the installed package in another project (find_package(lmtrain), the README's example)"
+stage "the installed package in another project (find_package(lmtrain), the README's example)"
 scripts/test-consumer.sh
 
-echo "== the Python package (pip install . in build/py-venv, pytest tests/python)"
+stage "the Python package (pip install . in build/py-venv, pytest tests/python)"
 scripts/test-python.sh
 
-echo "== the PyTorch front end (torch as bench/peers/install.sh installs it; tests/python/test_torch_*)"
+stage "the PyTorch front end (torch as bench/peers/install.sh installs it; tests/python/test_torch_*)"
 scripts/test-torch.sh
 
-echo "== deployment templates (deploy/: manifests validated offline, sbatch under a stub srun, faults)"
+stage "deployment templates (deploy/: manifests validated offline, sbatch under a stub srun, faults)"
 scripts/test-deploy.sh
-echo "== the container image (scripts/container-test.sh: only with LMTRAIN_CONTAINER_TEST=1)"
+stage "the container image (scripts/container-test.sh: only with LMTRAIN_CONTAINER_TEST=1)"
 LMTRAIN_CONTAINER_TEST=${LMTRAIN_CONTAINER_TEST:-0} scripts/container-test.sh
 
-echo "== sanitizer build (ASan + UBSan) and tests"
+stage "sanitizer build (ASan + UBSan)"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
+stage "sanitizer tests"
 ctest --preset asan -j "$jobs" -LE "convergence|mpi"
 
-echo "== fuzzing the file readers (${fuzz_seconds} s each)"
+stage "fuzzing the file readers (${fuzz_seconds} s each)"
 fuzzers=(csv npy idx fann safetensors run_config)
 cmake --preset fuzz
 cmake --build --preset fuzz -j "$jobs" --target "${fuzzers[@]/#/lmtrain_fuzz_}"
@@ -69,3 +79,6 @@ for name in "${fuzzers[@]}"; do
   rm -rf "$corpus"
   echo "fuzz: $(basename "$target") ran ${fuzz_seconds} s with no crash"
 done
+stage "done"
+printf '%s\n' "${timings[@]}"
+echo "test.sh: every stage passed in $SECONDS s"
