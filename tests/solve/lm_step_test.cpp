@@ -305,19 +305,38 @@ TEST(CudaGraphs, AStaleRecordingIsRecordedAgain) {
 
 // A device that refuses to record the attempt (cuSOLVER's potrf under capture, say): the option
 // is ignored from then on with the device's reason, the refused attempt and every later one run
-// queued call by call, and the steps are the eager ones.
+// queued call by call, and the steps are the eager ones.  The same for the trial's and the
+// correction's work (a kernel of theirs refused), each on its own.
 TEST(CudaGraphs, ARefusedRecordingFallsBackWithTheDevicesReason) {
-  GraphsCase g;
-  const Steps eager = g.run<float>("recording", false);
-  auto refusing = std::make_unique<RecordingCpuBackend<float>>();
-  refusing->refuse_under_capture("potrf_into");
-  const Steps graphs = g.run<float>(std::move(refusing), true);
-  expect_same_steps(graphs, eager);
-  EXPECT_NE(graphs.report.find("SolverOptions::cuda_graphs: ignored, cpu, recording as a CUDA "
-                               "stream capture: the work could not be captured (potrf_into "
-                               "refuses stream capture)"),
-            std::string::npos)
-      << graphs.report;
+  const std::string device =
+      "cpu, recording as a CUDA stream capture: the work could not be "
+      "captured (";
+  struct Refusal {
+    const char* call;
+    std::vector<std::string> lines;
+  };
+  for (const Refusal& r : {
+           Refusal{"potrf_into",
+                   {"SolverOptions::cuda_graphs: ignored, " + device +
+                        "potrf_into refuses stream capture)",
+                    "the trial replayed from one recording", "the geodesic correction replayed"}},
+           Refusal{"add_scaled",  // θ − lr·δ, θ ± hv
+                   {"each attempt's factorization and solve (n = 29) replayed",
+                    "SolverOptions::cuda_graphs: the trial queued call by call, " + device +
+                        "add_scaled refuses stream capture)",
+                    "SolverOptions::cuda_graphs: the geodesic correction queued call by call, " +
+                        device + "add_scaled refuses stream capture)"}},
+       }) {
+    GraphsCase g;
+    g.options.geodesic_acceleration = true;
+    const Steps eager = g.run<float>("recording", false);
+    auto refusing = std::make_unique<RecordingCpuBackend<float>>();
+    refusing->refuse_under_capture(r.call);
+    const Steps graphs = g.run<float>(std::move(refusing), true);
+    expect_same_steps(graphs, eager);
+    for (const std::string& line : r.lines)
+      EXPECT_NE(graphs.report.find(line), std::string::npos) << line << "\n" << graphs.report;
+  }
 }
 
 // Mini-batches: each step's batch is other data (x, y and the residuals' rows change), so the
