@@ -26,6 +26,8 @@
 //    solver option at lmtrain's defaults unless given; --per-sample-damping is
 //    SolverOptions::damping_per_sample, the peers' λ on JᵀJ/B; --tf32 is SolverOptions::tf32,
 //    A on TF32 tensor cores on CUDA)
+//   (W1/W2/W5/W7: [--profile-steps A:B]: the CUDA profiler collects steps A … B only (1-based),
+//    for Nsight Compute's --profile-from-start off — scripts/gpu-run.sh's profile stage)
 //   lmtrain_workloads W4 [--epochs 5] [--train-rows 6000] [--test-rows 2000] [--data DIR]
 //                        [--loss cross_entropy_sqrt|cross_entropy|cross_entropy_sampled] [--seed S]
 //                        [--double]
@@ -67,6 +69,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "lmtrain/backend/cuda_backend.h"
 #include "lmtrain/backend/device.h"
 #include "lmtrain/dist/communicator.h"
 #include "lmtrain/io/fann_reader.h"
@@ -117,7 +120,8 @@ struct Args {
   // SolverOptions::damping_per_sample, so the ×10 / ×0.1 sequence damps exactly as the peer's.
   bool per_sample_damping = false;
   bool tf32 = false;
-  bool cuda_graphs = false;  // --cuda-graphs: SolverOptions::cuda_graphs
+  bool cuda_graphs = false;                 // --cuda-graphs: SolverOptions::cuda_graphs
+  int profile_first = 0, profile_last = 0;  // --profile-steps A:B (0: none)
   lmtrain::NormalMatrixMethod normal_matrix = lmtrain::NormalMatrixMethod::kAuto;
   double lambda_initial = 0;          // 0: SolverOptions' default
   double lambda_increase = 0;         // 0: SolverOptions' default
@@ -141,7 +145,8 @@ struct Args {
       "[--cg-max-iterations K] [--damping multiplicative|nielsen] [--lambda-initial L] "
       "[--lambda-increase U] [--lambda-decrease D] "
       "[--per-sample-damping] [--tf32] [--cuda-graphs] [--normal-matrix auto|syrk|split_k] "
-      "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N])\n"
+      "[--geodesic | --no-geodesic] [--geodesic-backoff-max N] [--max-slice-samples N] "
+      "[--profile-steps A:B])\n"
       "       lmtrain_workloads W3 --width W --depth D --samples S [--repeats R]\n"
       "       lmtrain_workloads W5 [--width 100] [--rows 100000] [--epochs 4] (and W1's options)\n"
       "       lmtrain_workloads W6 --set NAME [--datasets DIR] [--hidden H] [--budget SECONDS] "
@@ -218,7 +223,20 @@ Args parse(int argc, char** argv) {
       a.tf32 = true;
     else if (arg == "--cuda-graphs")
       a.cuda_graphs = true;
-    else if (arg == "--normal-matrix") {
+    else if (arg == "--profile-steps") {
+      const std::string v = value();
+      const std::size_t colon = v.find(':');
+      try {
+        if (colon == std::string::npos) throw std::invalid_argument(v);
+        a.profile_first = std::stoi(v.substr(0, colon));
+        a.profile_last = std::stoi(v.substr(colon + 1));
+      } catch (const std::exception&) {
+        a.profile_first = 0;
+      }
+      if (a.profile_first < 1 || a.profile_last < a.profile_first)
+        throw lmtrain::InvalidArgument(
+            fmt::format("--profile-steps {}: expected A:B, steps 1 ≤ A ≤ B", v));
+    } else if (arg == "--normal-matrix") {
       const std::string v = value();
       const auto m = lmtrain::parse_normal_matrix_method(v);
       if (!m)
@@ -905,7 +923,11 @@ int train_and_report(const Args& args, const std::string& workload, const std::s
   std::vector<lmtrain::PhaseTimes> step_phases, all_step_phases;  // each step's own phases
   Clock::time_point last = Clock::now();
   std::size_t batches_per_epoch = 1;
+  // --profile-steps A:B: collection on from the end of step A − 1 to the end of step B.
+  if (args.profile_first == 1) lmtrain::cuda_profiler_collect(true);
   trainer.add_callback([&](const lmtrain::IterationSummary& it) {
+    if (it.step + 1 == args.profile_first) lmtrain::cuda_profiler_collect(true);
+    if (it.step == args.profile_last) lmtrain::cuda_profiler_collect(false);
     const Clock::time_point now = Clock::now();
     const double dt = std::chrono::duration<double>(now - last).count();
     last = now;

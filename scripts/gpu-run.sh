@@ -46,7 +46,7 @@
 #               2e-7 … 1.1e-6), so only a bound on the outcome is meaningful.
 #
 # usage: bash scripts/gpu-run.sh [--stages env,ext,tests,torch,pinn,pinnbench,fits,ranks,sanitizers,
-#                                            bench,peers,peers5]
+#                                            bench,peers,profile,peers5]
 #                                [--skip-bench]
 #   (pinn, peers and the sanitizers' torch step build lmtrain._core themselves when no
 #   $LMTRAIN_GPU_PKG holds one; the torch stage adds the tests of test_torch_cuda.py)
@@ -63,7 +63,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
-stages=env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers,peers5
+stages=env,tests,torch,pinn,fits,ranks,sanitizers,bench,peers,profile,peers5
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stages) stages=${2:?--stages needs a list}; shift 2 ;;
@@ -798,6 +798,39 @@ if wants peers || wants peers5; then
       'peers_bench gpu-peers-W2-W7 W2 W7 --repeats 1 --rows "$rows"'
     wants peers5 && gpu_check "peers: bench/run.sh W5" bench.log 300 bash -c \
       'peers_bench gpu-peers-W5 W5 --repeats 1 --rows "$rows"'
+  fi
+fi
+
+# ---- profile: each kernel's time in a few steps, by Nsight Compute (issue 36) --------------
+# Whether a phase is its kernels or the launching and waiting between them — W2's factorization
+# (479 µs per step on the H200 of 2026-11-28, the step's largest phase) decides what comes next
+# (graphs, or another factorization): ncu times every kernel lmtrain_workloads launches in steps
+# A … B (--profile-steps; the warm-up and the shape choices before them run unprofiled), one at
+# a time; bench/kernel_times.py sums them per step into profile.md, whose headlines go into the
+# summary.  Read them beside the bench and peers stages' step times, taken without the profiler.
+# W2 eager and with --cuda-graphs (a graph's kernels are profiled one by one), W7 in its
+# documented mixed precision.  Wants the GPU to itself (scripts/gpu-session.sh --alone).
+if wants profile; then
+  ncu=$(command -v ncu || compgen -G "/opt/nvidia/nsight-compute/*/ncu" || compgen -G "/usr/local/cuda/bin/ncu")
+  ncu=${ncu%%$'\n'*}
+  if [[ -z $ncu ]]; then
+    report "profile" SKIP 0 "no ncu (Nsight Compute) on this machine"
+  else
+    : > "$out/profile.md"
+    for spec in "W2|5|W2 --epochs 1 --no-roofline --profile-steps 3:7" \
+                "W2-cuda-graphs|5|W2 --epochs 1 --no-roofline --cuda-graphs --profile-steps 3:7" \
+                "W7-mixed|3|W7 --epochs 6 --mixed --no-roofline --profile-steps 3:5"; do
+      IFS='|' read -r tag steps args <<< "$spec"
+      # shellcheck disable=SC2086  # the arguments are words on purpose
+      gpu_check "profile $tag (ncu, $steps steps)" profile.log 120 bash -c \
+        "\"$ncu\" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \
+           --csv --print-units base --log-file \"$out/profile-$tag.csv\" \
+           \"$bin/lmtrain_workloads\" $args --device cuda > /dev/null &&
+         python3 \"$root/bench/kernel_times.py\" --steps $steps \"$out/profile-$tag.csv\" > \"$work/profile-$tag.md\""
+      cat "$work/profile-$tag.md" >> "$out/profile.md" 2>/dev/null
+      grep -h 'µs of kernels per step' "$work/profile-$tag.md" 2>/dev/null |
+        sed "s/^/  $tag: /" | tee -a "$out/summary.txt"
+    done
   fi
 fi
 

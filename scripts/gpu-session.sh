@@ -12,10 +12,11 @@
 #            deadline --total-seconds (counted from this script's start)
 #
 # usage: bash scripts/gpu-session.sh [--together "A=env,tests,fits,ranks B=torch,sanitizers
-#            C=pinn D=bench"] [--alone "E=peers F=peers5"] [--together-seconds 200] [--total-seconds 570]
+#            C=pinn D=bench"] [--alone "E=peers,profile F=peers5"] [--together-seconds 200] [--total-seconds 570]
 #   (with the device tool: run(command="bash scripts/gpu-session.sh", carry=[".gpu"], timeout_s=600)
 #    after scripts/gpu-bundle.sh here).  The defaults take about 9 minutes on an H200 (2026-11-27:
-#    phase 1 about 100 s; peers about 120 s, peers5 about 180 s).  The PINN recipes on the GPU
+#    phase 1 about 100 s; peers about 120 s, peers5 about 180 s; profile, new on 2026-11-30, not
+#    yet run: its three ncu runs are limited to 120 s each).  The PINN recipes on the GPU
 #    (issue 39) want a call of their own:  --together "" --alone "G=pinnbench"  (about 9 minutes
 #    at gpu-run.sh's default LMTRAIN_GPU_PINN_SCALE).  Issue 39's 30 minutes of Burgers on a GPU, in
 #    parts over several calls (gpu-run.sh's pinnbench header): each call
@@ -36,7 +37,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
 together="A=env,tests,fits,ranks B=torch,sanitizers C=pinn D=bench"
-alone="E=peers F=peers5"
+alone="E=peers,profile F=peers5"
 together_s=200
 total_s=570
 while [[ $# -gt 0 ]]; do

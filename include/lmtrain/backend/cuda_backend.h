@@ -27,6 +27,12 @@ int cuda_device_count() noexcept;
 // index outside [0, cuda_device_count()).
 std::string cuda_device_description(int device);
 
+// Turns the CUDA profiler's collection on or off for the whole process (cudaProfilerStart/Stop):
+// a profiler started with it off (Nsight Compute's --profile-from-start off) records only the
+// kernels launched in between — a benchmark's steps after its warm-up.  Does nothing where
+// lmtrain was built without CUDA or no profiler is attached.
+void cuda_profiler_collect(bool on) noexcept;
+
 // The device's float64 throughput over its float32 throughput, from the driver's
 // cudaDevAttrSingleToDoublePrecisionPerfRatio: ½ on P100, V100, A100 and H100, 1/32–1/64 on
 // consumer GPUs.  Throws BackendError as cuda_device_description does.

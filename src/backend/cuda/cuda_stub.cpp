@@ -24,6 +24,8 @@ int cuda_device_count() noexcept {
   return 0;
 }
 
+void cuda_profiler_collect(bool /*on*/) noexcept {}
+
 std::string cuda_device_description(int /*device*/) {
   throw_not_built();
 }

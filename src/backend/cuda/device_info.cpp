@@ -1,4 +1,5 @@
 // Device discovery: the functions of lmtrain/backend/cuda_backend.h that need no backend.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -22,6 +23,11 @@ int cuda_device_count() noexcept {
     return 0;
   }
   return count;
+}
+
+void cuda_profiler_collect(bool on) noexcept {
+  if (cuda_device_count() == 0) return;
+  if ((on ? cudaProfilerStart() : cudaProfilerStop()) != cudaSuccess) (void)cudaGetLastError();
 }
 
 std::string cuda_device_description(int device) {
