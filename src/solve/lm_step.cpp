@@ -89,9 +89,8 @@ LevenbergMarquardtStep<T, S>::LevenbergMarquardtStep(
 template <typename T, typename S>
 void LevenbergMarquardtStep<T, S>::plan_recorded_work() {
   // Where the device cannot record at all the solver's line says so already.
-  if (!system_.why_not_recordable().empty()) return;
-  const char* why = kMixed                  ? "in mixed precision (two queues)"
-                    : collectives_.active() ? "with several ranks"
+  if (!backend_.why_not_recordable().empty()) return;
+  const char* why = collectives_.active()                              ? "with several ranks"
                     : options_.regularization != Regularization::kNone ? "with a penalty"
                                                                        : nullptr;
   if (why != nullptr) {
@@ -100,8 +99,14 @@ void LevenbergMarquardtStep<T, S>::plan_recorded_work() {
         why);
     return;
   }
+  // The trial is the model queue's work (δ narrowed to T before it, on both queues).
   trial_work_ = std::make_unique<RecordedWork>(backend_, "the trial");
-  if (geodesic_)
+  if (!geodesic_) return;
+  if (kMixed)
+    graphs_unrecorded_ =
+        "SolverOptions::cuda_graphs: the geodesic correction queued call by call in mixed "
+        "precision (its Jᵀu and solve are the float64 queue's)";
+  else
     geodesic_work_ = std::make_unique<RecordedWork>(backend_, "the geodesic correction");
 }
 
@@ -117,7 +122,9 @@ std::optional<RecordedWork::Key> LevenbergMarquardtStep<T, S>::attempt_key(const
     return std::nullopt;
   }
   const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-  key->insert(key->end(), {at(params), at(trial_.data()), at(delta_.data()),
+  const void* narrowed = nullptr;  // δ in T (mixed precision)
+  if constexpr (kMixed) narrowed = delta_model_.data();
+  key->insert(key->end(), {at(params), at(trial_.data()), at(delta_.data()), at(narrowed),
                            std::bit_cast<std::uintptr_t>(options_.learning_rate)});
   if (!geodesic) return key;
   const std::optional<RecordedWork::Key> product = builder_.transpose_product_key(ne_);
@@ -513,10 +520,11 @@ typename LevenbergMarquardtStep<T, S>::Trial LevenbergMarquardtStep<T, S>::trial
   std::optional<double> f1 = 0.0;  // an empty shard adds nothing
   {
     ScopedDevicePhase phase(*model_clock_, Phase::kTrialEvaluation);
+    // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision), queued
+    // before what a recording holds: the narrowing waits on the other queue.
+    const T* delta = model_delta();
     const auto work = [&] {
-      // θ stays in T: the trial is θ − lr·δ with δ rounded to T once (mixed precision).
-      backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), model_delta(),
-                          trial_.data());
+      backend_.add_scaled(n, params, static_cast<T>(-options_.learning_rate), delta, trial_.data());
       if (source_.batch() > 0) f1 = source_.objective_into(trial_.data(), slot(kTrialObjective));
     };
     const std::optional<RecordedWork::Key> key = attempt_key(params, false);

@@ -238,9 +238,10 @@ struct SolverOptions {
   bool tf32 = false;
   // Each attempt's factorization and solve — A + λD copied, factored, the two triangular solves —
   // launched as one CUDA graph, recorded at the first attempt and replayed with λ read from the
-  // device (issue 36: at W2's n = 769 the factorization is a chain of small launches); in float32
-  // or float64 on one device and rank, without a penalty, the trial's forward pass and the
-  // geodesic correction as well, replayed while their buffers stay (solve/recorded_work.h).  The
+  // device (issue 36: at W2's n = 769 the factorization is a chain of small launches); on one
+  // device and rank, without a penalty, the trial's forward pass and (float32 or float64, not
+  // mixed) the geodesic correction as well, replayed while their buffers stay
+  // (solve/recorded_work.h).  The
   // bits are the eager step's.  The cholesky solver on a CUDA device only; elsewhere, or where
   // the device refuses to record the work, it is ignored and the Summary's normal-matrix line
   // says so.  Off by default: not yet run on a GPU.
