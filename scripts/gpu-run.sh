@@ -792,7 +792,7 @@ if wants peers || wants peers5; then
     # W2 with 2 repetitions alone outran 220 s, so one repetition each.
     # The rows of the comparison only: lmtrain as shipped and in the peer's damping or precision,
     # torch-levenberg-marquardt's qr (its default, W7's row) and cholesky (its fastest).
-    rows="lmtrain lmtrain-peerdamp lmtrain-float32 torch-lm torch-lm-cholesky"
+    rows="lmtrain lmtrain-graphs lmtrain-peerdamp lmtrain-float32 torch-lm torch-lm-cholesky"
     export rows
     wants peers && gpu_check "peers: bench/run.sh W2 W7" bench.log 300 bash -c \
       'peers_bench gpu-peers-W2-W7 W2 W7 --repeats 1 --rows "$rows"'
