@@ -135,9 +135,9 @@ void bind_solver_options(nb::module_& m) {
              "Form a float32 A on TF32 tensor cores (CUDA; ignored on the CPU and for a float64 "
              "system): faster, A rounded at about 1e-3 of float32's 1e-7.")
       .field("cuda_graphs", &S::cuda_graphs, "bool",
-             "Launch each attempt's factorization and solve, and on one queue its trial and "
-             "geodesic correction, as recorded CUDA graphs (the cholesky solver on CUDA; ignored "
-             "elsewhere): the eager step's bits.")
+             "Launch each attempt's factorization and solve, its trial and (not in mixed "
+             "precision) its geodesic correction as recorded CUDA graphs (the cholesky solver on "
+             "one CUDA device; ignored elsewhere): the eager step's bits.")
       .field("gradient_tolerance", &S::gradient_tolerance, "float", "‖Jᵀr‖∞ stop (0: off).")
       .field("function_tolerance", &S::function_tolerance, "float",
              "Relative decrease of F stop (0: off).")

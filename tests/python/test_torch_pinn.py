@@ -926,6 +926,9 @@ def test_the_optimizer_builds_the_same_system_from_the_problem_and_from_autograd
     for residual_fn in (problem, lambda model, x, y: reference(model)):
         model = _network(2, 1, seed=15)
         optimizer = lt.LevenbergMarquardt(model, residual_fn=residual_fn)
+        # Before the first step a Problem's route is not chosen yet, and the path says so.
+        assert optimizer.path == ("pinn (its route chosen at the first step)"
+                                  if residual_fn is problem else "autograd")
         systems.append(optimizer.normal_equations(problem.points))
         report = optimizer.step(problem.points)
         systems.append(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))

@@ -60,6 +60,8 @@ class TorchLinearization:
         self.jacobian_mode = jacobian_mode
         self.jacobian_choice: dict[str, Any] = {}
         self.path = "autograd" if residual_fn is not None else "torch.func"
+        if hasattr(residual_fn, "jacobian_slice"):  # its own rows (a pinn.Problem): its name
+            self.path = getattr(residual_fn, "jacobian_path", "residual_fn.jacobian_slice")
         # cross_entropy_sampled's draws: the key of the last linearization (incremented by each,
         # as in the native engine), the row of this rank's first sample in the whole batch, and
         # the linearization's uniforms, which its residuals at trial points reuse.

@@ -608,6 +608,9 @@ class LevenbergMarquardt:
             self._lin = TorchLinearization(model, self._names, self._params, self.loss,
                                            residual_fn, jacobian)
             self.path = self._lin.path = "autograd" if mode == "autograd" else f"torch.func {mode}"
+            if hasattr(residual_fn, "jacobian_slice"):  # its own rows (a pinn.Problem)
+                self.path = self._lin.path = getattr(residual_fn, "jacobian_path",
+                                                     "residual_fn.jacobian_slice")
         self.last_report: Any = None
         if len(self.devices) > 1:
             self._replicas = [self._replica(d) for d in self.devices[1:]]

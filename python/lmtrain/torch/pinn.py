@@ -1378,6 +1378,8 @@ class Problem:
     @property
     def jacobian_path(self) -> str:
         mode = self.jacobian_choice.get("mode", self.jacobian)
+        if mode == "auto":  # before the first step, which measures the routes
+            return "pinn (its route chosen at the first step)"
         return "pinn taylor" if mode == "taylor" else f"pinn pointwise {mode}"
 
     def jacobian_slice(self, model: torch.nn.Module, params: Mapping[str, torch.Tensor],
