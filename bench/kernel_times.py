@@ -4,16 +4,18 @@
     python3 bench/kernel_times.py --steps 5 profile-W2.csv [profile-W2-graphs.csv …] > profile.md
 
 Each CSV is what `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv
---log-file FILE lmtrain_workloads … --profile-steps A:B` wrote: one row per kernel launched
-while lmtrain_workloads had the profiler collecting (steps A … B, `--steps` = B − A + 1 of them).
+lmtrain_workloads … --profile-steps A:B > FILE 2>&1` wrote: one row per kernel launched while
+lmtrain_workloads had the profiler collecting (steps A … B, `--steps` = B − A + 1 of them),
+among the program's own output lines.
 Nsight Compute runs the kernels one at a time, so their sum is the step's kernel time without
 the gaps between launches: set beside the step's wall time (the bench and peers stages, without
 the profiler), it says how much of a phase is the kernels and how much is launching and waiting
 (issue 36: W2's factorization, 479 µs on the H200 of 2026-11-28, either way).
 
 Prints, per file: the kernel time and launches per step, then the kernels by time, the largest
-first, with launches and µs per step and µs per launch.  Lines before the CSV header (ncu's
-==PROF== lines, the program's output) are skipped; a file without rows says so.
+first, with launches and µs per step and µs per launch.  Lines that are not rows of ncu's CSV
+(its ==PROF== lines, the program's output, before the header or among the rows) are skipped; a
+file without rows says so.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def kernel_times(text: str) -> dict[str, list[float]]:
     start = next((i for i, line in enumerate(text.splitlines()) if line.startswith('"ID"')), None)
     if start is None:
         return {}
-    rows = csv.DictReader(io.StringIO("\n".join(text.splitlines()[start:])))
+    lines = [line for line in text.splitlines()[start:] if line.startswith('"')]
+    rows = csv.DictReader(io.StringIO("\n".join(lines)))
     times: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         if row.get("Metric Name") != "gpu__time_duration.sum":

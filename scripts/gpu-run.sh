@@ -824,8 +824,8 @@ if wants profile; then
       # shellcheck disable=SC2086  # the arguments are words on purpose
       gpu_check "profile $tag (ncu, $steps steps)" profile.log 120 bash -c \
         "\"$ncu\" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \
-           --csv --print-units base --log-file \"$out/profile-$tag.csv\" \
-           \"$bin/lmtrain_workloads\" $args --device cuda > /dev/null &&
+           --csv --print-units base \"$bin/lmtrain_workloads\" $args --device cuda \
+           > \"$out/profile-$tag.csv\" 2>&1 &&
          python3 \"$root/bench/kernel_times.py\" --steps $steps \"$out/profile-$tag.csv\" > \"$work/profile-$tag.md\""
       cat "$work/profile-$tag.md" >> "$out/profile.md" 2>/dev/null
       grep -h 'µs of kernels per step' "$work/profile-$tag.md" 2>/dev/null |

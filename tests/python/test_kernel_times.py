@@ -36,6 +36,7 @@ CSV = "\n".join([
     row(0, POTRF, "nsecond", "1,200,000"),          # 1 200 µs
     row(1, OWN, "usecond", "3.5"),
     row(2, POTRF, "msecond", "0.8"),                # 800 µs
+    '{"type":"step","tool":"lmtrain","step":4}',   # the program's output among the rows
     row(3, OWN, "nsecond", "4,500"),                # 4.5 µs
     row(4, OWN, "byte", "1,024", metric="dram__bytes.sum"),
     "==PROF== Disconnected from process 4242",
