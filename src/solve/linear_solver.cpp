@@ -5,31 +5,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lmtrain/core/error.h"
+#include "lmtrain/solve/recorded_work.h"
 
 namespace lmtrain {
 namespace {
 
 // (A + λD) = LLᵀ, then two triangular solves.  Refactors for every λ: n³/3 flops a retry.
 // With SolverOptions::cuda_graphs each attempt of solve_into — A + λD copied, factored, solved —
-// is one recording (DeviceQueue::record) replayed with λ written to a device double first
-// (add_diagonal_from: the host λ's bits); recorded again when the buffers it uses change
-// (another NormalEquations, D, δ or status slot) or the backend moved a workspace it uses.
+// is RecordedWork (recorded_work.h): λ is written to a device double first and read there
+// (add_diagonal_from: the host λ's bits), so one recording serves every λ; it is recorded again
+// when the buffers it uses change (another NormalEquations, D, δ or status slot) or the backend
+// moved a workspace it uses, and ignored, with why, where the device refuses to record it.
 template <typename T>
 class CholeskySolver final : public LinearSolver<T> {
  public:
   CholeskySolver(LinearAlgebra<T>& backend, std::size_t n, bool graphs)
-      : backend_(backend), n_(n), factor_(backend.allocate(n * n)), graphs_(graphs) {
-    if (!graphs_) return;
+      : backend_(backend), n_(n), factor_(backend.allocate(n * n)) {
+    if (!graphs) return;
     if (const std::string why = backend_.why_not_recordable(); !why.empty()) {
-      graphs_ = false;
       report_ = "SolverOptions::cuda_graphs: ignored, " + why;
       return;
     }
     lambda_ = DeviceBuffer<double>(backend_.memory(), 1);
+    attempts_ = std::make_unique<RecordedWork>(
+        backend_, fmt::format("each attempt's factorization and solve (n = {})", n_));
   }
   LinearSolverType type() const override { return LinearSolverType::kCholesky; }
   bool prepare(const NormalEquations<T>& ne, const T* d) override {
@@ -45,14 +49,20 @@ class CholeskySolver final : public LinearSolver<T> {
   // The triangular solves run after a failed factorization too (on its partial factor): the
   // caller reads the status afterwards and discards δ.
   typename LinearSolver<T>::Verdict solve_into(double lambda, T* delta, double* status) override {
-    // The first attempt runs eagerly: the factorization's workspace is allocated and the
-    // kernels loaded before a recording could need either (neither can happen under capture).
-    if (!(graphs_ && warmed_ && replayed(lambda, delta, status))) {
+    if (!attempts_ || !attempts_->recording()) {
       damp(lambda);
       backend_.potrf_into(n_, factor_.data(), status);
       solve_again(ne_->g.data(), delta);
-      warmed_ = true;
+      return LinearSolver<T>::Verdict::kOnDevice;
     }
+    backend_.write_scalars(&lambda, lambda_.data(), 1);
+    const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+    attempts_->run({at(ne_->a.data()), at(d_), at(ne_->g.data()), at(delta), at(status)}, [&] {
+      backend_.copy_upper(n_, ne_->a.data(), factor_.data());
+      backend_.add_diagonal_from(n_, factor_.data(), lambda_.data(), d_);
+      backend_.potrf_into(n_, factor_.data(), status);
+      solve_again(ne_->g.data(), delta);
+    });
     return LinearSolver<T>::Verdict::kOnDevice;
   }
   bool solve_again(const T* rhs, T* x) override {
@@ -60,13 +70,7 @@ class CholeskySolver final : public LinearSolver<T> {
     backend_.potrs(n_, factor_.data(), x);
     return true;
   }
-  std::string report() const override {
-    if (!graphs_ || recordings_ == 0) return report_;
-    return fmt::format(
-        "SolverOptions::cuda_graphs: each attempt's factorization and solve (n = {}) replayed from "
-        "one recording ({} recorded, {} replays)",
-        n_, recordings_, replays_);
-  }
+  std::string report() const override { return attempts_ ? attempts_->report() : report_; }
 
  private:
   // factor_ = A + λD, its upper triangle (the one potrf reads).
@@ -74,58 +78,15 @@ class CholeskySolver final : public LinearSolver<T> {
     backend_.copy_upper(n_, ne_->a.data(), factor_.data());
     backend_.add_diagonal(n_, factor_.data(), static_cast<T>(lambda), d_);
   }
-  // The attempt from the recording, recorded first where it is missing or stale; false (and
-  // graphs off from then on, with why) where the device refuses to record it.
-  bool replayed(double lambda, T* delta, double* status) {
-    const Inputs inputs{ne_->a.data(), d_, ne_->g.data(), delta, status};
-    backend_.write_scalars(&lambda, lambda_.data(), 1);
-    if (!recording_ || !(inputs == recorded_) || !recording_->valid()) {
-      recording_.reset();
-      std::string why;
-      recording_ = backend_.record(
-          [&] {
-            backend_.copy_upper(n_, ne_->a.data(), factor_.data());
-            backend_.add_diagonal_from(n_, factor_.data(), lambda_.data(), d_);
-            backend_.potrf_into(n_, factor_.data(), status);
-            solve_again(ne_->g.data(), delta);
-          },
-          why);
-      if (!recording_) {
-        graphs_ = false;
-        report_ = "SolverOptions::cuda_graphs: ignored, " + why;
-        return false;
-      }
-      recorded_ = inputs;
-      ++recordings_;
-    }
-    recording_->replay();
-    ++replays_;
-    return true;
-  }
-
-  // What a recording's kernels were given: the buffers it reads and writes.
-  struct Inputs {
-    const T* a = nullptr;
-    const T* d = nullptr;
-    const T* g = nullptr;
-    const T* delta = nullptr;
-    const double* status = nullptr;
-    bool operator==(const Inputs&) const = default;
-  };
 
   LinearAlgebra<T>& backend_;
   std::size_t n_;
   DeviceBuffer<T> factor_;
   const NormalEquations<T>* ne_ = nullptr;
   const T* d_ = nullptr;
-  bool graphs_;          // SolverOptions::cuda_graphs, off where it cannot be
-  bool warmed_ = false;  // an eager solve_into has run
-  std::string report_;
-  DeviceBuffer<double> lambda_;  // λ of the replayed attempt
-  std::unique_ptr<QueueRecording> recording_;
-  Inputs recorded_;
-  int recordings_ = 0;
-  std::uint64_t replays_ = 0;
+  std::string report_;                      // why SolverOptions::cuda_graphs is ignored
+  DeviceBuffer<double> lambda_;             // λ of the recorded attempt, on the device
+  std::unique_ptr<RecordedWork> attempts_;  // SolverOptions::cuda_graphs (null: off)
 };
 
 // With S = D^{-½}: SAS = QΛQᵀ once per step; δ = S Q (Λ + λI)⁻¹ Qᵀ S g for every λ, O(n²).

@@ -331,8 +331,9 @@ TEST(CudaGraphs, ARefusedRecordingFallsBackWithTheDevicesReason) {
   };
   for (const Refusal& r : {
            Refusal{"potrf_into",
-                   {"SolverOptions::cuda_graphs: ignored, " + device +
-                        "potrf_into refuses stream capture)",
+                   {"SolverOptions::cuda_graphs: each attempt's factorization and solve (n = 29) "
+                    "queued call by call, " +
+                        device + "potrf_into refuses stream capture)",
                     "the trial replayed from one recording", "the geodesic correction replayed"}},
            Refusal{"add_scaled",  // θ − lr·δ, θ ± hv
                    {"each attempt's factorization and solve (n = 29) replayed",

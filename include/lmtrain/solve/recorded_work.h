@@ -33,6 +33,8 @@ class RecordedWork {
   // recorded then replayed: the host values it computes are this call's); false where a recording
   // was replayed without it.
   bool run(const Key& key, const std::function<void()>& work);
+  // False once the device refused a recording: run() queues call by call from then on.
+  bool recording() const { return refused_.empty(); }
   // "the trial: replayed from 1 recording (40 replays)", or why it was not recorded; empty before
   // anything was recorded or refused.
   std::string report() const;
