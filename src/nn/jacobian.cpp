@@ -99,17 +99,15 @@ void JacobianEngine<T>::residuals_at(const T* params, T* r) {
 template <typename T>
 std::optional<std::vector<std::uintptr_t>> JacobianEngine<T>::evaluation_key() const {
   if (model_.workspace_elements() > 0) return std::nullopt;
-  const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
   const bool sampled = loss_.kind() == LossKind::kCrossEntropySampled;
-  std::vector<std::uintptr_t> key{at(x_),
-                                  at(y_),
+  std::vector<std::uintptr_t> key{address_key(x_),
+                                  address_key(y_),
                                   batch_,
                                   sampled ? draw_key_ : 0,
-                                  at(residuals_.data()),
-                                  at(trial_seeds_.data()),
-                                  at(trial_objective_.data()),
-                                  trial_state_.capacity};
-  for (const DeviceBuffer<T>& b : trial_state_.outputs) key.push_back(at(b.data()));
+                                  address_key(residuals_.data()),
+                                  address_key(trial_seeds_.data()),
+                                  address_key(trial_objective_.data())};
+  for (const DeviceBuffer<T>& b : trial_state_.outputs) key.push_back(address_key(b.data()));
   return key;
 }
 

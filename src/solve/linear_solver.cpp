@@ -56,13 +56,14 @@ class CholeskySolver final : public LinearSolver<T> {
       return LinearSolver<T>::Verdict::kOnDevice;
     }
     backend_.write_scalars(&lambda, lambda_.data(), 1);
-    const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-    attempts_->run({at(ne_->a.data()), at(d_), at(ne_->g.data()), at(delta), at(status)}, [&] {
-      backend_.copy_upper(n_, ne_->a.data(), factor_.data());
-      backend_.add_diagonal_from(n_, factor_.data(), lambda_.data(), d_);
-      backend_.potrf_into(n_, factor_.data(), status);
-      solve_again(ne_->g.data(), delta);
-    });
+    attempts_->run({address_key(ne_->a.data()), address_key(d_), address_key(ne_->g.data()),
+                    address_key(delta), address_key(status)},
+                   [&] {
+                     backend_.copy_upper(n_, ne_->a.data(), factor_.data());
+                     backend_.add_diagonal_from(n_, factor_.data(), lambda_.data(), d_);
+                     backend_.potrf_into(n_, factor_.data(), status);
+                     solve_again(ne_->g.data(), delta);
+                   });
     return LinearSolver<T>::Verdict::kOnDevice;
   }
   bool solve_again(const T* rhs, T* x) override {

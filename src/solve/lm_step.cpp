@@ -121,11 +121,11 @@ std::optional<RecordedWork::Key> LevenbergMarquardtStep<T, S>::attempt_key(const
         "the linearization source's evaluations cannot be recorded";
     return std::nullopt;
   }
-  const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
   const void* narrowed = nullptr;  // δ in T (mixed precision)
   if constexpr (kMixed) narrowed = delta_model_.data();
-  key->insert(key->end(), {at(params), at(trial_.data()), at(delta_.data()), at(narrowed),
-                           std::bit_cast<std::uintptr_t>(options_.learning_rate)});
+  key->insert(key->end(),
+              {address_key(params), address_key(trial_.data()), address_key(delta_.data()),
+               address_key(narrowed), std::bit_cast<std::uintptr_t>(options_.learning_rate)});
   if (!geodesic) return key;
   const std::optional<RecordedWork::Key> product = builder_.transpose_product_key(ne_);
   if (!product) {

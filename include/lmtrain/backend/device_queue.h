@@ -59,6 +59,12 @@ class QueueRecording {
   virtual bool valid() const { return true; }
 };
 
+// A buffer's address as part of the key a recording is replayed under (solve/recorded_work.h,
+// LinearizationSource::evaluation_key): the same key, the same buffers its calls were given.
+inline std::uintptr_t address_key(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;

@@ -181,11 +181,10 @@ class NormalEquationsBuilder {
   // build slices again — work whose buffers a key of this size does not cover.
   std::optional<std::vector<std::uintptr_t>> transpose_product_key(
       const NormalEquations<S>& ne) const {
-    const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
     if (kWiden || source_.batch() == 0) return std::nullopt;
-    if (store_jacobian_) return std::vector<std::uintptr_t>{1, at(ne.j.data())};
+    if (store_jacobian_) return std::vector<std::uintptr_t>{1, address_key(ne.j.data())};
     if (slice_holds_batch_ && held_in_system_)
-      return std::vector<std::uintptr_t>{2, at(held_system_.data), held_system_.ld};
+      return std::vector<std::uintptr_t>{2, address_key(held_system_.data), held_system_.ld};
     return std::nullopt;
   }
   LinearizationSource<T>& source() { return source_; }

@@ -35,7 +35,8 @@ class RecordedWork {
   bool run(const Key& key, const std::function<void()>& work);
   // False once the device refused a recording: run() queues call by call from then on.
   bool recording() const { return refused_.empty(); }
-  // "the trial: replayed from 1 recording (40 replays)", or why it was not recorded; empty before
+  // "SolverOptions::cuda_graphs: the trial replayed from one recording (1 recorded, 40
+  // replays)", or "… the trial queued call by call, <the device's reason>"; empty before
   // anything was recorded or refused.
   std::string report() const;
 
